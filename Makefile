@@ -1,0 +1,33 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-fast sim bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# More simulation seeds than CI runs: make sim SEEDS=10000
+sim: setup
+	RAFT_SIM_SEEDS=$(or $(SEEDS),5000) $(BIN)/python -m pytest -q -n 2 tests/raft/test_sim.py
+
+bench: setup
+	$(BIN)/python -m tools.bench raft --seconds 10 --peer pysyncobj
+
+lint: setup
+	$(BIN)/ruff check raft tests tools
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

@@ -1,0 +1,733 @@
+"""RaftCore: the consensus algorithm as a pure, deterministic state machine (etcd-raft's RawNode shape).
+
+The driver feeds it time (`tick`), messages (`step`) and requests (`propose`, `read_index`,
+`transfer_leader`, `propose_conf_change`), takes a `Ready` of work to do, performs it, and acknowledges
+with `advance(ready)` and `on_persisted(index, term)`. The core never touches a clock, a socket, a file or
+an event loop; randomness comes from the `rng` it is given, so a seeded schedule replays exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from raft.core import quorum
+from raft.core.confchange import ConfChange, apply_change, encode_conf
+from raft.core.log import RaftLog
+from raft.core.messages import ConfState, Entry, EntryType, HardState, Message, MsgType, SnapshotMeta
+from raft.core.progress import Progress, ProgressState
+from raft.core.ready import ReadState, Ready
+from raft.status import RaftError, RaftException
+
+FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre_candidate", "candidate", "leader"
+
+# Messages a leader (or pre-candidate) may send before its own Ready is durable: they promise nothing
+# about local state that a crash could take back. Everything else waits for persistence.
+_SEND_NOW = frozenset(
+    {MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW, MsgType.PRE_VOTE, MsgType.PRE_VOTE_RESP}
+)
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """Tunables of the pure core, in ticks and counts. `raft.options.RaftOptions` maps milliseconds onto these."""
+
+    id: str
+    election_tick: int = 20  # 1000 ms at 50 ms per tick (JRaft/RocketMQ electionTimeoutMs)
+    heartbeat_tick: int = 2  # 100 ms (electionTimeoutMs / electionHeartbeatFactor)
+    pre_vote: bool = True
+    check_quorum: bool = True
+    lease_ratio: float = 0.9  # JRaft leaderLeaseTimeRatio: lease = 0.9 x election timeout
+    lease_read: bool = False  # answer ReadIndex from the lease (True) or with a quorum round (False)
+    max_inflight: int = 256  # JRaft maxReplicatorInflightMsgs
+    max_entries_per_msg: int = 1024  # JRaft maxEntriesSize
+    max_bytes_per_msg: int = 512 * 1024  # JRaft maxBodySize
+    max_uncommitted: int = 100_000  # proposals beyond this many uncommitted entries get EBUSY
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_tick < 1 or self.election_tick <= self.heartbeat_tick:
+            raise ValueError("need 1 <= heartbeat_tick < election_tick")
+
+
+@dataclass
+class _PendingRead:
+    ctx: object
+    index: int
+    seq: int
+
+
+@dataclass
+class CoreStatus:
+    id: str
+    role: str
+    term: int
+    leader: str
+    vote: str
+    commit: int
+    applied: int
+    first_index: int
+    last_index: int
+    conf: ConfState
+    progress: dict[str, dict[str, int | str]] = field(default_factory=dict)
+    lead_transferee: str = ""
+
+
+class RaftCore:
+    def __init__(
+        self,
+        config: CoreConfig,
+        conf: ConfState,
+        hard_state: HardState = HardState(),
+        snapshot: SnapshotMeta | None = None,
+        entries: list[Entry] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        """`conf` is the bootstrap configuration, used when no snapshot carries one. `entries` are the
+        durable log entries after the snapshot (earlier ones, kept as a margin, are ignored)."""
+        self.cfg = config
+        self.id = config.id
+        self.rng = rng or random.Random(0)
+        snap = snapshot or SnapshotMeta(0, 0, conf)
+        self.snapshot = snap  # the latest snapshot known to exist locally (for InstallSnapshot)
+        kept = [e for e in (entries or []) if e.index > snap.index]
+        if kept and kept[0].index != snap.index + 1:
+            raise ValueError(
+                f"log starts at {kept[0].index} but the snapshot ends at {snap.index}: entries are missing"
+            )
+        self.log = RaftLog(snap.index, snap.term, kept, snap.conf if snapshot else conf)
+        self.term = hard_state.term
+        self.vote = hard_state.vote
+        self.leader = ""
+        self.role = FOLLOWER
+        self.prs: dict[str, Progress] = {}
+        self.votes: dict[str, bool] = {}
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self.randomized_timeout = 0
+        self.lead_transferee = ""
+        self.transfer_elapsed = 0
+        self.pending_conf_index = 0
+        self.now = 0  # ticks since start: the core's only notion of time
+        self._reset_randomized_timeout()
+        # read index state
+        self.read_seq = 0
+        self.read_sent_tick: dict[int, int] = {}
+        self.pending_reads: list[_PendingRead] = []
+        self.waiting_reads: list[object] = []  # not yet given a round (no commit in term yet, or batching)
+        self.read_states: list[ReadState] = []
+        self.dropped_reads: list[tuple[object, RaftError]] = []
+        self.lease_until = 0
+        # ready bookkeeping
+        self.msgs: list[Message] = []
+        self.msgs_after: list[Message] = []
+        self.prev_hard = HardState(self.term, self.vote)
+        self.pending_install: SnapshotMeta | None = None
+
+    @property
+    def conf(self) -> ConfState:
+        """The configuration in effect: the latest one in the log, committed or not."""
+        return self.log.conf()
+
+    # ------------------------------------------------------------------ driver API
+
+    def tick(self) -> None:
+        self.now += 1
+        if self.role == LEADER:
+            self._tick_leader()
+        else:
+            self.election_elapsed += 1
+            if self.election_elapsed >= self.randomized_timeout and self._promotable():
+                self.election_elapsed = 0
+                self.campaign(transfer=False)
+
+    def campaign(self, transfer: bool = False) -> None:
+        """Start an election now (PreVote first unless this is a leadership transfer)."""
+        if not self._promotable() or self.role == LEADER:
+            return
+        if self.cfg.pre_vote and not transfer:
+            self._become_pre_candidate()
+            self._request_votes(MsgType.PRE_VOTE, self.term + 1, force=False)
+        else:
+            self._become_candidate()
+            self._request_votes(MsgType.VOTE, self.term, force=transfer)
+
+    def propose(self, datas: list[bytes], entry_type: int = EntryType.NORMAL) -> tuple[int, int]:
+        """Append commands on the leader. Returns (first index, term); raises RaftException if refused."""
+        if self.role != LEADER:
+            raise RaftException(RaftError.EPERM, f"not leader (leader is {self.leader or 'unknown'})")
+        if self.lead_transferee:
+            raise RaftException(RaftError.EBUSY, f"leadership is being transferred to {self.lead_transferee}")
+        if self.log.last_index() - self.log.committed + len(datas) > self.cfg.max_uncommitted:
+            raise RaftException(RaftError.EBUSY, "too many uncommitted entries")
+        first = self.log.last_index() + 1
+        term = self.term
+        self._append([Entry(term, first + k, entry_type, d) for k, d in enumerate(datas)])
+        self._broadcast_append()
+        return first, term
+
+    def propose_conf_change(self, change: ConfChange) -> tuple[int, int]:
+        if self.role != LEADER:
+            raise RaftException(RaftError.EPERM, "not leader")
+        if self.pending_conf_index > self.log.applied:
+            raise RaftException(RaftError.EBUSY, "a configuration change is already in progress")
+        new_conf = apply_change(self.conf, change)  # validates
+        index, term = self.propose([encode_conf(new_conf)], EntryType.CONF)
+        self.pending_conf_index = index
+        self._sync_progress()
+        self._broadcast_append()
+        return index, term
+
+    def read_index(self, ctx: object) -> None:
+        """Ask for a linearizable read point. The answer arrives as a ReadState in a later Ready (or in
+        `dropped_reads` if this node cannot serve it)."""
+        if self.role != LEADER:
+            self.dropped_reads.append((ctx, RaftError.EPERM))
+            return
+        self.waiting_reads.append(ctx)
+
+    def transfer_leader(self, target: str) -> None:
+        if self.role != LEADER:
+            raise RaftException(RaftError.EPERM, "not leader")
+        if target == self.id:
+            raise RaftException(RaftError.EINVAL, "already leader")
+        if target not in self.conf.voters:
+            raise RaftException(RaftError.EINVAL, f"{target} is not a voter")
+        self.lead_transferee = target
+        self.transfer_elapsed = 0
+        self.lease_until = 0  # the target will win without waiting for our lease to lapse
+        if self.prs[target].match == self.log.last_index():
+            self._send(Message(MsgType.TIMEOUT_NOW, self.id, target, self.term))
+        else:
+            self._send_append(target)
+
+    def report_snapshot(self, peer: str, success: bool) -> None:
+        """The driver finished (or gave up) sending a snapshot to peer."""
+        pr = self.prs.get(peer)
+        if self.role != LEADER or pr is None or pr.state is not ProgressState.SNAPSHOT:
+            return
+        if not success:
+            pr.pending_snapshot = 0
+        pr.become_probe()
+        pr.probe_sent = True  # wait for the follower's answer (or a heartbeat) before probing again
+
+    def report_unreachable(self, peer: str) -> None:
+        pr = self.prs.get(peer)
+        if self.role == LEADER and pr is not None and pr.state is ProgressState.REPLICATE:
+            pr.become_probe()
+
+    def compact(self, snapshot: SnapshotMeta, keep_from: int) -> None:
+        """A snapshot at snapshot.index now exists locally. Forget entries below keep_from (at most
+        snapshot.index + 1): the margin kept lets slightly lagging followers catch up from the log."""
+        if snapshot.index > self.log.applied:
+            raise AssertionError(f"snapshot {snapshot.index} beyond applied {self.log.applied}")
+        if snapshot.index > self.snapshot.index:
+            self.snapshot = snapshot
+        self.log.compact(min(keep_from - 1, snapshot.index))
+
+    def on_persisted(self, index: int, term: int) -> None:
+        """The driver made the log durable up to (index, term)."""
+        self.log.stable_to(index, term)
+        if self.role == LEADER and self.id in self.prs:
+            if self.prs[self.id].maybe_update(self.log.stable):
+                self._maybe_commit()
+
+    def has_ready(self) -> bool:
+        lg = self.log
+        return bool(
+            self.msgs
+            or self.msgs_after
+            or lg.handed < lg.last_index()
+            or min(lg.committed, lg.stable) > lg.applied
+            or self.pending_install
+            or self.read_states
+            or self.dropped_reads
+            or (self.waiting_reads and self._reads_startable())
+            or HardState(self.term, self.vote) != self.prev_hard
+        )
+
+    def ready(self) -> Ready:
+        if self.waiting_reads and self._reads_startable():
+            self._start_read_round()
+        hs = HardState(self.term, self.vote)
+        return Ready(
+            hard_state=hs if hs != self.prev_hard else None,
+            entries=self.log.unstable(),
+            snapshot=self.pending_install,
+            committed=self.log.applicable() if self.pending_install is None else [],
+            messages=self.msgs,
+            persisted_messages=self.msgs_after,
+            read_states=self.read_states,
+            dropped_reads=self.dropped_reads,
+            leader=self.leader,
+            role=self.role,
+            term=self.term,
+        )
+
+    def advance(self, rd: Ready) -> None:
+        if rd.hard_state is not None:
+            self.prev_hard = rd.hard_state
+        if rd.entries:
+            self.log.handed = max(self.log.handed, rd.entries[-1].index)
+        if rd.snapshot is not None and rd.snapshot is self.pending_install:
+            self.pending_install = None
+        if rd.committed:
+            self.log.applied = rd.committed[-1].index
+            if self.role == LEADER and self.id not in self.conf.voters:
+                if any(e.type == EntryType.CONF for e in rd.committed):
+                    # Our removal is committed: step down; the remaining voters elect a leader.
+                    self._become_follower(self.term, "")
+        if rd.messages is self.msgs:
+            self.msgs = []
+        if rd.persisted_messages is self.msgs_after:
+            self.msgs_after = []
+        if rd.read_states is self.read_states:
+            self.read_states = []
+        if rd.dropped_reads is self.dropped_reads:
+            self.dropped_reads = []
+
+    def status(self) -> CoreStatus:
+        st = CoreStatus(
+            id=self.id,
+            role=self.role,
+            term=self.term,
+            leader=self.leader,
+            vote=self.vote,
+            commit=self.log.committed,
+            applied=self.log.applied,
+            first_index=self.log.first_index(),
+            last_index=self.log.last_index(),
+            conf=self.conf,
+            lead_transferee=self.lead_transferee,
+        )
+        if self.role == LEADER:
+            last = self.log.last_index()
+            for pid, pr in sorted(self.prs.items()):
+                st.progress[pid] = {
+                    "match": pr.match,
+                    "next": pr.next,
+                    "lag": last - pr.match,
+                    "state": pr.state.name.lower(),
+                    "learner": int(pr.is_learner),
+                }
+        return st
+
+    def lease_valid(self) -> bool:
+        return self.role == LEADER and self.now < self.lease_until
+
+    # ------------------------------------------------------------------ step
+
+    def step(self, m: Message) -> None:
+        if m.term > self.term:
+            if m.type in (MsgType.VOTE, MsgType.PRE_VOTE) and self._in_lease() and not m.force:
+                return  # a leader is alive: a disruptive (pre)candidate is ignored, term unchanged
+            if m.type == MsgType.PRE_VOTE:
+                pass  # pre-votes never change our term
+            elif m.type == MsgType.PRE_VOTE_RESP and not m.reject:
+                pass  # granted pre-votes carry the future term; the candidate bumps it itself
+            elif m.type in (MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP):
+                self._become_follower(m.term, m.frm)
+            else:
+                self._become_follower(m.term, "")
+        elif m.term < self.term:
+            if m.type in (MsgType.APP, MsgType.HEARTBEAT) and (self.cfg.check_quorum or self.cfg.pre_vote):
+                # A stale leader (e.g. healed from a partition) learns our term and steps down.
+                self._send(Message(MsgType.APP_RESP, self.id, m.frm, self.term))
+            elif m.type == MsgType.PRE_VOTE:
+                self._send(Message(MsgType.PRE_VOTE_RESP, self.id, m.frm, self.term, reject=True))
+            return
+
+        t = m.type
+        if t == MsgType.VOTE or t == MsgType.PRE_VOTE:
+            self._handle_vote(m)
+        elif self.role == LEADER:
+            self._step_leader(m)
+        elif self.role in (CANDIDATE, PRE_CANDIDATE):
+            self._step_candidate(m)
+        else:
+            self._step_follower(m)
+
+    def _handle_vote(self, m: Message) -> None:
+        can_vote = (
+            self.vote == m.frm
+            or (self.vote == "" and self.leader == "")
+            or (m.type == MsgType.PRE_VOTE and m.term > self.term)
+        )
+        resp = MsgType.VOTE_RESP if m.type == MsgType.VOTE else MsgType.PRE_VOTE_RESP
+        if can_vote and self.log.is_up_to_date(m.index, m.log_term):
+            # A granted pre-vote answers in the candidate's future term so it is not mistaken for stale.
+            self._send(Message(resp, self.id, m.frm, m.term))
+            if m.type == MsgType.VOTE:
+                self.election_elapsed = 0
+                self.vote = m.frm
+        else:
+            self._send(Message(resp, self.id, m.frm, self.term, reject=True))
+
+    def _step_leader(self, m: Message) -> None:
+        pr = self.prs.get(m.frm)
+        if pr is None:
+            return
+        t = m.type
+        if t == MsgType.APP_RESP:
+            pr.recent_active = True
+            if m.reject:
+                hint = m.reject_hint
+                if m.hint_term > 0:
+                    hint = self.log.find_conflict_by_term(m.reject_hint, m.hint_term)
+                if pr.maybe_decrease(m.index, hint):
+                    if pr.state is ProgressState.REPLICATE:
+                        pr.become_probe()
+                    self._send_append(m.frm)
+                return
+            if pr.maybe_update(m.index):
+                if pr.state is ProgressState.PROBE:
+                    pr.become_replicate()
+                elif pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot:
+                    pr.become_probe()
+                    pr.become_replicate()
+                self._maybe_commit()
+                self._send_entries_while_room(m.frm)
+                if m.frm == self.lead_transferee and pr.match == self.log.last_index():
+                    self._send(Message(MsgType.TIMEOUT_NOW, self.id, m.frm, self.term))
+        elif t == MsgType.HEARTBEAT_RESP:
+            pr.recent_active = True
+            pr.probe_sent = False
+            if pr.state is ProgressState.REPLICATE and pr.is_paused():
+                pr.inflights.popleft()  # all in flight may be lost: let one more append through
+            if m.seq > pr.read_ack:
+                pr.read_ack = m.seq
+                self._advance_reads()
+            if pr.match < self.log.last_index():
+                self._send_append(m.frm)
+
+    def _step_candidate(self, m: Message) -> None:
+        t = m.type
+        if t in (MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP):
+            self._become_follower(m.term, m.frm)
+            self._step_follower(m)
+        elif (t == MsgType.VOTE_RESP and self.role == CANDIDATE) or (
+            t == MsgType.PRE_VOTE_RESP and self.role == PRE_CANDIDATE
+        ):
+            self.votes[m.frm] = not m.reject
+            result = quorum.vote_result(self.conf.voters, self.votes)
+            if result == "won":
+                if self.role == PRE_CANDIDATE:
+                    self._become_candidate()
+                    self._request_votes(MsgType.VOTE, self.term, force=False)
+                else:
+                    self._become_leader()
+            elif result == "lost":
+                self._become_follower(self.term, "")
+
+    def _step_follower(self, m: Message) -> None:
+        t = m.type
+        if t == MsgType.APP:
+            self.election_elapsed = 0
+            self.leader = m.frm
+            self._handle_append(m)
+        elif t == MsgType.HEARTBEAT:
+            self.election_elapsed = 0
+            self.leader = m.frm
+            if m.commit <= self.log.last_index():
+                self.log.commit_to(m.commit)
+            self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
+        elif t == MsgType.SNAP:
+            self.election_elapsed = 0
+            self.leader = m.frm
+            self._handle_snapshot(m)
+        elif t == MsgType.TIMEOUT_NOW:
+            self.campaign(transfer=True)
+
+    # ------------------------------------------------------------------ replication
+
+    def _handle_append(self, m: Message) -> None:
+        lg = self.log
+        if m.index < lg.committed:
+            self._send(Message(MsgType.APP_RESP, self.id, m.frm, self.term, index=lg.committed))
+            return
+        if lg.match_term(m.index, m.log_term):
+            ents = m.entries
+            last_new = m.index + len(ents)
+            conflict = lg.find_conflict(ents)
+            if conflict:
+                lg.append(ents[conflict - ents[0].index :])
+            lg.commit_to(min(m.commit, last_new))
+            self._send(Message(MsgType.APP_RESP, self.id, m.frm, self.term, index=last_new))
+            return
+        # Reject, with a hint so the leader can skip a whole term of mismatching entries at once.
+        hint_index = min(m.index, lg.last_index())
+        hint_index = lg.find_conflict_by_term(hint_index, m.log_term)
+        hint_term = lg.term(hint_index) or 0
+        self._send(
+            Message(
+                MsgType.APP_RESP,
+                self.id,
+                m.frm,
+                self.term,
+                index=m.index,
+                reject=True,
+                reject_hint=hint_index,
+                hint_term=hint_term,
+            )
+        )
+
+    def _handle_snapshot(self, m: Message) -> None:
+        snap = m.snapshot
+        assert snap is not None
+        lg = self.log
+        if snap.index <= lg.committed:
+            self._send(Message(MsgType.APP_RESP, self.id, m.frm, self.term, index=lg.committed))
+            return
+        if lg.match_term(snap.index, snap.term):
+            lg.commit_to(snap.index)  # we already hold the snapshot's entries: just fast-forward
+        else:
+            lg.restore(snap.index, snap.term, snap.conf)
+            self.snapshot = snap
+            self.pending_install = snap
+        self._send(Message(MsgType.APP_RESP, self.id, m.frm, self.term, index=lg.last_index()))
+
+    def _append(self, entries: list[Entry]) -> None:
+        self.log.append(entries)
+
+    def _send_append(self, to: str, send_if_empty: bool = True) -> bool:
+        pr = self.prs[to]
+        if pr.is_paused():
+            return False
+        lg = self.log
+        prev = pr.next - 1
+        prev_term = lg.term(prev)
+        if prev_term is None:
+            return self._send_snapshot(to, pr)
+        last = lg.last_index()
+        ents = lg.slice(pr.next, last + 1, self.cfg.max_entries_per_msg, self.cfg.max_bytes_per_msg) if pr.next <= last else []
+        if not ents and not send_if_empty:
+            return False
+        sent_last = ents[-1].index if ents else prev
+        self._send(Message(MsgType.APP, self.id, to, self.term, prev_term, prev, ents, lg.committed))
+        pr.sent(sent_last)
+        return True
+
+    def _send_snapshot(self, to: str, pr: Progress) -> bool:
+        if not pr.recent_active:
+            return False  # do not start a transfer to a node we have not heard from
+        snap = self.snapshot
+        pr.become_snapshot(snap.index)
+        self._send(Message(MsgType.SNAP, self.id, to, self.term, snapshot=snap))
+        return True
+
+    def _send_entries_while_room(self, to: str) -> None:
+        pr = self.prs[to]
+        last = self.log.last_index()
+        while pr.next <= last and not pr.is_paused():
+            if not self._send_append(to, send_if_empty=False):
+                break
+
+    def _broadcast_append(self) -> None:
+        for pid in self.prs:
+            if pid != self.id:
+                self._send_entries_while_room(pid)
+
+    def _broadcast_commit(self) -> None:
+        for pid, pr in self.prs.items():
+            if pid != self.id and pr.state is ProgressState.REPLICATE and not pr.is_paused():
+                if pr.next > self.log.last_index():
+                    self._send_append(pid)  # an empty append just to carry the new commit index
+                else:
+                    self._send_entries_while_room(pid)
+
+    def _maybe_commit(self) -> bool:
+        idx = quorum.committed_index(self.conf.voters, {p: pr.match for p, pr in self.prs.items()})
+        # Raft §5.4.2: only entries of the current term are committed by counting replicas.
+        if idx > self.log.committed and self.log.term(idx) == self.term:
+            self.log.commit_to(idx)
+            self._broadcast_commit()
+            return True
+        return False
+
+    # ------------------------------------------------------------------ roles
+
+    def _promotable(self) -> bool:
+        return self.id in self.conf.voters and self.pending_install is None
+
+    def _in_lease(self) -> bool:
+        """A follower that heard from a live leader within the election timeout refuses (pre)votes
+        (CheckQuorum's lease); this is also what makes leader lease reads safe."""
+        return self.cfg.check_quorum and self.leader != "" and self.election_elapsed < self.cfg.election_tick
+
+    def _reset(self, term: int) -> None:
+        if self.term != term:
+            self.term = term
+            self.vote = ""
+        self.leader = ""
+        self.election_elapsed = 0
+        self.heartbeat_elapsed = 0
+        self._reset_randomized_timeout()
+        self.votes = {}
+        self.lead_transferee = ""
+        self.lease_until = 0
+        for r in self.pending_reads:
+            self.dropped_reads.append((r.ctx, RaftError.ELEADERCHANGED))
+        for ctx in self.waiting_reads:
+            self.dropped_reads.append((ctx, RaftError.ELEADERCHANGED))
+        self.pending_reads = []
+        self.waiting_reads = []
+        self.read_sent_tick = {}
+        self.prs = {}
+
+    def _reset_randomized_timeout(self) -> None:
+        # JRaft: a random timeout in [T, 2T) so that candidates rarely split the vote.
+        self.randomized_timeout = self.cfg.election_tick + self.rng.randrange(self.cfg.election_tick)
+
+    def _become_follower(self, term: int, leader: str) -> None:
+        self._reset(term)
+        self.role = FOLLOWER
+        self.leader = leader
+
+    def _become_pre_candidate(self) -> None:
+        # A pre-candidate keeps its term and vote; it only asks whether it could win.
+        self.role = PRE_CANDIDATE
+        self.votes = {self.id: True}
+        self.leader = ""
+
+    def _become_candidate(self) -> None:
+        self._reset(self.term + 1)
+        self.role = CANDIDATE
+        self.vote = self.id
+        self.votes = {self.id: True}
+
+    def _become_leader(self) -> None:
+        self._reset(self.term)
+        self.role = LEADER
+        self.leader = self.id
+        last = self.log.last_index()
+        for pid in self.conf.members():
+            pr = Progress(last + 1, self.cfg.max_inflight, pid in self.conf.learners)
+            if pid == self.id:
+                pr.match = self.log.stable
+                pr.become_replicate()
+                pr.next = last + 1
+                pr.recent_active = True
+            self.prs[pid] = pr
+        # Conf changes wait until everything of earlier terms is applied (the single-server change fix).
+        self.pending_conf_index = last + 1
+        self.read_sent_tick = {}
+        self._append([Entry(self.term, last + 1, EntryType.NOOP, b"")])
+        self._broadcast_append()
+
+    def _request_votes(self, kind: MsgType, term: int, force: bool) -> None:
+        if quorum.vote_result(self.conf.voters, self.votes) == "won":
+            # A single-voter cluster wins at once.
+            if kind == MsgType.PRE_VOTE:
+                self._become_candidate()
+                self._request_votes(MsgType.VOTE, self.term, force)
+            else:
+                self._become_leader()
+            return
+        for pid in self.conf.voters:
+            if pid != self.id:
+                self._send(
+                    Message(
+                        kind, self.id, pid, term, self.log.last_term(), self.log.last_index(), force=force
+                    )
+                )
+
+    def _tick_leader(self) -> None:
+        self.heartbeat_elapsed += 1
+        self.election_elapsed += 1
+        if self.election_elapsed >= self.cfg.election_tick:
+            self.election_elapsed = 0
+            if self.cfg.check_quorum:
+                active = {p for p, pr in self.prs.items() if pr.recent_active or p == self.id}
+                if quorum.vote_result(self.conf.voters, {p: True for p in active}) != "won":
+                    self._become_follower(self.term, "")
+                    return
+                for p, pr in self.prs.items():
+                    if p != self.id:
+                        pr.recent_active = False
+        if self.lead_transferee:
+            self.transfer_elapsed += 1
+            if self.transfer_elapsed >= self.cfg.election_tick:
+                self.lead_transferee = ""  # the transfer timed out: resume normal service
+        if self.heartbeat_elapsed >= self.cfg.heartbeat_tick:
+            self.heartbeat_elapsed = 0
+            self._broadcast_heartbeat()
+
+    def _broadcast_heartbeat(self) -> None:
+        self.read_seq += 1
+        seq = self.read_seq
+        self.read_sent_tick[seq] = self.now
+        for pid, pr in self.prs.items():
+            if pid != self.id:
+                commit = min(pr.match, self.log.committed)
+                self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit=commit, seq=seq))
+        if len(self.conf.voters) == 1:
+            self._advance_reads()
+
+    # ------------------------------------------------------------------ reads
+
+    def _reads_startable(self) -> bool:
+        return self.role != LEADER or self.log.term(self.log.committed) == self.term
+
+    def _start_read_round(self) -> None:
+        if self.role != LEADER:
+            for ctx in self.waiting_reads:
+                self.dropped_reads.append((ctx, RaftError.EPERM))
+            self.waiting_reads = []
+            return
+        if self.log.term(self.log.committed) != self.term:
+            return  # JRaft/etcd: no reads until the leader's first entry of this term has committed
+        commit = self.log.committed
+        if len(self.conf.voters) == 1 or (self.cfg.lease_read and self.lease_valid()):
+            self.read_states.extend(ReadState(ctx, commit) for ctx in self.waiting_reads)
+            self.waiting_reads = []
+            return
+        self._broadcast_heartbeat()
+        seq = self.read_seq
+        self.pending_reads.extend(_PendingRead(ctx, commit, seq) for ctx in self.waiting_reads)
+        self.waiting_reads = []
+
+    def _advance_reads(self) -> None:
+        """Release reads whose heartbeat round a quorum answered, and extend the lease."""
+        acks = {p: pr.read_ack for p, pr in self.prs.items()}
+        acks[self.id] = self.read_seq
+        confirmed = quorum.committed_index(self.conf.voters, acks)
+        if confirmed <= 0:
+            return
+        sent = self.read_sent_tick.get(confirmed)
+        if sent is not None:
+            # The lease runs from when the confirmed round was sent, not from when answers came back.
+            self.lease_until = max(self.lease_until, sent + int(self.cfg.election_tick * self.cfg.lease_ratio))
+            if self.lead_transferee:
+                self.lease_until = 0
+            for s in [s for s in self.read_sent_tick if s <= confirmed]:
+                del self.read_sent_tick[s]
+        if self.pending_reads and self.pending_reads[0].seq <= confirmed:
+            done = [r for r in self.pending_reads if r.seq <= confirmed]
+            self.pending_reads = [r for r in self.pending_reads if r.seq > confirmed]
+            self.read_states.extend(ReadState(r.ctx, r.index) for r in done)
+
+    # ------------------------------------------------------------------ membership
+
+    def _sync_progress(self) -> None:
+        """Track exactly the members of the latest configuration (called on the leader after it
+        appends a CONF entry)."""
+        conf = self.conf
+        last = self.log.last_index()
+        for pid in conf.members():
+            if pid not in self.prs:
+                self.prs[pid] = Progress(last + 1, self.cfg.max_inflight, pid in conf.learners)
+                self._send_append(pid)  # probe the newcomer at once rather than at the next heartbeat
+            else:
+                self.prs[pid].is_learner = pid in conf.learners
+        for pid in [p for p in self.prs if p not in conf.members() and p != self.id]:
+            del self.prs[pid]
+        if self.lead_transferee and self.lead_transferee not in conf.voters:
+            self.lead_transferee = ""
+        self._maybe_commit()
+
+    # ------------------------------------------------------------------ output
+
+    def _send(self, m: Message) -> None:
+        if m.type in _SEND_NOW:
+            self.msgs.append(m)
+        else:
+            self.msgs_after.append(m)

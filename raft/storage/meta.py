@@ -1,0 +1,121 @@
+"""Small metadata files replaced atomically, and FileMetaStorage (term and vote) built on them.
+
+Durable replace = write `<name>.tmp`, fsync it, rename over `<name>`, fsync the directory. A crash leaves
+either the old or the new file, never a mix; a leftover `.tmp` is ignored and overwritten next time.
+Layout of `raft_meta` is specified in docs/log-format.md.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+from google_crc32c import value as _crc
+
+from raft.core.messages import HardState
+
+META_FILE = "raft_meta"
+META_MAGIC = b"RMTA"
+META_VERSION = 1
+# magic[4] version:u16 vote_len:u16 term:u64, then vote (UTF-8), then crc:u32 over everything before it.
+_META_HEAD = struct.Struct("<4sHHQ")
+_CRC = struct.Struct("<I")
+_MAX_VOTE = 0xFFFF
+
+
+class MetaCorruptionError(Exception):
+    """The term/vote file exists but cannot be trusted. Starting anyway could double-vote, so stop."""
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make creations, renames and unlinks inside `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(directory: str | os.PathLike[str]) -> Path:
+    """Create `directory` (and parents) if missing, fsyncing each parent whose entries changed."""
+    path = Path(directory).absolute()
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            pass
+        fsync_dir(d.parent)
+    return path
+
+
+def atomic_write(directory: str | os.PathLike[str], name: str, data: bytes) -> None:
+    """Durably replace directory/name with data (temp file, fsync, rename, fsync directory)."""
+    tmp = os.path.join(directory, name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, name))
+    fsync_dir(directory)
+
+
+def encode_hard_state(hs: HardState) -> bytes:
+    vote = hs.vote.encode()
+    if len(vote) > _MAX_VOTE:
+        raise ValueError(f"vote {hs.vote[:40]!r}... is longer than {_MAX_VOTE} bytes")
+    if hs.term < 0:
+        raise ValueError(f"negative term {hs.term}")
+    body = _META_HEAD.pack(META_MAGIC, META_VERSION, len(vote), hs.term) + vote
+    return body + _CRC.pack(_crc(body))
+
+
+def decode_hard_state(data: bytes, path: str) -> HardState:
+    if len(data) < _META_HEAD.size + _CRC.size:
+        raise MetaCorruptionError(f"{path}: {len(data)} bytes is too short for a meta file")
+    magic, version, vote_len, term = _META_HEAD.unpack_from(data)
+    if magic != META_MAGIC:
+        raise MetaCorruptionError(f"{path}: bad magic {magic!r}")
+    if version != META_VERSION:
+        raise MetaCorruptionError(f"{path}: unsupported meta format version {version}")
+    end = _META_HEAD.size + vote_len
+    if len(data) != end + _CRC.size:
+        raise MetaCorruptionError(f"{path}: length {len(data)} does not match vote length {vote_len}")
+    (crc,) = _CRC.unpack_from(data, end)
+    if _crc(data[:end]) != crc:
+        raise MetaCorruptionError(f"{path}: CRC mismatch")
+    try:
+        vote = data[_META_HEAD.size : end].decode()
+    except UnicodeDecodeError as e:
+        raise MetaCorruptionError(f"{path}: vote is not UTF-8") from e
+    return HardState(term=term, vote=vote)
+
+
+class FileMetaStorage:
+    """MetaStorage in `<directory>/raft_meta`: every save is fsynced, unconditionally (JRaft #1241)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = ensure_dir(directory)
+        self.path = self.directory / META_FILE
+
+    def load(self) -> HardState:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return HardState()
+        return decode_hard_state(data, str(self.path))
+
+    def save(self, hs: HardState) -> None:
+        atomic_write(self.directory, META_FILE, encode_hard_state(hs))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,419 @@
+"""TcpTransport: Raft messages between nodes over TCP, batched per event-loop turn and authenticated per frame.
+
+Each node listens for inbound connections and opens one outbound connection per peer, so a TCP connection
+carries traffic in one direction only (the receiver never writes on it; that direction is kept free for a
+future request/response kind such as snapshot chunks). Frame layout: docs/wire-format.md.
+
+Delivery is best effort, as Raft assumes: while a peer is unreachable its messages are dropped and counted,
+never queued without bound, and Raft's own retransmission repairs the gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable, Mapping
+
+from raft.core.messages import Message
+from raft.options import TransportOptions
+from raft.transport.codec import (
+    HEADER_BYTES,
+    MAX_FRAME_BYTES,
+    CodecError,
+    FrameReader,
+    batch_overhead,
+    decode_batch,
+    encode_batch,
+    encode_message,
+    frame_header,
+    frame_key,
+    verify,
+)
+
+logger = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+OnMessages = Callable[[list[Message]], None]
+
+COUNTERS = (
+    "frames_sent",
+    "frames_received",  # authenticated frames only
+    "messages_sent",  # handed to the kernel; what happens on the wire after that is TCP's business
+    "messages_received",  # delivered to on_messages
+    "bytes_sent",
+    "bytes_received",  # every inbound byte, authenticated or not
+    "auth_failures",
+    "decode_failures",  # oversized frames, and authenticated frames we cannot decode
+    "dropped",  # outbound: unknown or unreachable peer, full buffer, oversized message, closed transport
+    "spoofed",  # inbound: message whose frm is not the frame's authenticated sender
+    "misdirected",  # inbound: message whose to is not this node
+    "connects",  # outbound connections established
+)
+
+
+class TcpTransport:
+    def __init__(
+        self,
+        node_id: str,
+        listen: Address,
+        peers: Mapping[str, Address],
+        secret: bytes,
+        on_messages: OnMessages,
+        options: TransportOptions | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.options = options or TransportOptions()
+        self._listen = listen
+        self._key = frame_key(secret)
+        self._on_messages = on_messages
+        self._peers: dict[str, _Peer] = {}
+        # Room for packed messages in one frame; a single message bigger than this can never be sent.
+        self._frame_room = self.options.max_frame_bytes - HEADER_BYTES - batch_overhead(node_id)
+        if not 0 < self._frame_room <= MAX_FRAME_BYTES:
+            raise ValueError(f"max_frame_bytes={self.options.max_frame_bytes} leaves no room or exceeds 2**32-1")
+        self._counters = dict.fromkeys(COUNTERS, 0)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._address: Address | None = None
+        self._inbound: set[_Inbound] = set()
+        self._dirty: set[_Peer] = set()  # peers with messages to flush this turn
+        self._flush_handle: asyncio.Handle | None = None
+        self._closed = False
+        self.update_peers(peers)
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        host, port = self._listen
+        self._server = await self._loop.create_server(lambda: _Inbound(self), host, port)
+        self._address = self._server.sockets[0].getsockname()[:2]
+
+    @property
+    def address(self) -> Address:
+        """The bound (host, port); with port 0 in `listen`, the port the OS picked."""
+        if self._address is None:
+            raise RuntimeError("TcpTransport.start() has not run")
+        return self._address
+
+    async def close(self) -> None:
+        """Hand buffered messages to the kernel, then close every connection and the listener."""
+        if self._closed:
+            return
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        if self._loop is not None:
+            self._flush()
+        self._closed = True
+        waits: list[asyncio.Future[None]] = []
+        for peer in list(self._peers.values()):
+            waits += self._disconnect(peer)
+        for conn in list(self._inbound):
+            conn.close()
+            waits.append(conn.lost)
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        if waits:  # wait for connection_lost so that nothing outlives us; bounded in case a peer stalls
+            await asyncio.wait(waits, timeout=1.0)
+
+    def update_peers(self, peers: Mapping[str, Address]) -> None:
+        """Replace the peer set. A removed peer, or one whose address changed, loses its connection and its
+        buffered messages; a new one is connected lazily on its first message."""
+        wanted = {pid: (str(addr[0]), int(addr[1])) for pid, addr in peers.items()}
+        for pid, peer in list(self._peers.items()):
+            if wanted.get(pid) != peer.address:
+                del self._peers[pid]
+                self._disconnect(peer)
+        for pid, addr in wanted.items():
+            if pid not in self._peers:
+                self._peers[pid] = _Peer(pid, addr, self.options.backoff_min)
+
+    def stats(self) -> dict[str, int]:
+        return {**self._counters, "pending_bytes": sum(p.pending_bytes for p in self._peers.values())}
+
+    # --- outbound ---------------------------------------------------------------------------------------
+
+    def send(self, msgs: list[Message]) -> None:
+        """Queue messages for their `to` peers; they leave in one frame per peer at the end of this loop turn.
+
+        Never blocks and never raises for an unreachable peer: such messages are dropped and counted.
+        Raises CodecError only for a message that cannot be encoded at all (a bug in the caller).
+        """
+        if self._loop is None:
+            raise RuntimeError("TcpTransport.send() before start()")
+        peers, counters, room, cap = self._peers, self._counters, self._frame_room, self.options.max_pending_bytes
+        now = -1.0
+        for m in msgs:
+            peer = peers.get(m.to)
+            if peer is None or self._closed:
+                counters["dropped"] += 1
+                continue
+            if peer.conn is None and peer.connecting is None:
+                if now < 0:
+                    now = self._loop.time()
+                if now < peer.retry_at:  # backing off after a failure: the peer is unreachable
+                    counters["dropped"] += 1
+                    continue
+                self._connect(peer)
+            data = encode_message(m)  # packed now: fixes the size for the cap and snapshots a mutable Message
+            if len(data) > room or peer.pending_bytes + len(data) > cap:
+                counters["dropped"] += 1
+                if len(data) > room:
+                    logger.warning("%s: dropped a %d-byte %r to %s: larger than a frame", self.node_id,
+                                   len(data), m.type, m.to)  # fmt: skip
+                continue
+            if not peer.pending and peer.conn is not None:
+                self._dirty.add(peer)
+                if self._flush_handle is None:
+                    self._flush_handle = self._loop.call_soon(self._flush)
+            peer.pending.append(data)
+            peer.pending_bytes += len(data)
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        dirty, self._dirty = self._dirty, set()
+        for peer in dirty:
+            self._flush_peer(peer)
+
+    def _flush_peer(self, peer: _Peer) -> None:
+        """Write the peer's pending messages as few frames as the frame limit allows, until the socket
+        buffer is above its high-water mark; the rest waits for resume_writing (or the pending cap)."""
+        conn, pending = peer.conn, peer.pending
+        if conn is None or conn.paused or not pending:
+            return
+        room, sent, left = self._frame_room, 0, peer.pending_bytes
+        while sent < len(pending) and not (conn.paused or conn.closed or conn.transport.is_closing()):
+            if left <= room:  # the common case: everything fits in one frame
+                take, size = len(pending) - sent, left
+            else:
+                take, size = 0, 0
+                while size + len(pending[sent + take]) <= room:
+                    size += len(pending[sent + take])
+                    take += 1
+            self._write_frame(conn, pending[sent : sent + take])
+            sent, left = sent + take, left - size
+        del pending[:sent]
+        peer.pending_bytes = left
+
+    def _write_frame(self, conn: _Outbound, packed: list[bytes]) -> None:
+        payload = encode_batch(self.node_id, packed)
+        conn.transport.writelines((frame_header(payload, self._key), payload))
+        counters = self._counters
+        counters["frames_sent"] += 1
+        counters["messages_sent"] += len(packed)
+        counters["bytes_sent"] += HEADER_BYTES + len(payload)
+
+    def _connect(self, peer: _Peer) -> None:
+        assert self._loop is not None
+        peer.connecting = self._loop.create_task(self._open(peer), name=f"raft-connect-{self.node_id}-{peer.id}")
+
+    async def _open(self, peer: _Peer) -> None:
+        assert self._loop is not None
+        host, port = peer.address
+        try:
+            async with asyncio.timeout(self.options.connect_timeout):
+                _, conn = await self._loop.create_connection(lambda: _Outbound(self, peer), host, port)
+        except (OSError, TimeoutError) as e:
+            peer.connecting = None
+            self._backoff(peer, f"connect failed: {e!r}")
+            return
+        peer.connecting = None
+        if self._closed or self._peers.get(peer.id) is not peer:  # closed or removed while connecting
+            conn.close()
+        elif conn.closed:  # lost before we got here
+            self._backoff(peer, "connection lost right after connect")
+        else:
+            peer.conn = conn
+            self._counters["connects"] += 1
+            self._flush_peer(peer)  # what piled up while connecting
+
+    def _outbound_lost(self, peer: _Peer, conn: _Outbound, exc: Exception | None) -> None:
+        if peer.conn is not conn:  # a connection we already replaced or abandoned
+            return
+        peer.conn = None
+        self._dirty.discard(peer)
+        assert self._loop is not None
+        if self._loop.time() - conn.since >= self.options.backoff_max:
+            peer.backoff = self.options.backoff_min  # it was healthy for a while: retry soon
+        self._backoff(peer, f"connection lost: {exc!r}")
+
+    def _backoff(self, peer: _Peer, why: str) -> None:
+        """The peer is unreachable: drop what was waiting for it and hold off new connects for a while.
+        The delay doubles per consecutive failure, so a peer that accepts and then closes (wrong secret,
+        say) cannot make us spin."""
+        assert self._loop is not None
+        logger.debug("%s -> %s %s: retry in %.3fs", self.node_id, peer.id, why, peer.backoff)
+        self._drop_pending(peer)
+        peer.retry_at = self._loop.time() + peer.backoff
+        peer.backoff = min(peer.backoff * 2, self.options.backoff_max)
+
+    def _disconnect(self, peer: _Peer) -> list[asyncio.Future[None]]:
+        """Abandon a peer (removed, or the transport is closing); returns what to await for a clean close."""
+        self._dirty.discard(peer)
+        self._drop_pending(peer)
+        if peer.connecting is not None:
+            peer.connecting.cancel()
+            return [peer.connecting]  # type: ignore[list-item]  # a Task is a Future
+        if peer.conn is not None:
+            conn, peer.conn = peer.conn, None
+            conn.close()
+            return [conn.lost]
+        return []
+
+    def _drop_pending(self, peer: _Peer) -> None:
+        self._counters["dropped"] += len(peer.pending)
+        peer.pending.clear()
+        peer.pending_bytes = 0
+
+    # --- inbound ----------------------------------------------------------------------------------------
+
+    def _on_frame(self, tag: bytes, payload: bytes) -> bool:
+        """Verify, decode and deliver one inbound frame; False means close the connection."""
+        counters = self._counters
+        if not verify(tag, payload, self._key):
+            counters["auth_failures"] += 1
+            return False
+        counters["frames_received"] += 1
+        if self._closed:
+            return True
+        try:
+            sender, msgs = decode_batch(payload)
+        except CodecError as e:  # an authenticated peer on another version, or a bug: skip just this frame
+            counters["decode_failures"] += 1
+            logger.warning("%s: undecodable frame dropped: %s", self.node_id, e)
+            return True
+        me = self.node_id
+        for m in msgs:
+            if m.frm != sender or m.to != me:
+                msgs = self._screen(sender, msgs)
+                break
+        if msgs:
+            counters["messages_received"] += len(msgs)
+            try:
+                self._on_messages(msgs)
+            except Exception:  # the node's bug; the stream itself is fine, so keep reading
+                logger.exception("%s: on_messages raised", self.node_id)
+        return True
+
+    def _screen(self, sender: str, msgs: list[Message]) -> list[Message]:
+        """Drop messages forging another sender (the cluster secret authenticates membership, the sender id
+        in the frame says who) or meant for another node: a vote replayed to a node it was not cast for must
+        never be counted."""
+        kept = []
+        for m in msgs:
+            if m.frm != sender:
+                self._counters["spoofed"] += 1
+                logger.warning("%s: dropped %r claiming frm=%r in a frame from %r", self.node_id, m.type, m.frm,
+                               sender)  # fmt: skip
+            elif m.to != self.node_id:
+                self._counters["misdirected"] += 1
+                logger.warning("%s: dropped %r from %r addressed to %r", self.node_id, m.type, sender, m.to)
+            else:
+                kept.append(m)
+        return kept
+
+
+class _Peer:
+    """Outbound state for one peer."""
+
+    __slots__ = ("address", "backoff", "conn", "connecting", "id", "pending", "pending_bytes", "retry_at")
+
+    def __init__(self, peer_id: str, address: Address, backoff: float) -> None:
+        self.id = peer_id
+        self.address = address
+        self.pending: list[bytes] = []  # packed messages not yet written
+        self.pending_bytes = 0
+        self.conn: _Outbound | None = None
+        self.connecting: asyncio.Task[None] | None = None
+        self.retry_at = 0.0  # loop time before which the peer counts as unreachable
+        self.backoff = backoff  # the delay to apply after the next failure
+
+
+def _set_nodelay(transport: asyncio.BaseTransport) -> None:
+    # asyncio and uvloop already do this for TCP, but latency depends on it, so do not rely on a default.
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _Outbound(asyncio.Protocol):
+    """Our connection to a peer: we only write."""
+
+    def __init__(self, owner: TcpTransport, peer: _Peer) -> None:
+        loop = asyncio.get_running_loop()
+        self._owner, self._peer = owner, peer
+        self.transport: asyncio.WriteTransport = None  # type: ignore[assignment]  # set by connection_made
+        self.paused = False
+        self.closed = False
+        self.since = loop.time()
+        self.lost: asyncio.Future[None] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=self._owner.options.write_buffer_high_bytes)
+        _set_nodelay(transport)
+
+    def data_received(self, data: bytes) -> None:
+        pass  # peers do not write on our outbound connections (yet; see the module docstring)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._owner._flush_peer(self._peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._owner._outbound_lost(self._peer, self, exc)
+        self.lost.set_result(None)
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class _Inbound(asyncio.Protocol):
+    """A connection from a peer: read frames, hand each to the owner."""
+
+    def __init__(self, owner: TcpTransport) -> None:
+        self._owner = owner
+        self._reader = FrameReader(owner.options.max_frame_bytes)
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set by connection_made
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._closing = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        _set_nodelay(transport)
+        self._owner._inbound.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:  # the rest of a stream we have given up on
+            return
+        owner = self._owner
+        owner._counters["bytes_received"] += len(data)
+        for tag, payload in self._reader.feed(data):
+            if not owner._on_frame(tag, payload):
+                logger.warning("%s: frame from %s failed authentication; closing", owner.node_id, self._peer_name())
+                self.close()
+                return
+        if self._reader.error is not None:
+            owner._counters["decode_failures"] += 1
+            logger.warning("%s: %s from %s; closing", owner.node_id, self._reader.error, self._peer_name())
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._owner._inbound.discard(self)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def close(self) -> None:
+        self._closing = True
+        self.transport.close()
+
+    def _peer_name(self) -> object:
+        return self.transport.get_extra_info("peername")

@@ -1,0 +1,484 @@
+"""One test per rule of the Raft paper (and of the extensions: PreVote, CheckQuorum, ReadIndex, lease,
+TimeoutNow, membership, snapshots), on the pure core with the synchronous Network harness."""
+
+from __future__ import annotations
+
+import pytest
+
+from raft.core import (
+    CANDIDATE,
+    FOLLOWER,
+    LEADER,
+    PRE_CANDIDATE,
+    ConfChange,
+    ConfChangeOp,
+    ConfState,
+    CoreConfig,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MsgType,
+    RaftCore,
+    SnapshotMeta,
+)
+from raft.status import RaftError, RaftException
+from raft.testing.network import Network
+
+IDS = ["a", "b", "c"]
+
+
+def core(i: str = "a", ids: list[str] = IDS, **kw: object) -> RaftCore:
+    return RaftCore(CoreConfig(id=i, **kw), ConfState(tuple(ids)))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- §5.2 leader election
+
+
+def test_follower_times_out_and_becomes_candidate_with_next_term() -> None:
+    c = core(pre_vote=False, election_tick=10)
+    for _ in range(2 * 10):
+        c.tick()
+    assert c.role == CANDIDATE
+    assert c.term == 1 and c.vote == "a"
+    rd = c.ready()
+    votes = [m for m in rd.persisted_messages if m.type == MsgType.VOTE]
+    assert {m.to for m in votes} == {"b", "c"}
+    assert rd.hard_state == HardState(1, "a")
+    assert not [m for m in rd.messages if m.type == MsgType.VOTE], "vote requests wait for the vote to be durable"
+
+
+def test_election_timeout_is_randomized_in_t_to_2t() -> None:
+    timeouts = {core(i, election_tick=10).randomized_timeout for i in ["a"]}
+    for seed in range(50):
+        import random
+
+        c = RaftCore(CoreConfig(id="a", election_tick=10), ConfState(tuple(IDS)), rng=random.Random(seed))
+        timeouts.add(c.randomized_timeout)
+    assert min(timeouts) >= 10 and max(timeouts) < 20 and len(timeouts) > 3
+
+
+def test_candidate_with_majority_becomes_leader_and_appends_noop() -> None:
+    net = Network(IDS, pre_vote=False)
+    a = net.elect("a")
+    assert a.role == LEADER and a.term == 1
+    assert a.log.entries[-1].type == EntryType.NOOP and a.log.entries[-1].term == 1
+    assert net.cores["b"].leader == "a" and net.cores["c"].leader == "a"
+    assert a.log.committed == 1  # the no-op commits
+
+
+def test_each_server_votes_for_at_most_one_candidate_per_term() -> None:
+    b = core("b", pre_vote=False)
+    b.step(Message(MsgType.VOTE, "a", "b", term=1))
+    b.step(Message(MsgType.VOTE, "c", "b", term=1))
+    resps = [m for m in b.ready().persisted_messages if m.type == MsgType.VOTE_RESP]
+    assert [(m.to, m.reject) for m in resps] == [("a", False), ("c", True)]
+    assert b.vote == "a"
+
+
+def test_vote_is_durable_before_it_is_answered() -> None:
+    b = core("b", pre_vote=False)
+    b.step(Message(MsgType.VOTE, "a", "b", term=1))
+    rd = b.ready()
+    assert rd.hard_state == HardState(1, "a")
+    assert [m.type for m in rd.messages] == []
+    assert [m.type for m in rd.persisted_messages] == [MsgType.VOTE_RESP]
+
+
+def test_vote_refused_to_candidate_with_less_up_to_date_log() -> None:
+    """§5.4.1: last term first, then length."""
+    b = RaftCore(
+        CoreConfig(id="b", pre_vote=False),
+        ConfState(tuple(IDS)),
+        HardState(2, ""),
+        entries=[Entry(1, 1), Entry(2, 2)],
+    )
+    b.step(Message(MsgType.VOTE, "a", "b", term=3, log_term=1, index=5))  # longer but older term
+    b.step(Message(MsgType.VOTE, "c", "b", term=3, log_term=2, index=1))  # same term, shorter
+    resps = [m for m in b.ready().persisted_messages if m.type == MsgType.VOTE_RESP]
+    assert [m.reject for m in resps] == [True, True]
+    b.step(Message(MsgType.VOTE, "c", "b", term=3, log_term=2, index=2))
+    assert b.vote == "c"
+
+
+def test_higher_term_turns_any_role_into_follower() -> None:
+    net = Network(IDS, pre_vote=False)
+    a = net.elect("a")
+    a.step(Message(MsgType.APP_RESP, "b", "a", term=5))
+    assert a.role == FOLLOWER and a.term == 5 and a.vote == ""
+
+
+def test_stale_term_append_is_answered_with_current_term() -> None:
+    b = RaftCore(CoreConfig(id="b"), ConfState(tuple(IDS)), HardState(3, ""))
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=0, log_term=0, entries=[Entry(2, 1)]))
+    assert b.log.last_index() == 0
+    resp = b.ready().persisted_messages
+    assert [(m.type, m.term) for m in resp] == [(MsgType.APP_RESP, 3)]
+
+
+def test_heartbeats_keep_followers_from_starting_elections() -> None:
+    net = Network(IDS, election_tick=10, heartbeat_tick=1)
+    net.elect("a")
+    net.tick_all(100)
+    assert net.cores["a"].role == LEADER and net.cores["a"].term == 1
+    assert all(net.cores[i].role == FOLLOWER for i in "bc")
+
+
+def test_candidate_steps_down_on_append_from_leader_of_same_term() -> None:
+    c = core("c", pre_vote=False)
+    c.campaign()
+    assert c.role == CANDIDATE and c.term == 1
+    c.step(Message(MsgType.APP, "a", "c", term=1, index=0, log_term=0))
+    assert c.role == FOLLOWER and c.leader == "a"
+
+
+def test_split_vote_leads_to_a_new_election_in_a_later_term() -> None:
+    net = Network(IDS, pre_vote=False, election_tick=10)
+    net.cores["a"].campaign()
+    net.cores["b"].campaign()
+    net.cut.add(frozenset(("a", "c")))
+    net.cut.add(frozenset(("b", "c")))
+    net.deliver()
+    assert net.cores["a"].role == CANDIDATE and net.cores["b"].role == CANDIDATE
+    net.heal()
+    for _ in range(40):
+        net.tick_all()
+        if any(c.role == LEADER for c in net.cores.values()):
+            break
+    leaders = [c for c in net.cores.values() if c.role == LEADER]
+    assert len(leaders) == 1 and leaders[0].term >= 2
+
+
+# ---------------------------------------------------------------- §5.3 log replication
+
+
+def test_leader_replicates_and_commits_on_majority_then_followers_apply() -> None:
+    net = Network(IDS)
+    net.elect("a")
+    net.propose("a", b"x", b"y")
+    for i in IDS:
+        assert net.normal_applied(i) == [b"x", b"y"]
+
+
+def test_entry_is_not_committed_without_a_majority() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    net.isolate("a")
+    idx = net.propose("a", b"x")
+    assert a.log.committed < idx
+    net.heal()
+    net.tick_all(3)
+    assert a.log.committed >= idx
+
+
+def test_leader_commit_waits_for_its_own_durability() -> None:
+    a = core("a", ids=["a"])
+    a.campaign()
+    rd = a.ready()
+    a.advance(rd)
+    assert a.role == LEADER and a.log.committed == 0  # no-op not yet durable
+    a.on_persisted(rd.entries[-1].index, rd.entries[-1].term)
+    assert a.log.committed == 1
+
+
+def test_follower_rejects_append_whose_previous_entry_does_not_match() -> None:
+    b = RaftCore(CoreConfig(id="b"), ConfState(tuple(IDS)), HardState(2, ""), entries=[Entry(1, 1), Entry(1, 2)])
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=2, log_term=2, entries=[Entry(2, 3)]))
+    (resp,) = b.ready().persisted_messages
+    assert resp.reject and resp.index == 2
+    assert resp.reject_hint == 2 and resp.hint_term == 1  # fast backup: skip the whole of term 1 at once
+    assert b.log.last_index() == 2
+
+
+def test_conflicting_follower_suffix_is_overwritten_by_the_leader() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose([b"lost1", b"lost2"])  # never reaches anyone
+    net.deliver()
+    net.heal()
+    net.crash("a")
+    for _ in range(60):
+        net.tick_all()
+        if net.cores["b"].role == LEADER or net.cores["c"].role == LEADER:
+            break
+    new = "b" if net.cores["b"].role == LEADER else "c"
+    net.propose(new, b"kept")
+    net.start("a")
+    net.tick_all(30)
+    assert net.cores["a"].log.entries == net.cores[new].log.entries
+    assert b"lost1" not in [e.data for e in net.cores["a"].log.entries]
+
+
+def test_leader_never_overwrites_or_deletes_its_own_entries() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    before = list(a.log.entries)
+    a.step(Message(MsgType.APP_RESP, "b", "a", term=1, index=0, reject=True, reject_hint=0))
+    net.deliver()
+    assert a.log.entries[: len(before)] == before
+
+
+def test_figure_8_old_term_entries_are_not_committed_by_counting_replicas() -> None:
+    """Raft §5.4.2, Figure 8: an entry of an earlier term on a majority is not committed by counting;
+    it commits only once an entry of the leader's own term does."""
+    ids = ("s1", "s2", "s3", "s4", "s5")
+    s1 = RaftCore(
+        CoreConfig(id="s1", pre_vote=False), ConfState(ids), HardState(2, ""), entries=[Entry(1, 1), Entry(2, 2)]
+    )
+    s1.campaign()
+    for v in ("s2", "s3"):
+        s1.step(Message(MsgType.VOTE_RESP, v, "s1", term=3))
+    assert s1.role == LEADER and s1.term == 3
+    rd = s1.ready()
+    s1.advance(rd)
+    s1.on_persisted(3, 3)  # the leader's no-op of term 3 is durable locally
+    for v in ("s2", "s3"):
+        s1.step(Message(MsgType.APP_RESP, v, "s1", term=3, index=2))
+    assert s1.log.committed == 0, "index 2 (term 2) is on s1, s2, s3 but must not count as committed"
+    s1.step(Message(MsgType.APP_RESP, "s2", "s1", term=3, index=3))
+    assert s1.log.committed == 0  # s1 and s2 hold index 3: not yet a majority of five
+    s1.step(Message(MsgType.APP_RESP, "s3", "s1", term=3, index=3))
+    assert s1.log.committed == 3  # the term-3 entry commits, and index 2 with it
+
+
+def test_followers_learn_commit_and_apply_in_order() -> None:
+    net = Network(IDS)
+    net.elect("a")
+    for k in range(5):
+        net.propose("a", f"{k}".encode())
+    net.tick_all(2)
+    for i in IDS:
+        idx = [e.index for e in net.applied[i]]
+        assert idx == sorted(idx) == list(range(1, len(idx) + 1))
+        assert net.normal_applied(i) == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_proposal_on_follower_is_refused_with_leader_hint() -> None:
+    net = Network(IDS)
+    net.elect("a")
+    with pytest.raises(RaftException) as exc:
+        net.cores["b"].propose([b"x"])
+    assert exc.value.code == RaftError.EPERM and "a" in str(exc.value)
+
+
+# ---------------------------------------------------------------- PreVote and CheckQuorum
+
+
+def test_prevote_partitioned_node_does_not_inflate_its_term() -> None:
+    net = Network(IDS, election_tick=10)
+    net.elect("a")
+    net.isolate("c")
+    net.tick_all(100)
+    c = net.cores["c"]
+    assert c.term == 1 and c.role == PRE_CANDIDATE
+    net.heal()
+    net.tick_all(5)
+    assert net.cores["a"].role == LEADER and net.cores["a"].term == 1
+
+
+def test_votes_ignored_while_leader_lease_holds() -> None:
+    net = Network(IDS)
+    net.elect("a")
+    b = net.cores["b"]
+    b.step(Message(MsgType.VOTE, "c", "b", term=5, log_term=9, index=9))
+    assert b.term == 1 and b.vote == "a"
+
+
+def test_check_quorum_leader_steps_down_without_majority() -> None:
+    net = Network(IDS, election_tick=10)
+    a = net.elect("a")
+    net.isolate("a")
+    for _ in range(25):
+        a.tick()
+        net.deliver()
+    assert a.role == FOLLOWER
+
+
+def test_stale_leader_steps_down_on_healing() -> None:
+    net = Network(IDS, election_tick=10, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("a")
+    net.tick_all(60)
+    assert any(net.cores[i].role == LEADER for i in "bc")
+    net.heal()
+    net.tick_all(3)
+    assert a.role == FOLLOWER and a.term > 1
+
+
+# ---------------------------------------------------------------- reads
+
+
+def test_read_index_waits_for_quorum_heartbeat_round() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    net.propose("a", b"x")
+    net.isolate("a")
+    a.read_index("r1")
+    net.deliver()
+    assert net.read_states["a"] == []
+    net.heal()
+    net.deliver()
+    net.tick_all(2)
+    assert net.read_states["a"] == [("r1", a.log.committed)]
+
+
+def test_read_index_waits_for_first_commit_in_term() -> None:
+    net = Network(IDS, pre_vote=False)
+    net.filter = lambda m: m.type != MsgType.APP  # votes pass, the new leader's no-op does not
+    a = net.elect("a")
+    a.read_index("r")
+    net.deliver()
+    net.tick_all(4)
+    assert a.log.committed < a.log.last_index() and net.read_states["a"] == []
+    net.filter = None
+    net.tick_all(4)
+    assert net.read_states["a"] == [("r", a.log.last_index())]
+
+
+def test_read_index_on_follower_is_dropped_as_not_leader() -> None:
+    net = Network(IDS)
+    net.elect("a")
+    net.cores["b"].read_index("r")
+    net.deliver()
+    assert net.dropped_reads["b"] == ["r"]
+
+
+def test_lease_read_answers_without_a_round_while_lease_valid() -> None:
+    net = Network(IDS, lease_read=True, election_tick=10, heartbeat_tick=1)
+    a = net.elect("a")
+    net.tick_all(2)  # one heartbeat round confirms the lease
+    assert a.lease_valid()
+    net.isolate("a")
+    a.read_index("fast")
+    net.process("a")
+    assert [c for c, _ in net.read_states["a"]] == ["fast"]
+    for _ in range(10):  # 0.9 x election timeout later the lease has lapsed
+        a.tick()
+        net.deliver()
+    assert not a.lease_valid()
+
+
+# ---------------------------------------------------------------- leadership transfer
+
+
+def test_transfer_leadership_with_timeout_now() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    net.propose("a", b"x")
+    a.transfer_leader("b")
+    with pytest.raises(RaftException):
+        a.propose([b"refused during transfer"])
+    net.deliver()
+    assert net.cores["b"].role == LEADER and a.role == FOLLOWER
+    assert net.cores["b"].term == 2
+
+
+def test_transfer_to_lagging_follower_first_catches_it_up() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    net.isolate("c")
+    net.propose("a", b"x", b"y")
+    net.heal()
+    a.transfer_leader("c")
+    net.deliver()
+    assert net.cores["c"].role == LEADER
+    assert net.cores["c"].log.last_index() >= 3
+
+
+# ---------------------------------------------------------------- membership
+
+
+def test_learner_receives_log_but_does_not_vote_or_count() -> None:
+    net = Network(["a", "b", "c", "d"], voters=["a", "b", "c"])
+    a = net.elect("a")
+    net.propose("a", b"x")
+    assert net.normal_applied("d") == [b"x"]
+    net.cores["d"].tick()
+    for _ in range(100):
+        net.cores["d"].tick()
+    assert net.cores["d"].role == FOLLOWER
+    assert a.status().progress["d"]["learner"] == 1
+
+
+def test_add_learner_then_promote_then_remove() -> None:
+    net = Network(["a", "b", "c", "d"], voters=["a", "b", "c"])
+    net.conf = ConfState(("a", "b", "c"), ())  # d is not a member yet
+    for i in "abcd":
+        net.start(i)
+    a = net.elect("a")
+    a.propose_conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, "d"))
+    with pytest.raises(RaftException) as exc:
+        a.propose_conf_change(ConfChange(ConfChangeOp.ADD_VOTER, "d"))
+    assert exc.value.code == RaftError.EBUSY  # one change at a time
+    net.deliver()
+    assert net.cores["d"].conf.learners == ("d",)
+    a.propose_conf_change(ConfChange(ConfChangeOp.ADD_VOTER, "d"))
+    net.deliver()
+    assert a.conf.voters == ("a", "b", "c", "d")
+    net.crash("b")
+    net.crash("c")
+    idx = net.propose("a", b"needs 3 of 4")
+    assert a.log.committed < idx
+    net.start("b")
+    net.tick_all(3)
+    assert a.log.committed >= idx
+    a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
+    net.deliver()
+    net.tick_all(1)
+    assert a.role == FOLLOWER and "a" not in net.cores["b"].conf.voters
+
+
+def test_restarted_node_uses_latest_configuration_in_its_log() -> None:
+    """A conf entry counts once in the log, committed or not, also after a restart."""
+    conf_entry = Entry(1, 2, EntryType.CONF, __import__("raft.core.confchange", fromlist=["x"]).encode_conf(
+        ConfState(("a", "b"), ())))
+    c = RaftCore(CoreConfig(id="c"), ConfState(("a", "b", "c")), HardState(1, ""), entries=[Entry(1, 1), conf_entry])
+    assert c.conf.voters == ("a", "b")
+    for _ in range(100):
+        c.tick()
+    assert c.role == FOLLOWER  # no longer a voter: it must not campaign
+
+
+# ---------------------------------------------------------------- compaction and InstallSnapshot
+
+
+def test_lagging_follower_gets_snapshot_when_leader_compacted() -> None:
+    net = Network(IDS)
+    a = net.elect("a")
+    net.crash("c")
+    for k in range(5):
+        net.propose("a", f"{k}".encode())
+    meta = SnapshotMeta(a.log.applied, a.log.term(a.log.applied) or 0, a.log.conf_at(a.log.applied))
+    a.compact(meta, a.log.applied + 1)
+    assert a.log.first_index() == meta.index + 1
+    net.start("c")
+    c = net.cores["c"]
+    c.step(Message(MsgType.HEARTBEAT, "a", "c", term=1))  # c becomes active again
+    net.tick_all(2)
+    snaps = [m for m in net.send_pending() if m.type == MsgType.SNAP]
+    assert snaps == [] or snaps[0].snapshot == meta
+    net.tick_all(3)
+    assert net.durable["c"][2] == meta
+    a.report_snapshot("c", True)
+    net.propose("a", b"after")
+    net.tick_all(2)
+    assert c.log.committed == a.log.committed and c.log.offset == meta.index
+
+
+def test_snapshot_older_than_commit_is_ignored() -> None:
+    b = RaftCore(CoreConfig(id="b"), ConfState(tuple(IDS)), HardState(1, ""), entries=[Entry(1, 1), Entry(1, 2)])
+    b.step(Message(MsgType.HEARTBEAT, "a", "b", term=1, commit=2))
+    b.step(Message(MsgType.SNAP, "a", "b", term=1, snapshot=SnapshotMeta(1, 1, ConfState(tuple(IDS)))))
+    assert b.log.last_index() == 2 and b.ready().snapshot is None
+
+
+def test_restart_from_snapshot_and_log() -> None:
+    snap = SnapshotMeta(10, 2, ConfState(tuple(IDS)))
+    c = RaftCore(
+        CoreConfig(id="a"), ConfState(()), HardState(3, "b"), snap, entries=[Entry(2, 9), Entry(2, 10), Entry(3, 11)]
+    )
+    assert (c.log.offset, c.log.last_index(), c.term, c.vote) == (10, 11, 3, "b")
+    assert c.conf.voters == tuple(IDS)
+    with pytest.raises(ValueError, match="missing"):
+        RaftCore(CoreConfig(id="a"), ConfState(()), HardState(3, ""), snap, entries=[Entry(3, 12)])

@@ -1,0 +1,521 @@
+"""SegmentLog: round trips, rolling, truncation durability, reopen, and a model-based property test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from raft.core.messages import Entry, EntryType, HardState
+from raft.options import LogStorageOptions
+from raft.storage import (
+    FileMetaStorage,
+    LogCorruptionError,
+    LogStorageFailedError,
+    LogWriter,
+    LogWriterError,
+    MemoryLogStorage,
+    MemoryMetaStorage,
+    SegmentLog,
+)
+from raft.storage.segment import SEGMENT_NAME
+from raft.storage.wal import wal_files
+
+TINY = LogStorageOptions(segment_bytes=200)
+
+
+def ents(lo: int, hi: int, term: int = 1, size: int = 8) -> list[Entry]:
+    """Entries lo..hi inclusive whose data encodes (term, index), so stale data is recognisable."""
+    return [Entry(term, i, EntryType.NORMAL, f"{term}:{i}:".encode().ljust(size, b".")) for i in range(lo, hi + 1)]
+
+
+def dump(log: SegmentLog) -> list[tuple[int, int, int, bytes]]:
+    return [(e.term, e.index, e.type, e.data) for e in log.entries(log.first_index(), log.last_index() + 1)]
+
+
+def expect(es: list[Entry]) -> list[tuple[int, int, int, bytes]]:
+    return [(e.term, e.index, e.type, e.data) for e in es]
+
+
+def test_empty_log(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path) as log:
+        assert (log.first_index(), log.last_index()) == (1, 0)
+        assert log.entries(1, 1) == []
+        log.append([])
+    assert wal_files(tmp_path) == []
+
+
+def test_round_trip_and_reopen(tmp_path: Path) -> None:
+    batch = [Entry(1, 1, EntryType.NOOP, b""), Entry(1, 2, EntryType.CONF, b"conf"), Entry(3, 3, 0, b"x" * 5000)]
+    with SegmentLog(tmp_path) as log:
+        log.append(batch)
+        log.append(ents(4, 10, term=3))
+        assert dump(log) == expect(batch + ents(4, 10, term=3))
+        assert log.term(2) == 1 and log.term(10) == 3
+        assert expect(log.entries(3, 5)) == expect(batch[2:] + ents(4, 4, term=3))
+    with SegmentLog(tmp_path) as log:
+        assert (log.first_index(), log.last_index()) == (1, 10)
+        assert dump(log) == expect(batch + ents(4, 10, term=3))
+
+
+def test_bytearray_and_memoryview_data_are_accepted(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path) as log:
+        log.append([Entry(1, 1, 0, bytearray(b"ab")), Entry(1, 2, 0, memoryview(b"cd"))])  # type: ignore[arg-type]
+        assert [e.data for e in log.entries(1, 3)] == [b"ab", b"cd"]
+
+
+def test_contiguity_errors(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path) as log:
+        with pytest.raises(ValueError, match="gap after the last index 0"):
+            log.append(ents(2, 3))
+        log.append(ents(1, 3))
+        with pytest.raises(ValueError, match="not contiguous: expected index 5, got 6"):
+            log.append([*ents(4, 4), *ents(6, 6)])
+        log.truncate_prefix(3)
+        with pytest.raises(ValueError, match="below the first index 3"):
+            log.append(ents(2, 4))
+        assert dump(log) == expect(ents(3, 3))
+        with pytest.raises(IndexError, match=r"entries \[2, 4\) not in log \[3, 3\]"):
+            log.entries(2, 4)
+        with pytest.raises(IndexError):
+            log.term(4)
+
+
+def test_segments_roll_and_are_named_by_first_index(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path, TINY) as log:
+        for lo in range(1, 60, 3):
+            log.append(ents(lo, lo + 2))
+        assert dump(log) == expect(ents(1, 60))
+    files = wal_files(tmp_path)
+    assert len(files) > 5
+    firsts = []
+    for f in files:
+        m = SEGMENT_NAME.match(f.name)
+        assert m is not None
+        firsts.append(int(m.group(1)))
+        assert f.stat().st_size < TINY.segment_bytes + 200  # exceeds the limit by at most one batch
+    assert firsts == sorted(firsts) and firsts[0] == 1
+    with SegmentLog(tmp_path, TINY) as log:
+        assert dump(log) == expect(ents(1, 60))
+        log.append(ents(61, 61))  # continues in the (sealed) last segment's successor
+        assert dump(log) == expect(ents(1, 61))
+
+
+def test_suffix_truncation_survives_crash_and_never_resurrects(tmp_path: Path) -> None:
+    log = SegmentLog(tmp_path, TINY)
+    log.append(ents(1, 10))
+    log.append(ents(11, 20))
+    log.append(ents(21, 30))
+    log.append(ents(8, 12, term=2))  # truncates into the first segment
+    assert dump(log) == expect(ents(1, 7) + ents(8, 12, term=2))
+    # "crash": no close, the object is simply abandoned (close() writes nothing anyway)
+    with SegmentLog(tmp_path, TINY) as log2:
+        assert dump(log2) == expect(ents(1, 7) + ents(8, 12, term=2))
+        log2.append(ents(13, 14, term=2))
+        log2.append(ents(10, 10, term=3))  # truncate again inside the newest segment
+    with SegmentLog(tmp_path, TINY) as log3:
+        assert dump(log3) == expect(ents(1, 7) + ents(8, 9, term=2) + ents(10, 10, term=3))
+    log.close()
+
+
+def test_truncate_everything_after_first(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path) as log:
+        log.append(ents(1, 5))
+        log.append(ents(1, 2, term=2))
+    with SegmentLog(tmp_path) as log:
+        assert dump(log) == expect(ents(1, 2, term=2))
+
+
+def test_prefix_truncation_deletes_whole_segments_and_reopens(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path, TINY) as log:
+        for lo in range(1, 40, 4):
+            log.append(ents(lo, lo + 3))
+        before = len(wal_files(tmp_path))
+        log.truncate_prefix(17)
+        assert (log.first_index(), log.last_index()) == (17, 40)
+        assert dump(log) == expect(ents(17, 40))
+        assert len(wal_files(tmp_path)) < before
+        log.truncate_prefix(10)  # no-op: already compacted past it
+        assert log.first_index() == 17
+    with SegmentLog(tmp_path, TINY) as log:
+        assert (log.first_index(), log.last_index()) == (17, 40)
+        assert dump(log) == expect(ents(17, 40))
+
+
+def test_prefix_truncation_past_the_end_leaves_an_empty_log_at_that_index(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path, TINY) as log:
+        log.append(ents(1, 10))
+        log.truncate_prefix(51)
+        assert (log.first_index(), log.last_index()) == (51, 50)
+        assert wal_files(tmp_path) == []
+        with pytest.raises(ValueError):
+            log.append(ents(50, 52))
+    with SegmentLog(tmp_path, TINY) as log:
+        assert (log.first_index(), log.last_index()) == (51, 50)
+        log.append(ents(51, 53, term=4))
+    with SegmentLog(tmp_path, TINY) as log:
+        assert dump(log) == expect(ents(51, 53, term=4))
+
+
+def test_prefix_truncation_keeps_segments_whose_truncate_frames_void_older_ones(tmp_path: Path) -> None:
+    """Stale frames in old segments are voided by truncate frames in newer ones; deleting only the newer
+    segment (all of whose entries are compacted) would resurrect them, so deletion is prefix-only."""
+    with SegmentLog(tmp_path, TINY) as log:
+        log.append(ents(1, 10))
+        log.append(ents(11, 20))
+        log.append(ents(5, 7, term=2))
+        log.truncate_prefix(8)  # empty at 8; entries 8..20 still sit in the two oldest segments
+        assert (log.first_index(), log.last_index()) == (8, 7)
+    with SegmentLog(tmp_path, TINY) as log:
+        assert (log.first_index(), log.last_index()) == (8, 7)
+        log.append(ents(8, 9, term=3))
+    with SegmentLog(tmp_path, TINY) as log:
+        assert dump(log) == expect(ents(8, 9, term=3))
+
+
+def test_reset_drops_everything(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path, TINY) as log:
+        log.append(ents(1, 30))
+        log.reset(5)  # lower than the old last index: none of the old entries may survive
+        assert (log.first_index(), log.last_index()) == (5, 4)
+        assert wal_files(tmp_path) == []
+        log.append(ents(5, 6, term=9))
+    with SegmentLog(tmp_path, TINY) as log:
+        assert dump(log) == expect(ents(5, 6, term=9))
+        log.reset(1000)
+    with SegmentLog(tmp_path, TINY) as log:
+        assert (log.first_index(), log.last_index()) == (1000, 999)
+
+
+def test_crash_between_meta_and_unlink_is_finished_on_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = SegmentLog(tmp_path, TINY)
+    log.append(ents(1, 30))
+    log.append(ents(31, 40))
+    monkeypatch.setattr(SegmentLog, "_unlink", lambda self, dead: None)  # the crash: meta written, no unlink
+    log.truncate_prefix(31)
+    log.reset(7)
+    monkeypatch.undo()
+    log.close()
+    assert wal_files(tmp_path)  # stale files still there
+    with SegmentLog(tmp_path, TINY) as log:
+        assert (log.first_index(), log.last_index()) == (7, 6)
+        assert wal_files(tmp_path) == []
+
+
+def test_crash_between_prefix_meta_and_unlink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with SegmentLog(tmp_path, TINY) as log:
+        log.append(ents(1, 30))
+        log.append(ents(31, 40))
+        monkeypatch.setattr(SegmentLog, "_unlink", lambda self, dead: None)
+        log.truncate_prefix(31)
+        monkeypatch.undo()
+    n = len(wal_files(tmp_path))
+    with SegmentLog(tmp_path, TINY) as log:
+        assert dump(log) == expect(ents(31, 40))
+        assert len(wal_files(tmp_path)) < n
+
+
+def test_reads_verify_crc(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path) as log:
+        log.append(ents(1, 3, size=32))
+        path = wal_files(tmp_path)[0]
+        raw = bytearray(path.read_bytes())
+        raw[raw.index(b"1:2:") + 1] ^= 0xFF  # damage entry 2 behind the log's back
+        path.write_bytes(raw)
+        assert expect(log.entries(1, 2)) == expect(ents(1, 1, size=32))
+        with pytest.raises(LogCorruptionError, match=r"\.wal: corrupt log at byte offset \d+: entry frame CRC"):
+            log.entries(1, 3)
+
+
+def test_failed_fsync_poisons_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with SegmentLog(tmp_path) as log:
+        log.append(ents(1, 2))
+
+        def fail(fd: int) -> None:
+            raise OSError(5, "EIO")
+
+        monkeypatch.setattr(os, "fdatasync", fail)
+        with pytest.raises(OSError, match="EIO"):
+            log.append(ents(3, 4))
+        monkeypatch.undo()
+        with pytest.raises(LogStorageFailedError, match="failed earlier"):
+            log.append(ents(3, 4))
+        with pytest.raises(LogStorageFailedError):
+            log.truncate_prefix(2)
+        assert dump(log) == expect(ents(1, 2))  # reads of durable data still work
+    with SegmentLog(tmp_path) as log:
+        assert log.last_index() in (2, 4)  # the failed batch may or may not have reached the disk
+
+
+def test_other_files_in_the_directory_are_ignored(tmp_path: Path) -> None:
+    (tmp_path / "raft_meta").write_bytes(b"not ours")
+    (tmp_path / "notes.txt").write_text("hello")
+    with SegmentLog(tmp_path) as log:
+        log.append(ents(1, 1))
+    with SegmentLog(tmp_path) as log:
+        assert log.last_index() == 1
+
+
+def test_a_missing_middle_segment_is_detected(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path, TINY) as log:
+        for lo in range(1, 30, 3):
+            log.append(ents(lo, lo + 2))
+    victim = wal_files(tmp_path)[2]
+    victim.unlink()
+    with pytest.raises(LogCorruptionError, match=r"where index \d+ was expected"):
+        SegmentLog(tmp_path, TINY)
+
+
+# ---- property test against a model -------------------------------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(-6, 1), st.integers(1, 6)),  # start offset from last+1, count
+        st.tuples(st.just("prefix"), st.integers(-3, 8), st.just(0)),  # offset from first
+        st.tuples(st.just("reset"), st.integers(0, 10), st.just(0)),  # offset from last+1
+        st.tuples(st.just("reopen"), st.just(0), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops, st.sampled_from([120, 400, 10_000]))
+def test_matches_model(script: list[tuple[str, int, int]], segment_bytes: int) -> None:
+    opts = LogStorageOptions(segment_bytes=segment_bytes)
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=shm) as d:  # tmpfs if possible: many fsyncs, the disk is not under test
+        log = SegmentLog(d, opts)
+        first, model = 1, []  # model: entries first..first+len-1
+        term = 1
+        try:
+            for op, a, b in script:
+                last = first + len(model) - 1
+                if op == "append":
+                    lo = max(last + 1 + a, first)  # a == 1 tries to leave a gap
+                    term += 1
+                    batch = ents(lo, lo + b - 1, term=term, size=term % 13)
+                    if lo > last + 1:
+                        with pytest.raises(ValueError, match="gap"):
+                            log.append(batch)
+                    else:
+                        log.append(batch)
+                        model = model[: lo - first] + batch
+                elif op == "prefix":
+                    f = first + a
+                    log.truncate_prefix(f)
+                    if f > first:
+                        model = model[f - first :]
+                        first = f
+                elif op == "reset":
+                    first, model = max(last + 1 + a, 1), []
+                    log.reset(first)
+                else:
+                    log.close()
+                    log = SegmentLog(d, opts)
+                assert (log.first_index(), log.last_index()) == (first, first + len(model) - 1)
+                assert dump(log) == expect(model)
+            log.close()
+            log = SegmentLog(d, opts)
+            assert (log.first_index(), log.last_index()) == (first, first + len(model) - 1)
+            assert dump(log) == expect(model)
+        finally:
+            log.close()
+
+
+# ---- LogWriter -----------------------------------------------------------------------------------------
+
+
+class GatedLog(MemoryLogStorage):
+    """Blocks inside the first append until released, so submissions pile up behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls: list[tuple[int, int]] = []
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        self.entered.set()
+        assert self.release.wait(10), "test never released the writer"
+        self.calls.append((entries[0].index, entries[-1].index))
+        super().append(entries)
+
+
+def recorders(n: int) -> tuple[list[tuple[int, BaseException | None]], list[Callable[[BaseException | None], None]]]:
+    """n callbacks that record (position, error) in call order."""
+    results: list[tuple[int, BaseException | None]] = []
+
+    def make(k: int) -> Callable[[BaseException | None], None]:
+        return lambda err: results.append((k, err))
+
+    return results, [make(k) for k in range(n)]
+
+
+def test_writer_groups_queued_submissions() -> None:
+    log, meta = GatedLog(), MemoryMetaStorage()
+    writer = LogWriter(log, meta)
+    results, cbs = recorders(51)
+    writer.submit(HardState(1, "a"), ents(1, 1), cbs[0])
+    assert log.entered.wait(10)  # the writer thread is now inside append() with submission 0
+    for k in range(1, 51):
+        writer.submit(HardState(2, "b") if k == 25 else None, ents(k + 1, k + 1), cbs[k])
+    log.release.set()
+    writer.close()
+    assert [k for k, _ in results] == list(range(51)) and all(err is None for _, err in results)
+    assert log.calls == [(1, 1), (2, 51)]
+    assert meta.load() == HardState(2, "b")
+    stats = writer.stats()
+    assert stats.submissions == 51 and stats.batches == 2 and stats.entries == 51
+    assert stats.fsyncs == 4 < stats.submissions  # two meta saves + two appends
+    assert stats.mean_batch_size == 25.5 and stats.bytes == 51 * 8
+
+
+def test_writer_merges_overlapping_submissions_later_wins() -> None:
+    gated = GatedLog()
+    writer = LogWriter(gated, MemoryMetaStorage())
+    results, cbs = recorders(6)
+    writer.submit(None, ents(1, 1), cbs[0])
+    assert gated.entered.wait(10)
+    writer.submit(None, ents(2, 6, term=2), cbs[1])
+    writer.submit(None, ents(4, 5, term=3), cbs[2])  # replaces 4..6 of the previous one
+    writer.submit(None, ents(9, 9, term=3), cbs[3])  # gap: rejected alone
+    writer.submit(None, [*ents(6, 6, term=3), *ents(8, 8, term=3)], cbs[4])  # non-contiguous: rejected alone
+    writer.submit(None, ents(6, 7, term=4), cbs[5])
+    gated.release.set()
+    writer.close()
+    assert [k for k, _ in results] == list(range(6))
+    errors = {k: err for k, err in results}
+    assert errors[0] is None and errors[1] is None and errors[2] is None and errors[5] is None
+    assert isinstance(errors[3], ValueError) and "does not fit" in str(errors[3])
+    assert isinstance(errors[4], ValueError) and "not contiguous" in str(errors[4])
+    assert gated.calls == [(1, 1), (2, 7)]
+    assert expect(gated.entries(1, 8)) == expect(ents(1, 1) + ents(2, 3, term=2) + ents(4, 5, term=3) + ents(6, 7, 4))
+
+
+def test_writer_on_segment_log_and_file_meta(tmp_path: Path) -> None:
+    log, meta = SegmentLog(tmp_path / "log", TINY), FileMetaStorage(tmp_path / "meta")
+    writer = LogWriter(log, meta)
+    results, cbs = recorders(20)
+    for k in range(20):
+        writer.submit(HardState(k // 5, ""), ents(k * 2 + 1, k * 2 + 2), cbs[k])
+    writer.close()
+    assert [err for _, err in results] == [None] * 20
+    log.close()
+    with SegmentLog(tmp_path / "log", TINY) as log2:
+        assert dump(log2) == expect(ents(1, 40))
+    assert FileMetaStorage(tmp_path / "meta").load() == HardState(3, "")
+    assert writer.stats().fsyncs <= 40
+
+
+def test_writer_stops_loudly_on_write_error() -> None:
+    class FailingLog(GatedLog):
+        def append(self, entries: Sequence[Entry]) -> None:
+            self.entered.set()
+            assert self.release.wait(10)
+            raise OSError(28, "ENOSPC")
+
+    log = FailingLog()
+    writer = LogWriter(log, MemoryMetaStorage())
+    results, cbs = recorders(3)
+    writer.submit(None, ents(1, 1), cbs[0])
+    assert log.entered.wait(10)
+    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
+    log.release.set()
+    writer.close()
+    assert [k for k, _ in results] == [0, 1]
+    assert all(isinstance(err, OSError) for _, err in results)
+    assert isinstance(writer.error, OSError)
+    with pytest.raises(LogWriterError, match="ENOSPC"):
+        writer.submit(None, ents(1, 1), cbs[2])
+    assert writer.stats().batches == 0
+
+
+def test_writer_fails_submissions_queued_behind_the_failure() -> None:
+    class FailingMeta(MemoryMetaStorage):
+        def save(self, hs: HardState) -> None:
+            raise OSError(5, "EIO")
+
+    log = GatedLog()
+    writer = LogWriter(log, FailingMeta())
+    results, cbs = recorders(3)
+    writer.submit(None, ents(1, 1), cbs[0])
+    assert log.entered.wait(10)
+    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
+    log.release.set()
+    # Submission 2 may be queued before or after the failure is recorded: either its callback gets the
+    # error or submit() raises it. Both are loud.
+    try:
+        writer.submit(None, ents(3, 3), cbs[2])
+    except LogWriterError:
+        results.append((2, OSError("refused")))
+    writer.close()
+    assert results[0] == (0, None)
+    assert [k for k, _ in results] == [0, 1, 2]
+    assert all(isinstance(err, OSError) for _, err in results[1:])
+    assert log.calls == [(1, 1)]
+
+
+def test_writer_callback_exceptions_do_not_kill_it() -> None:
+    writer = LogWriter(MemoryLogStorage(), MemoryMetaStorage())
+    seen: list[BaseException | None] = []
+
+    def bad(err: BaseException | None) -> None:
+        raise RuntimeError("callback bug")
+
+    writer.submit(None, ents(1, 1), bad)
+    writer.submit(None, ents(2, 2), seen.append)
+    writer.close()
+    assert seen == [None] and writer.error is None
+    with pytest.raises(LogWriterError, match="closed"):
+        writer.submit(None, ents(3, 3), seen.append)
+
+
+def test_writer_submit_future_from_asyncio() -> None:
+    log = MemoryLogStorage()
+    writer = LogWriter(log, MemoryMetaStorage())
+
+    async def main() -> None:
+        futs = [writer.submit_future(None, ents(k, k)) for k in range(1, 11)]
+        await asyncio.gather(*futs)
+        assert log.last_index() == 10
+        with pytest.raises(ValueError, match="does not fit"):
+            await writer.submit_future(None, ents(20, 20))
+
+    asyncio.run(main())
+    writer.close()
+
+
+def test_writer_reports_a_closed_storage_to_callbacks(tmp_path: Path) -> None:
+    log = SegmentLog(tmp_path)
+    log.close()
+    writer = LogWriter(log, MemoryMetaStorage())
+    seen: list[BaseException | None] = []
+    writer.submit(None, ents(1, 1), seen.append)
+    writer.close()
+    assert len(seen) == 1 and isinstance(seen[0], ValueError) and "closed" in str(seen[0])
+
+
+def test_reads_run_concurrently_with_the_writer_thread(tmp_path: Path) -> None:
+    log = SegmentLog(tmp_path, LogStorageOptions(segment_bytes=2000))
+    writer = LogWriter(log, MemoryMetaStorage())
+    done = threading.Event()
+    for k in range(200):
+        term = 1 + k // 50  # every 50 submissions a new term rewrites the last 3 entries
+        lo = max(1, k * 2 - (2 if k % 50 == 0 else -1))
+        writer.submit(None, ents(lo, k * 2 + 2, term=term), (lambda err: done.set()) if k == 199 else (lambda err: None))
+    while not done.is_set():
+        last = log.last_index()
+        got = log.entries(1, last + 1)
+        assert [e.index for e in got] == list(range(1, len(got) + 1))
+        assert all(e.data == f"{e.term}:{e.index}:".encode().ljust(8, b".") for e in got)
+    writer.close()
+    assert writer.error is None and log.last_index() == 400
+    log.close()
