@@ -77,7 +77,7 @@ class RaftCore:
         self,
         config: CoreConfig,
         conf: ConfState,
-        hard_state: HardState = HardState(),
+        hard_state: HardState | None = None,
         snapshot: SnapshotMeta | None = None,
         entries: list[Entry] | None = None,
         rng: random.Random | None = None,
@@ -95,6 +95,7 @@ class RaftCore:
                 f"log starts at {kept[0].index} but the snapshot ends at {snap.index}: entries are missing"
             )
         self.log = RaftLog(snap.index, snap.term, kept, snap.conf if snapshot else conf)
+        hard_state = hard_state or HardState()
         self.term = hard_state.term
         self.vote = hard_state.vote
         self.leader = ""

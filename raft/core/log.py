@@ -19,11 +19,11 @@ class RaftLog:
         offset: int = 0,
         offset_term: int = 0,
         entries: list[Entry] | None = None,
-        base_conf: ConfState = ConfState(),
+        base_conf: ConfState | None = None,
     ) -> None:
         # Raft thesis §4.1: a server uses the latest configuration in its log, committed or not.
         # `base_conf` is the configuration as of `offset`; `confs` those of CONF entries after it.
-        self.base_conf = base_conf
+        self.base_conf = base_conf or ConfState()
         self.confs: list[tuple[int, ConfState]] = []
         self.entries: list[Entry] = []
         self._track_confs(entries or [])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Self
 
 import pytest
 import uvloop
@@ -247,7 +249,7 @@ def test_down_peer_drops_then_reconnects(run: Callable[[Awaitable[None]], None])
             a.send([hb("a", "b", i) for i in range(5)])  # nobody listens: no exception, all dropped
             await eventually(lambda: a.stats()["dropped"] == 5)
             inbox = Inbox()
-            for generation in range(2):  # up, then down (restart) and up again
+            for _generation in range(2):  # up, then down (restart) and up again
                 b = TcpTransport("b", ("127.0.0.1", port), {}, SECRET, inbox, FAST)
                 await b.start()
                 await deliver_eventually(a, inbox, lambda: hb("a", "b"))

@@ -1,0 +1,6 @@
+"""The asyncio driver around the pure core, with a JRaft-shaped API."""
+
+from raft.node.node import Node, core_config
+from raft.node.statemachine import BaseStateMachine, StateMachine
+
+__all__ = ["BaseStateMachine", "Node", "StateMachine", "core_config"]

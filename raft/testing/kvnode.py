@@ -1,0 +1,175 @@
+"""A Raft node process with a tiny key/value state machine, for real-process tests and benchmarks.
+
+    python -m raft.testing.kvnode --id n1 --data DIR --peers n1=127.0.0.1:7001,n2=... --client-port 7101
+
+The client port speaks JSON lines: {"op": "put", "k": .., "v": ..}, {"op": "get", "k": ..},
+{"op": "status"}, and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
+from C coroutines inside this (leader) process and reports committed/s and latency percentiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import msgpack
+
+from raft.core.messages import Entry
+from raft.node import BaseStateMachine, Node
+from raft.options import NodeOptions, RaftOptions
+from raft.status import RaftException
+
+
+class KvStateMachine(BaseStateMachine):
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.applied = 0
+
+    def on_apply(self, entries: list[Entry]) -> list[Any]:
+        out: list[Any] = []
+        data = self.data
+        for e in entries:
+            if e.data[:1] == b"\x00":  # benchmark payload: counted, not stored
+                out.append(e.index)
+                continue
+            k, v = msgpack.unpackb(e.data)
+            data[k] = v
+            out.append(e.index)
+        self.applied = entries[-1].index
+        return out
+
+
+def parse_peers(text: str) -> dict[str, tuple[str, int]]:
+    peers = {}
+    for item in text.split(","):
+        name, _, addr = item.partition("=")
+        host, _, port = addr.rpartition(":")
+        peers[name] = (host, int(port))
+    return peers
+
+
+def _error(exc: RaftException, node: Node) -> dict[str, Any]:
+    return {"ok": False, "error": exc.code.name, "message": str(exc), "leader": exc.leader or node.leader_id()}
+
+
+async def bench(node: Node, seconds: float, concurrency: int, size: int) -> dict[str, Any]:
+    payload = b"\x00" + os.urandom(size - 1)
+    lat: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    before = node.writer.stats() if node.writer else None
+
+    async def proposer() -> None:
+        nonlocal errors
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            try:
+                await node.apply(payload)
+            except RaftException:
+                errors += 1
+                await asyncio.sleep(0.01)
+                continue
+            lat.append(time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(proposer() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - t0
+    after = node.writer.stats() if node.writer else None
+    lat.sort()
+
+    def pct(p: float) -> float:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else 0.0
+
+    out = {
+        "committed": len(lat),
+        "seconds": elapsed,
+        "rate": len(lat) / elapsed,
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "errors": errors,
+    }
+    if before and after:
+        fsyncs = after.fsyncs - before.fsyncs
+        batches = after.batches - before.batches
+        out["fsyncs_per_s"] = fsyncs / elapsed
+        out["mean_batch"] = (after.entries - before.entries) / batches if batches else 0.0
+    return out
+
+
+async def serve(args: argparse.Namespace) -> None:
+    peers = parse_peers(args.peers)
+    opts = NodeOptions(
+        node_id=args.id,
+        data_dir=args.data,
+        peers=peers,
+        secret=args.secret.encode(),
+        voters=tuple(args.voters.split(",")) if args.voters else (),
+        raft=RaftOptions(election_timeout_ms=args.election_ms),
+    )
+    fsm = KvStateMachine()
+    node = Node(opts, fsm)
+    await node.start()
+
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            try:
+                req = json.loads(line)
+                resp = await handle(req)
+            except RaftException as exc:
+                resp = _error(exc, node)
+            except (ValueError, KeyError, TypeError) as exc:
+                resp = {"ok": False, "error": "EINVAL", "message": str(exc)}
+            writer.write(json.dumps(resp).encode() + b"\n")
+            await writer.drain()
+        writer.close()
+
+    async def handle(req: dict[str, Any]) -> dict[str, Any]:
+        op = req["op"]
+        if op == "put":
+            index = await node.apply(msgpack.packb([req["k"], req["v"]]))
+            return {"ok": True, "index": index}
+        if op == "get":
+            await node.read_index()
+            return {"ok": True, "value": fsm.data.get(req["k"])}
+        if op == "status":
+            return {"ok": True, "status": node.status(), "keys": len(fsm.data)}
+        if op == "bench":
+            return {"ok": True, **await bench(node, float(req["seconds"]), int(req["concurrency"]), int(req["size"]))}
+        raise ValueError(f"unknown op {op!r}")
+
+    server = await asyncio.start_server(client, "127.0.0.1", args.client_port)
+    print(f"READY {args.id}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--id", required=True)
+    p.add_argument("--data", required=True)
+    p.add_argument("--peers", required=True)
+    p.add_argument("--voters", default="")
+    p.add_argument("--client-port", type=int, required=True)
+    p.add_argument("--secret", default="test-cluster-secret")
+    p.add_argument("--election-ms", type=int, default=1000)
+    p.add_argument("--uvloop", action="store_true")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if os.environ.get("RAFT_SWITCH_INTERVAL"):
+        import sys
+
+        sys.setswitchinterval(float(os.environ["RAFT_SWITCH_INTERVAL"]))
+    if args.uvloop:
+        import uvloop
+
+        uvloop.install()
+    asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The asyncio Node over real TCP transports and WALs, three (or four) nodes in one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgpack
+import pytest
+
+from raft.node import Node
+from raft.options import NodeOptions, RaftOptions
+from raft.status import RaftError, RaftException
+from raft.testing.cluster import free_ports
+from raft.testing.kvnode import KvStateMachine
+
+FAST = RaftOptions(election_timeout_ms=300)
+
+
+class Recorder(KvStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.leader_terms: list[int] = []
+        self.stopped_terms: list[int] = []
+
+    def on_leader_start(self, term: int) -> None:
+        self.leader_terms.append(term)
+
+    def on_leader_stop(self, term: int) -> None:
+        self.stopped_terms.append(term)
+
+
+def make(root: str, ids: list[str], ports: dict[str, int], voters: tuple[str, ...] = ()) -> dict[str, Node]:
+    peers = {i: ("127.0.0.1", ports[i]) for i in ports}
+    return {
+        i: Node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder()) for i in ids
+    }
+
+
+async def leader_of(nodes: dict[str, Node]) -> Node:
+    leaders = await asyncio.gather(*(n.wait_for_leader(10) for n in nodes.values()))
+    assert len(set(leaders)) == 1, leaders
+    return nodes[leaders[0]]
+
+
+def run(coro: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(coro(), 60))
+
+
+def put(k: str, v: Any) -> bytes:
+    return msgpack.packb([k, v])
+
+
+def test_apply_returns_state_machine_result_and_followers_redirect(tmp_path) -> None:
+    async def main() -> None:
+        ids = ["n1", "n2", "n3"]
+        nodes = make(str(tmp_path), ids, dict(zip(ids, free_ports(3), strict=True)))
+        for n in nodes.values():
+            await n.start()
+        try:
+            ld = await leader_of(nodes)
+            index = await ld.apply(put("a", 1))
+            assert index == ld.status()["commit"]
+            fsm = ld.fsm
+            assert isinstance(fsm, Recorder) and fsm.data == {"a": 1} and fsm.leader_terms == [ld.status()["term"]]
+            follower = next(n for n in nodes.values() if n is not ld)
+            with pytest.raises(RaftException) as exc:
+                await follower.apply(put("b", 2))
+            assert exc.value.code == RaftError.EPERM and exc.value.leader == ld.id
+            with pytest.raises(RaftException):
+                await follower.read_index()
+            assert await ld.read_index() >= index
+            st = ld.status()
+            assert st["role"] == "leader" and set(st["peers"]) == set(ids)
+            assert all(p["match"] >= index for p in st["peers"].values() if p["state"] == "replicate")
+        finally:
+            for n in nodes.values():
+                await n.stop()
+
+    run(main)
+
+
+def test_transfer_leadership_and_restart_from_wal(tmp_path) -> None:
+    async def main() -> None:
+        ids = ["n1", "n2", "n3"]
+        ports = dict(zip(ids, free_ports(3), strict=True))
+        nodes = make(str(tmp_path), ids, ports)
+        for n in nodes.values():
+            await n.start()
+        ld = await leader_of(nodes)
+        for k in range(20):
+            await ld.apply(put(f"k{k}", k))
+        target = next(i for i in ids if i != ld.id)
+        await ld.transfer_leadership(target)
+        new = await leader_of(nodes)
+        assert new.id == target
+        old_fsm = ld.fsm
+        assert isinstance(old_fsm, Recorder) and old_fsm.stopped_terms
+        await new.apply(put("after", 1))
+        for n in nodes.values():
+            await n.stop()
+        # Restart everyone from disk: the log replays into fresh state machines.
+        nodes = make(str(tmp_path), ids, ports)
+        for n in nodes.values():
+            await n.start()
+        try:
+            ld = await leader_of(nodes)
+            await ld.read_index()
+            fsm = ld.fsm
+            assert isinstance(fsm, Recorder)
+            assert fsm.data == {**{f"k{k}": k for k in range(20)}, "after": 1}
+        finally:
+            for n in nodes.values():
+                await n.stop()
+
+    run(main)
+
+
+def test_add_peer_as_learner_then_voter_and_remove_peer(tmp_path) -> None:
+    async def main() -> None:
+        ids = ["n1", "n2", "n3", "n4"]
+        ports = dict(zip(ids, free_ports(4), strict=True))
+        nodes = make(str(tmp_path), ids, ports, voters=("n1", "n2", "n3"))
+        for n in nodes.values():
+            await n.start()
+        try:
+            ld = await leader_of({i: nodes[i] for i in ("n1", "n2", "n3")})
+            for k in range(30):
+                await ld.apply(put(f"k{k}", k))
+            await ld.add_peer("n4", ("127.0.0.1", ports["n4"]))
+            assert ld.status()["voters"] == ids
+            await ld.apply(put("with-n4", 1))
+            await nodes["n4"].wait_for_leader(10)
+            fsm4 = nodes["n4"].fsm
+            assert isinstance(fsm4, Recorder)
+            await ld.read_index()
+            await ld.apply(put("barrier", 1))
+            # n4 applies in order; once it has the barrier it has everything before it.
+            await asyncio.wait_for(nodes["n4"]._wait_for(lambda: "barrier" in fsm4.data), 10)
+            assert fsm4.data["k29"] == 29 and fsm4.data["with-n4"] == 1
+            victim = next(i for i in ("n1", "n2", "n3") if i != ld.id)
+            await ld.remove_peer(victim)
+            assert victim not in ld.status()["voters"]
+        finally:
+            for n in nodes.values():
+                await n.stop()
+
+    run(main)

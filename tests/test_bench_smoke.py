@@ -1,0 +1,31 @@
+"""Benchmarks are not tests: this only checks that the raft benchmark runs on tiny input and writes
+its JSON. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_raft_benchmark_runs_on_tiny_input(tmp_path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "raft", "--seconds", "0.5", "--concurrency", "4", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "committed entries/s" in proc.stdout
+    report = json.loads(out.read_text())
+    assert report["ours"]["load"]["committed"] > 0 and report["ours"]["serial"]["committed"] > 0
+
+
+def test_bench_usage_error() -> None:
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", "nope"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "usage" in proc.stderr
