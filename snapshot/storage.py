@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from google_crc32c import extend as crc32c_extend
 
+from snapshot.durable import ensure_dir, fsync_dir, write_file
 from snapshot.errors import SnapshotError, SnapshotExistsError, SnapshotFormatError, SnapshotNotFoundError
 from snapshot.format import (
     CODEC_LZ4,
@@ -72,27 +73,6 @@ class SimulatedCrash(BaseException):
 
 def snapshot_dir_name(index: int) -> str:
     return f"{SNAPSHOT_PREFIX}{index:020d}"
-
-
-def fsync_dir(directory: str | os.PathLike[str]) -> None:
-    """Make creations, renames and unlinks inside `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _ensure_dir(path: Path) -> None:
-    missing: builtins.list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            d.mkdir()
-        fsync_dir(d.parent)
 
 
 def _crc_and_sync(path: Path) -> tuple[int, int]:
@@ -248,7 +228,7 @@ class PendingSnapshot:
                 self.index, self.term, self.voters, self.learners, tuple(files), self.created_at, dict(self.user_meta)
             )
             st._step("before_meta")
-            _write_new_file(self.path / META_FILE, encode_meta(meta))
+            write_file(self.path / META_FILE, encode_meta(meta), exclusive=True)
             st._step("before_dir_fsync")
             fsync_dir(self.path)
             st._step("before_rename")
@@ -291,17 +271,6 @@ class PendingSnapshot:
         self.abort()
 
 
-def _write_new_file(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class SnapshotStorage:
     """The snapshot directories under `directory` (JRaft's LocalSnapshotStorage, hardened).
 
@@ -329,7 +298,7 @@ class SnapshotStorage:
         self._pending: set[int] = set()
         self._fail_at: str | None = None  # test hook, see CRASH_POINTS
         if not read_only:
-            _ensure_dir(self.directory)
+            ensure_dir(self.directory)
             self._remove_leftovers()
             self.reap()
 
@@ -376,7 +345,7 @@ class SnapshotStorage:
             if index in self._pending:
                 raise SnapshotExistsError(f"a snapshot at index {index} is already being written")
             pending = PendingSnapshot(self, index, term, voters, learners, created_at, user_meta)
-            _ensure_dir(pending.path.parent)
+            ensure_dir(pending.path.parent)
             shutil.rmtree(pending.path, ignore_errors=True)
             pending.path.mkdir()
             self._pending.add(index)

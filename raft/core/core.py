@@ -243,7 +243,8 @@ class RaftCore:
             or self.read_states
             or self.dropped_reads
             or (self.waiting_reads and self._reads_startable())
-            or HardState(self.term, self.vote) != self.prev_hard
+            or self.term != self.prev_hard.term
+            or self.vote != self.prev_hard.vote
         )
 
     def ready(self) -> Ready:

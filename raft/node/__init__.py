@@ -1,6 +1,6 @@
 """The asyncio driver around the pure core, with a JRaft-shaped API."""
 
 from raft.node.node import Node, core_config
-from raft.node.statemachine import BaseStateMachine, StateMachine
+from raft.node.statemachine import BaseStateMachine, SnapshotUnsupported, StateMachine
 
-__all__ = ["BaseStateMachine", "Node", "StateMachine", "core_config"]
+__all__ = ["BaseStateMachine", "Node", "SnapshotUnsupported", "StateMachine", "core_config"]

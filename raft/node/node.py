@@ -69,7 +69,7 @@ class Node:
         self._log: SegmentLog | None = None
         self._meta: FileMetaStorage | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._proposals: list[tuple[bytes, int, asyncio.Future[Any]]] = []
+        self._proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
         self._waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # index -> (term, future)
         self._reads: list[asyncio.Future[int]] = []
         self._read_waiters: list[tuple[int, asyncio.Future[int]]] = []  # (index, future) until applied
@@ -130,7 +130,7 @@ class Node:
         """Propose a command; the future resolves with the state machine's result for it."""
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()
         self._check_usable()
-        self._proposals.append((data, EntryType.NORMAL, fut))
+        self._proposals.append((data, fut))
         self._kick()
         return fut
 
@@ -159,6 +159,11 @@ class Node:
 
         await asyncio.wait_for(self._wait_for(known), timeout)
         return core.leader
+
+    async def wait_applied(self, index: int, timeout: float) -> int:
+        """Wait until this node has applied `index`; returns the applied index."""
+        await asyncio.wait_for(self._wait_for(lambda: self.applied_index >= index), timeout)
+        return self.applied_index
 
     async def add_peer(self, peer: str, address: tuple[str, int], timeout: float = 30.0) -> None:
         """Add a server: first as a learner, promoted to voter once it is within catchup_margin."""
@@ -271,24 +276,14 @@ class Node:
 
     def _propose_batch(self, core: RaftCore) -> None:
         batch, self._proposals = self._proposals, []
-        normal = [p for p in batch if p[1] == EntryType.NORMAL]
-        others = [p for p in batch if p[1] != EntryType.NORMAL]
-        for data, etype, fut in others:
-            self._propose_one(core, [(data, fut)], etype)
-        if normal:
-            self._propose_one(core, [(d, f) for d, _, f in normal], EntryType.NORMAL)
-
-    def _propose_one(self, core: RaftCore, items: list[tuple[bytes, asyncio.Future[Any]]], etype: int) -> None:
         try:
-            first, term = core.propose([d for d, _ in items], etype)
+            first, term = core.propose([d for d, _ in batch])
         except RaftException as exc:
             exc.leader = core.leader
-            for _, fut in items:
-                if not fut.done():
-                    fut.set_exception(exc)
+            _fail([f for _, f in batch], exc)
             return
         waiters = self._waiters
-        for k, (_, fut) in enumerate(items):
+        for k, (_, fut) in enumerate(batch):
             waiters[first + k] = (term, fut)
 
     def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
@@ -372,13 +367,9 @@ class Node:
         if self._was_leader and not is_leader:
             # Pending proposals may still commit under the next leader: their outcome is unknown.
             err = RaftException(RaftError.ELEADERCHANGED, "leadership lost; outcome unknown", core.leader)
-            for _, fut in list(self._waiters.values()):
-                if not fut.done():
-                    fut.set_exception(err)
+            _fail([f for _, f in self._waiters.values()], err)
             self._waiters.clear()
-            for _, fut in self._read_waiters:
-                if not fut.done():
-                    fut.set_exception(err)
+            _fail([f for _, f in self._read_waiters], err)
             self._read_waiters = []
             if self._leader_term >= 0:
                 self.fsm.on_leader_stop(self._leader_term)
@@ -420,22 +411,12 @@ class Node:
                 self._tick_handle.cancel()
 
     def _fail_all(self, err: RaftException) -> None:
-        for _, _, fut in self._proposals:
-            if not fut.done():
-                fut.set_exception(err)
-        self._proposals = []
-        for _, fut in self._waiters.values():
-            if not fut.done():
-                fut.set_exception(err)
+        _fail([f for _, f in self._proposals], err)
+        _fail([f for _, f in self._waiters.values()], err)
+        _fail(self._reads, err)
+        _fail([f for _, f in self._read_waiters], err)
+        self._proposals, self._reads, self._read_waiters = [], [], []
         self._waiters.clear()
-        for fut in self._reads:
-            if not fut.done():
-                fut.set_exception(err)
-        self._reads = []
-        for _, fut in self._read_waiters:
-            if not fut.done():
-                fut.set_exception(err)
-        self._read_waiters = []
 
     def _check_usable(self) -> None:
         if self._error is not None:
@@ -460,3 +441,9 @@ class Node:
         if self._loop is None:
             raise RuntimeError("node not started")
         return self._loop
+
+
+def _fail(futures: list[Any], err: BaseException) -> None:
+    for fut in futures:
+        if not fut.done():
+            fut.set_exception(err)

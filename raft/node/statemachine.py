@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
 from raft.core.messages import Entry
@@ -28,23 +29,28 @@ class StateMachine(Protocol):
         """A fatal error stopped the node (storage failure, state machine exception)."""
 
 
-class BaseStateMachine:
-    """Convenience base with no-op callbacks; subclasses implement `on_apply`."""
+class SnapshotUnsupported(RuntimeError):
+    """The state machine keeps no snapshots: its state is rebuilt from the whole log."""
 
-    def on_apply(self, entries: list[Entry]) -> list[Any]:
-        raise NotImplementedError
+
+class BaseStateMachine(ABC):
+    """Base with no-op leadership callbacks, for state machines rebuilt from the log alone (no
+    snapshots); subclasses implement `on_apply`."""
+
+    @abstractmethod
+    def on_apply(self, entries: list[Entry]) -> list[Any]: ...
 
     def on_snapshot_save(self, writer: Any) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not take snapshots")
+        raise SnapshotUnsupported(f"{type(self).__name__} keeps no snapshots")
 
     def on_snapshot_load(self, reader: Any) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not load snapshots")
+        raise SnapshotUnsupported(f"{type(self).__name__} keeps no snapshots")
 
-    def on_leader_start(self, term: int) -> None:
+    def on_leader_start(self, term: int) -> None:  # noqa: B027 - an optional hook: doing nothing is the default
         pass
 
-    def on_leader_stop(self, term: int) -> None:
+    def on_leader_stop(self, term: int) -> None:  # noqa: B027 - an optional hook: doing nothing is the default
         pass
 
-    def on_error(self, error: BaseException) -> None:
+    def on_error(self, error: BaseException) -> None:  # noqa: B027 - an optional hook: doing nothing is the default
         pass

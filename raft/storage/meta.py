@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import struct
-from pathlib import Path
 
 from google_crc32c import value as _crc
 
 from raft.core.messages import HardState
+from snapshot.durable import atomic_write, ensure_dir, fsync_dir
+
+__all__ = ["FileMetaStorage", "MetaCorruptionError", "atomic_write", "ensure_dir", "fsync_dir"]
 
 META_FILE = "raft_meta"
 META_MAGIC = b"RMTA"
@@ -26,47 +28,6 @@ _MAX_VOTE = 0xFFFF
 
 class MetaCorruptionError(Exception):
     """The term/vote file exists but cannot be trusted. Starting anyway could double-vote, so stop."""
-
-
-def fsync_dir(directory: str | os.PathLike[str]) -> None:
-    """Make creations, renames and unlinks inside `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def ensure_dir(directory: str | os.PathLike[str]) -> Path:
-    """Create `directory` (and parents) if missing, fsyncing each parent whose entries changed."""
-    path = Path(directory).absolute()
-    missing: list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir()
-        except FileExistsError:
-            pass
-        fsync_dir(d.parent)
-    return path
-
-
-def atomic_write(directory: str | os.PathLike[str], name: str, data: bytes) -> None:
-    """Durably replace directory/name with data (temp file, fsync, rename, fsync directory)."""
-    tmp = os.path.join(directory, name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, name))
-    fsync_dir(directory)
 
 
 def encode_hard_state(hs: HardState) -> bytes:

@@ -82,20 +82,16 @@ class ProcessCluster:
         return json.loads(buf)
 
     def wait_leader(self, among: list[str] | None = None, timeout: float = 15.0) -> str:
-        """Wait (bounded) until one live node reports itself leader with a committed entry of its term."""
+        """Ask a live node to wait (server side, bounded) for a leader with a committed entry of its
+        term, then pass a read barrier on that leader."""
         deadline = time.monotonic() + timeout
+        candidates = among or list(self.procs)
         while time.monotonic() < deadline:
-            for node in among or list(self.procs):
-                try:
-                    st = self.call(node, {"op": "status"}, timeout=2)["status"]
-                except OSError:
-                    continue
-                if st["role"] == "leader":
-                    try:
-                        ok = self.call(node, {"op": "get", "k": "__probe__"}, timeout=5)["ok"]  # read barrier
-                    except OSError:
-                        continue
-                    if ok:
-                        return node
-            time.sleep(0.05)  # bounded wait for an external process, not test synchronisation
+            for node in candidates:
+                left = max(0.1, deadline - time.monotonic())
+                resp = self.call(node, {"op": "leader", "timeout": left}, timeout=left + 5)
+                if resp["ok"] and resp["leader"] in self.procs:
+                    leader = resp["leader"]
+                    if self.call(leader, {"op": "get", "k": "__probe__"}, timeout=left + 5)["ok"]:
+                        return leader
         raise TimeoutError("no leader elected")

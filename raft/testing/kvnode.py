@@ -3,7 +3,8 @@
     python -m raft.testing.kvnode --id n1 --data DIR --peers n1=127.0.0.1:7001,n2=... --client-port 7101
 
 The client port speaks JSON lines: {"op": "put", "k": .., "v": ..}, {"op": "get", "k": ..},
-{"op": "status"}, and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
+{"op": "status"}, {"op": "leader", "timeout": T}, {"op": "wait_applied", "index": I, "timeout": T},
+and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
 from C coroutines inside this (leader) process and reports committed/s and latency percentiles.
 """
 
@@ -124,6 +125,8 @@ async def serve(args: argparse.Namespace) -> None:
                 resp = _error(exc, node)
             except (ValueError, KeyError, TypeError) as exc:
                 resp = {"ok": False, "error": "EINVAL", "message": str(exc)}
+            except TimeoutError:
+                resp = {"ok": False, "error": "ETIMEDOUT", "message": "condition not reached in time"}
             writer.write(json.dumps(resp).encode() + b"\n")
             await writer.drain()
         writer.close()
@@ -136,6 +139,10 @@ async def serve(args: argparse.Namespace) -> None:
         if op == "get":
             await node.read_index()
             return {"ok": True, "value": fsm.data.get(req["k"])}
+        if op == "leader":  # wait (bounded) until a leader with a committed entry of its term is known
+            return {"ok": True, "leader": await node.wait_for_leader(float(req["timeout"]))}
+        if op == "wait_applied":
+            return {"ok": True, "applied": await node.wait_applied(int(req["index"]), float(req["timeout"]))}
         if op == "status":
             return {"ok": True, "status": node.status(), "keys": len(fsm.data)}
         if op == "bench":

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import msgpack
@@ -38,6 +39,17 @@ def make(root: str, ids: list[str], ports: dict[str, int], voters: tuple[str, ..
     }
 
 
+@asynccontextmanager
+async def running(nodes: dict[str, Node]) -> AsyncIterator[dict[str, Node]]:
+    for n in nodes.values():
+        await n.start()
+    try:
+        yield nodes
+    finally:
+        for n in nodes.values():
+            await n.stop()
+
+
 async def leader_of(nodes: dict[str, Node]) -> Node:
     leaders = await asyncio.gather(*(n.wait_for_leader(10) for n in nodes.values()))
     assert len(set(leaders)) == 1, leaders
@@ -55,10 +67,7 @@ def put(k: str, v: Any) -> bytes:
 def test_apply_returns_state_machine_result_and_followers_redirect(tmp_path) -> None:
     async def main() -> None:
         ids = ["n1", "n2", "n3"]
-        nodes = make(str(tmp_path), ids, dict(zip(ids, free_ports(3), strict=True)))
-        for n in nodes.values():
-            await n.start()
-        try:
+        async with running(make(str(tmp_path), ids, dict(zip(ids, free_ports(3), strict=True)))) as nodes:
             ld = await leader_of(nodes)
             index = await ld.apply(put("a", 1))
             assert index == ld.status()["commit"]
@@ -74,9 +83,6 @@ def test_apply_returns_state_machine_result_and_followers_redirect(tmp_path) -> 
             st = ld.status()
             assert st["role"] == "leader" and set(st["peers"]) == set(ids)
             assert all(p["match"] >= index for p in st["peers"].values() if p["state"] == "replicate")
-        finally:
-            for n in nodes.values():
-                await n.stop()
 
     run(main)
 
@@ -85,34 +91,24 @@ def test_transfer_leadership_and_restart_from_wal(tmp_path) -> None:
     async def main() -> None:
         ids = ["n1", "n2", "n3"]
         ports = dict(zip(ids, free_ports(3), strict=True))
-        nodes = make(str(tmp_path), ids, ports)
-        for n in nodes.values():
-            await n.start()
-        ld = await leader_of(nodes)
-        for k in range(20):
-            await ld.apply(put(f"k{k}", k))
-        target = next(i for i in ids if i != ld.id)
-        await ld.transfer_leadership(target)
-        new = await leader_of(nodes)
-        assert new.id == target
-        old_fsm = ld.fsm
-        assert isinstance(old_fsm, Recorder) and old_fsm.stopped_terms
-        await new.apply(put("after", 1))
-        for n in nodes.values():
-            await n.stop()
+        async with running(make(str(tmp_path), ids, ports)) as nodes:
+            ld = await leader_of(nodes)
+            for k in range(20):
+                await ld.apply(put(f"k{k}", k))
+            target = next(i for i in ids if i != ld.id)
+            await ld.transfer_leadership(target)
+            new = await leader_of(nodes)
+            assert new.id == target
+            old_fsm = ld.fsm
+            assert isinstance(old_fsm, Recorder) and old_fsm.stopped_terms
+            await new.apply(put("after", 1))
         # Restart everyone from disk: the log replays into fresh state machines.
-        nodes = make(str(tmp_path), ids, ports)
-        for n in nodes.values():
-            await n.start()
-        try:
+        async with running(make(str(tmp_path), ids, ports)) as nodes:
             ld = await leader_of(nodes)
             await ld.read_index()
             fsm = ld.fsm
             assert isinstance(fsm, Recorder)
             assert fsm.data == {**{f"k{k}": k for k in range(20)}, "after": 1}
-        finally:
-            for n in nodes.values():
-                await n.stop()
 
     run(main)
 
@@ -121,10 +117,7 @@ def test_add_peer_as_learner_then_voter_and_remove_peer(tmp_path) -> None:
     async def main() -> None:
         ids = ["n1", "n2", "n3", "n4"]
         ports = dict(zip(ids, free_ports(4), strict=True))
-        nodes = make(str(tmp_path), ids, ports, voters=("n1", "n2", "n3"))
-        for n in nodes.values():
-            await n.start()
-        try:
+        async with running(make(str(tmp_path), ids, ports, voters=("n1", "n2", "n3"))) as nodes:
             ld = await leader_of({i: nodes[i] for i in ("n1", "n2", "n3")})
             for k in range(30):
                 await ld.apply(put(f"k{k}", k))
@@ -135,15 +128,12 @@ def test_add_peer_as_learner_then_voter_and_remove_peer(tmp_path) -> None:
             fsm4 = nodes["n4"].fsm
             assert isinstance(fsm4, Recorder)
             await ld.read_index()
-            await ld.apply(put("barrier", 1))
+            barrier = await ld.apply(put("barrier", 1))
             # n4 applies in order; once it has the barrier it has everything before it.
-            await asyncio.wait_for(nodes["n4"]._wait_for(lambda: "barrier" in fsm4.data), 10)
+            await nodes["n4"].wait_applied(barrier, 10)
             assert fsm4.data["k29"] == 29 and fsm4.data["with-n4"] == 1
             victim = next(i for i in ("n1", "n2", "n3") if i != ld.id)
             await ld.remove_peer(victim)
             assert victim not in ld.status()["voters"]
-        finally:
-            for n in nodes.values():
-                await n.stop()
 
     run(main)
