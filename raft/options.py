@@ -87,6 +87,54 @@ class RaftOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotOptions:
+    """Snapshots and InstallSnapshot (RocketMQ controller.conf / JRaft names in brackets)."""
+
+    threshold_entries: int = 10_000
+    """[statemachineSnapshotThreshold] take a snapshot once this many entries were applied since the last one.
+    RIP-59 suggests 1000; at the heartbeat load of a fleet (hundreds of commands/s) that is a snapshot every
+    few seconds, so the default is 10,000. 0 disables the trigger."""
+    threshold_log_bytes: int = 64 * 1024 * 1024
+    """Take a snapshot once this many bytes of commands were applied since the last one. 0 disables it."""
+    interval_s: float = 3600.0
+    """[jRaftSnapshotIntervalSecs] take a snapshot this often if anything was applied. The first firing is
+    jittered uniformly in [interval/2, interval) so that replicas started together do not save together.
+    0 disables it."""
+    max_reserved: int = 3
+    """[maxSnapshotReservedNum] snapshots kept on disk (plus any being sent to a follower)."""
+    log_margin: int = 1000
+    """Entries kept below a new snapshot when the log prefix is truncated, so slightly lagging followers
+    catch up from the log instead of by InstallSnapshot. The log also always reaches back to the previous
+    retained snapshot, so that a corrupt newest snapshot can be replaced by the previous one plus replay."""
+    chunk_bytes: int = 1024 * 1024
+    """InstallSnapshot: bytes per chunk request."""
+    window: int = 4
+    """InstallSnapshot: chunk requests a follower keeps in flight."""
+    throttle_bytes_per_s: int = 0
+    """[snapshotThrottle] cap on the bytes/s a leader serves to all downloading followers; 0 = unlimited."""
+    request_timeout_s: float = 5.0
+    """InstallSnapshot: a follower gives up a download when a chunk is not answered within this time..."""
+    idle_timeout_s: float = 15.0
+    """...and a leader gives up a transfer (and retries later) when the follower asked nothing for this long."""
+    sync_every_bytes: int = 16 * 1024 * 1024
+    """InstallSnapshot: the follower fsyncs and checkpoints its download this often, so that a restart
+    resumes from the last checkpoint instead of from zero."""
+
+    def __post_init__(self) -> None:
+        for name in ("threshold_entries", "threshold_log_bytes", "log_margin", "throttle_bytes_per_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.interval_s < 0:
+            raise ValueError(f"interval_s must be >= 0, got {self.interval_s}")
+        if self.max_reserved < 1:
+            raise ValueError(f"max_reserved must be >= 1, got {self.max_reserved}")
+        if self.chunk_bytes < 1024 or self.window < 1 or self.sync_every_bytes < 1:
+            raise ValueError("chunk_bytes must be >= 1024, window and sync_every_bytes >= 1")
+        if self.request_timeout_s <= 0 or self.idle_timeout_s <= 0:
+            raise ValueError("request_timeout_s and idle_timeout_s must be positive")
+
+
+@dataclass(frozen=True, slots=True)
 class NodeOptions:
     """One Raft node: identity, peers, storage location and the component options."""
 
@@ -102,6 +150,7 @@ class NodeOptions:
     raft: RaftOptions = RaftOptions()
     log: LogStorageOptions = LogStorageOptions()
     transport: TransportOptions = TransportOptions()
+    snapshot: SnapshotOptions = SnapshotOptions()
 
     def __post_init__(self) -> None:
         if self.node_id not in self.peers:

@@ -89,6 +89,16 @@ def _crc_and_sync(path: Path) -> tuple[int, int]:
     return size, crc
 
 
+def _sync(path: Path) -> int:
+    """fsync a file; returns its size."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
 def _file_crc(path: Path) -> int:
     with open(path, "rb", buffering=0) as f:
         crc = 0
@@ -350,6 +360,47 @@ class SnapshotStorage:
             pending.path.mkdir()
             self._pending.add(index)
         return pending
+
+    def adopt(self, source: str | os.PathLike[str], *, verify: bool = True) -> SnapshotMeta:
+        """Make a complete snapshot directory written elsewhere (an InstallSnapshot download: the leader's
+        files plus its meta) a committed snapshot of this storage, atomically.
+
+        Checks the meta and every file's size (and CRC with `verify`), fsyncs them, renames `source` into
+        the root and fsyncs it, then applies retention. `source` must be on the same file system. If the
+        snapshot already exists here, `source` is removed and the existing one is kept (equal index means
+        equal state)."""
+        self._writable()
+        src = Path(source)
+        meta_path = src / META_FILE
+        try:
+            meta = decode_meta(meta_path.read_bytes(), str(meta_path))
+        except FileNotFoundError:
+            raise SnapshotFormatError(meta_path, 0, "missing meta file") from None
+        listed = {f.name for f in meta.files}
+        if DATA_FILE not in listed:
+            raise SnapshotFormatError(meta_path, META_HEAD_SIZE, f"the meta lists no {DATA_FILE!r} file")
+        extra = sorted(set(os.listdir(src)) - listed - {META_FILE})
+        if extra:
+            raise SnapshotError(f"{src}: files not listed in the meta: {extra}")
+        for f in meta.files:
+            size, crc = _crc_and_sync(src / f.name) if verify else (_sync(src / f.name), f.crc32c)
+            if size != f.size or crc != f.crc32c:
+                reason = f"size {size} / CRC {crc:#010x}, the meta says {f.size} / {f.crc32c:#010x}"
+                raise SnapshotFormatError(src / f.name, 0, reason)
+        fsync_dir(src)
+        index = meta.last_included_index
+        with self._lock:
+            target = self.path(index)
+            if target.exists():
+                shutil.rmtree(src)
+                log.info("snapshot %d already present; dropped the copy in %s", index, src)
+                return self.read_meta(index)
+            os.rename(src, target)
+            fsync_dir(self.directory)
+            fsync_dir(src.parent)
+        log.info("adopted snapshot %d (term %d, %d files) from %s", index, meta.last_included_term, len(meta.files), src)
+        self.reap()
+        return meta
 
     # --- reading ------------------------------------------------------------------------------------------
 

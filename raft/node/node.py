@@ -13,9 +13,11 @@ promises durability (votes, append acknowledgements) leaves only after the write
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
+import time
 from collections import deque
 from typing import Any
 
@@ -28,14 +30,21 @@ from raft.core import (
     Entry,
     EntryType,
     Message,
+    MsgType,
     RaftCore,
     Ready,
+    SnapshotMeta,
 )
-from raft.node.statemachine import StateMachine
+from raft.core.progress import ProgressState
+from raft.node.install import GET, SnapshotDownloader, SnapshotServer
+from raft.node.statemachine import BaseStateMachine, StateMachine
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.storage import FileMetaStorage, LogWriter, SegmentLog
 from raft.transport import TcpTransport
+from snapshot import format as snapshot_format
+from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
+from snapshot.storage import SnapshotStorage
 
 log = logging.getLogger("raft.node")
 
@@ -82,6 +91,12 @@ class Node:
         self._stopped = False
         self._role_waiters: list[asyncio.Future[None]] = []
         self.applied_index = 0
+        self._storage: SnapshotStorage | None = None
+        self._snapshots: SnapshotManager | None = None
+        self._server: SnapshotServer | None = None
+        self._downloader: SnapshotDownloader | None = None
+        self._save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
+        self.installs = 0  # snapshots installed from a leader
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -89,26 +104,83 @@ class Node:
         o = self.opts
         os.makedirs(o.data_dir, exist_ok=True)
         self._loop = asyncio.get_running_loop()
+        so = o.snapshot
+        self._storage = SnapshotStorage(
+            os.path.join(o.data_dir, "snapshot"), so.max_reserved, known_types=getattr(self.fsm, "section_names", None)
+        )
+        triggers = SnapshotTriggers(so.threshold_entries, so.threshold_log_bytes, so.interval_s)
+        self._snapshots = SnapshotManager(self._storage, triggers, name=f"snapshot-save-{self.id}")
         self._log = SegmentLog(os.path.join(o.data_dir, "log"), o.log)
         self._meta = FileMetaStorage(os.path.join(o.data_dir, "meta"))
         hs = self._meta.load()
+        snap = self._load_snapshot()
         lg = self._log
-        entries = lg.entries(lg.first_index(), lg.last_index() + 1) if lg.last_index() >= lg.first_index() else []
-        if entries and entries[0].index != 1:
-            raise RuntimeError(
-                f"{o.data_dir}: the log starts at index {entries[0].index} and there is no snapshot to rebuild "
-                "the state before it; refusing to start"
-            )
+        lo = max(lg.first_index(), snap.index + 1 if snap else 1)
+        entries = lg.entries(lo, lg.last_index() + 1) if lg.last_index() >= lo else []
         voters = o.voters or tuple(sorted(o.peers))
-        self.core = RaftCore(core_config(o), ConfState(tuple(sorted(voters))), hs, None, entries, random.Random())
+        self.core = RaftCore(core_config(o), ConfState(tuple(sorted(voters))), hs, snap, entries, random.Random())
         self.applied_index = self.core.log.applied
         self.writer = LogWriter(self._log, self._meta, name=f"raft-log-{self.id}")
         self.transport = TcpTransport(self.id, o.peers[self.id], o.peers, o.secret, self._on_messages, o.transport)
+        self.transport.on_snapshot_frame = self._on_snapshot_frame
+        self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so)
+        self._downloader = SnapshotDownloader(
+            os.path.join(o.data_dir, "snapshot-download"), self._storage, self.transport.send_snapshot_frame, so
+        )
         await self.transport.start()
         self._tick_s = o.raft.tick() / 1000.0
         self._next_tick = self._loop.time() + self._tick_s
+        self._snapshots.start_clock(self._loop.time())
         self._tick_handle = self._loop.call_at(self._next_tick, self._tick)
-        log.info("node %s started: term %d, log %d..%d", self.id, hs.term, lg.first_index(), lg.last_index())
+        log.info(
+            "node %s started: term %d, snapshot %d, log %d..%d",
+            self.id, hs.term, snap.index if snap else 0, lg.first_index(), lg.last_index(),
+        )  # fmt: skip
+
+    def _load_snapshot(self) -> SnapshotMeta | None:
+        """RIP-59 start: load the newest snapshot that verifies and that the log continues from (quarantining
+        damaged ones, falling back to older ones), or refuse to start if the state cannot be rebuilt."""
+        lg, storage = self._log, self._storage
+        assert lg is not None and storage is not None
+        has_log = lg.last_index() >= lg.first_index()
+
+        def usable(meta: snapshot_format.SnapshotMeta) -> str | None:
+            s = meta.last_included_index
+            if has_log and lg.first_index() > s + 1:
+                return f"the log starts at index {lg.first_index()}, so entries {s + 1}..{lg.first_index() - 1} are missing"
+            return None
+
+        if not self._snapshots_supported():
+            loaded = None
+        else:
+            loaded = self._snapshots_mgr().load(self.fsm.on_snapshot_load, usable=usable)
+        if loaded is None or loaded.snapshot is None:
+            if has_log and lg.first_index() > 1:
+                why = [f"snapshot {i} quarantined: {r}" for i, r in (loaded.quarantined if loaded else ())]
+                why += [f"snapshot {i} skipped: {r}" for i, r in (loaded.skipped if loaded else ())]
+                raise RuntimeError(
+                    f"{self.opts.data_dir}: no snapshot loads and the log starts at index {lg.first_index()}, so the "
+                    f"state before it cannot be rebuilt; refusing to start"
+                    + (" (" + "; ".join(why) + ")" if why else " (there is no snapshot at all)")
+                )
+            return None
+        m = loaded.meta
+        assert m is not None
+        loaded.snapshot.close()
+        s, t = m.last_included_index, m.last_included_term
+        for i, reason in loaded.quarantined:
+            log.error("node %s: snapshot %d was quarantined, fell back to snapshot %d: %s", self.id, i, s, reason)
+        if lg.last_index() < s or (lg.first_index() <= s and lg.term(s) != t):
+            # The log ends before the snapshot, or holds another (never committed) branch at its index.
+            lg.reset(s + 1)
+        return SnapshotMeta(s, t, ConfState(tuple(m.voters), tuple(m.learners)))
+
+    def _snapshots_supported(self) -> bool:
+        return getattr(type(self.fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
+
+    def _snapshots_mgr(self) -> SnapshotManager:
+        assert self._snapshots is not None
+        return self._snapshots
 
     async def stop(self) -> None:
         if self._stopped:
@@ -117,10 +189,17 @@ class Node:
         if self._tick_handle is not None:
             self._tick_handle.cancel()
         self._fail_all(RaftException(RaftError.ECANCELED, "node stopped"))
+        loop = asyncio.get_running_loop()
+        if self._downloader is not None:
+            await self._downloader.close()
         if self.transport is not None:
             await self.transport.close()
+        if self._server is not None:
+            await loop.run_in_executor(None, self._server.close)
+        if self._snapshots is not None:
+            await loop.run_in_executor(None, self._snapshots.close)
         if self.writer is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
+            await loop.run_in_executor(None, self.writer.close)
         if self._log is not None:
             self._log.close()
 
@@ -165,6 +244,27 @@ class Node:
         await asyncio.wait_for(self._wait_for(lambda: self.applied_index >= index), timeout)
         return self.applied_index
 
+    async def snapshot(self) -> snapshot_format.SnapshotMeta | None:
+        """Take a snapshot now (on demand) and return its committed meta. If one is being saved, waits for
+        that one instead; if nothing was applied since the latest snapshot, returns None."""
+        if self._save_future is not None and not self._save_future.done():
+            return await asyncio.shield(self._save_future)
+        fut = self._save("on demand")
+        if fut is None:
+            return None
+        return await asyncio.shield(fut)
+
+    def snapshots(self) -> list[snapshot_format.SnapshotMeta]:
+        """The committed snapshots on disk, newest first."""
+        assert self._storage is not None
+        out = []
+        for i in self._storage.list():
+            try:
+                out.append(self._storage.read_meta(i))
+            except Exception:  # noqa: BLE001 - reaped or damaged meanwhile: not listed
+                continue
+        return out
+
     async def add_peer(self, peer: str, address: tuple[str, int], timeout: float = 30.0) -> None:
         """Add a server: first as a learner, promoted to voter once it is within catchup_margin."""
         core = self._core()
@@ -202,6 +302,30 @@ class Node:
             "learners": list(st.conf.learners),
             "peers": st.progress,
         }
+        snap = self.core.snapshot if self.core is not None else None
+        mgr = self._snapshots
+        out["snapshot"] = {
+            "index": snap.index if snap else 0,
+            "term": snap.term if snap else 0,
+            "saving": bool(mgr and mgr.saving),
+            "saves": mgr.stats.saves if mgr else 0,
+            "last_save_s": round(mgr.stats.last_duration_s, 4) if mgr else 0.0,
+            "last_stall_ms": round(mgr.stats.last_stall_s * 1000, 3) if mgr else 0.0,
+            "last_saved_at": mgr.stats.last_saved_at if mgr else 0.0,
+            "installs": self.installs,
+            "sending": {p: {"index": t.index, "bytes": t.bytes_sent} for p, t in self._server.transfers.items()}
+            if self._server
+            else {},
+            "downloading": self._downloader.active.index if self._downloader and self._downloader.active else None,
+            "download": {
+                "received": self._downloader.bytes_received,
+                "resumed": self._downloader.resumed_bytes,
+                "completed": self._downloader.completed,
+                "failed": self._downloader.failed,
+            }
+            if self._downloader
+            else {},
+        }
         if self.writer is not None:
             ws = self.writer.stats()
             out["log_writer"] = {
@@ -230,10 +354,43 @@ class Node:
     def _on_messages(self, msgs: list[Message]) -> None:
         if self._stopped or self._error is not None:
             return
-        step = self._core().step
+        core = self._core()
+        step = core.step
         for m in msgs:
+            if m.type == MsgType.SNAP and self._wants_download(core, m):
+                assert self._downloader is not None
+                self._downloader.offer(m, self._downloaded)
+                continue
             step(m)
         self._kick()
+
+    def _wants_download(self, core: RaftCore, m: Message) -> bool:
+        """A SNAP the core would install: fetch the files first, step the message once they are here.
+        Stale ones (old term, or a snapshot we already cover) go straight to the core, which answers them."""
+        snap = m.snapshot
+        assert snap is not None
+        return m.term >= core.term and snap.index > core.log.committed and not core.log.match_term(snap.index, snap.term)
+
+    def _downloaded(self, m: Message, path: os.PathLike[str] | str) -> None:
+        """The snapshot of SNAP `m` is committed in our storage: now let the core install it."""
+        if self._stopped or self._error is not None:
+            return
+        try:
+            self._core().step(m)
+        except Exception as exc:  # noqa: BLE001 - fatal, like any failure in the loop
+            self._fatal(exc)
+            return
+        self._kick()
+
+    def _on_snapshot_frame(self, sender: str, body: tuple[object, ...]) -> None:
+        if self._stopped or self._error is not None or not body:
+            return
+        if body[0] == GET:
+            assert self._server is not None
+            self._server.handle_get(sender, body, self._loop_or_raise())
+        else:
+            assert self._downloader is not None
+            self._downloader.on_response(sender, body)
 
     def _tick(self) -> None:
         if self._stopped:
@@ -242,12 +399,38 @@ class Node:
         assert loop is not None
         self._core().tick()
         self._process()
+        if not self._stopped and self._error is None:
+            try:
+                self._housekeeping(loop.time())
+            except Exception as exc:  # noqa: BLE001 - fatal, like any failure in the loop
+                self._fatal(exc)
         # Schedule against the ideal grid so ticks do not drift under load.
         self._next_tick += self._tick_s
         now = loop.time()
         if self._next_tick < now:
             self._next_tick = now + self._tick_s
         self._tick_handle = loop.call_at(self._next_tick, self._tick)
+
+    def _housekeeping(self, now: float) -> None:
+        """Timers that are not the core's: snapshot triggers by time, and InstallSnapshot transfers that
+        ended (pin released) or went idle (reported failed, so the core probes and offers again)."""
+        mgr = self._snapshots
+        if mgr is not None and self._snapshots_supported():
+            reason = mgr.due(now)
+            if reason is not None:
+                self._save(reason)
+        server = self._server
+        if server is not None and server.transfers:
+            core = self._core()
+            for peer in list(server.transfers):
+                pr = core.prs.get(peer) if core.role == LEADER else None
+                if pr is None or pr.state is not ProgressState.SNAPSHOT:
+                    server.end(peer)
+            for peer in server.idle(now):
+                log.warning("node %s: snapshot transfer to %s idle; will offer again", self.id, peer)
+                server.end(peer)
+                core.report_snapshot(peer, False)
+                self._kick()
 
     def _kick(self) -> None:
         if not self._scheduled:
@@ -289,15 +472,24 @@ class Node:
     def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
         if rd.messages:
             self._transport().send(rd.messages)
+            for m in rd.messages:
+                if m.type == MsgType.SNAP:
+                    self._offer_snapshot(core, m)
+        before = None
         if rd.snapshot is not None:
-            raise RaftException(RaftError.EIO, "InstallSnapshot received but this node has no snapshot storage")
+            self._install(rd.snapshot)
+            lg = self._log
+            assert lg is not None
+            before = functools.partial(lg.reset, rd.snapshot.index + 1)
         if rd.must_persist():
             last = (rd.entries[-1].index, rd.entries[-1].term) if rd.entries else None
             self._persist_inflight.append((rd.persisted_messages, last))
             loop = self._loop_or_raise()
             writer = self.writer
             assert writer is not None
-            writer.submit(rd.hard_state, rd.entries, lambda err: loop.call_soon_threadsafe(self._persisted, err))
+            writer.submit(
+                rd.hard_state, rd.entries, lambda err: loop.call_soon_threadsafe(self._persisted, err), before=before
+            )
         elif rd.persisted_messages:
             if self._persist_inflight:
                 # Ordering: these may acknowledge entries whose write is still in flight.
@@ -318,6 +510,80 @@ class Node:
             assert isinstance(ctx, asyncio.Future)
             if not ctx.done():
                 ctx.set_exception(RaftException(code, "read index dropped", core.leader))
+
+    def _offer_snapshot(self, core: RaftCore, m: Message) -> None:
+        assert m.snapshot is not None and self._server is not None
+        if not self._server.begin(m.to, m.snapshot.index, self._loop_or_raise().time()):
+            log.error("node %s: snapshot %d to send to %s is gone", self.id, m.snapshot.index, m.to)
+            self._loop_or_raise().call_soon(core.report_snapshot, m.to, False)
+
+    def _install(self, snap: SnapshotMeta) -> None:
+        """The core installed a downloaded snapshot: the state machine becomes that snapshot."""
+        assert self._storage is not None
+        try:
+            stored = self._storage.open(snap.index, verify=False)  # verified when it was adopted
+        except Exception as e:
+            raise RaftException(RaftError.EIO, f"installed snapshot {snap.index} cannot be opened: {e}") from e
+        with stored:
+            self.fsm.on_snapshot_load(stored)
+        self.applied_index = snap.index
+        self._snapshots_mgr().reset_base(snap.index)
+        self.installs += 1
+        log.info("node %s: installed snapshot %d (term %d) from the leader", self.id, snap.index, snap.term)
+        if self._read_waiters:
+            self._settle_reads()
+
+    def _save(self, reason: str) -> asyncio.Future[snapshot_format.SnapshotMeta] | None:
+        """Snapshot the applied state: encode now (this thread), write on the manager's thread, then
+        truncate the log prefix. None if nothing was applied since the latest snapshot."""
+        core = self._core()
+        mgr = self._snapshots_mgr()
+        if not self._snapshots_supported():
+            raise RaftException(RaftError.EINVAL, f"{type(self.fsm).__name__} keeps no snapshots")
+        index = self.applied_index
+        if index <= max(mgr.base_index, core.snapshot.index):
+            return None
+        term = core.log.term(index)
+        assert term is not None
+        conf = core.log.conf_at(index)
+        loop = self._loop_or_raise()
+        try:
+            cfut = mgr.save(
+                index, term, conf.voters, conf.learners, self.fsm.on_snapshot_save, now=loop.time(), created_at=time.time()
+            )
+        except SnapshotBusyError:
+            return self._save_future
+        log.info("node %s: saving snapshot %d (%s)", self.id, index, reason)
+        fut = asyncio.wrap_future(cfut, loop=loop)
+        fut.add_done_callback(functools.partial(self._saved, SnapshotMeta(index, term, conf)))
+        self._save_future = fut
+        return fut
+
+    def _saved(self, meta: SnapshotMeta, fut: asyncio.Future[snapshot_format.SnapshotMeta]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("node %s: snapshot %d failed: %r", self.id, meta.index, exc)
+            return
+        if self._stopped or self._error is not None:
+            return
+        # Keep `log_margin` entries below the snapshot for lagging followers, and always everything after
+        # the previous snapshot, so a damaged newest snapshot can be replaced by the previous one + replay.
+        assert self._storage is not None
+        older = [i for i in self._storage.list() if i < meta.index]
+        keep_from = max(1, min(meta.index + 1 - self.opts.snapshot.log_margin, (older[0] if older else 0) + 1))
+        core = self._core()
+        core.compact(meta, keep_from)
+        lg, writer, loop = self._log, self.writer, self._loop_or_raise()
+        assert lg is not None and writer is not None
+
+        def done(err: BaseException | None) -> None:
+            if err is not None:
+                loop.call_soon_threadsafe(self._fatal, err)
+
+        writer.submit(None, [], done, before=functools.partial(lg.truncate_prefix, keep_from))
+        log.info("node %s: snapshot %d committed; log kept from %d", self.id, meta.index, keep_from)
 
     def _persisted(self, err: BaseException | None) -> None:
         if self._stopped:
@@ -356,11 +622,19 @@ class Node:
                     w[1].set_exception(RaftException(RaftError.ELEADERCHANGED, "entry was overwritten", core.leader))
         self.applied_index = committed[-1].index
         if self._read_waiters:
-            done = [w for w in self._read_waiters if w[0] <= self.applied_index]
-            self._read_waiters = [w for w in self._read_waiters if w[0] > self.applied_index]
-            for idx, fut in done:
-                if not fut.done():
-                    fut.set_result(idx)
+            self._settle_reads()
+        mgr = self._snapshots
+        if mgr is not None and normal:
+            mgr.on_applied(len(normal), sum(len(e.data) for e in normal))
+            if self._snapshots_supported() and mgr.due(self._loop_or_raise().time()) is not None:
+                self._save("threshold")
+
+    def _settle_reads(self) -> None:
+        done = [w for w in self._read_waiters if w[0] <= self.applied_index]
+        self._read_waiters = [w for w in self._read_waiters if w[0] > self.applied_index]
+        for idx, fut in done:
+            if not fut.done():
+                fut.set_result(idx)
 
     def _check_role(self, core: RaftCore) -> None:
         is_leader = core.role == LEADER
@@ -371,6 +645,8 @@ class Node:
             self._waiters.clear()
             _fail([f for _, f in self._read_waiters], err)
             self._read_waiters = []
+            if self._server is not None:
+                self._server.end_all()
             if self._leader_term >= 0:
                 self.fsm.on_leader_stop(self._leader_term)
                 self._leader_term = -1

@@ -409,12 +409,19 @@ class LogWriterStats:
 
 
 class _Submission:
-    __slots__ = ("callback", "entries", "hs")
+    __slots__ = ("before", "callback", "entries", "hs")
 
-    def __init__(self, hs: HardState | None, entries: Sequence[Entry], callback: Callback) -> None:
+    def __init__(
+        self,
+        hs: HardState | None,
+        entries: Sequence[Entry],
+        callback: Callback,
+        before: Callable[[], None] | None = None,
+    ) -> None:
         self.hs = hs
         self.entries = entries
         self.callback = callback
+        self.before = before  # a storage operation that must run after every earlier submission
 
 
 class LogWriter:
@@ -442,14 +449,26 @@ class LogWriter:
     def error(self) -> BaseException | None:
         return self._error
 
-    def submit(self, hs: HardState | None, entries: Sequence[Entry], callback: Callback) -> None:
-        """Queue a write; thread-safe and non-blocking, so it may be called from the event loop thread."""
+    def submit(
+        self,
+        hs: HardState | None,
+        entries: Sequence[Entry],
+        callback: Callback,
+        *,
+        before: Callable[[], None] | None = None,
+    ) -> None:
+        """Queue a write; thread-safe and non-blocking, so it may be called from the event loop thread.
+
+        `before`, if given, is a storage operation (a reset after InstallSnapshot, a prefix truncation after
+        a snapshot) run on the writer thread after every earlier submission and before this one's writes,
+        so it is ordered exactly where the caller put it. A failing `before` stops the writer like a failed
+        write."""
         with self._cond:
             if self._error is not None:
                 raise LogWriterError(f"log writer stopped after: {self._error!r}") from self._error
             if self._closing:
                 raise LogWriterError("log writer is closed")
-            self._queue.append(_Submission(hs, entries, callback))
+            self._queue.append(_Submission(hs, entries, callback, before))
             self._submissions += 1
             self._cond.notify()
 
@@ -480,7 +499,16 @@ class LogWriter:
                 subs, self._queue = self._queue, []
             if not subs:
                 return
-            self._process(subs)
+            # Group commit within the runs between ordered operations.
+            start = 0
+            for k in range(1, len(subs) + 1):
+                if k == len(subs) or subs[k].before is not None:
+                    self._process(subs[start:k])
+                    start = k
+                    if self._error is not None:
+                        for sub in subs[k:]:
+                            _call(sub.callback, self._error)
+                        break
             if self._error is not None:
                 with self._cond:
                     rest, self._queue = self._queue, []
@@ -492,6 +520,8 @@ class LogWriter:
         results: list[BaseException | None] = [None] * len(subs)
         merged: list[Entry] = []
         try:
+            if subs[0].before is not None:
+                subs[0].before()
             hs, merged = self._merge(subs, results)
             if hs is not None:
                 self.meta_storage.save(hs)

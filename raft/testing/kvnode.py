@@ -4,7 +4,7 @@
 
 The client port speaks JSON lines: {"op": "put", "k": .., "v": ..}, {"op": "get", "k": ..},
 {"op": "status"}, {"op": "leader", "timeout": T}, {"op": "wait_applied", "index": I, "timeout": T},
-and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
+{"op": "fill", "prefix": P, "n": N, "size": B}, {"op": "snapshot"}, and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
 from C coroutines inside this (leader) process and reports committed/s and latency percentiles.
 """
 
@@ -22,14 +22,39 @@ import msgpack
 
 from raft.core.messages import Entry
 from raft.node import BaseStateMachine, Node
-from raft.options import NodeOptions, RaftOptions
+from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.status import RaftException
+from snapshot.rw import load_managers, save_managers
+
+KV_SECTION = 1
 
 
 class KvStateMachine(BaseStateMachine):
+    """Puts of msgpack [key, value]; one snapshot section holding the sorted table."""
+
+    section_names = {KV_SECTION: "kv"}
+
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
         self.applied = 0
+
+    # SnapshotAbleMetadataManager
+    def section_type(self) -> int:
+        return KV_SECTION
+
+    def encode_snapshot(self) -> bytes:
+        return msgpack.packb([self.applied, sorted(self.data.items())])
+
+    def load_snapshot(self, body: bytes) -> None:
+        applied, items = msgpack.unpackb(body)
+        self.data = {k: v for k, v in items}
+        self.applied = applied
+
+    def on_snapshot_save(self, writer: Any) -> None:
+        save_managers(writer, [self])
+
+    def on_snapshot_load(self, reader: Any) -> None:
+        load_managers(reader, [self])
 
     def on_apply(self, entries: list[Entry]) -> list[Any]:
         out: list[Any] = []
@@ -111,6 +136,13 @@ async def serve(args: argparse.Namespace) -> None:
         secret=args.secret.encode(),
         voters=tuple(args.voters.split(",")) if args.voters else (),
         raft=RaftOptions(election_timeout_ms=args.election_ms),
+        snapshot=SnapshotOptions(
+            threshold_entries=args.snapshot_threshold,
+            log_margin=args.log_margin,
+            chunk_bytes=args.chunk_bytes,
+            throttle_bytes_per_s=args.throttle,
+            interval_s=0,
+        ),
     )
     fsm = KvStateMachine()
     node = Node(opts, fsm)
@@ -143,6 +175,16 @@ async def serve(args: argparse.Namespace) -> None:
             return {"ok": True, "leader": await node.wait_for_leader(float(req["timeout"]))}
         if op == "wait_applied":
             return {"ok": True, "applied": await node.wait_applied(int(req["index"]), float(req["timeout"]))}
+        if op == "fill":  # n puts of `size`-byte values, keys prefix0..prefix{n-1}, in batches of 256
+            prefix, n, value = req["prefix"], int(req["n"]), "x" * int(req["size"])
+            last = 0
+            for lo in range(0, n, 256):
+                futs = [node.apply(msgpack.packb([f"{prefix}{i}", value])) for i in range(lo, min(n, lo + 256))]
+                last = max(await asyncio.gather(*futs))
+            return {"ok": True, "index": last}
+        if op == "snapshot":
+            meta = await node.snapshot()
+            return {"ok": True, "index": meta.last_included_index if meta else None}
         if op == "status":
             return {"ok": True, "status": node.status(), "keys": len(fsm.data)}
         if op == "bench":
@@ -165,6 +207,10 @@ def main() -> None:
     p.add_argument("--secret", default="test-cluster-secret")
     p.add_argument("--election-ms", type=int, default=1000)
     p.add_argument("--uvloop", action="store_true")
+    p.add_argument("--snapshot-threshold", type=int, default=0)
+    p.add_argument("--log-margin", type=int, default=1000)
+    p.add_argument("--chunk-bytes", type=int, default=1 << 20)
+    p.add_argument("--throttle", type=int, default=0, help="InstallSnapshot bytes/s limit on the leader")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if os.environ.get("RAFT_SWITCH_INTERVAL"):

@@ -154,7 +154,8 @@ def _describe(x: object) -> str:
 # --- batches: the payload of one frame --------------------------------------------------------------------
 
 KIND_MESSAGES = 1  # payload = kind byte | msgpack [sender, [message, ...]]
-# Kinds 2.. are reserved, e.g. for snapshot chunk request/response; a receiver drops kinds it does not know.
+KIND_SNAPSHOT = 2  # payload = kind byte | msgpack [sender, [field, ...]]: InstallSnapshot chunk traffic
+# Kinds 3.. are reserved; a receiver drops kinds it does not know.
 
 
 def encode_batch(sender: str, packed: Sequence[bytes]) -> bytes:
@@ -180,6 +181,33 @@ def decode_batch(payload: bytes | memoryview) -> tuple[str, list[Message]]:
     if type(obj) is not tuple or len(obj) != 2 or type(obj[0]) is not str or type(obj[1]) is not tuple:
         raise CodecError(f"frame payload must be [sender, [message, ...]], got {_describe(obj)}")
     return obj[0], [_message_from(a) for a in obj[1]]
+
+
+def encode_snapshot_payload(sender: str, body: Sequence[object]) -> bytes:
+    """A KIND_SNAPSHOT frame payload. `body` is an InstallSnapshot request or response (raft.node.install)."""
+    try:
+        return bytes((KIND_SNAPSHOT,)) + _packer.pack((sender, tuple(body)))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise CodecError(f"cannot encode snapshot frame: {e}") from e
+
+
+def frame_kind(payload: bytes | memoryview) -> int:
+    if len(payload) < 1:
+        raise CodecError("empty frame payload")
+    return payload[0]
+
+
+def decode_snapshot_payload(payload: bytes | memoryview) -> tuple[str, tuple[object, ...]]:
+    """Inverse of encode_snapshot_payload: (sender, body). The body's fields are checked by its consumer."""
+    if len(payload) < 1 or payload[0] != KIND_SNAPSHOT:
+        raise CodecError("not a snapshot frame")
+    try:
+        obj = _unpack(memoryview(payload)[1:])
+    except Exception as e:  # see decode_messages
+        raise CodecError(f"frame payload is not a msgpack value: {e}") from e
+    if type(obj) is not tuple or len(obj) != 2 or type(obj[0]) is not str or type(obj[1]) is not tuple:
+        raise CodecError(f"snapshot frame payload must be [sender, [field, ...]], got {_describe(obj)}")
+    return obj[0], obj[1]
 
 
 def batch_overhead(sender: str) -> int:

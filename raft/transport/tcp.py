@@ -20,15 +20,19 @@ from raft.core.messages import Message
 from raft.options import TransportOptions
 from raft.transport.codec import (
     HEADER_BYTES,
+    KIND_SNAPSHOT,
     MAX_FRAME_BYTES,
     CodecError,
     FrameReader,
     batch_overhead,
     decode_batch,
+    decode_snapshot_payload,
     encode_batch,
     encode_message,
+    encode_snapshot_payload,
     frame_header,
     frame_key,
+    frame_kind,
     verify,
 )
 
@@ -36,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 OnMessages = Callable[[list[Message]], None]
+OnSnapshotFrame = Callable[[str, tuple[object, ...]], None]
 
 COUNTERS = (
     "frames_sent",
@@ -68,6 +73,7 @@ class TcpTransport:
         self._listen = listen
         self._key = frame_key(secret)
         self._on_messages = on_messages
+        self.on_snapshot_frame: OnSnapshotFrame | None = None  # InstallSnapshot chunk traffic (raft.node.install)
         self._peers: dict[str, _Peer] = {}
         # Room for packed messages in one frame; a single message bigger than this can never be sent.
         self._frame_room = self.options.max_frame_bytes - HEADER_BYTES - batch_overhead(node_id)
@@ -132,7 +138,7 @@ class TcpTransport:
                 self._peers[pid] = _Peer(pid, addr, self.options.backoff_min)
 
     def stats(self) -> dict[str, int]:
-        return {**self._counters, "pending_bytes": sum(p.pending_bytes for p in self._peers.values())}
+        return {**self._counters, "pending_bytes": sum(p.pending_bytes + p.frame_bytes for p in self._peers.values())}
 
     # --- outbound ---------------------------------------------------------------------------------------
 
@@ -172,6 +178,35 @@ class TcpTransport:
             peer.pending.append(data)
             peer.pending_bytes += len(data)
 
+    def send_snapshot_frame(self, to: str, body: tuple[object, ...]) -> bool:
+        """Queue one InstallSnapshot request or response for `to`, in its own frame after the messages of
+        this turn. Best effort like send(): False (and counted as dropped) if the peer is unknown,
+        unreachable or backed up beyond max_pending_bytes; the requester's timeout repairs it."""
+        if self._loop is None:
+            raise RuntimeError("TcpTransport.send_snapshot_frame() before start()")
+        peer = self._peers.get(to)
+        if peer is None or self._closed:
+            self._counters["dropped"] += 1
+            return False
+        if peer.conn is None and peer.connecting is None:
+            if self._loop.time() < peer.retry_at:
+                self._counters["dropped"] += 1
+                return False
+            self._connect(peer)
+        payload = encode_snapshot_payload(self.node_id, body)
+        if HEADER_BYTES + len(payload) > self.options.max_frame_bytes or (
+            peer.pending_bytes + peer.frame_bytes + len(payload) > self.options.max_pending_bytes
+        ):
+            self._counters["dropped"] += 1
+            return False
+        if peer.conn is not None:
+            self._dirty.add(peer)
+            if self._flush_handle is None:
+                self._flush_handle = self._loop.call_soon(self._flush)
+        peer.frames.append(payload)
+        peer.frame_bytes += len(payload)
+        return True
+
     def _flush(self) -> None:
         self._flush_handle = None
         dirty, self._dirty = self._dirty, set()
@@ -182,7 +217,10 @@ class TcpTransport:
         """Write the peer's pending messages as few frames as the frame limit allows, until the socket
         buffer is above its high-water mark; the rest waits for resume_writing (or the pending cap)."""
         conn, pending = peer.conn, peer.pending
-        if conn is None or conn.paused or not pending:
+        if conn is None or conn.paused:
+            return
+        if not pending:
+            self._flush_frames(peer, conn)
             return
         room, sent, left = self._frame_room, 0, peer.pending_bytes
         while sent < len(pending) and not (conn.paused or conn.closed or conn.transport.is_closing()):
@@ -197,6 +235,21 @@ class TcpTransport:
             sent, left = sent + take, left - size
         del pending[:sent]
         peer.pending_bytes = left
+        if not pending:
+            self._flush_frames(peer, conn)
+
+    def _flush_frames(self, peer: _Peer, conn: _Outbound) -> None:
+        """Snapshot frames go after the messages, and only while the socket is not backed up."""
+        frames = peer.frames
+        n = 0
+        while n < len(frames) and not (conn.paused or conn.closed or conn.transport.is_closing()):
+            payload = frames[n]
+            conn.transport.writelines((frame_header(payload, self._key), payload))
+            self._counters["frames_sent"] += 1
+            self._counters["bytes_sent"] += HEADER_BYTES + len(payload)
+            peer.frame_bytes -= len(payload)
+            n += 1
+        del frames[:n]
 
     def _write_frame(self, conn: _Outbound, packed: list[bytes]) -> None:
         payload = encode_batch(self.node_id, packed)
@@ -264,9 +317,10 @@ class TcpTransport:
         return []
 
     def _drop_pending(self, peer: _Peer) -> None:
-        self._counters["dropped"] += len(peer.pending)
+        self._counters["dropped"] += len(peer.pending) + len(peer.frames)
         peer.pending.clear()
-        peer.pending_bytes = 0
+        peer.frames.clear()
+        peer.pending_bytes = peer.frame_bytes = 0
 
     # --- inbound ----------------------------------------------------------------------------------------
 
@@ -279,6 +333,8 @@ class TcpTransport:
         counters["frames_received"] += 1
         if self._closed:
             return True
+        if frame_kind(payload) == KIND_SNAPSHOT:
+            return self._on_snapshot_payload(payload)
         try:
             sender, msgs = decode_batch(payload)
         except CodecError as e:  # an authenticated peer on another version, or a bug: skip just this frame
@@ -296,6 +352,24 @@ class TcpTransport:
                 self._on_messages(msgs)
             except Exception:  # the node's bug; the stream itself is fine, so keep reading
                 logger.exception("%s: on_messages raised", self.node_id)
+        return True
+
+    def _on_snapshot_payload(self, payload: bytes) -> bool:
+        try:
+            sender, body = decode_snapshot_payload(payload)
+        except CodecError as e:
+            self._counters["decode_failures"] += 1
+            logger.warning("%s: undecodable snapshot frame dropped: %s", self.node_id, e)
+            return True
+        if sender not in self._peers:
+            self._counters["spoofed"] += 1
+            return True
+        handler = self.on_snapshot_frame
+        if handler is not None:
+            try:
+                handler(sender, body)
+            except Exception:  # the node's bug; keep reading
+                logger.exception("%s: on_snapshot_frame raised", self.node_id)
         return True
 
     def _screen(self, sender: str, msgs: list[Message]) -> list[Message]:
@@ -319,13 +393,17 @@ class TcpTransport:
 class _Peer:
     """Outbound state for one peer."""
 
-    __slots__ = ("address", "backoff", "conn", "connecting", "id", "pending", "pending_bytes", "retry_at")
+    __slots__ = (
+        "address", "backoff", "conn", "connecting", "frame_bytes", "frames", "id", "pending", "pending_bytes", "retry_at"
+    )  # fmt: skip
 
     def __init__(self, peer_id: str, address: Address, backoff: float) -> None:
         self.id = peer_id
         self.address = address
         self.pending: list[bytes] = []  # packed messages not yet written
+        self.frames: list[bytes] = []  # snapshot frame payloads not yet written
         self.pending_bytes = 0
+        self.frame_bytes = 0
         self.conn: _Outbound | None = None
         self.connecting: asyncio.Task[None] | None = None
         self.retry_at = 0.0  # loop time before which the peer counts as unreachable
