@@ -217,6 +217,25 @@ def iter_encode_body(body: bytes | memoryview, codec: int = CODEC_LZ4, level: in
     yield comp.flush()
 
 
+def iter_encode_pieces(pieces: Iterable[bytes], codec: int = CODEC_LZ4, level: int = 0) -> Iterator[bytes]:
+    """The stored form of a body given as pieces (a lazily encoded section); the raw length is the sum of
+    the pieces. The lz4 frame then carries no content size (the section table has the raw length)."""
+    if codec == CODEC_RAW:
+        for piece in pieces:
+            if piece:
+                yield bytes(piece)
+        return
+    if codec != CODEC_LZ4:
+        raise ValueError(f"unknown codec {codec}")
+    comp = lz4.frame.LZ4FrameCompressor(compression_level=level, content_checksum=False)
+    yield comp.begin()
+    for piece in pieces:
+        out = comp.compress(piece)
+        if out:
+            yield out
+    yield comp.flush()
+
+
 def decode_body(stored: bytes, entry: SectionEntry, path: str, known_types: SectionNames | None = None) -> bytes:
     """Check the stored bytes of one section against its table entry; return the raw body."""
     if len(stored) != entry.stored_length:  # the caller read past the end of a file that shrank under it

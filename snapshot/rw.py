@@ -10,7 +10,7 @@ thread must not touch the writer again; the writer has no lock of its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +31,7 @@ from snapshot.format import (
     encode_header,
     encode_table,
     iter_encode_body,
+    iter_encode_pieces,
     section_name,
     table_end,
 )
@@ -108,7 +109,7 @@ class SnapshotWriter:
         self.codec = codec
         self.level = level
         self.known_types = known_types
-        self._sections: list[tuple[int, bytes, int]] = []
+        self._sections: list[tuple[int, bytes | Callable[[], Iterable[bytes]], int]] = []
         self._types: set[int] = set()
         self.result: WrittenFile | None = None
         self._closed = False
@@ -135,6 +136,24 @@ class SnapshotWriter:
         self._types.add(section_type)
         self._sections.append((section_type, body, codec))
 
+    def add_section_lazy(self, section_type: int, produce: Callable[[], Iterable[bytes]], *, codec: int | None = None) -> None:
+        """Register a section whose msgpack body `produce()` yields in pieces, ON THE WRITER THREAD during
+        finish(). For big tables: the apply thread hands over an immutable view (e.g. a shallow copy)
+        and returns at once; encoding happens later in small pieces, so the GIL changes hands between
+        pieces and applying is not stalled by the encoding. `produce` must read only that view."""
+        if self._closed:
+            raise SnapshotError(f"{self.path}: add_section_lazy after finish() or abort()")
+        check_section_types([*self._types, section_type])
+        if self.known_types is not None and section_type not in self.known_types:
+            raise ValueError(f"section type {section_type} is not in the registry of known types")
+        codec = self.codec if codec is None else codec
+        if codec not in CODEC_NAMES:
+            raise ValueError(f"unknown codec {codec}")
+        if not callable(produce):
+            raise TypeError(f"produce must be callable, got {type(produce).__name__}")
+        self._types.add(section_type)
+        self._sections.append((section_type, produce, codec))
+
     def add_manager(self, manager: SnapshotAbleMetadataManager) -> None:
         self.add_section(manager.section_type(), manager.encode_snapshot())
 
@@ -158,11 +177,23 @@ class SnapshotWriter:
             while sections:  # pop each body so its memory can go as soon as it is written
                 stype, body, codec = sections.pop()
                 crc = stored = 0
-                for piece in iter_encode_body(body, codec, self.level):
+                if callable(body):
+                    raw = [0]
+
+                    def counted(pieces: Iterable[bytes], raw: list[int] = raw) -> Iterable[bytes]:
+                        for piece in pieces:
+                            raw[0] += len(piece)
+                            yield piece
+
+                    encoded = iter_encode_pieces(counted(body()), codec, self.level)
+                else:
+                    raw = [len(body)]
+                    encoded = iter_encode_body(body, codec, self.level)
+                for piece in encoded:
                     crc = crc32c_extend(crc, piece)
                     stored += len(piece)
                     _write_all(fd, piece)
-                entries.append(SectionEntry(stype, codec, len(body), stored, offset, crc))
+                entries.append(SectionEntry(stype, codec, raw[0], stored, offset, crc))
                 offset += stored
             _pwrite_all(fd, encode_header(count) + encode_table(entries), 0)
             os.fsync(fd)

@@ -398,6 +398,10 @@ class RaftCore:
             if m.seq > pr.read_ack:
                 pr.read_ack = m.seq
                 self._advance_reads()
+            if m.reject and m.reject_hint < pr.match:
+                pr.become_probe()  # the follower lost entries it acknowledged: probe from where its log ends
+                pr.match = m.reject_hint
+                pr.next = m.reject_hint + 1
             if pr.match < self.log.last_index():
                 self._send_append(m.frm)
 
@@ -429,9 +433,16 @@ class RaftCore:
         elif t == MsgType.HEARTBEAT:
             self.election_elapsed = 0
             self.leader = m.frm
-            if m.commit <= self.log.last_index():
+            last = self.log.last_index()
+            if m.commit <= last:
                 self.log.commit_to(m.commit)
-            self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
+                self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
+            else:
+                # The leader's commit here is at most what we acknowledged, yet we lack it: our disk lost
+                # acknowledged entries (wiped or replaced). Say where our log ends so the leader backs off
+                # instead of believing our old match forever.
+                self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=True,
+                                   reject_hint=last))  # fmt: skip
         elif t == MsgType.SNAP:
             self.election_elapsed = 0
             self.leader = m.frm

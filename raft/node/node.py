@@ -309,6 +309,7 @@ class Node:
             "term": snap.term if snap else 0,
             "saving": bool(mgr and mgr.saving),
             "saves": mgr.stats.saves if mgr else 0,
+            "bytes": mgr.stats.last_bytes if mgr else 0,
             "last_save_s": round(mgr.stats.last_duration_s, 4) if mgr else 0.0,
             "last_stall_ms": round(mgr.stats.last_stall_s * 1000, 3) if mgr else 0.0,
             "last_saved_at": mgr.stats.last_saved_at if mgr else 0.0,

@@ -27,7 +27,10 @@ def free_ports(n: int) -> list[int]:
 class ProcessCluster:
     """N kvnode processes; raft and client ports on 127.0.0.1; data under `root`."""
 
-    def __init__(self, root: str, n: int = 3, election_ms: int = 1000, uvloop: bool = False) -> None:
+    def __init__(
+        self, root: str, n: int = 3, election_ms: int = 1000, uvloop: bool = False, extra_args: tuple[str, ...] = ()
+    ) -> None:
+        self.extra_args = list(extra_args)
         self.root = root
         self.ids = [f"n{i + 1}" for i in range(n)]
         ports = free_ports(2 * n)
@@ -48,6 +51,7 @@ class ProcessCluster:
         ]
         if self.uvloop:
             cmd.append("--uvloop")
+        cmd += self.extra_args
         env = dict(os.environ, PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
         assert proc.stdout is not None

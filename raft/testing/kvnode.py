@@ -15,7 +15,9 @@ import asyncio
 import json
 import logging
 import os
+import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -24,13 +26,14 @@ from raft.core.messages import Entry
 from raft.node import BaseStateMachine, Node
 from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.status import RaftException
-from snapshot.rw import load_managers, save_managers
+from snapshot.rw import load_managers
 
 KV_SECTION = 1
 
 
 class KvStateMachine(BaseStateMachine):
-    """Puts of msgpack [key, value]; one snapshot section holding the sorted table."""
+    """Puts of msgpack [key, value]; one snapshot section holding [applied, [[key, value], ...]] in the
+    table's insertion order (the same on every replica: it is the log order)."""
 
     section_names = {KV_SECTION: "kv"}
 
@@ -43,7 +46,7 @@ class KvStateMachine(BaseStateMachine):
         return KV_SECTION
 
     def encode_snapshot(self) -> bytes:
-        return msgpack.packb([self.applied, sorted(self.data.items())])
+        return msgpack.packb([self.applied, list(self.data.items())])
 
     def load_snapshot(self, body: bytes) -> None:
         applied, items = msgpack.unpackb(body)
@@ -51,7 +54,17 @@ class KvStateMachine(BaseStateMachine):
         self.applied = applied
 
     def on_snapshot_save(self, writer: Any) -> None:
-        save_managers(writer, [self])
+        # Hand over a point-in-time view (values are immutable) and encode it on the writer thread, in
+        # pieces: applying stalls only for the copy.
+        items, applied = list(self.data.items()), self.applied
+
+        def produce() -> Iterator[bytes]:
+            packer = msgpack.Packer()
+            yield packer.pack_array_header(2) + packer.pack(applied) + packer.pack_array_header(len(items))
+            for lo in range(0, len(items), 1024):
+                yield b"".join(packer.pack(kv) for kv in items[lo : lo + 1024])
+
+        writer.add_section_lazy(KV_SECTION, produce)
 
     def on_snapshot_load(self, reader: Any) -> None:
         load_managers(reader, [self])
@@ -141,6 +154,7 @@ async def serve(args: argparse.Namespace) -> None:
             log_margin=args.log_margin,
             chunk_bytes=args.chunk_bytes,
             throttle_bytes_per_s=args.throttle,
+            sync_every_bytes=args.sync_every,
             interval_s=0,
         ),
     )
@@ -175,13 +189,21 @@ async def serve(args: argparse.Namespace) -> None:
             return {"ok": True, "leader": await node.wait_for_leader(float(req["timeout"]))}
         if op == "wait_applied":
             return {"ok": True, "applied": await node.wait_applied(int(req["index"]), float(req["timeout"]))}
-        if op == "fill":  # n puts of `size`-byte values, keys prefix0..prefix{n-1}, in batches of 256
-            prefix, n, value = req["prefix"], int(req["n"]), "x" * int(req["size"])
+        if op == "fill":  # n puts of `size`-char hex values (half-compressible), keys prefix0.., 256 at a time
+            prefix, n, size = req["prefix"], int(req["n"]), int(req["size"])
             last = 0
             for lo in range(0, n, 256):
-                futs = [node.apply(msgpack.packb([f"{prefix}{i}", value])) for i in range(lo, min(n, lo + 256))]
+                futs = [
+                    node.apply(msgpack.packb([f"{prefix}{i}", random.Random(i).randbytes(size // 2 + 1).hex()[:size]]))
+                    for i in range(lo, min(n, lo + 256))
+                ]
                 last = max(await asyncio.gather(*futs))
             return {"ok": True, "index": last}
+        if op == "wait_download":  # until this node has received `bytes` of snapshot chunks
+            want, dl = int(req["bytes"]), node._downloader
+            assert dl is not None
+            await asyncio.wait_for(node._wait_for(lambda: dl.bytes_received >= want), float(req["timeout"]))
+            return {"ok": True, "received": dl.bytes_received}
         if op == "snapshot":
             meta = await node.snapshot()
             return {"ok": True, "index": meta.last_included_index if meta else None}
@@ -211,6 +233,7 @@ def main() -> None:
     p.add_argument("--log-margin", type=int, default=1000)
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
     p.add_argument("--throttle", type=int, default=0, help="InstallSnapshot bytes/s limit on the leader")
+    p.add_argument("--sync-every", type=int, default=16 << 20, help="InstallSnapshot checkpoint interval (bytes)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if os.environ.get("RAFT_SWITCH_INTERVAL"):

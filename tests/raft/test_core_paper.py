@@ -482,3 +482,32 @@ def test_restart_from_snapshot_and_log() -> None:
     assert c.conf.voters == tuple(IDS)
     with pytest.raises(ValueError, match="missing"):
         RaftCore(CoreConfig(id="a"), ConfState(()), HardState(3, ""), snap, entries=[Entry(3, 12)])
+
+
+def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
+    """Found by the real-process InstallSnapshot test: a follower whose disk was wiped after it had
+    acknowledged entries answers heartbeats whose commit it cannot reach. Without a reject the leader keeps
+    its old match forever and never sends the follower anything; with it, the leader probes from where the
+    follower's log ends (here: a snapshot, since the log is compacted)."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    for k in range(5):
+        net.propose("a", f"{k}".encode())
+    assert a.prs["c"].match == a.log.last_index()
+    meta = SnapshotMeta(a.log.applied, a.log.term(a.log.applied) or 0, a.log.conf_at(a.log.applied))
+    a.compact(meta, a.log.applied + 1)
+    net.durable["c"] = (HardState(), [], None)  # c's disk is replaced
+    net.start("c")
+    rejects: list[Message] = []
+    net.filter = lambda m: not (m.type == MsgType.HEARTBEAT_RESP and m.reject and rejects.append(m))
+    net.tick_all(a.cfg.heartbeat_tick)  # one heartbeat round
+    net.filter = None
+    assert [(m.frm, m.reject_hint) for m in rejects] == [("c", 0)]
+    for m in rejects:  # now let the leader see it: it backs off to the end of c's (empty) log
+        a.step(m)
+    assert a.prs["c"].match == 0
+    net.tick_all(3)
+    assert net.durable["c"][2] == meta  # so c gets the snapshot
+    a.report_snapshot("c", True)
+    net.propose("a", b"after")
+    assert net.cores["c"].log.committed == a.log.committed
