@@ -342,7 +342,10 @@ class Simulation:
         alive = [n for n in self.nodes.values() if n.alive]
         if not alive:
             return
-        n = self.rng.choice(alive)
+        self.snapshot_node(self.rng.choice(alive), self.rng.choice([0, 2, 10]))
+
+    def snapshot_node(self, n: SimNode, margin: int) -> None:
+        """Node n snapshots its applied state and compacts its log, keeping `margin` entries."""
         core = n.core
         idx = core.log.applied
         if idx <= core.snapshot.index:
@@ -350,7 +353,6 @@ class Simulation:
         meta = SnapshotMeta(idx, core.log.term(idx) or 0, core.log.conf_at(idx))
         state = [a for a in n.app if a[0] <= idx]
         self.snap_store[(meta.index, meta.term)] = state
-        margin = self.rng.choice([0, 2, 10])
         n.durable.snap, n.durable.snap_app = meta, list(state)
         keep_from = max(idx + 1 - margin, core.log.first_index())
         n.durable.entries = [e for e in n.durable.entries if e.index >= keep_from]
@@ -358,6 +360,16 @@ class Simulation:
             n.durable.entries = []
         core.compact(meta, keep_from)
         self._log(f"snapshot {n.id} at {idx} keep_from {keep_from}")
+
+    def wipe(self, node_id: str) -> None:
+        """Node crashes and comes back with an empty log and no snapshot (its disk was replaced); its
+        term and vote survive (kept elsewhere), so this never lets it vote twice in a term."""
+        n = self.nodes[node_id]
+        if n.alive:
+            n.crash(False)
+        n.durable = _Durable(hard=n.durable.hard)
+        self._log(f"wipe {node_id}")
+        n.start()
 
     def _transfer(self) -> None:
         ld = self._leader()
