@@ -260,7 +260,8 @@ class SnapshotManager:
             except BaseException:
                 snap.close()
                 raise
-            self.reset_base(index)
+            self.base_index = index  # the state is now exactly this snapshot
+            self.applied_since = self.bytes_since = 0
             return Loaded(snap, tuple(quarantined), tuple(skipped))
         return Loaded(None, tuple(quarantined), tuple(skipped))
 
