@@ -1,0 +1,85 @@
+"""Helpers shared by the section codecs: canonical msgpack out, strict checks in.
+
+Decoders raise ValueError (what snapshot.rw.load_managers turns into a SnapshotFormatError, so that a bad
+snapshot is quarantined instead of half-loaded). They insist on the canonical form the encoders write
+(rows strictly sorted by key), so that load -> encode gives back the very same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from statemachine.sections import SECTION_NAMES, SECTION_VERSION
+
+
+def pack(*parts: Any) -> bytes:
+    """A section body: [SECTION_VERSION, *parts]."""
+    return msgpack.packb([SECTION_VERSION, *parts])
+
+
+def array_header(n: int) -> bytes:
+    """The shortest msgpack array header for n items, the one msgpack.packb writes."""
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 1 << 16:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def pack_rows(rows: list[bytes]) -> bytes:
+    """packb([SECTION_VERSION, rows]) where each row is already msgpack bytes: the same bytes, without
+    decoding and re-encoding rows that did not change."""
+    return array_header(2) + msgpack.packb(SECTION_VERSION) + array_header(len(rows)) + b"".join(rows)
+
+
+def unpack(section_type: int, body: bytes, parts: int) -> list[Any]:
+    """The parts after the version of a section body, checked for shape."""
+    what = SECTION_NAMES[section_type]
+    try:
+        doc = msgpack.unpackb(body)
+    except Exception as e:  # msgpack raises several exception types for bad bytes
+        raise ValueError(f"{what}: not msgpack: {type(e).__name__}: {e}") from None
+    if type(doc) is not list or not doc:
+        raise ValueError(f"{what}: body is not a msgpack array [version, ...]")
+    if doc[0] != SECTION_VERSION or type(doc[0]) is not int:
+        raise ValueError(f"{what}: unsupported body version {doc[0]!r} (this reader knows {SECTION_VERSION})")
+    if len(doc) != 1 + parts:
+        raise ValueError(f"{what}: {len(doc) - 1} parts after the version, expected {parts}")
+    return doc[1:]
+
+
+# The `what` messages are str.format templates filled only on failure: loading a big section checks every
+# row, and formatting a message per row would cost more than the checks.
+
+
+def check(ok: bool, what: str, *args: Any) -> None:
+    if not ok:
+        raise ValueError(what.format(*args))
+
+
+def rows(v: Any, width: int, what: str, *args: Any) -> list[list[Any]]:
+    if not (type(v) is list and all(type(r) is list and len(r) == width for r in v)):
+        raise ValueError(f"{what.format(*args)}: not rows of {width} items")
+    return v
+
+
+def ints(v: Any, what: str, *args: Any) -> list[int]:
+    if not (type(v) is list and all(type(x) is int for x in v)):
+        raise ValueError(f"{what.format(*args)}: not a list of integers")
+    ascending(v, what, *args)
+    return v
+
+
+def ascending(keys: list[Any], what: str, *args: Any) -> None:
+    if not all(a < b for a, b in zip(keys, keys[1:], strict=False)):
+        raise ValueError(f"{what.format(*args)}: keys not strictly ascending")
+
+
+def is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def is_str(v: Any) -> bool:
+    return type(v) is str

@@ -1,0 +1,359 @@
+"""Commands: the bytes of one Raft log entry, and their constructors. Format: docs/statemachine.md.
+
+Every command is one msgpack array, positional so that the hot heartbeat stays small and cheap to decode:
+
+    [version, code, timeMillis, field...]
+
+`version` is FORMAT_VERSION, `code` the RocketMQ request code, `timeMillis` the leader's clock when it
+proposed the command (RocketMQ's invokeTime / lastUpdateTimestamp / checkTimeMillis; the applier's clock is
+never read), then the fields of that code in the order of FIELDS. The constructors below are what the HTTP
+layer and the daemon call; they check their arguments (ValueError/TypeError) so that bad input never reaches
+the log. `parse` is the apply-side check: it never trusts the bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from statemachine import codes as C
+
+FORMAT_VERSION = 1
+HEADER_FIELDS = 3  # version, code, timeMillis
+
+# Field kinds. Checks are `type(v) is ...` so that a bool never passes for an int (and vice versa).
+INT, STR, BOOL, OPT_STR, INT_LIST, STR_LIST, OPT_IDENTITY, CONFIG = range(8)
+
+# Heartbeat defaults for fields a broker leaves out (spec §2.3).
+DEFAULT_EPOCH = -1
+DEFAULT_MAX_OFFSET = -1
+DEFAULT_CONFIRM_OFFSET = -1
+DEFAULT_HEARTBEAT_TIMEOUT_MILLIS = 10_000
+DEFAULT_ELECTION_PRIORITY = 2**31 - 1  # Integer.MAX_VALUE: the least preferred
+
+# The replicated controller config keys (1009) and their kinds. Node-local keys never enter the log.
+CONFIG_KEYS: dict[str, int] = {
+    "enableElectUncleanMaster": BOOL,
+    "electMasterMaxRetryCount": INT,
+    "notifyBrokerRoleChanged": BOOL,
+}
+
+FIELDS: dict[int, tuple[tuple[str, int], ...]] = {
+    C.ALTER_SYNC_STATE_SET: (
+        ("brokerName", STR),
+        ("masterBrokerId", INT),
+        ("masterEpoch", INT),
+        ("syncStateSet", INT_LIST),
+        ("syncStateSetEpoch", INT),
+    ),
+    C.ELECT_MASTER: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT), ("designateElect", BOOL)),
+    C.REGISTER_BROKER: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT), ("brokerAddress", STR)),
+    C.GET_REPLICA_INFO: (("brokerName", STR),),
+    C.GET_SYNC_STATE_DATA: (("brokerNames", STR_LIST),),
+    C.UPDATE_CONTROLLER_CONFIG: (("config", CONFIG),),
+    C.CLEAN_BROKER_DATA: (
+        ("clusterName", OPT_STR),
+        ("brokerName", STR),
+        ("brokerControllerIdsToClean", OPT_STR),
+        ("isCleanLivingBroker", BOOL),
+    ),
+    C.GET_NEXT_BROKER_ID: (("clusterName", STR), ("brokerName", STR)),
+    C.APPLY_BROKER_ID: (
+        ("clusterName", STR),
+        ("brokerName", STR),
+        ("appliedBrokerId", INT),
+        ("registerCheckCode", STR),
+    ),
+    C.BROKER_CLOSE_CHANNEL: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT)),
+    C.CHECK_NOT_ACTIVE_BROKER: (),
+    C.GET_BROKER_LIVE_INFO: (("brokerIdentity", OPT_IDENTITY),),
+    C.BROKER_HEARTBEAT: (
+        ("clusterName", STR),
+        ("brokerName", STR),
+        ("brokerAddr", STR),
+        ("brokerId", INT),
+        ("epoch", INT),
+        ("maxOffset", INT),
+        ("confirmOffset", INT),
+        ("heartbeatTimeoutMillis", INT),
+        ("electionPriority", INT),
+    ),
+    C.KV_PUT: (("namespace", STR), ("key", STR), ("value", STR)),
+    C.KV_GET: (("namespace", STR), ("key", STR)),
+    C.KV_DELETE: (("namespace", STR), ("key", STR)),
+    C.KV_CAS: (("namespace", STR), ("key", STR), ("expect", OPT_STR), ("value", STR)),
+}
+
+# What timeMillis means for each code, for docs and inspection.
+TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK_NOT_ACTIVE_BROKER: "checkTimeMillis"}
+
+_ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
+_KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
+_unpackb = msgpack.unpackb
+_packb = msgpack.packb
+
+
+class CommandError(ValueError):
+    """The bytes are not a valid command (the reason says which part)."""
+
+
+def _kind_ok(kind: int, v: Any) -> bool:
+    if kind == INT:
+        return type(v) is int
+    if kind == STR:
+        return type(v) is str
+    if kind == BOOL:
+        return type(v) is bool
+    if kind == OPT_STR:
+        return v is None or type(v) is str
+    if kind == INT_LIST:
+        return type(v) is list and all(type(x) is int for x in v)
+    if kind == STR_LIST:
+        return type(v) is list and all(type(x) is str for x in v)
+    if kind == OPT_IDENTITY:
+        return v is None or (
+            type(v) is list and len(v) == 3 and type(v[0]) is str and type(v[1]) is str and type(v[2]) is int
+        )
+    if kind == CONFIG:
+        return type(v) is dict and all(k in CONFIG_KEYS and config_value_ok(k, x) for k, x in v.items())
+    return False
+
+
+def config_value_ok(key: str, v: Any) -> bool:
+    if not _kind_ok(CONFIG_KEYS[key], v):
+        return False
+    return key != "electMasterMaxRetryCount" or v >= 0
+
+
+def heartbeat_ok(c: list) -> bool:
+    """The hot path, unrolled (same rules as the generic check; a test holds them equal)."""
+    return (
+        type(c[3]) is str
+        and type(c[4]) is str
+        and type(c[5]) is str
+        and type(c[6]) is int
+        and type(c[7]) is int
+        and type(c[8]) is int
+        and type(c[9]) is int
+        and type(c[10]) is int
+        and type(c[11]) is int
+    )
+
+
+def parse(data: bytes) -> list:
+    """Decode and check a command; return the msgpack array (fields from index HEADER_FIELDS on).
+    Raises CommandError for anything that is not a well-formed command of a known code."""
+    try:
+        c = _unpackb(data)
+    except Exception as e:  # msgpack raises several types (ValueError, ExtraData, FormatError, ...)
+        raise CommandError(f"not msgpack: {type(e).__name__}: {e}") from None
+    return check(c)
+
+
+def check(c: Any) -> list:
+    """`parse` for an already unpacked msgpack object."""
+    if type(c) is not list or len(c) < HEADER_FIELDS:
+        raise CommandError("not a msgpack array [version, code, timeMillis, ...]")
+    if c[0] != FORMAT_VERSION or type(c[0]) is not int:
+        raise CommandError(f"unsupported command format version {c[0]!r} (this reader knows {FORMAT_VERSION})")
+    code = c[1]
+    if type(code) is not int or code not in _ARITY:
+        raise CommandError(f"Unknown request code: {code!r}")
+    if len(c) != _ARITY[code]:
+        raise CommandError(f"request code {code}: {len(c)} items, expected {_ARITY[code]}")
+    if type(c[2]) is not int:
+        raise CommandError(f"request code {code}: timeMillis is not an integer")
+    if code == C.BROKER_HEARTBEAT and heartbeat_ok(c):
+        return c
+    for i, kind in enumerate(_KINDS[code]):
+        if not _kind_ok(kind, c[HEADER_FIELDS + i]):
+            name = FIELDS[code][i][0]
+            raise CommandError(f"request code {code}: field {name!r} has a wrong type or value")
+    return c
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A decoded command, for inspection and offline tools (`rmqctl log`, the audit)."""
+
+    code: int
+    time_millis: int
+    fields: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return C.REQUEST_NAMES[self.code]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "name": self.name,
+            TIME_FIELD.get(self.code, "invokeTime"): self.time_millis,
+            **self.fields,
+        }
+
+
+def decode(data: bytes) -> Command:
+    """Decode a command for inspection. Raises CommandError like `parse`."""
+    c = parse(data)
+    code = c[1]
+    fields = {name: c[HEADER_FIELDS + i] for i, (name, _) in enumerate(FIELDS[code])}
+    return Command(code, c[2], fields)
+
+
+_I64 = (-(2**63), 2**63 - 1)
+
+
+def encode(code: int, time_millis: int, *fields: Any) -> bytes:
+    """The bytes of a command; every constructor below ends here. Checks kinds and the Java ranges (long)."""
+    if code not in FIELDS:
+        raise ValueError(f"unknown request code {code}")
+    c = [FORMAT_VERSION, code, time_millis, *fields]
+    if len(c) != _ARITY[code]:
+        raise TypeError(f"request code {code} takes {len(FIELDS[code])} fields, got {len(fields)}")
+    if type(time_millis) is not int or not _I64[0] <= time_millis <= _I64[1]:
+        raise TypeError(f"timeMillis must be a 64-bit integer, got {time_millis!r}")
+    for (name, kind), v in zip(FIELDS[code], fields, strict=True):
+        if not _kind_ok(kind, v):
+            raise TypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}")
+        ints = v if kind == INT_LIST else (v,) if kind == INT else ()
+        if any(not _I64[0] <= x <= _I64[1] for x in ints):
+            raise ValueError(f"request code {code}: field {name!r} is outside the 64-bit range: {v!r}")
+    return _packb(c)
+
+
+# --- constructors: one per request; `now_ms` is the proposing leader's clock ----------------------------
+
+
+def alter_sync_state_set(
+    now_ms: int,
+    broker_name: str,
+    master_broker_id: int,
+    master_epoch: int,
+    sync_state_set: Iterable[int],
+    sync_state_set_epoch: int,
+) -> bytes:
+    """1001; `sync_state_set_epoch` is the epoch the requesting master holds (body SyncStateSet)."""
+    ids = sorted(set(sync_state_set))
+    return encode(
+        C.ALTER_SYNC_STATE_SET, now_ms, broker_name, master_broker_id, master_epoch, ids, sync_state_set_epoch
+    )
+
+
+def elect_master(
+    now_ms: int,
+    broker_name: str,
+    *,
+    cluster_name: str = "",
+    broker_id: int | None = None,
+    designate_elect: bool = False,
+) -> bytes:
+    """1002. Broker trigger: (cluster, name, own id). Controller trigger: name only. Admin trigger:
+    (cluster, name, wanted id, designate_elect=True)."""
+    return encode(
+        C.ELECT_MASTER, now_ms, cluster_name, broker_name, -1 if broker_id is None else broker_id, designate_elect
+    )
+
+
+def register_broker(now_ms: int, cluster_name: str, broker_name: str, broker_id: int, broker_address: str) -> bytes:
+    return encode(C.REGISTER_BROKER, now_ms, cluster_name, broker_name, broker_id, broker_address)
+
+
+def get_replica_info(now_ms: int, broker_name: str) -> bytes:
+    return encode(C.GET_REPLICA_INFO, now_ms, broker_name)
+
+
+def get_sync_state_data(now_ms: int, broker_names: Iterable[str]) -> bytes:
+    return encode(C.GET_SYNC_STATE_DATA, now_ms, list(broker_names))
+
+
+def update_controller_config(now_ms: int, config: Mapping[str, Any]) -> bytes:
+    """1009 with the replicated (decision-affecting) keys only; see CONFIG_KEYS."""
+    unknown = sorted(k for k in config if k not in CONFIG_KEYS)
+    if unknown:
+        raise ValueError(f"not replicated controller config keys: {unknown}")
+    return encode(C.UPDATE_CONTROLLER_CONFIG, now_ms, {k: config[k] for k in sorted(config)})
+
+
+def clean_broker_data(
+    now_ms: int,
+    broker_name: str,
+    *,
+    cluster_name: str | None = None,
+    broker_controller_ids_to_clean: str | None = None,
+    is_clean_living_broker: bool = False,
+) -> bytes:
+    """1011; the ids stay the text "1;2;3" the admin sent, so parse errors are answered from the log."""
+    return encode(
+        C.CLEAN_BROKER_DATA, now_ms, cluster_name, broker_name, broker_controller_ids_to_clean, is_clean_living_broker
+    )
+
+
+def get_next_broker_id(now_ms: int, cluster_name: str, broker_name: str) -> bytes:
+    return encode(C.GET_NEXT_BROKER_ID, now_ms, cluster_name, broker_name)
+
+
+def apply_broker_id(
+    now_ms: int, cluster_name: str, broker_name: str, applied_broker_id: int, register_check_code: str
+) -> bytes:
+    return encode(C.APPLY_BROKER_ID, now_ms, cluster_name, broker_name, applied_broker_id, register_check_code)
+
+
+def close_channel(now_ms: int, cluster_name: str, broker_name: str, broker_id: int) -> bytes:
+    """1014: the leader saw the broker's connection close."""
+    return encode(C.BROKER_CLOSE_CHANNEL, now_ms, cluster_name, broker_name, broker_id)
+
+
+def check_not_active_broker(now_ms: int) -> bytes:
+    """1015: the leader's periodic inactive-broker scan (with re-elections)."""
+    return encode(C.CHECK_NOT_ACTIVE_BROKER, now_ms)
+
+
+def get_broker_live_info(now_ms: int, identity: tuple[str, str, int] | None = None) -> bytes:
+    """1016: one broker's live info, or the whole table when `identity` is None."""
+    return encode(C.GET_BROKER_LIVE_INFO, now_ms, None if identity is None else list(identity))
+
+
+def heartbeat(
+    now_ms: int,
+    cluster_name: str,
+    broker_name: str,
+    broker_addr: str,
+    broker_id: int,
+    *,
+    epoch: int | None = None,
+    max_offset: int | None = None,
+    confirm_offset: int | None = None,
+    heartbeat_timeout_millis: int | None = None,
+    election_priority: int | None = None,
+) -> bytes:
+    """1018, the replicated form of a broker's 904 heartbeat; `now_ms` becomes lastUpdateTimestamp.
+    Missing optional fields take RocketMQ's defaults here, so the log always holds concrete values."""
+    return encode(
+        C.BROKER_HEARTBEAT, now_ms, cluster_name, broker_name, broker_addr, broker_id,
+        DEFAULT_EPOCH if epoch is None else epoch,
+        DEFAULT_MAX_OFFSET if max_offset is None else max_offset,
+        DEFAULT_CONFIRM_OFFSET if confirm_offset is None else confirm_offset,
+        DEFAULT_HEARTBEAT_TIMEOUT_MILLIS if heartbeat_timeout_millis is None else heartbeat_timeout_millis,
+        DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
+    )  # fmt: skip
+
+
+def kv_put(now_ms: int, namespace: str, key: str, value: str) -> bytes:
+    return encode(C.KV_PUT, now_ms, namespace, key, value)
+
+
+def kv_get(now_ms: int, namespace: str, key: str) -> bytes:
+    return encode(C.KV_GET, now_ms, namespace, key)
+
+
+def kv_delete(now_ms: int, namespace: str, key: str) -> bytes:
+    return encode(C.KV_DELETE, now_ms, namespace, key)
+
+
+def kv_cas(now_ms: int, namespace: str, key: str, expect: str | None, value: str) -> bytes:
+    """Set `key` to `value` only if its current value is `expect` (None: only if absent)."""
+    return encode(C.KV_CAS, now_ms, namespace, key, expect, value)

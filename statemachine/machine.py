@@ -1,0 +1,165 @@
+"""ControllerStateMachine: what the Raft node applies committed entries to (the StateMachine protocol of
+raft/node/statemachine.py, duck-typed: this package never imports raft).
+
+Pure: no clock, no randomness, no IO; every decision comes from (state, command bytes). The same object
+runs on the leader, on followers and in offline replay tools. Call every method from one thread (the
+node's apply thread); nothing here locks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import msgpack
+
+from snapshot.rw import SnapshotAbleMetadataManager, load_managers, save_managers
+from statemachine import codes as C
+from statemachine.commands import FORMAT_VERSION, CommandError, check, heartbeat_ok
+from statemachine.config import ReplicatedConfig
+from statemachine.heartbeat import BrokerHeartbeatManager
+from statemachine.kv import KvConfigManager
+from statemachine.liveness import BrokerLiveTable
+from statemachine.manager import ReplicasInfoManager
+from statemachine.result import Result
+from statemachine.tables import ReplicaTable, SyncStateTable
+
+log = logging.getLogger("statemachine")
+
+_unpackb = msgpack.unpackb
+HEARTBEAT_OK = Result(C.SUCCESS, "Heart beat success")  # shared: a heartbeat answer allocates nothing
+
+
+class _Entry(Protocol):
+    index: int
+    term: int
+    data: bytes
+
+
+class ControllerStateMachine:
+    """The whole controller state: replica and sync-state tables, broker live table, KV config and replicated
+    config, each one snapshot section. `apply(bytes) -> Result` is the only way to change it."""
+
+    def __init__(self) -> None:
+        self._install(ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig())
+        self.leader_term = -1  # the term this node leads, -1 when it does not (informational only)
+        self.error: BaseException | None = None
+
+    def _install(self, replicas: ReplicaTable, sync: SyncStateTable, live: BrokerLiveTable, kv: KvConfigManager,
+                 config: ReplicatedConfig) -> None:  # fmt: skip
+        self.replicas, self.sync, self.live, self.kv, self.config = replicas, sync, live, kv, config
+        self.manager = ReplicasInfoManager(replicas, sync, live, config)
+        self.heartbeats = BrokerHeartbeatManager(self.manager)
+        m, h = self.manager, self.heartbeats
+        # code -> handler(command array); fields start at index 3 (commands.HEADER_FIELDS).
+        self._handlers: dict[int, Callable[[list], Result]] = {
+            C.ALTER_SYNC_STATE_SET: lambda c: m.alter_sync_state_set(c[3], c[4], c[5], c[6], c[7], c[2]),
+            C.ELECT_MASTER: lambda c: m.elect_master(c[4], c[5], c[6], c[2]),
+            C.REGISTER_BROKER: lambda c: m.register_broker(c[3], c[4], c[5], c[6], c[2]),
+            C.GET_REPLICA_INFO: lambda c: m.get_replica_info(c[3]),
+            C.GET_SYNC_STATE_DATA: lambda c: m.get_sync_state_data(c[3], c[2]),
+            C.UPDATE_CONTROLLER_CONFIG: self._update_config,
+            C.CLEAN_BROKER_DATA: lambda c: m.clean_broker_data(c[3], c[4], c[5], c[6], c[2]),
+            C.GET_NEXT_BROKER_ID: lambda c: m.get_next_broker_id(c[3], c[4]),
+            C.APPLY_BROKER_ID: lambda c: m.apply_broker_id(c[3], c[4], c[5], c[6]),
+            C.BROKER_CLOSE_CHANNEL: lambda c: h.close_channel(c[3], c[4], c[5], c[2]),
+            C.CHECK_NOT_ACTIVE_BROKER: lambda c: h.check_not_active_broker(c[2]),
+            C.GET_BROKER_LIVE_INFO: lambda c: h.get_broker_live_info(c[3]),
+            C.BROKER_HEARTBEAT: self._heartbeat,
+            C.KV_PUT: lambda c: kv.put(c[3], c[4], c[5]),
+            C.KV_GET: lambda c: kv.get(c[3], c[4]),
+            C.KV_DELETE: lambda c: kv.delete(c[3], c[4]),
+            C.KV_CAS: lambda c: kv.cas(c[3], c[4], c[5], c[6]),
+        }
+
+    def managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
+        """One per snapshot section, in section order."""
+        return (self.replicas, self.sync, self.live, self.kv, self.config)
+
+    # --- applying -------------------------------------------------------------------------------------
+
+    def apply(self, data: bytes) -> Result:
+        """Apply one command. Bytes that are not a valid command answer 2015 and change nothing."""
+        try:
+            c = _unpackb(data)
+        except Exception as e:  # msgpack raises several exception types for bad bytes
+            return _malformed(f"not msgpack: {type(e).__name__}: {e}")
+        # The hot path: a well-formed heartbeat goes straight to the live table.
+        if (type(c) is list and len(c) == 12 and c[1] == C.BROKER_HEARTBEAT and type(c[1]) is int
+                and c[0] == FORMAT_VERSION and type(c[0]) is int and type(c[2]) is int and heartbeat_ok(c)):  # fmt: skip
+            self.live.apply_heartbeat(c)
+            return HEARTBEAT_OK
+        try:
+            c = check(c)
+        except CommandError as e:
+            return _malformed(str(e))
+        return self._handlers[c[1]](c)
+
+    def on_apply(self, entries: Iterable[_Entry]) -> list[Result]:
+        apply = self.apply
+        return [apply(e.data) for e in entries]
+
+    def _heartbeat(self, c: list) -> Result:
+        self.live.apply_heartbeat(c)
+        return HEARTBEAT_OK
+
+    def _update_config(self, c: list) -> Result:
+        self.config.update(c[3])
+        return Result(C.SUCCESS)
+
+    # --- for the daemon -------------------------------------------------------------------------------
+
+    def scan_needed(self, now_ms: int) -> bool:
+        """Whether proposing a scan (commands.check_not_active_broker) at `now_ms` would do anything."""
+        return self.heartbeats.scan_needed(now_ms)
+
+    def config_values(self) -> dict[str, Any]:
+        """The replicated controller config in force (for GET config, 1010; a local, non-linearizable read)."""
+        return self.config.values()
+
+    # --- snapshots --------------------------------------------------------------------------------------
+
+    def encode_sections(self) -> dict[int, bytes]:
+        """{section type: body}: a point-in-time image, cheap enough for the apply thread."""
+        return {m.section_type(): m.encode_snapshot() for m in self.managers()}
+
+    def load_sections(self, sections: Mapping[int, bytes]) -> None:
+        """Replace the whole state with decoded section bodies. All or nothing: on a ValueError (or a missing
+        section, KeyError) the current state is untouched."""
+        staged = _fresh()
+        for m in staged:
+            m.load_snapshot(sections[m.section_type()])
+        self._install(*staged)
+
+    def on_snapshot_save(self, writer: Any) -> None:
+        """On the apply thread: one `add_section(type, bytes)` per manager. Cheap: the replica and sync-state
+        rows are cached per set, and the live rows are packed as stored, in one msgpack call."""
+        save_managers(writer, self.managers())
+
+    def on_snapshot_load(self, reader: Any) -> None:
+        staged = _fresh()
+        load_managers(reader, staged)  # SnapshotFormatError on a body that does not decode
+        self._install(*staged)
+
+    # --- leadership and errors (informational: results never depend on them) ---------------------------
+
+    def on_leader_start(self, term: int) -> None:
+        self.leader_term = term
+        log.info("controller state machine: leading term %d", term)
+
+    def on_leader_stop(self, term: int) -> None:
+        self.leader_term = -1
+        log.info("controller state machine: stopped leading term %d", term)
+
+    def on_error(self, error: BaseException) -> None:
+        self.error = error
+        log.error("controller state machine: the node stopped: %r", error)
+
+
+def _fresh() -> tuple[ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig]:
+    return ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig()
+
+
+def _malformed(reason: str) -> Result:
+    return Result(C.CONTROLLER_JRAFT_INTERNAL_ERROR, reason)

@@ -1,0 +1,226 @@
+"""The replicated broker live table (spec §2.3) and what the heartbeat manager tests of RocketMQ check:
+heartbeat merge, liveness at the entry's time, the inactive-broker scan, close-channel, live-info lookups,
+and the scan-driven re-election with electMasterMaxRetryCount (spec §6)."""
+
+from __future__ import annotations
+
+from statemachine import codes as C
+from statemachine.commands import DEFAULT_ELECTION_PRIORITY
+
+from .harness import BROKER, CLUSTER, IPS, T0, TIMEOUT, Ctl
+
+
+def live(ctl: Ctl, broker_id: int, name: str = BROKER) -> dict:
+    r = ctl.live_info((CLUSTER, name, broker_id))
+    assert r.ok, r
+    (entry,) = r.body
+    return entry
+
+
+def test_heartbeat_answers_success_and_fills_defaults() -> None:
+    ctl = Ctl()
+    r = ctl.hb(1, IPS[0])
+    assert (r.code, r.remark, r.header, r.body) == (C.SUCCESS, "Heart beat success", None, None)
+    assert live(ctl, 1) == {
+        "clusterName": CLUSTER, "brokerName": BROKER, "brokerId": 1, "brokerAddr": IPS[0],
+        "lastUpdateTimestamp": T0, "heartbeatTimeoutMillis": TIMEOUT, "epoch": -1, "maxOffset": -1,
+        "confirmOffset": -1, "electionPriority": DEFAULT_ELECTION_PRIORITY,
+    }  # fmt: skip
+
+
+def test_merge_rule() -> None:
+    ctl = Ctl()
+    ctl.hb(1, IPS[0], epoch=2, max_offset=100, confirm_offset=90, heartbeat_timeout_millis=5000, election_priority=3)
+    ctl.advance(1000)
+    # older progress: only time, timeout and priority move; the address never changes after the first beat
+    ctl.hb(1, "10.9.9.9:1", epoch=1, max_offset=500, confirm_offset=400, heartbeat_timeout_millis=7000,
+           election_priority=1)  # fmt: skip
+    e = live(ctl, 1)
+    assert (e["brokerAddr"], e["lastUpdateTimestamp"], e["heartbeatTimeoutMillis"], e["electionPriority"]) == (
+        IPS[0], T0 + 1000, 7000, 1)  # fmt: skip
+    assert (e["epoch"], e["maxOffset"], e["confirmOffset"]) == (2, 100, 90)
+    ctl.hb(1, epoch=2, max_offset=99, confirm_offset=99)  # same epoch, lower offset: kept
+    assert (live(ctl, 1)["maxOffset"], live(ctl, 1)["confirmOffset"]) == (100, 90)
+    ctl.hb(1, epoch=2, max_offset=101, confirm_offset=95)  # same epoch, higher offset: taken
+    assert (live(ctl, 1)["maxOffset"], live(ctl, 1)["confirmOffset"]) == (101, 95)
+    ctl.hb(1, epoch=3, max_offset=0, confirm_offset=0)  # higher epoch wins even with a lower offset
+    assert (live(ctl, 1)["epoch"], live(ctl, 1)["maxOffset"]) == (3, 0)
+
+
+def test_live_info_lookup() -> None:
+    ctl = Ctl()
+    ctl.hb(2, IPS[1])
+    ctl.hb(1, IPS[0], name="a-set")
+    r = ctl.live_info()
+    assert r.ok and [(e["brokerName"], e["brokerId"]) for e in r.body] == [("a-set", 1), (BROKER, 2)]
+    r = ctl.live_info((CLUSTER, BROKER, 7))
+    assert (r.code, r.remark, r.body) == (C.CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS, "brokerIdentityInfo not exist", [])
+    assert ctl.live_info(("other-cluster", BROKER, 2)).code == C.CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS
+
+
+def test_scan_expires_strictly_after_the_timeout() -> None:
+    # RocketMQ's heartbeat manager test: a broker beats once with a 3 s timeout and is then reported inactive.
+    ctl = Ctl()
+    ctl.hb(1, "127.0.0.1:7000", name="broker1", cluster="cluster1", heartbeat_timeout_millis=3000)
+    ctl.hb(2, IPS[1])
+    ctl.advance(3000)
+    r = ctl.scan()
+    assert r.ok and r.body["inactiveBrokers"] == [] and r.body["checkTimeMillis"] == T0 + 3000
+    ctl.advance(1)
+    r = ctl.scan()
+    assert r.body["inactiveBrokers"] == [{"clusterName": "cluster1", "brokerName": "broker1", "brokerId": 1}]
+    assert r.body["elections"] == [] and r.body["newMasters"] == []
+    assert ctl.live_info(("cluster1", "broker1", 1)).code == C.CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS
+    assert ctl.live_info((CLUSTER, BROKER, 2)).ok
+
+
+def test_scan_reports_expired_brokers_sorted() -> None:
+    ctl = Ctl()
+    for name, bid in [("b", 2), ("a", 3), ("b", 1), ("a", 1)]:
+        ctl.hb(bid, name=name)
+    ctl.advance(TIMEOUT + 1)
+    ids = [(x["brokerName"], x["brokerId"]) for x in ctl.scan().body["inactiveBrokers"]]
+    assert ids == [("a", 1), ("a", 3), ("b", 1), ("b", 2)]
+
+
+def beat_all_but(ctl: Ctl, dead: set[int], n: int = 3) -> None:
+    for b in range(1, n + 1):
+        if b not in dead:
+            ctl.hb(b)
+
+
+def test_expired_master_is_replaced_by_the_scan() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    ctl.advance(6000)
+    ctl.hb(2, epoch=1, max_offset=10)
+    ctl.hb(3, epoch=1, max_offset=20)
+    ctl.advance(TIMEOUT - 6000 + 1)  # 1 has expired, 2 and 3 have not
+    r = ctl.scan()
+    assert r.body["inactiveBrokers"] == [{"clusterName": CLUSTER, "brokerName": BROKER, "brokerId": 1}]
+    (election,) = r.body["elections"]
+    assert election == {"brokerName": BROKER, "trigger": "masterExpired", "code": 0, "codeName": "SUCCESS",
+                        "remark": None, "masterBrokerId": 3, "masterAddress": IPS[2], "masterEpoch": 2,
+                        "retriesLeft": 0}  # fmt: skip
+    assert r.body["newMasters"] == [
+        {"brokerName": BROKER, "masterBrokerId": 3, "masterAddress": IPS[2], "masterEpoch": 2}
+    ]
+    (note,) = r.notifications
+    assert note.master_broker_id == 3 and note.targets == ((2, IPS[1]), (3, IPS[2]))
+    assert ctl.state() == (3, 2, [3], 3)
+    assert not ctl.sm.scan_needed(ctl.now)
+
+
+def test_intended_rule_master_inactive_while_a_replica_lives() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    assert ctl.close(1).body["elections"][0]["code"] == C.SUCCESS  # close-channel of the master re-elects
+    assert ctl.state()[0] == 2
+    # a master elected without ever heartbeating (the first election skips liveness) is inactive at once
+    ctl2 = Ctl()
+    for ip in IPS[:2]:
+        ctl2.register_new(ip)
+    ctl2.hb(2)
+    assert ctl2.elect(1).ok
+    assert ctl2.alter(1, 1, {1, 2}, 1).code == C.CONTROLLER_BROKER_NOT_ALIVE
+    assert ctl2.sm.scan_needed(ctl2.now)
+    r = ctl2.scan()
+    assert r.body["inactiveBrokers"] == []
+    (election,) = r.body["elections"]
+    # the SyncStateSet is {1} and 1 is dead: nobody to elect, so the master is cleared (2004)
+    assert (election["trigger"], election["code"], election["retriesLeft"]) == ("masterInactive", 2004, 2)
+    assert ctl2.state() == (None, 2, [1], 1)
+
+
+def test_inverted_predicate_is_not_used() -> None:
+    """ISSUE #8380: RocketMQ's jRaft scan selects sets whose master is alive and some replica is not. Those
+    must not be touched; only the intended rule triggers elections."""
+    ctl = Ctl()
+    ctl.group(3)
+    ctl.advance(TIMEOUT)
+    beat_all_but(ctl, {3})
+    ctl.advance(1)
+    r = ctl.scan()
+    assert [x["brokerId"] for x in r.body["inactiveBrokers"]] == [3]
+    assert r.body["elections"] == []
+    assert ctl.state() == (1, 1, [1, 2, 3], 2)
+
+
+def test_failed_reelection_is_retried_by_later_scans_and_bumps_the_epoch_each_time() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    ctl.advance(TIMEOUT + 1)  # everyone died
+    epochs = []
+    for _ in range(3):
+        r = ctl.scan()
+        (election,) = r.body["elections"]
+        assert election["code"] == C.CONTROLLER_MASTER_NOT_AVAILABLE
+        epochs.append((election["trigger"], election["masterEpoch"], election["retriesLeft"]))
+        ctl.advance(5000)
+    assert epochs == [("masterExpired", 2, 2), ("retry", 3, 1), ("retry", 4, 0)]
+    assert not ctl.sm.scan_needed(ctl.now)
+    assert ctl.scan().body["elections"] == []  # electMasterMaxRetryCount (3) attempts spent
+    assert ctl.state() == (None, 4, [1, 2, 3], 2)
+
+
+def test_a_retry_succeeds_when_a_sync_replica_returns() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    ctl.advance(TIMEOUT + 1)
+    assert ctl.scan().body["elections"][0]["code"] == C.CONTROLLER_MASTER_NOT_AVAILABLE
+    ctl.advance(5000)
+    ctl.hb(2)  # back
+    r = ctl.scan()
+    assert r.body["elections"][0]["trigger"] == "retry" and r.body["newMasters"][0]["masterBrokerId"] == 2
+    assert ctl.state() == (2, 3, [2], 3)
+    assert not ctl.sm.scan_needed(ctl.now)
+
+
+def test_retry_count_is_replicated_config() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    assert ctl.config(electMasterMaxRetryCount=1).ok
+    ctl.advance(TIMEOUT + 1)
+    assert ctl.scan().body["elections"][0]["retriesLeft"] == 0
+    assert ctl.scan().body["elections"] == []
+    ctl = Ctl()
+    ctl.group(3)
+    assert ctl.config(electMasterMaxRetryCount=0).ok  # RocketMQ's loop then never runs
+    ctl.advance(TIMEOUT + 1)
+    r = ctl.scan()
+    assert len(r.body["inactiveBrokers"]) == 3 and r.body["elections"] == []
+    assert ctl.state() == (1, 1, [1, 2, 3], 2)
+
+
+def test_close_channel() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    r = ctl.close(3)  # a slave: forgotten, nothing else
+    assert r.ok and r.body == {"removed": True, "elections": [], "newMasters": []}
+    assert ctl.close(3).body["removed"] is False
+    r = ctl.close(1)  # the master: re-elected at once
+    assert r.body["elections"][0]["trigger"] == "channelClosed"
+    assert r.body["newMasters"][0]["masterBrokerId"] == 2
+
+
+def test_cleaned_set_drops_its_pending_retries() -> None:
+    ctl = Ctl()
+    ctl.group(3)
+    ctl.advance(TIMEOUT + 1)
+    assert ctl.scan().body["elections"][0]["retriesLeft"] == 2
+    assert ctl.clean(ids=None).ok  # the master is gone (cleared), so a blank clean is allowed
+    assert ctl.scan().body["elections"] == []
+    assert not ctl.sm.scan_needed(ctl.now)
+
+
+def test_scan_needed() -> None:
+    ctl = Ctl()
+    assert not ctl.sm.scan_needed(ctl.now)
+    ctl.group(3)
+    assert not ctl.sm.scan_needed(ctl.now + TIMEOUT)
+    assert ctl.sm.scan_needed(ctl.now + TIMEOUT + 1)
+    ctl.hb(1, heartbeat_timeout_millis=100)  # an earlier deadline lowers the floor
+    assert ctl.sm.scan_needed(ctl.now + 101)
+    ctl.advance(101)
+    ctl.scan()
+    assert not ctl.sm.scan_needed(ctl.now)
