@@ -27,7 +27,7 @@ bench: setup
 	$(BIN)/python -m tools.bench raft --seconds 10 --peer pysyncobj
 
 lint: setup
-	$(BIN)/ruff check raft snapshot statemachine tests tools
+	$(BIN)/ruff check raft snapshot statemachine cli tests tools
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

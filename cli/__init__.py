@@ -1,0 +1,1 @@
+"""Command-line entry points: `controllerd` (the daemon) and its config (`cli.config`)."""

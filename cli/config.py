@@ -1,0 +1,597 @@
+"""The controller's RocketMQ `.properties` config: a strict parser and the typed `ControllerConfig`.
+
+RocketMQ binds one `java.util.Properties` onto `ControllerConfig` and `JraftConfig` by setter name and
+silently ignores unknown keys and values that fail to parse (docs/config.md). We read the same files with
+the same key names (case-sensitive), but strictly:
+
+* an unknown key is a warning naming the key, its file:line and the nearest known key;
+* a bad value raises `ConfigError` naming the key, the value (secrets redacted), file:line and the reason.
+
+The file syntax is `java.util.Properties.load`'s: `key=value`, `key: value` or `key value`; `#` and `!`
+comment lines; blank lines; a line ending in an odd number of backslashes continues on the next line
+(leading whitespace of the continuation dropped); escapes `\\t \\n \\r \\f \\uXXXX` and backslash-anything for
+that character (`\\\\ \\= \\: \\#`, `\\ `). Values are trimmed as RocketMQ trims them. An XML `<!-- ... -->`
+block (RocketMQ's namesrv samples start with one) is skipped. The file is read as UTF-8 (Java 9+ resource
+bundle convention; plain ASCII files read the same under ISO-8859-1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from raft.options import NodeOptions, RaftOptions, SnapshotOptions
+
+log = logging.getLogger("controllerd.config")
+log.addHandler(logging.NullHandler())
+
+JRAFT = "jRaft"
+DEV_CLUSTER_SECRET = b"rocketmq-jraft-controller/loopback-only/dev-secret"
+"""Used when jRaftClusterSecret is unset and every raft and HTTP address is loopback (a warning says so).
+It is public, so it protects nothing: it exists so that `make run` works without setup, where no other
+host can reach the peers anyway. Any non-loopback address makes jRaftClusterSecret mandatory."""
+REDACTED = "****"
+JAVA_INT_MAX = 2**31 - 1
+
+
+class ConfigError(Exception):
+    """A config that must not start a node. `str()` is one line: `file:line: key=value: reason`."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str,
+        line: int | None = None,
+        key: str | None = None,
+        value: str | None = None,
+    ) -> None:
+        self.reason, self.path, self.line, self.key, self.value = reason, path, line, key, value
+        where = f"{path}:{line}" if line is not None else path
+        if key is None:
+            text = f"{where}: {reason}"
+        else:
+            shown = _shown(key, value if value is not None else "")
+            default = "" if line is not None else " (default; not set in the file)"
+            text = f"{where}: {key}={shown}{default}: {reason}"
+        super().__init__(text)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# java.util.Properties syntax
+
+
+@dataclass(frozen=True, slots=True)
+class Property:
+    key: str
+    value: str
+    line: int
+    """1-based physical line on which the (possibly continued) logical line starts."""
+
+
+_SEPARATORS = "=:"
+_WS = " \t\f"
+
+
+def parse_properties(text: str, path: str = "<string>") -> list[Property]:
+    """Every key/value of a .properties text in file order (duplicates kept; the last one wins when bound)."""
+    out: list[Property] = []
+    lines = text.splitlines()
+    i, n = 0, len(lines)
+    while i < n:
+        start = i + 1
+        raw = lines[i].lstrip(_WS)
+        i += 1
+        if not raw or raw[0] in "#!":
+            continue  # comment lines never continue, even when they end in a backslash
+        if raw.startswith("<!--"):
+            # XML licence block of RocketMQ's samples; Java would bind junk keys from it, we skip it.
+            while "-->" not in raw:
+                if i >= n:
+                    raise ConfigError("unterminated XML comment <!-- (no closing -->)", path=path, line=start)
+                raw = lines[i]
+                i += 1
+            continue
+        logical = raw
+        while _continues(logical):
+            logical = logical[:-1]
+            if i >= n:
+                break  # Java drops a trailing backslash at end of file
+            logical += lines[i].lstrip(_WS)
+            i += 1
+        out.append(_split_entry(logical, path, start))
+    return out
+
+
+def _continues(s: str) -> bool:
+    k = len(s) - len(s.rstrip("\\"))
+    return k % 2 == 1
+
+
+def _split_entry(s: str, path: str, line: int) -> Property:
+    j, n = 0, len(s)
+    while j < n and s[j] not in _SEPARATORS and s[j] not in _WS:
+        j += 2 if s[j] == "\\" else 1
+    j = min(j, n)
+    raw_key, k = s[:j], j
+    while k < n and s[k] in _WS:
+        k += 1
+    if k < n and s[k] in _SEPARATORS:
+        k += 1
+        while k < n and s[k] in _WS:
+            k += 1
+    raw_value = _rstrip_unescaped(s[k:])
+    key = _unescape(raw_key, path, line, "key")
+    value = _unescape(raw_value, path, line, f"value of {key}")
+    return Property(key, value, line)
+
+
+def _rstrip_unescaped(s: str) -> str:
+    while s and s[-1] in _WS + "\r":
+        backslashes = len(s[:-1]) - len(s[:-1].rstrip("\\"))
+        if backslashes % 2 == 1:
+            break  # an escaped space is part of the value
+        s = s[:-1]
+    return s
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str, path: str, line: int, what: str) -> str:
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    j, n = 0, len(s)
+    while j < n:
+        c = s[j]
+        if c != "\\":
+            out.append(c)
+            j += 1
+            continue
+        if j + 1 >= n:
+            j += 1  # lone trailing backslash: Java drops it
+            continue
+        e = s[j + 1]
+        if e == "u":
+            hexdigits = s[j + 2 : j + 6]
+            if len(hexdigits) != 4 or not all(h in "0123456789abcdefABCDEF" for h in hexdigits):
+                raise ConfigError(
+                    f"malformed \\uXXXX escape {s[j : j + 6]!r} in {what}: four hex digits required",
+                    path=path,
+                    line=line,
+                )
+            out.append(chr(int(hexdigits, 16)))
+            j += 6
+        else:
+            out.append(_ESCAPES.get(e, e))
+            j += 2
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Keys
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    key: str
+    attr: str
+    kind: str
+    """int | bool | str | addr | addrs | path | keys | secret"""
+    default: str | None
+    """The default as the file would spell it; None means unset."""
+    minimum: int | None = None
+    replicated: bool = False
+    doc: str = ""
+
+
+KEYS: tuple[KeySpec, ...] = (
+    KeySpec("controllerType", "controller_type", "str", JRAFT, doc="only jRaft (the --type jraft flag wins)"),
+    KeySpec("jRaftGroupId", "group_id", "str", "jRaft-Controller", doc="Raft group name"),
+    KeySpec("jRaftServerId", "server_id", "addr", "localhost:9880", doc="this node's raft address host:port"),
+    KeySpec(
+        "jRaftInitConf",
+        "init_conf",
+        "addrs",
+        "localhost:9880,localhost:9881,localhost:9882",
+        doc="every raft peer address, comma-separated",
+    ),
+    KeySpec(
+        "jRaftControllerRPCAddr",
+        "rpc_addrs",
+        "addrs",
+        "localhost:9770,localhost:9771,localhost:9772",
+        doc="client-facing HTTP addresses, paired by position with jRaftInitConf",
+    ),
+    KeySpec("controllerStorePath", "store_path", "path", "", doc="data directory; empty: ~/jRaftController"),
+    KeySpec("jRaftElectionTimeoutMs", "election_timeout_ms", "int", "1000", minimum=20, doc="election timeout"),
+    KeySpec("jRaftScanWaitTimeoutMs", "scan_wait_timeout_ms", "int", "1000", minimum=1, doc="scan commit wait"),
+    KeySpec("jRaftSnapshotIntervalSecs", "snapshot_interval_secs", "int", "3600", minimum=0, doc="0 disables"),
+    KeySpec(
+        "statemachineSnapshotThreshold",
+        "snapshot_threshold",
+        "int",
+        "10000",
+        minimum=0,
+        doc="entries applied since the last snapshot that trigger one; 0 disables",
+    ),
+    KeySpec("maxSnapshotReservedNum", "max_snapshot_reserved", "int", "3", minimum=1, doc="snapshots kept"),
+    KeySpec("scanNotActiveBrokerInterval", "scan_not_active_broker_ms", "int", "5000", minimum=1, doc="ms"),
+    KeySpec("enableElectUncleanMaster", "enable_elect_unclean_master", "bool", "false", replicated=True),
+    KeySpec("electMasterMaxRetryCount", "elect_master_max_retry_count", "int", "3", minimum=0, replicated=True),
+    KeySpec("notifyBrokerRoleChanged", "notify_broker_role_changed", "bool", "true", replicated=True),
+    KeySpec("controllerThreadPoolNums", "thread_pool_nums", "int", "16", minimum=1),
+    KeySpec("controllerRequestThreadPoolQueueCapacity", "request_queue_capacity", "int", "50000", minimum=1),
+    KeySpec("configBlackList", "config_black_list", "keys", "configBlackList;configStorePath"),
+    KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
+    KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
+    KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
+)
+BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
+SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
+
+IGNORED: Mapping[str, str] = MappingProxyType(
+    {
+        "scanInactiveMasterInterval": "DLedger only",
+        "controllerDLegerGroup": "DLedger only",
+        "controllerDLegerPeers": "DLedger only",
+        "controllerDLegerSelfId": "DLedger only",
+        "mappedFileSize": "DLedger log only",
+        "processReadEvent": "DLedger only; jRaft reads are linearizable (ReadIndex)",
+        "isProcessReadEvent": "DLedger only; jRaft reads are linearizable (ReadIndex)",
+        "rocketmqHome": "not needed by this controller",
+        "listenPort": "the HTTP port is this node's jRaftControllerRPCAddr entry",
+    }
+)
+"""RocketMQ keys that are known but have no effect here: accepted with a warning saying why."""
+_IGNORED_PREFIX = ("metrics", "RocketMQ metrics exporter key; this controller serves /metrics on its HTTP address")
+
+
+def _shown(key: str, value: str) -> str:
+    return REDACTED if key in SECRET_KEYS and value else value
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """The effective config of one node. Build it with `load_config` / `parse_config`, not by hand."""
+
+    path: str
+    controller_type: str
+    group_id: str
+    server_id: str
+    init_conf: tuple[str, ...]
+    rpc_addrs: tuple[str, ...]
+    store_path: str
+    election_timeout_ms: int
+    scan_wait_timeout_ms: int
+    snapshot_interval_secs: int
+    snapshot_threshold: int
+    max_snapshot_reserved: int
+    scan_not_active_broker_ms: int
+    enable_elect_unclean_master: bool
+    elect_master_max_retry_count: int
+    notify_broker_role_changed: bool
+    thread_pool_nums: int
+    request_queue_capacity: int
+    config_black_list: tuple[str, ...]
+    config_store_path: str
+    admin_token: str | None
+    cluster_secret: str | None
+    """As configured; None when unset (then `secret_bytes` is the dev secret, loopback only)."""
+    sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
+    """key -> "default", "<file>:<line>" or "--type"."""
+
+    @property
+    def secret_bytes(self) -> bytes:
+        return self.cluster_secret.encode() if self.cluster_secret is not None else DEV_CLUSTER_SECRET
+
+    def line(self, key: str) -> int | None:
+        src = self.sources.get(key, "default")
+        return int(src.rsplit(":", 1)[1]) if src.startswith(self.path + ":") else None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Values
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """'host:port' or '[v6]:port' -> (host, port); ValueError with the reason."""
+    if addr.startswith("["):
+        host, sep, port = addr[1:].partition("]:")
+        if not sep:
+            raise ValueError("IPv6 address must be written [addr]:port")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv6 address") from None
+    else:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host:
+            raise ValueError("expected host:port")
+        if ":" in host:
+            raise ValueError("IPv6 hosts must be bracketed: [addr]:port")
+        if not _HOSTNAME.fullmatch(host):
+            raise ValueError(f"{host!r} is not a valid host name or IPv4 address")
+        if re.fullmatch(r"[0-9.]+", host):
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ValueError(f"{host!r} is not a valid IPv4 address") from None
+    if not re.fullmatch(r"[0-9]{1,5}", port) or not 1 <= int(port) <= 65535:
+        raise ValueError(f"port {port!r} is not in 1..65535")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """localhost, 127.0.0.0/8 or ::1. Names are not resolved (deterministic); 0.0.0.0 binds every interface."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _convert(spec: KeySpec, raw: str) -> Any:
+    """The typed value of one key, or ValueError with a one-line reason."""
+    kind = spec.kind
+    if kind == "int":
+        if not _INT.fullmatch(raw):
+            raise ValueError("not an integer")
+        v = int(raw)
+        if spec.minimum is not None and v < spec.minimum:
+            raise ValueError(f"must be >= {spec.minimum}")
+        if v > JAVA_INT_MAX:
+            raise ValueError(f"must be <= {JAVA_INT_MAX} (a Java int)")
+        return v
+    if kind == "bool":
+        low = raw.lower()
+        if low not in ("true", "false"):
+            raise ValueError(
+                "must be true or false (case-insensitive); RocketMQ's Boolean.parseBoolean would read it as false"
+            )
+        return low == "true"
+    if kind == "str":
+        if not raw or any(c.isspace() for c in raw):
+            raise ValueError("must be non-empty without whitespace")
+        return raw
+    if kind == "addr":
+        split_addr(raw)
+        return raw
+    if kind == "addrs":
+        items = [a.strip() for a in raw.split(",")]
+        if not raw or any(not a for a in items):
+            raise ValueError("must be a comma-separated list of host:port without empty entries")
+        for a in items:
+            try:
+                split_addr(a)
+            except ValueError as e:
+                raise ValueError(f"entry {a!r}: {e}") from None
+        dups = sorted({a for a in items if items.count(a) > 1})
+        if dups:
+            raise ValueError(f"duplicate address {dups[0]}")
+        return tuple(items)
+    if kind == "path":
+        return os.path.expanduser(raw)
+    if kind == "keys":
+        return tuple(k.strip() for k in raw.split(";") if k.strip())
+    if kind == "secret":
+        if not raw:
+            raise ValueError("must not be empty; remove the line to leave it unset")
+        return raw
+    raise AssertionError(kind)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_config(
+    path: str | os.PathLike[str], *, controller_type: str | None = None
+) -> tuple[ControllerConfig, list[str]]:
+    """Read and validate a .properties file. Returns the config and the warnings (also logged).
+
+    `controller_type` is the `--type` flag: it wins over the file's controllerType (with a warning if they
+    differ). Raises ConfigError for anything that must not start a node.
+    """
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file: {e.strerror or e}", path=p) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(f"not UTF-8 (byte 0x{data[e.start]:02x}); use \\uXXXX escapes", path=p, line=line) from None
+    return parse_config(text, p, controller_type=controller_type)
+
+
+def parse_config(
+    text: str, path: str = "<string>", *, controller_type: str | None = None
+) -> tuple[ControllerConfig, list[str]]:
+    """`load_config` on a text already read (`path` only names it in messages)."""
+    warnings: list[str] = []
+    given: dict[str, Property] = {}
+    for prop in parse_properties(text, path):
+        where = f"{path}:{prop.line}"
+        if prop.key in given:
+            warnings.append(f"{where}: duplicate key {prop.key} overrides line {given[prop.key].line}")
+        if prop.key in BY_KEY:
+            given[prop.key] = prop
+        elif prop.key in IGNORED:
+            warnings.append(f"{where}: key {prop.key} has no effect here ({IGNORED[prop.key]}); ignored")
+        elif prop.key.startswith(_IGNORED_PREFIX[0]):
+            warnings.append(f"{where}: key {prop.key} has no effect here ({_IGNORED_PREFIX[1]}); ignored")
+        elif not prop.key:
+            warnings.append(f"{where}: line with an empty key (value {_shown('', prop.value)!r}); ignored")
+        else:
+            warnings.append(f"{where}: unknown key {prop.key}{_suggest(prop.key)}; ignored")
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for spec in KEYS:
+        prop = given.get(spec.key)
+        raw = prop.value if prop is not None else spec.default
+        sources[spec.key] = f"{path}:{prop.line}" if prop is not None else "default"
+        if raw is None:
+            values[spec.attr] = None
+            continue
+        if spec.kind == "path" and raw == "" and spec.key == "controllerStorePath":
+            raw = "~/jRaftController"  # RocketMQ: ~/<controllerType>Controller when empty
+        try:
+            values[spec.attr] = _convert(spec, raw)
+        except ValueError as e:
+            raise ConfigError(str(e), path=path, line=prop.line if prop else None, key=spec.key, value=raw) from None
+
+    def fail(key: str, reason: str, value: str | None = None) -> ConfigError:
+        prop = given.get(key)
+        shown = value if value is not None else (prop.value if prop else BY_KEY[key].default)
+        return ConfigError(reason, path=path, line=prop.line if prop else None, key=key, value=shown)
+
+    # controllerType: the flag wins; without it the file must say jRaft.
+    if controller_type is not None:
+        if controller_type.lower() != JRAFT.lower():
+            raise ConfigError(f"unsupported --type {controller_type!r}: only 'jraft' is implemented", path=path)
+        if "controllerType" in given and values["controller_type"].lower() != JRAFT.lower():
+            warnings.append(
+                f"{sources['controllerType']}: controllerType={values['controller_type']} overridden by --type jraft"
+            )
+        if "controllerType" not in given or values["controller_type"].lower() != JRAFT.lower():
+            sources["controllerType"] = "--type"
+        values["controller_type"] = JRAFT
+    elif values["controller_type"].lower() != JRAFT.lower():
+        raise fail("controllerType", "only jRaft is implemented (DLedger is not)")
+    else:
+        values["controller_type"] = JRAFT
+
+    init, rpc, me = values["init_conf"], values["rpc_addrs"], values["server_id"]
+    if me not in init:
+        raise fail("jRaftServerId", f"not one of jRaftInitConf ({','.join(init)})")
+    if len(rpc) != len(init):
+        raise fail(
+            "jRaftControllerRPCAddr",
+            f"has {len(rpc)} entries but jRaftInitConf has {len(init)}; they are paired by position",
+        )
+    both = sorted(set(init) & set(rpc))
+    if both:
+        raise fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
+
+    # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
+    my_http = rpc[init.index(me)]
+    for key, addr in (("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)):
+        host = split_addr(addr)[0]
+        if not is_loopback(host) and values["admin_token"] is None:
+            raise fail(
+                key,
+                f"this node binds non-loopback host {host} ({addr}) but controllerAdminToken is not set; "
+                "set it, or bind localhost/127.0.0.1",
+            )
+    if values["cluster_secret"] is None:
+        for key in ("jRaftInitConf", "jRaftControllerRPCAddr"):
+            remote = [a for a in values[BY_KEY[key].attr] if not is_loopback(split_addr(a)[0])]
+            if remote:
+                raise fail(
+                    key,
+                    f"non-loopback address {remote[0]} but jRaftClusterSecret is not set; "
+                    "set the same jRaftClusterSecret on every node",
+                )
+        warnings.append(
+            f"{path}: jRaftClusterSecret is not set; every address is loopback, so the public development "
+            "secret is used (set jRaftClusterSecret before binding any other address)"
+        )
+
+    cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)
+    try:
+        to_node_options(cfg)  # the raft layer's own checks, so that check-config catches them too
+    except ValueError as e:
+        raise ConfigError(f"rejected by the raft options: {e}", path=path) from None
+    for w in warnings:
+        log.warning("%s", w)
+    return cfg, warnings
+
+
+def _suggest(key: str) -> str:
+    known = list(BY_KEY) + list(IGNORED)
+    for k in known:
+        if k.lower() == key.lower():
+            return f" (did you mean {k}? keys are case-sensitive)"
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Mapping onto the layers
+
+
+def to_node_options(cfg: ControllerConfig) -> NodeOptions:
+    """The raft node's options. Other fields of RaftOptions/SnapshotOptions/TransportOptions keep their defaults."""
+    return NodeOptions(
+        node_id=cfg.server_id,
+        data_dir=cfg.store_path,
+        peers={a: split_addr(a) for a in cfg.init_conf},
+        secret=cfg.secret_bytes,
+        raft=RaftOptions(election_timeout_ms=cfg.election_timeout_ms),
+        snapshot=SnapshotOptions(
+            threshold_entries=cfg.snapshot_threshold,
+            interval_s=float(cfg.snapshot_interval_secs),
+            max_reserved=cfg.max_snapshot_reserved,
+        ),
+    )
+
+
+def http_address(cfg: ControllerConfig) -> tuple[str, int]:
+    """Where this node serves HTTP: its own entry of jRaftControllerRPCAddr (paired by position)."""
+    return split_addr(cfg.rpc_addrs[cfg.init_conf.index(cfg.server_id)])
+
+
+def http_addresses(cfg: ControllerConfig) -> dict[str, str]:
+    """raft address -> HTTP address of every peer (for 2007 redirects to the leader's HTTP address)."""
+    return dict(zip(cfg.init_conf, cfg.rpc_addrs, strict=True))
+
+
+def replicated_defaults(cfg: ControllerConfig) -> dict[str, Any]:
+    """The decision-affecting keys (statemachine.commands.CONFIG_KEYS) with this file's values, for a 1009.
+
+    They change only through the log (statemachine/config.py); the daemon proposes these once it leads.
+    Which of them the file set explicitly is in `cfg.sources` (anything but "default").
+    """
+    return {s.key: getattr(cfg, s.attr) for s in KEYS if s.replicated}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def effective_items(cfg: ControllerConfig) -> list[tuple[str, str, str]]:
+    """(key, value as text, source) for every key in reference order; secrets that are set show as ****."""
+    out = []
+    for s in KEYS:
+        v = getattr(cfg, s.attr)
+        text = ";".join(v) if s.kind == "keys" else _text(v)
+        if s.key == "jRaftClusterSecret" and v is None:
+            out.append((s.key, REDACTED, "dev-default (loopback only)"))
+            continue
+        out.append((s.key, _shown(s.key, text), cfg.sources[s.key]))
+    return out

@@ -1,0 +1,436 @@
+"""cli.config (the .properties parser, validation, mapping onto the raft options) and the controllerd CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cli.config import (
+    BY_KEY,
+    DEV_CLUSTER_SECRET,
+    KEYS,
+    ConfigError,
+    ControllerConfig,
+    effective_items,
+    http_address,
+    http_addresses,
+    load_config,
+    parse_config,
+    parse_properties,
+    replicated_defaults,
+    to_node_options,
+)
+from cli.controllerd import main
+from statemachine.commands import CONFIG_KEYS, config_value_ok, update_controller_config
+
+LOOPBACK = """\
+jRaftServerId=127.0.0.1:9881
+jRaftInitConf=127.0.0.1:9880,127.0.0.1:9881,127.0.0.1:9882
+jRaftControllerRPCAddr=127.0.0.1:9770,127.0.0.1:9771,127.0.0.1:9772
+"""
+
+REMOTE = """\
+jRaftServerId=10.0.0.2:9880
+jRaftInitConf=10.0.0.1:9880,10.0.0.2:9880,10.0.0.3:9880
+jRaftControllerRPCAddr=10.0.0.1:9770,10.0.0.2:9770,10.0.0.3:9770
+controllerAdminToken=admin-token-1234
+jRaftClusterSecret=cluster-secret-5678
+"""
+
+
+def props(text: str) -> list[tuple[str, str, int]]:
+    return [(p.key, p.value, p.line) for p in parse_properties(text, "t.conf")]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# java.util.Properties syntax
+
+
+def test_separators_comments_blank_lines_and_trimming() -> None:
+    text = "# comment\n! also a comment\n\n   \na=1\n  b : 2  \nc\t3\nd   =   4\ne\nf=\ng = x = y\n"
+    assert props(text) == [("a", "1", 5), ("b", "2", 6), ("c", "3", 7), ("d", "4", 8), ("e", "", 9), ("f", "", 10)] + [
+        ("g", "x = y", 11)
+    ]
+
+
+def test_continuation_lines_keep_the_first_line_number() -> None:
+    text = "a=1\njRaftInitConf=h:1,\\\n      h:2,\\\n\th:3\nb=2\n"
+    assert props(text) == [("a", "1", 1), ("jRaftInitConf", "h:1,h:2,h:3", 2), ("b", "2", 5)]
+
+
+def test_even_backslashes_do_not_continue_and_comments_never_continue() -> None:
+    text = "a=x\\\\\nb=y\n# comment \\\nc=z\n"
+    assert props(text) == [("a", "x\\", 1), ("b", "y", 2), ("c", "z", 4)]
+
+
+def test_escapes() -> None:
+    text = "k=tab\\there\\nnl\\\\bs\\=eq\\:colon\\u00e9\\u4e2d\\q\nkey\\=with\\:sep\\ space = v\n"
+    assert props(text) == [
+        ("k", "tab\there\nnl\\bs=eq:colon\u00e9\u4e2dq", 1),
+        ("key=with:sep space", "v", 2),
+    ]
+
+
+def test_an_escaped_trailing_space_is_kept() -> None:
+    assert props("k=v\\ \n") == [("k", "v ", 1)]
+
+
+def test_xml_comment_block_is_skipped() -> None:
+    text = "<!--\n  Licensed to the Apache Software Foundation\n  key=value inside\n-->\na=1\n<!-- one line -->\nb=2\n"
+    assert props(text) == [("a", "1", 5), ("b", "2", 7)]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("a=1\nb=\\u12\n", 2), ("a=\\uZZZZ\n", 1), ("\n\nbad\\u00=1\n", 3)],
+)
+def test_malformed_unicode_escape_names_file_and_line(text: str, line: int) -> None:
+    with pytest.raises(ConfigError) as ei:
+        parse_properties(text, "t.conf")
+    assert ei.value.line == line
+    assert str(ei.value).startswith(f"t.conf:{line}: malformed \\uXXXX escape")
+
+
+def test_unterminated_xml_comment_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"^t\.conf:2: unterminated XML comment"):
+        parse_properties("a=1\n<!-- licence\nb=2\n", "t.conf")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Typed config and defaults
+
+
+def test_defaults_are_rocketmqs_and_the_snapshot_threshold_is_ours() -> None:
+    cfg, warnings = parse_config("", "empty.conf")
+    assert cfg.controller_type == "jRaft"
+    assert cfg.group_id == "jRaft-Controller"
+    assert cfg.server_id == "localhost:9880"
+    assert cfg.init_conf == ("localhost:9880", "localhost:9881", "localhost:9882")
+    assert cfg.rpc_addrs == ("localhost:9770", "localhost:9771", "localhost:9772")
+    assert cfg.store_path == os.path.expanduser("~/jRaftController")
+    assert (cfg.election_timeout_ms, cfg.snapshot_interval_secs, cfg.snapshot_threshold) == (1000, 3600, 10_000)
+    assert (cfg.max_snapshot_reserved, cfg.scan_not_active_broker_ms, cfg.scan_wait_timeout_ms) == (3, 5000, 1000)
+    assert (cfg.enable_elect_unclean_master, cfg.elect_master_max_retry_count, cfg.notify_broker_role_changed) == (
+        False,
+        3,
+        True,
+    )
+    assert cfg.config_black_list == ("configBlackList", "configStorePath")
+    assert cfg.admin_token is None and cfg.cluster_secret is None
+    assert all(src == "default" for src in cfg.sources.values())
+    assert [w for w in warnings if "jRaftClusterSecret is not set" in w]
+
+
+def test_key_table_matches_the_dataclass() -> None:
+    fields = {f.name for f in dataclasses.fields(ControllerConfig)} - {"path", "sources"}
+    assert {s.attr for s in KEYS} == fields
+    assert len(BY_KEY) == len(KEYS)
+    assert {s.key for s in KEYS if s.replicated} == set(CONFIG_KEYS)
+
+
+def test_values_are_typed_and_sources_name_the_line() -> None:
+    text = LOOPBACK + (
+        "controllerStorePath=/var/lib/ctl\n"
+        "jRaftElectionTimeoutMs=+1500\n"
+        "enableElectUncleanMaster=TRUE\n"
+        "notifyBrokerRoleChanged=False\n"
+        "electMasterMaxRetryCount=0\n"
+        "statemachineSnapshotThreshold=0\n"
+        "configBlackList=a; b;;c\n"
+    )
+    cfg, _ = parse_config(text, "n.conf")
+    assert cfg.store_path == "/var/lib/ctl"
+    assert cfg.election_timeout_ms == 1500
+    assert cfg.enable_elect_unclean_master is True and cfg.notify_broker_role_changed is False
+    assert cfg.elect_master_max_retry_count == 0 and cfg.snapshot_threshold == 0
+    assert cfg.config_black_list == ("a", "b", "c")
+    assert cfg.sources["jRaftServerId"] == "n.conf:1"
+    assert cfg.sources["enableElectUncleanMaster"] == "n.conf:6"
+    assert cfg.line("enableElectUncleanMaster") == 6 and cfg.line("jRaftGroupId") is None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every validation error names key, value, file and line
+
+
+BAD_VALUES = [
+    ("jRaftElectionTimeoutMs", "abc", "not an integer"),
+    ("jRaftElectionTimeoutMs", "1_000", "not an integer"),
+    ("jRaftElectionTimeoutMs", "0x10", "not an integer"),
+    ("jRaftElectionTimeoutMs", "", "not an integer"),
+    ("jRaftElectionTimeoutMs", "10", "must be >= 20"),
+    ("jRaftSnapshotIntervalSecs", "-1", "must be >= 0"),
+    ("statemachineSnapshotThreshold", "-5", "must be >= 0"),
+    ("maxSnapshotReservedNum", "0", "must be >= 1"),
+    ("scanNotActiveBrokerInterval", "0", "must be >= 1"),
+    ("electMasterMaxRetryCount", "-1", "must be >= 0"),
+    ("controllerThreadPoolNums", "2147483648", "must be <= 2147483647 (a Java int)"),
+    ("enableElectUncleanMaster", "yes", "must be true or false (case-insensitive)"),
+    ("notifyBrokerRoleChanged", "1", "must be true or false (case-insensitive)"),
+    ("jRaftGroupId", "my group", "must be non-empty without whitespace"),
+    ("controllerType", "DLedger", "only jRaft is implemented"),
+    ("jRaftServerId", "localhost", "expected host:port"),
+    ("jRaftServerId", "127.0.0.1:0", "port '0' is not in 1..65535"),
+    ("jRaftServerId", "127.0.0.1:99999", "port '99999' is not in 1..65535"),
+    ("jRaftServerId", "bad_host:9880", "'bad_host' is not a valid host name or IPv4 address"),
+    ("jRaftServerId", "::1:9880", "IPv6 hosts must be bracketed"),
+    ("jRaftServerId", "999.0.0.1:9880", "'999.0.0.1' is not a valid IPv4 address"),
+    ("jRaftServerId", "127.0.0.1:9883", "not one of jRaftInitConf"),
+    ("jRaftInitConf", "127.0.0.1:9880,127.0.0.1:9881,127.0.0.1:9881", "duplicate address 127.0.0.1:9881"),
+    ("jRaftInitConf", "127.0.0.1:9880,,127.0.0.1:9881", "without empty entries"),
+    ("jRaftInitConf", "127.0.0.1:9880,127.0.0.1:x", "entry '127.0.0.1:x': port 'x' is not in 1..65535"),
+    ("jRaftControllerRPCAddr", "127.0.0.1:9770,127.0.0.1:9771", "has 2 entries but jRaftInitConf has 3"),
+    ("jRaftControllerRPCAddr", "127.0.0.1:9770,127.0.0.1:9880,127.0.0.1:9772", "is also a raft address"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), BAD_VALUES)
+def test_bad_value_names_key_value_file_and_line(tmp_path: Path, key: str, value: str, reason: str) -> None:
+    # The bad key is on line 5, after the loopback trio and a comment; a later duplicate would override.
+    lines = [ln for ln in LOOPBACK.splitlines() if not ln.startswith(key + "=")]
+    lines = lines + ["# the key under test"]
+    while len(lines) < 4:
+        lines.append("# padding")
+    path = tmp_path / "node.conf"
+    path.write_text("\n".join([*lines, f"{key}={value}", ""]))
+    with pytest.raises(ConfigError) as ei:
+        load_config(path)
+    e = ei.value
+    assert (e.key, e.value, e.path, e.line) == (key, value, str(path), 5)
+    assert str(e).startswith(f"{path}:5: {key}={value}: ")
+    assert reason in str(e)
+    assert "\n" not in str(e)
+
+
+def test_error_on_a_default_value_says_so() -> None:
+    # jRaftServerId is not in the file: its default localhost:9880 is not one of these peers.
+    text = "jRaftInitConf=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3\njRaftControllerRPCAddr=127.0.0.1:4,127.0.0.1:5,127.0.0.1:6\n"
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, "n.conf")
+    assert ei.value.line is None
+    assert str(ei.value) == (
+        "n.conf: jRaftServerId=localhost:9880 (default; not set in the file): "
+        "not one of jRaftInitConf (127.0.0.1:1,127.0.0.1:2,127.0.0.1:3)"
+    )
+
+
+def test_an_empty_secret_is_an_error_and_never_echoed() -> None:
+    with pytest.raises(ConfigError, match=r"^n\.conf:4: controllerAdminToken=: must not be empty"):
+        parse_config(LOOPBACK + "controllerAdminToken=\n", "n.conf")
+
+
+def test_ipv6_addresses_must_be_bracketed_and_map_onto_peers() -> None:
+    text = (
+        "jRaftServerId=[::1]:9880\njRaftInitConf=[::1]:9880,[::1]:9881\njRaftControllerRPCAddr=[::1]:9770,[::1]:9771\n"
+    )
+    cfg, _ = parse_config(text, "v6.conf")
+    assert http_address(cfg) == ("::1", 9770)
+    assert to_node_options(cfg).peers == {"[::1]:9880": ("::1", 9880), "[::1]:9881": ("::1", 9881)}
+
+
+def test_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.conf: cannot read config file: No such file"):
+        load_config(tmp_path / "missing.conf")
+    p = tmp_path / "latin1.conf"
+    p.write_bytes(b"a=1\nb=caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"latin1\.conf:2: not UTF-8 \(byte 0xe9\)"):
+        load_config(p)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Warnings
+
+
+def test_unknown_ignored_and_duplicate_keys_are_warnings_naming_file_and_line(caplog: pytest.LogCaptureFixture) -> None:
+    text = LOOPBACK + "jraftElectionTimeoutMs=500\njRaftElectionTimeotMs=500\nfoo=bar\nmetricsExporterType=PROM\n"
+    text += "controllerDLegerPeers=n0-127.0.0.1:1\njRaftGroupId=a\njRaftGroupId=b\n"
+    with caplog.at_level(logging.WARNING, logger="controllerd.config"):
+        cfg, warnings = parse_config(text, "n.conf")
+    assert cfg.election_timeout_ms == 1000 and cfg.group_id == "b"
+    assert warnings[:6] == [
+        "n.conf:4: unknown key jraftElectionTimeoutMs (did you mean jRaftElectionTimeoutMs? keys are case-sensitive);"
+        " ignored",
+        "n.conf:5: unknown key jRaftElectionTimeotMs (did you mean jRaftElectionTimeoutMs?); ignored",
+        "n.conf:6: unknown key foo; ignored",
+        "n.conf:7: key metricsExporterType has no effect here (RocketMQ metrics exporter key; this controller serves"
+        " /metrics on its HTTP address); ignored",
+        "n.conf:8: key controllerDLegerPeers has no effect here (DLedger only); ignored",
+        "n.conf:10: duplicate key jRaftGroupId overrides line 9",
+    ]
+    assert [r.getMessage() for r in caplog.records] == warnings
+
+
+def test_type_flag_wins_over_the_file_with_a_warning() -> None:
+    cfg, warnings = parse_config(LOOPBACK + "controllerType=DLedger\n", "n.conf", controller_type="jraft")
+    assert cfg.controller_type == "jRaft" and cfg.sources["controllerType"] == "--type"
+    assert "n.conf:4: controllerType=DLedger overridden by --type jraft" in warnings
+    with pytest.raises(ConfigError, match="unsupported --type 'dledger'"):
+        parse_config(LOOPBACK, "n.conf", controller_type="dledger")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Security rules
+
+
+def test_loopback_without_secret_uses_the_dev_secret_with_a_warning() -> None:
+    cfg, warnings = parse_config(LOOPBACK, "n.conf")
+    assert cfg.cluster_secret is None and cfg.secret_bytes == DEV_CLUSTER_SECRET
+    assert to_node_options(cfg).secret == DEV_CLUSTER_SECRET
+    assert any(w.startswith("n.conf: jRaftClusterSecret is not set; every address is loopback") for w in warnings)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line", "reason"),
+    [
+        (REMOTE.replace("controllerAdminToken=admin-token-1234\n", ""), "jRaftServerId", 1, "binds non-loopback host"),
+        (
+            # raft address loopback, HTTP address public
+            "jRaftServerId=127.0.0.1:9880\njRaftInitConf=127.0.0.1:9880\njRaftControllerRPCAddr=0.0.0.0:9770\n",
+            "jRaftControllerRPCAddr",
+            3,
+            "binds non-loopback host 0.0.0.0 (0.0.0.0:9770) but controllerAdminToken is not set",
+        ),
+        (
+            # this node loopback, a peer remote: the token is not needed, the cluster secret is
+            "jRaftServerId=127.0.0.1:9880\njRaftInitConf=127.0.0.1:9880,10.0.0.9:9880\n"
+            "jRaftControllerRPCAddr=127.0.0.1:9770,127.0.0.1:9771\n",
+            "jRaftInitConf",
+            2,
+            "non-loopback address 10.0.0.9:9880 but jRaftClusterSecret is not set",
+        ),
+        (
+            REMOTE.replace("jRaftClusterSecret=cluster-secret-5678\n", ""),
+            "jRaftInitConf",
+            2,
+            "non-loopback address 10.0.0.1:9880 but jRaftClusterSecret is not set",
+        ),
+    ],
+)
+def test_non_loopback_needs_token_and_secret(text: str, key: str, line: int, reason: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, "n.conf")
+    assert (ei.value.key, ei.value.line) == (key, line)
+    assert str(ei.value).startswith(f"n.conf:{line}: {key}=")
+    assert reason in str(ei.value)
+
+
+def test_remote_cluster_with_token_and_secret_is_valid() -> None:
+    cfg, warnings = parse_config(REMOTE, "n.conf")
+    assert warnings == []
+    assert cfg.admin_token == "admin-token-1234" and cfg.secret_bytes == b"cluster-secret-5678"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Mapping onto the layers
+
+
+def test_to_node_options() -> None:
+    text = LOOPBACK + (
+        "controllerStorePath=/data/n1\njRaftElectionTimeoutMs=300\njRaftSnapshotIntervalSecs=60\n"
+        "statemachineSnapshotThreshold=500\nmaxSnapshotReservedNum=5\njRaftClusterSecret=s3cret\n"
+    )
+    cfg, _ = parse_config(text, "n.conf")
+    opts = to_node_options(cfg)
+    assert opts.node_id == "127.0.0.1:9881"
+    assert opts.peers == {f"127.0.0.1:{p}": ("127.0.0.1", p) for p in (9880, 9881, 9882)}
+    assert opts.data_dir == "/data/n1"
+    assert opts.secret == b"s3cret"
+    assert opts.voters == ()
+    assert opts.raft.election_timeout_ms == 300 and opts.raft.heartbeat() == 30
+    assert (opts.snapshot.threshold_entries, opts.snapshot.interval_s, opts.snapshot.max_reserved) == (500, 60.0, 5)
+    assert http_address(cfg) == ("127.0.0.1", 9771)
+    assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:9772"
+
+
+def test_replicated_defaults_are_a_valid_1009() -> None:
+    cfg, _ = parse_config(LOOPBACK + "enableElectUncleanMaster=true\nelectMasterMaxRetryCount=7\n", "n.conf")
+    rep = replicated_defaults(cfg)
+    assert rep == {"enableElectUncleanMaster": True, "electMasterMaxRetryCount": 7, "notifyBrokerRoleChanged": True}
+    assert all(config_value_ok(k, v) for k, v in rep.items())
+    update_controller_config(0, rep)  # the state machine's own encoder accepts it
+
+
+def test_effective_items_redact_secrets_and_name_sources() -> None:
+    items = {k: (v, src) for k, v, src in effective_items(parse_config(REMOTE, "n.conf")[0])}
+    assert list(items) == [s.key for s in KEYS]
+    assert items["controllerAdminToken"] == ("****", "n.conf:4")
+    assert items["jRaftClusterSecret"] == ("****", "n.conf:5")
+    assert items["jRaftInitConf"] == ("10.0.0.1:9880,10.0.0.2:9880,10.0.0.3:9880", "n.conf:2")
+    assert items["enableElectUncleanMaster"] == ("false", "default")
+    assert items["configBlackList"] == ("configBlackList;configStorePath", "default")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# controllerd
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_check_config_ok_prints_warnings_and_exits_0(tmp_path: Path) -> None:
+    p = tmp_path / "n.conf"
+    p.write_text(LOOPBACK + "bogusKey=1\n")
+    code, out, err = run("check-config", "-c", str(p))
+    assert code == 0
+    assert out == f"{p}: OK\n"
+    assert f"controllerd: warning: {p}:4: unknown key bogusKey; ignored" in err
+
+
+def test_cli_check_config_error_exits_2_with_the_message_on_stderr(tmp_path: Path) -> None:
+    p = tmp_path / "n.conf"
+    p.write_text(LOOPBACK + "maxSnapshotReservedNum=zero\n")
+    code, out, err = run("check-config", "-c", str(p))
+    assert code == 2 and out == ""
+    assert err == f"controllerd: config error: {p}:4: maxSnapshotReservedNum=zero: not an integer\n"
+
+
+def test_cli_print_config(tmp_path: Path) -> None:
+    p = tmp_path / "n.conf"
+    p.write_text(REMOTE)
+    code, out, err = run("--type", "jraft", "-c", str(p), "-p")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert [ln.split("=", 1)[0] for ln in lines] == [s.key for s in KEYS]
+    assert "jRaftServerId=10.0.0.2:9880" in lines
+    assert "controllerAdminToken=****" in lines and "jRaftClusterSecret=****" in lines
+    assert "admin-token-1234" not in out and "cluster-secret-5678" not in out
+
+
+def test_cli_usage_errors_exit_2(tmp_path: Path) -> None:
+    p = tmp_path / "n.conf"
+    p.write_text(LOOPBACK)
+    code, _, err = run("--type", "dledger", "-c", str(p), "-p")
+    assert code == 2 and "'dledger': only 'jraft' is implemented" in err
+    code, _, err = run("--type", "jraft", "-c", str(p))
+    assert code == 2 and "nothing to do: pass -p" in err and "not implemented yet" in err
+    code, _, err = run("check-config")
+    assert code == 2 and "check-config needs -c FILE" in err
+    code, out, _ = run("--help")
+    assert code == 0 and "one of these is required" in out
+
+
+def test_installed_console_script(tmp_path: Path) -> None:
+    """The [project.scripts] entry point exists and returns the documented exit codes."""
+    script = Path(sys.executable).with_name("controllerd")
+    good, bad = tmp_path / "good.conf", tmp_path / "bad.conf"
+    good.write_text(LOOPBACK)
+    bad.write_text(LOOPBACK + "enableElectUncleanMaster=on\n")
+    ok = subprocess.run([script, "check-config", "-c", good], capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0, ok.stderr
+    ko = subprocess.run([script, "check-config", "-c", bad], capture_output=True, text=True, timeout=30)
+    assert ko.returncode == 2
+    assert f"{bad}:4: enableElectUncleanMaster=on: must be true or false" in ko.stderr
+
+
+def test_a_line_with_an_empty_key_is_a_warning() -> None:
+    _, warnings = parse_config(LOOPBACK + "=orphan value\n", "n.conf")
+    assert "n.conf:4: line with an empty key (value 'orphan value'); ignored" in warnings
