@@ -213,7 +213,7 @@ async def serve(args: argparse.Namespace) -> None:
             return {"ok": True, **await bench(node, float(req["seconds"]), int(req["concurrency"]), int(req["size"]))}
         raise ValueError(f"unknown op {op!r}")
 
-    server = await asyncio.start_server(client, "127.0.0.1", args.client_port)
+    server = await asyncio.start_server(client, "127.0.0.1", args.client_port, limit=64 << 20)
     print(f"READY {args.id}", flush=True)
     async with server:
         await server.serve_forever()

@@ -1,4 +1,4 @@
-"""python -m tools.bench <benchmark> [options]; benchmarks: raft."""
+"""python -m tools.bench <benchmark> [options]; benchmarks: raft, snapshot, statemachine."""
 
 from __future__ import annotations
 
@@ -6,9 +6,21 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("raft",):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("raft", "snapshot", "statemachine"):
         print("usage: python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
+        print(
+            "       python -m tools.bench snapshot [--sizes 10,100] [--entries N] [--json F] [--quick]", file=sys.stderr
+        )
+        print("       python -m tools.bench statemachine [--sets N] [--seconds S | --count N] [--json FILE]", file=sys.stderr)
         return 2
+    if sys.argv[1] == "statemachine":
+        from tools.bench import statemachine_bench
+
+        return statemachine_bench.main(sys.argv[2:])
+    if sys.argv[1] == "snapshot":
+        from tools.bench import snapshot_bench
+
+        return snapshot_bench.main(sys.argv[2:])
     from tools.bench import raft_bench
 
     return raft_bench.main(sys.argv[2:])
