@@ -177,12 +177,12 @@ class SnapshotManager:
 
         def write() -> SnapshotMeta:
             try:
-                written = writer.finish() if not writer.finished else writer.result
+                if not writer.finished:
+                    writer.finish()
                 meta = pending.commit()
             except BaseException:
                 pending.abort()
                 raise
-            assert written is not None
             st = self.stats
             st.saves += 1
             st.last_index, st.last_term, st.last_bytes = index, term, sum(f.size for f in meta.files)

@@ -121,38 +121,36 @@ class SnapshotWriter:
     def add_section(self, section_type: int, body: bytes | bytearray | memoryview, *, codec: int | None = None) -> None:
         """Register `body` (msgpack bytes) as section `section_type`. Cheap: no copy of `bytes`; a
         bytearray or memoryview is copied so later changes by the caller cannot leak in."""
-        if self._closed:
-            raise SnapshotError(f"{self.path}: add_section after finish() or abort()")
-        check_section_types([*self._types, section_type])
-        if self.known_types is not None and section_type not in self.known_types:
-            raise ValueError(f"section type {section_type} is not in the registry of known types")
-        codec = self.codec if codec is None else codec
-        if codec not in CODEC_NAMES:
-            raise ValueError(f"unknown codec {codec}")
         if not isinstance(body, bytes):
             if not isinstance(body, bytearray | memoryview):
                 raise TypeError(f"section body must be bytes, got {type(body).__name__}")
             body = bytes(body)
-        self._types.add(section_type)
-        self._sections.append((section_type, body, codec))
+        self._add("add_section", section_type, body, codec)
 
-    def add_section_lazy(self, section_type: int, produce: Callable[[], Iterable[bytes]], *, codec: int | None = None) -> None:
+    def add_section_lazy(
+        self, section_type: int, produce: Callable[[], Iterable[bytes]], *, codec: int | None = None
+    ) -> None:
         """Register a section whose msgpack body `produce()` yields in pieces, ON THE WRITER THREAD during
         finish(). For big tables: the apply thread hands over an immutable view (e.g. a shallow copy)
         and returns at once; encoding happens later in small pieces, so the GIL changes hands between
         pieces and applying is not stalled by the encoding. `produce` must read only that view."""
+        if not callable(produce):
+            raise TypeError(f"produce must be callable, got {type(produce).__name__}")
+        self._add("add_section_lazy", section_type, produce, codec)
+
+    def _add(
+        self, what: str, section_type: int, body: bytes | Callable[[], Iterable[bytes]], codec: int | None
+    ) -> None:
         if self._closed:
-            raise SnapshotError(f"{self.path}: add_section_lazy after finish() or abort()")
+            raise SnapshotError(f"{self.path}: {what} after finish() or abort()")
         check_section_types([*self._types, section_type])
         if self.known_types is not None and section_type not in self.known_types:
             raise ValueError(f"section type {section_type} is not in the registry of known types")
         codec = self.codec if codec is None else codec
         if codec not in CODEC_NAMES:
             raise ValueError(f"unknown codec {codec}")
-        if not callable(produce):
-            raise TypeError(f"produce must be callable, got {type(produce).__name__}")
         self._types.add(section_type)
-        self._sections.append((section_type, produce, codec))
+        self._sections.append((section_type, body, codec))
 
     def add_manager(self, manager: SnapshotAbleMetadataManager) -> None:
         self.add_section(manager.section_type(), manager.encode_snapshot())

@@ -128,7 +128,17 @@ class SnapshotServer:
         fut = loop.run_in_executor(self._io, _read_chunk, self.storage, index, path, offset, length)
         fut.add_done_callback(lambda f: self._reply(peer, req_id, term, index, name, offset, f, loop))
 
-    def _reply(self, peer, req_id, term, index, name, offset, f, loop) -> None:  # type: ignore[no-untyped-def]
+    def _reply(
+        self,
+        peer: str,
+        req_id: int,
+        term: int,
+        index: int,
+        name: str,
+        offset: int,
+        f: asyncio.Future[tuple[bytes, int]],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         exc = f.exception()
         if exc is not None:
             self._send(peer, (ERR, req_id, term, index, f"cannot read {name}: {exc}"))
@@ -140,7 +150,9 @@ class SnapshotServer:
             start = max(now, self._throttle_at)
             self._throttle_at = start + len(data) / rate
             if start > now:
-                loop.call_at(start, self._send_data, peer, (DATA, req_id, term, index, name, offset, data, crc32c(data), size))
+                loop.call_at(
+                    start, self._send_data, peer, (DATA, req_id, term, index, name, offset, data, crc32c(data), size)
+                )
                 return
         self._send_data(peer, (DATA, req_id, term, index, name, offset, data, crc32c(data), size))
 
@@ -298,7 +310,9 @@ class SnapshotDownloader:
         try:
             body = await asyncio.wait_for(fut, self.options.request_timeout_s)
         except TimeoutError:
-            raise DownloadError(f"no answer for {name} at offset {offset} in {self.options.request_timeout_s} s") from None
+            raise DownloadError(
+                f"no answer for {name} at offset {offset} in {self.options.request_timeout_s} s"
+            ) from None
         if body[0] == ERR:
             raise DownloadError(f"leader refused {name} at offset {offset}: {body[4] if len(body) > 4 else '?'}")
         if body[0] != DATA or len(body) != 9:
@@ -315,7 +329,9 @@ class SnapshotDownloader:
         parts: list[bytes] = []
         offset = 0
         while True:
-            data, size = await self._await(await self._request(offer, name, offset, self.options.chunk_bytes), name, offset)
+            data, size = await self._await(
+                await self._request(offer, name, offset, self.options.chunk_bytes), name, offset
+            )
             parts.append(data)
             offset += len(data)
             if offset >= size or not data:
@@ -426,6 +442,3 @@ def _restart_file(target: Path, name: str) -> None:
 def _finish(target: Path) -> None:
     (target / PROGRESS_FILE).unlink(missing_ok=True)
     fsync_dir(target)
-
-
-

@@ -97,6 +97,8 @@ class Node:
         self._downloader: SnapshotDownloader | None = None
         self._save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
         self.installs = 0  # snapshots installed from a leader
+        # A state machine keeping BaseStateMachine's snapshot methods is rebuilt from the whole log.
+        self._can_snapshot = getattr(type(fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -150,7 +152,7 @@ class Node:
                 return f"the log starts at index {lg.first_index()}, so entries {s + 1}..{lg.first_index() - 1} are missing"
             return None
 
-        if not self._snapshots_supported():
+        if not self._can_snapshot:
             loaded = None
         else:
             loaded = self._snapshots_mgr().load(self.fsm.on_snapshot_load, usable=usable)
@@ -174,9 +176,6 @@ class Node:
             # The log ends before the snapshot, or holds another (never committed) branch at its index.
             lg.reset(s + 1)
         return SnapshotMeta(s, t, ConfState(tuple(m.voters), tuple(m.learners)))
-
-    def _snapshots_supported(self) -> bool:
-        return getattr(type(self.fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
 
     def _snapshots_mgr(self) -> SnapshotManager:
         assert self._snapshots is not None
@@ -370,7 +369,9 @@ class Node:
         Stale ones (old term, or a snapshot we already cover) go straight to the core, which answers them."""
         snap = m.snapshot
         assert snap is not None
-        return m.term >= core.term and snap.index > core.log.committed and not core.log.match_term(snap.index, snap.term)
+        return (
+            m.term >= core.term and snap.index > core.log.committed and not core.log.match_term(snap.index, snap.term)
+        )
 
     def _downloaded(self, m: Message, path: os.PathLike[str] | str) -> None:
         """The snapshot of SNAP `m` is committed in our storage: now let the core install it."""
@@ -416,7 +417,7 @@ class Node:
         """Timers that are not the core's: snapshot triggers by time, and InstallSnapshot transfers that
         ended (pin released) or went idle (reported failed, so the core probes and offers again)."""
         mgr = self._snapshots
-        if mgr is not None and self._snapshots_supported():
+        if mgr is not None and self._can_snapshot:
             reason = mgr.due(now)
             if reason is not None:
                 self._save(reason)
@@ -539,7 +540,7 @@ class Node:
         truncate the log prefix. None if nothing was applied since the latest snapshot."""
         core = self._core()
         mgr = self._snapshots_mgr()
-        if not self._snapshots_supported():
+        if not self._can_snapshot:
             raise RaftException(RaftError.EINVAL, f"{type(self.fsm).__name__} keeps no snapshots")
         index = self.applied_index
         if index <= max(mgr.base_index, core.snapshot.index):
@@ -550,7 +551,13 @@ class Node:
         loop = self._loop_or_raise()
         try:
             cfut = mgr.save(
-                index, term, conf.voters, conf.learners, self.fsm.on_snapshot_save, now=loop.time(), created_at=time.time()
+                index,
+                term,
+                conf.voters,
+                conf.learners,
+                self.fsm.on_snapshot_save,
+                now=loop.time(),
+                created_at=time.time(),
             )
         except SnapshotBusyError:
             return self._save_future
@@ -627,7 +634,7 @@ class Node:
         mgr = self._snapshots
         if mgr is not None and normal:
             mgr.on_applied(len(normal), sum(len(e.data) for e in normal))
-            if self._snapshots_supported() and mgr.due(self._loop_or_raise().time()) is not None:
+            if self._can_snapshot and mgr.due(self._loop_or_raise().time()) is not None:
                 self._save("threshold")
 
     def _settle_reads(self) -> None:

@@ -31,6 +31,14 @@ from snapshot.rw import load_managers
 KV_SECTION = 1
 
 
+def _encode_pieces(applied: int, items: list[tuple[str, Any]]) -> Iterator[bytes]:
+    """The kv section, msgpack [applied, [[key, value], ...]], in pieces of 1024 items."""
+    packer = msgpack.Packer()
+    yield packer.pack_array_header(2) + packer.pack(applied) + packer.pack_array_header(len(items))
+    for lo in range(0, len(items), 1024):
+        yield b"".join(packer.pack(kv) for kv in items[lo : lo + 1024])
+
+
 class KvStateMachine(BaseStateMachine):
     """Puts of msgpack [key, value]; one snapshot section holding [applied, [[key, value], ...]] in the
     table's insertion order (the same on every replica: it is the log order)."""
@@ -46,7 +54,7 @@ class KvStateMachine(BaseStateMachine):
         return KV_SECTION
 
     def encode_snapshot(self) -> bytes:
-        return msgpack.packb([self.applied, list(self.data.items())])
+        return b"".join(_encode_pieces(self.applied, list(self.data.items())))
 
     def load_snapshot(self, body: bytes) -> None:
         applied, items = msgpack.unpackb(body)
@@ -57,14 +65,7 @@ class KvStateMachine(BaseStateMachine):
         # Hand over a point-in-time view (values are immutable) and encode it on the writer thread, in
         # pieces: applying stalls only for the copy.
         items, applied = list(self.data.items()), self.applied
-
-        def produce() -> Iterator[bytes]:
-            packer = msgpack.Packer()
-            yield packer.pack_array_header(2) + packer.pack(applied) + packer.pack_array_header(len(items))
-            for lo in range(0, len(items), 1024):
-                yield b"".join(packer.pack(kv) for kv in items[lo : lo + 1024])
-
-        writer.add_section_lazy(KV_SECTION, produce)
+        writer.add_section_lazy(KV_SECTION, lambda: _encode_pieces(applied, items))
 
     def on_snapshot_load(self, reader: Any) -> None:
         load_managers(reader, [self])

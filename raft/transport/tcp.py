@@ -151,19 +151,11 @@ class TcpTransport:
         if self._loop is None:
             raise RuntimeError("TcpTransport.send() before start()")
         peers, counters, room, cap = self._peers, self._counters, self._frame_room, self.options.max_pending_bytes
-        now = -1.0
         for m in msgs:
             peer = peers.get(m.to)
-            if peer is None or self._closed:
+            if peer is None or self._closed or (peer.conn is None and peer.connecting is None and not self._dial(peer)):
                 counters["dropped"] += 1
                 continue
-            if peer.conn is None and peer.connecting is None:
-                if now < 0:
-                    now = self._loop.time()
-                if now < peer.retry_at:  # backing off after a failure: the peer is unreachable
-                    counters["dropped"] += 1
-                    continue
-                self._connect(peer)
             data = encode_message(m)  # packed now: fixes the size for the cap and snapshots a mutable Message
             if len(data) > room or peer.pending_bytes + len(data) > cap:
                 counters["dropped"] += 1
@@ -171,10 +163,8 @@ class TcpTransport:
                     logger.warning("%s: dropped a %d-byte %r to %s: larger than a frame", self.node_id,
                                    len(data), m.type, m.to)  # fmt: skip
                 continue
-            if not peer.pending and peer.conn is not None:
-                self._dirty.add(peer)
-                if self._flush_handle is None:
-                    self._flush_handle = self._loop.call_soon(self._flush)
+            if not peer.pending:
+                self._schedule_flush(peer)
             peer.pending.append(data)
             peer.pending_bytes += len(data)
 
@@ -185,27 +175,36 @@ class TcpTransport:
         if self._loop is None:
             raise RuntimeError("TcpTransport.send_snapshot_frame() before start()")
         peer = self._peers.get(to)
-        if peer is None or self._closed:
+        if peer is None or self._closed or (peer.conn is None and peer.connecting is None and not self._dial(peer)):
             self._counters["dropped"] += 1
             return False
-        if peer.conn is None and peer.connecting is None:
-            if self._loop.time() < peer.retry_at:
-                self._counters["dropped"] += 1
-                return False
-            self._connect(peer)
         payload = encode_snapshot_payload(self.node_id, body)
         if HEADER_BYTES + len(payload) > self.options.max_frame_bytes or (
             peer.pending_bytes + peer.frame_bytes + len(payload) > self.options.max_pending_bytes
         ):
             self._counters["dropped"] += 1
             return False
-        if peer.conn is not None:
-            self._dirty.add(peer)
-            if self._flush_handle is None:
-                self._flush_handle = self._loop.call_soon(self._flush)
+        self._schedule_flush(peer)
         peer.frames.append(payload)
         peer.frame_bytes += len(payload)
         return True
+
+    def _dial(self, peer: _Peer) -> bool:
+        """A peer with no connection: start connecting, unless we are backing off after a failure (then it
+        counts as unreachable and its traffic is dropped)."""
+        assert self._loop is not None
+        if self._loop.time() < peer.retry_at:
+            return False
+        self._connect(peer)
+        return True
+
+    def _schedule_flush(self, peer: _Peer) -> None:
+        """Flush this peer at the end of the loop turn (once connected; _open flushes what piled up)."""
+        if peer.conn is not None:
+            self._dirty.add(peer)
+            if self._flush_handle is None:
+                assert self._loop is not None
+                self._flush_handle = self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_handle = None
