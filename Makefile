@@ -3,15 +3,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast sim bench lint clean
+.PHONY: setup run test test-fast sim bench lint clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen]'
 	touch $(STAMP)
+
+# A 3-node controller group on loopback, data under ./data; Ctrl-C stops it.
+run: setup
+	$(BIN)/controllerd local-cluster --data ./data
 
 test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
@@ -27,7 +31,7 @@ bench: setup
 	$(BIN)/python -m tools.bench raft --seconds 10 --peer pysyncobj
 
 lint: setup
-	$(BIN)/ruff check raft snapshot statemachine cli tests tools
+	$(BIN)/ruff check raft snapshot statemachine api cli jepsen tests tools
 
 clean:
 	rm -rf $(VENV) data .pytest_cache

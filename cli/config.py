@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from raft.options import NodeOptions, RaftOptions, SnapshotOptions
+from api.service import ServiceOptions
+from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
 
 log = logging.getLogger("controllerd.config")
 log.addHandler(logging.NullHandler())
@@ -547,11 +548,25 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         peers={a: split_addr(a) for a in cfg.init_conf},
         secret=cfg.secret_bytes,
         raft=RaftOptions(election_timeout_ms=cfg.election_timeout_ms),
+        # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
+        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1"),
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
             max_reserved=cfg.max_snapshot_reserved,
         ),
+    )
+
+
+def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
+    """The controller node's options: the raft node's plus the leader's duties and the peers' HTTP addresses."""
+    return ServiceOptions(
+        node=to_node_options(cfg),
+        group_id=cfg.group_id,
+        http_addresses=http_addresses(cfg),
+        scan_interval_ms=cfg.scan_not_active_broker_ms,
+        scan_wait_ms=cfg.scan_wait_timeout_ms,
+        file_config={k: v for k, v in replicated_defaults(cfg).items() if cfg.sources[k] != "default"},
     )
 
 

@@ -15,6 +15,9 @@ class LogStorageOptions:
     verify_reads: bool = True
     """CRC-check every record read back from disk (cheap next to the pread): corruption raises instead of
     returning bad data."""
+    fsync_sidecar: bool = False
+    """For fault injection (the Jepsen crash nemesis): after every fsynced append, overwrite `FSYNCED` in the log
+    directory with `<segment file name> <durable byte offset>` (docs/log-format.md). Off in production."""
 
     def __post_init__(self) -> None:
         if self.segment_bytes <= 0:

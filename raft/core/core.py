@@ -310,6 +310,8 @@ class RaftCore:
                     "lag": last - pr.match,
                     "state": pr.state.name.lower(),
                     "learner": int(pr.is_learner),
+                    # ticks since this peer last answered (0 for the leader itself; -1: never this term)
+                    "contact_ticks": 0 if pid == self.id else (self.now - pr.last_contact if pr.last_contact >= 0 else -1),
                 }
         return st
 
@@ -371,6 +373,7 @@ class RaftCore:
         t = m.type
         if t == MsgType.APP_RESP:
             pr.recent_active = True
+            pr.last_contact = self.now
             if m.reject:
                 hint = m.reject_hint
                 if m.hint_term > 0:
@@ -392,6 +395,7 @@ class RaftCore:
                     self._send(Message(MsgType.TIMEOUT_NOW, self.id, m.frm, self.term))
         elif t == MsgType.HEARTBEAT_RESP:
             pr.recent_active = True
+            pr.last_contact = self.now
             pr.probe_sent = False
             if pr.state is ProgressState.REPLICATE and pr.is_paused():
                 pr.inflights.popleft()  # all in flight may be lost: let one more append through

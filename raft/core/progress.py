@@ -28,6 +28,7 @@ class Progress:
         "recent_active",
         "is_learner",
         "read_ack",
+        "last_contact",
     )
 
     def __init__(self, next_index: int, max_inflight: int, is_learner: bool = False) -> None:
@@ -41,6 +42,7 @@ class Progress:
         self.recent_active = False
         self.is_learner = is_learner
         self.read_ack = 0  # highest heartbeat round (seq) this peer answered
+        self.last_contact = -1  # core tick of this peer's latest response; -1: none since we became leader
 
     def is_paused(self) -> bool:
         if self.state is ProgressState.PROBE:

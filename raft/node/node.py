@@ -41,6 +41,7 @@ from raft.node.statemachine import BaseStateMachine, StateMachine
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.storage import FileMetaStorage, LogWriter, SegmentLog
+from raft.storage.dirlock import DataDirLock
 from raft.transport import TcpTransport
 from snapshot import format as snapshot_format
 from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
@@ -97,6 +98,8 @@ class Node:
         self._downloader: SnapshotDownloader | None = None
         self._save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
         self.installs = 0  # snapshots installed from a leader
+        self._lock: DataDirLock | None = None
+        self._failed: asyncio.Future[BaseException] | None = None
         # A state machine keeping BaseStateMachine's snapshot methods is rebuilt from the whole log.
         self._can_snapshot = getattr(type(fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
 
@@ -104,8 +107,9 @@ class Node:
 
     async def start(self) -> None:
         o = self.opts
-        os.makedirs(o.data_dir, exist_ok=True)
+        self._lock = DataDirLock(o.data_dir)  # DataDirLockedError while another process uses the directory
         self._loop = asyncio.get_running_loop()
+        self._failed = self._loop.create_future()
         so = o.snapshot
         self._storage = SnapshotStorage(
             os.path.join(o.data_dir, "snapshot"), so.max_reserved, known_types=getattr(self.fsm, "section_names", None)
@@ -201,6 +205,8 @@ class Node:
             await loop.run_in_executor(None, self.writer.close)
         if self._log is not None:
             self._log.close()
+        if self._lock is not None:
+            self._lock.release()
 
     # ------------------------------------------------------------------ public API
 
@@ -237,6 +243,11 @@ class Node:
 
         await asyncio.wait_for(self._wait_for(known), timeout)
         return core.leader
+
+    async def wait_failed(self) -> BaseException:
+        """Resolves with the fatal error that stopped this node (storage failure, state machine exception)."""
+        assert self._failed is not None, "node not started"
+        return await asyncio.shield(self._failed)
 
     async def wait_applied(self, index: int, timeout: float) -> int:
         """Wait until this node has applied `index`; returns the applied index."""
@@ -687,6 +698,8 @@ class Node:
             return
         self._error = exc
         log.error("node %s stopped by a fatal error: %r", self.id, exc)
+        if self._failed is not None and not self._failed.done():
+            self._failed.set_result(exc)
         self._fail_all(RaftException(RaftError.EIO, f"node failed: {exc!r}"))
         try:
             self.fsm.on_error(exc)

@@ -57,6 +57,10 @@ class LogStorageFailedError(RuntimeError):
     """A write or fsync failed earlier; the on-disk state is unknown, so every later mutation is refused."""
 
 
+FSYNCED_FILE = "FSYNCED"
+SIDECAR_WIDTH = 79  # the sidecar line is space-padded to a fixed width, so a shorter line overwrites a longer one
+
+
 class SegmentLog:
     """LogStorage over `directory`. Opening recovers: see _recover for the rules."""
 
@@ -78,6 +82,11 @@ class SegmentLog:
         self._closed = False
         self.fsyncs = 0  # data + directory fsyncs issued
         self.bytes_written = 0
+        self._sidecar = (
+            os.open(os.path.join(self.directory, FSYNCED_FILE), os.O_WRONLY | os.O_CREAT, 0o644)
+            if self.options.fsync_sidecar
+            else -1
+        )
         try:
             self._recover()
         except BaseException:
@@ -153,6 +162,9 @@ class SegmentLog:
                 raise
             self.fsyncs += 1
             self.bytes_written += len(batch.data)
+            if self._sidecar >= 0:  # what a power cut would keep: for the crash nemesis, not for recovery
+                line = f"{os.path.basename(seg.path)} {seg.size}".ljust(SIDECAR_WIDTH) + "\n"
+                os.pwrite(self._sidecar, line.encode(), 0)
             with self._lock:
                 if x <= last:
                     self._cut_from(x)
@@ -205,6 +217,8 @@ class SegmentLog:
                 os.close(seg.fd)
             self._segments.clear()
             self._active = None
+            if self._sidecar >= 0:
+                os.close(self._sidecar)
 
     def __enter__(self) -> Self:
         return self

@@ -1,0 +1,353 @@
+"""ControllerService: one controller node (Raft node + controller state machine) and the duties of its leader.
+
+This is the layer between the HTTP routes and the Raft node, and the embeddable Python API (see
+`api.server.ControllerServer` for the node plus its HTTP endpoints):
+
+* writes: `write(build)` stamps the leader's clock into the command (`build(now_ms) -> bytes`), proposes
+  it, and answers the state machine's `Result` once the entry is applied here;
+* reads: `read(build)` waits for a ReadIndex barrier (a quorum-confirmed commit index, applied here), then
+  runs the read command against the local state. Reads never enter the log: the result is the same as
+  jRaft's read-through-the-log, without a log entry per read (docs/statemachine.md);
+* the leader's timer proposes the inactive-broker scan (1015) with its own clock, and, once it leads,
+  proposes the replicated config keys its properties file sets (statemachine/config.py);
+* `stop()` hands leadership to the most caught-up voter before the node stops (rolling restarts).
+
+Errors are values the routes map onto the envelope: `NotLeaderError` (2007, nothing was proposed),
+`UnavailableError` (HTTP 503: the outcome is unknown or the node cannot serve).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raft.node import Node
+from raft.options import NodeOptions
+from raft.status import RaftError, RaftException
+from statemachine import codes as C
+from statemachine import commands
+from statemachine.machine import ControllerStateMachine
+from statemachine.result import Result
+
+log = logging.getLogger("controllerd")
+
+# The commands `read` may run against local state: they never change it.
+READ_CODES = frozenset({C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO,
+                        C.KV_GET})  # fmt: skip
+
+
+@dataclass
+class ServiceOptions:
+    """What a controller node needs beyond its Raft options. `cli.config.to_service_options` maps a RocketMQ
+    controller.conf onto this; embedders fill it directly."""
+
+    node: NodeOptions
+    group_id: str = "jRaft-Controller"
+    http_addresses: Mapping[str, str] = field(default_factory=dict)  # raft id -> "host:port" of its HTTP API
+    scan_interval_ms: int = 5000  # scanNotActiveBrokerInterval
+    scan_wait_ms: int = 1000  # jRaftScanWaitTimeoutMs: no scan until this long after the first heartbeat
+    first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
+    request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
+    file_config: Mapping[str, Any] = field(default_factory=dict)  # replicated keys the properties file sets
+    ready_apply_lag: int = 1000  # /readyz: applied must be within this many entries of commit
+    transfer_on_stop_s: float = 5.0  # how long stop() waits for a leadership transfer
+
+
+class NotLeaderError(Exception):
+    """This node does not lead; nothing was proposed. Maps to 2007 with the leader's id and HTTP address."""
+
+    def __init__(self, leader_id: str, leader_address: str | None) -> None:
+        super().__init__(f"not leader; leader is {leader_id or 'unknown'}")
+        self.leader_id = leader_id
+        self.leader_address = leader_address
+
+
+class UnavailableError(Exception):
+    """The request could not be completed in time or the node cannot serve; a proposal's effect is unknown
+    (it may still commit), like a RocketMQ timeout. Maps to HTTP 503."""
+
+
+class _Machine(ControllerStateMachine):
+    """The controller state machine, telling the service about leadership (informational callbacks)."""
+
+    def __init__(self, service: ControllerService) -> None:
+        super().__init__()
+        self._service = service
+
+    def on_leader_start(self, term: int) -> None:
+        super().on_leader_start(term)
+        self._service._leader_started(term)
+
+    def on_leader_stop(self, term: int) -> None:
+        super().on_leader_stop(term)
+        self._service._leader_stopped(term)
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerService:
+    """One controller node. `await start()`, serve, `await stop()`. All methods run on the node's loop."""
+
+    def __init__(self, options: ServiceOptions, clock: Callable[[], int] = wall_ms) -> None:
+        self.opts = options
+        self.sm = _Machine(self)
+        self.node = Node(options.node, self.sm)
+        self.id = options.node.node_id
+        self.clock = clock
+        self.started = False
+        self.stopping = False
+        self._stop_called = False
+        self.leader_since_ms: int | None = None
+        self.first_heartbeat_ms: int | None = None  # since this node became leader
+        self.scans = 0
+        self.listeners: list[Callable[[str, Result], None]] = []  # (request type, result) of proposals
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._scan_task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the snapshot, replay the log, join the group; returns before a leader is known."""
+        await self.node.start()
+        self.started = True
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
+        log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
+
+    async def stop(self, transfer: bool = True) -> None:
+        """Hand leadership over (when leading and `transfer`), then stop the node: pending requests fail with
+        503, the log writer flushes, files close."""
+        if self._stop_called:
+            return
+        self._stop_called = True
+        if transfer and self.started and self.node.is_leader():
+            await self._hand_over()  # still serving meanwhile: requests get 2007 once the transfer is done
+        self.stopping = True
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        await self.node.stop()
+        log.info("controller node %s stopped", self.id)
+
+    async def _hand_over(self) -> None:
+        target = self._best_transferee()
+        if target is None:
+            return
+        try:
+            await self.node.transfer_leadership(target, self.opts.transfer_on_stop_s)
+            log.info("leadership handed to %s before stopping", target)
+        except (RaftException, TimeoutError) as e:
+            log.warning("leadership transfer to %s before stopping failed: %s", target, e)
+
+    def _best_transferee(self) -> str | None:
+        peers = self.node.status()["peers"]
+        voters = [p for p in self.node.status()["voters"] if p != self.id and p in peers]
+        if not voters:
+            return None
+        return max(voters, key=lambda p: (peers[p]["match"], -peers[p].get("contact_ticks", 0)))
+
+    # ------------------------------------------------------------------ requests
+
+    def now_ms(self) -> int:
+        return self.clock()
+
+    def leader(self) -> tuple[str, str | None]:
+        """(leader raft id or "", its HTTP address if known)."""
+        lid = self.node.leader_id() if self.started else ""
+        return lid, self.opts.http_addresses.get(lid) if lid else None
+
+    def _not_leader(self) -> NotLeaderError:
+        return NotLeaderError(*self.leader())
+
+    def _check_serving(self) -> None:
+        if not self.started or self.stopping:
+            raise UnavailableError("the node is starting or stopping")
+        if not self.node.is_leader():
+            raise self._not_leader()
+
+    async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
+        """Propose `build(leader's now)`; the applied Result. NotLeaderError before proposing on a follower;
+        UnavailableError when the commit does not come within the request timeout (outcome unknown)."""
+        self._check_serving()
+        data = build(self.now_ms())
+        try:
+            fut = self.node.apply(data)
+        except RaftException as e:
+            raise self._map(e) from None
+        try:
+            result: Result = await asyncio.wait_for(asyncio.shield(fut), self.opts.request_timeout_s)
+        except TimeoutError:
+            raise UnavailableError(f"not committed within {self.opts.request_timeout_s:g}s; outcome unknown") from None
+        except RaftException as e:
+            raise self._map(e) from None
+        for listener in self.listeners:
+            listener(request_type, result)
+        return result
+
+    async def read(self, build: Callable[[int], bytes]) -> Result:
+        """Linearizable read: a ReadIndex barrier, then the read command against the applied state."""
+        self._check_serving()
+        data = build(self.now_ms())
+        code = commands.decode(data).code
+        if code not in READ_CODES:
+            raise ValueError(f"{C.code_name(code)} is not a read")
+        try:
+            await asyncio.wait_for(self.node.read_index(), self.opts.request_timeout_s)
+        except TimeoutError:
+            raise UnavailableError(f"read barrier not confirmed within {self.opts.request_timeout_s:g}s") from None
+        except RaftException as e:
+            raise self._map(e, read=True) from None
+        return self.sm.apply(data)
+
+    def _map(self, e: RaftException, read: bool = False) -> Exception:
+        if e.code == RaftError.EPERM or (read and e.code == RaftError.ELEADERCHANGED):
+            lid = e.leader or self.node.leader_id()
+            return NotLeaderError(lid, self.opts.http_addresses.get(lid))
+        return UnavailableError(str(e))
+
+    def heartbeat_received(self) -> None:
+        """The leader got a broker heartbeat (starts the scan guard's clock)."""
+        if self.first_heartbeat_ms is None and self.node.is_leader():
+            self.first_heartbeat_ms = self.now_ms()
+
+    # ------------------------------------------------------------------ leader duties
+
+    def _leader_started(self, term: int) -> None:
+        self.leader_since_ms = self.now_ms()
+        self.first_heartbeat_ms = None
+        log.info("leading term %d", term, extra={"term": term})
+        self._spawn(self._propose_file_config(), "file-config")
+
+    def _leader_stopped(self, term: int) -> None:
+        self.leader_since_ms = None
+        self.first_heartbeat_ms = None
+        log.info("stopped leading term %d", term, extra={"term": term})
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=f"{name}-{self.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _propose_file_config(self) -> None:
+        """Replicate the decision-affecting keys the properties file sets, when the log has never set them
+        (a later 1009 through the API wins over the file, on every node)."""
+        pending = {k: v for k, v in self.opts.file_config.items() if k not in self.sm.config.explicit}
+        if not pending:
+            return
+        try:
+            r = await self.write(lambda now: commands.update_controller_config(now, pending), "UPDATE_CONTROLLER_CONFIG")
+            log.info("replicated the file's controller config %s: %s", pending, r.code_name)
+        except (NotLeaderError, UnavailableError) as e:
+            log.warning("could not replicate the file's controller config %s: %s", pending, e)
+
+    def scan_due(self, now: int) -> bool:
+        """RocketMQ's guard: only the leader scans, only after it saw a heartbeat and jRaftScanWaitTimeoutMs
+        passed since (so a restarted group does not expire every broker before they heartbeat again)."""
+        if not self.node.is_leader() or self.first_heartbeat_ms is None:
+            return False
+        return now - self.first_heartbeat_ms >= self.opts.scan_wait_ms and self.sm.scan_needed(now)
+
+    async def scan_once(self) -> Result | None:
+        """One tick of the scan timer: propose 1015 at the leader's now when it would change anything."""
+        if not self.scan_due(self.now_ms()):
+            return None
+        self.scans += 1
+        r = await self.write(commands.check_not_active_broker, "CHECK_NOT_ACTIVE_BROKER")
+        body = r.body or {}
+        if body.get("inactiveBrokers") or body.get("elections"):
+            log.info("inactive-broker scan: expired %s, elections %s", body.get("inactiveBrokers"),
+                     body.get("elections"))  # fmt: skip
+        return r
+
+    async def _scan_loop(self) -> None:
+        await asyncio.sleep(self.opts.first_scan_delay_ms / 1000)
+        while True:
+            try:
+                await self.scan_once()
+            except (NotLeaderError, UnavailableError) as e:
+                log.debug("scan skipped: %s", e)
+            await asyncio.sleep(self.opts.scan_interval_ms / 1000)
+
+    # ------------------------------------------------------------------ status
+
+    def tick_ms(self) -> float:
+        return self.opts.node.raft.tick()
+
+    def raft_status(self) -> dict[str, Any]:
+        """GET /api/v1/raft/status (http-api.md field names)."""
+        st = self.node.status()
+        return {
+            "nodeId": st["id"],
+            "group": self.opts.group_id,
+            "role": st["role"],
+            "term": st["term"],
+            "leaderId": st["leader"] or None,
+            "commitIndex": st["commit"],
+            "appliedIndex": st["applied"],
+            "firstLogIndex": st["first_index"],
+            "lastLogIndex": st["last_index"],
+            "lastSnapshotIndex": st["snapshot"]["index"],
+            "lastSnapshotTerm": st["snapshot"]["term"],
+            "peers": [
+                {"id": p, "raftAddress": p, "httpAddress": self.opts.http_addresses.get(p),
+                 "voter": p in st["voters"]}  # fmt: skip
+                for p in sorted(set(st["voters"]) | set(st["learners"]))
+            ],
+        }
+
+    def raft_peers(self) -> list[dict[str, Any]]:
+        """GET /api/v1/raft/peers: per peer role, match index, lag in entries and last contact (leader's view;
+        on a follower only the membership and roles are known)."""
+        st = self.node.status()
+        tick = self.tick_ms()
+        rows = []
+        for p in sorted(set(st["voters"]) | set(st["learners"])):
+            pr = st["peers"].get(p)
+            role = "leader" if p == st["leader"] else ("learner" if p in st["learners"] else "follower")
+            row: dict[str, Any] = {"id": p, "role": role, "httpAddress": self.opts.http_addresses.get(p),
+                                   "matchIndex": None, "lagEntries": None, "lastContactMs": None}  # fmt: skip
+            if pr is not None:
+                contact = pr.get("contact_ticks", -1)
+                row.update(
+                    matchIndex=pr["match"],
+                    lagEntries=pr["lag"],
+                    lastContactMs=None if contact < 0 else round(contact * tick),
+                    state=pr["state"],
+                )
+            rows.append(row)
+        return rows
+
+    def metadata(self) -> dict[str, Any]:
+        """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus)."""
+        lid, laddr = self.leader()
+        st = self.node.status()
+        peers = [self.opts.http_addresses.get(p, p) for p in st["voters"]]
+        return {
+            "group": self.opts.group_id,
+            "controllerLeaderId": lid or None,
+            "controllerLeaderAddress": laddr,
+            "isLeader": self.node.is_leader(),
+            "peers": "".join(f"{a};" for a in peers),
+        }
+
+    def readiness(self) -> list[tuple[str, bool, str]]:
+        """(check, ok, detail) for /readyz, etcd-style."""
+        if not self.started:
+            return [("started", False, "the node has not started")]
+        st = self.node.status()
+        lag = st["commit"] - st["applied"]
+        checks = [
+            ("started", not self.stopping, "stopping" if self.stopping else "ok"),
+            ("snapshot_loaded", True, f"snapshot {st['snapshot']['index']}"),
+            ("log_replayed", st["applied"] >= min(st["commit"], st["snapshot"]["index"]), f"applied {st['applied']}"),
+            ("leader_known", bool(st["leader"]), f"leader {st['leader'] or 'unknown'}"),
+            ("apply_caught_up", lag <= self.opts.ready_apply_lag, f"{lag} entries behind commit"),
+            ("no_error", "error" not in st, st.get("error", "ok")),
+        ]
+        return checks

@@ -1,0 +1,248 @@
+"""ControllerService: three nodes in one event loop over real TCP and WALs, with a controlled clock for the
+leader's timestamps (the scan decisions depend only on it)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from api.service import ControllerService, NotLeaderError, ServiceOptions, UnavailableError
+from raft.options import NodeOptions, RaftOptions
+from raft.testing.cluster import free_ports
+from statemachine import codes as C
+from statemachine import commands
+
+FAST = RaftOptions(election_timeout_ms=300)
+
+
+class Clock:
+    def __init__(self, t: int = 1_700_000_000_000) -> None:
+        self.t = t
+
+    def __call__(self) -> int:
+        return self.t
+
+
+def make(root: str, n: int = 3, clock: Clock | None = None, **kw: Any) -> dict[str, ControllerService]:
+    ids = [f"127.0.0.1:{p}" for p in free_ports(n)]
+    http = dict(zip(ids, [f"127.0.0.1:{p}" for p in free_ports(n)], strict=True))
+    peers = {i: ("127.0.0.1", int(i.rsplit(":", 1)[1])) for i in ids}
+    out = {}
+    for k, i in enumerate(ids):
+        node = NodeOptions(i, f"{root}/n{k}", peers, b"secret", raft=FAST)
+        opts = ServiceOptions(node=node, http_addresses=http, first_scan_delay_ms=3_600_000, request_timeout_s=2, **kw)
+        out[i] = ControllerService(opts, clock=clock or Clock())
+    return out
+
+
+@asynccontextmanager
+async def running(services: dict[str, ControllerService]) -> AsyncIterator[dict[str, ControllerService]]:
+    for s in services.values():
+        await s.start()
+    try:
+        yield services
+    finally:
+        for s in services.values():
+            await s.stop(transfer=False)
+
+
+async def leader_of(services: dict[str, ControllerService]) -> ControllerService:
+    ids = await asyncio.gather(*(s.node.wait_for_leader(10) for s in services.values()))
+    assert len(set(ids)) == 1, ids
+    return services[ids[0]]
+
+
+def run(coro: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(coro(), 60))
+
+
+def hb(name: str, broker_id: int, timeout_ms: int = 10_000) -> Callable[[int], bytes]:
+    return lambda now: commands.heartbeat(now, "c1", name, f"10.0.0.{broker_id}:10911", broker_id,
+                                          heartbeat_timeout_millis=timeout_ms)  # fmt: skip
+
+
+async def register(leader: ControllerService, name: str, ids: list[int]) -> None:
+    for b in ids:
+        r = await leader.read(lambda now: commands.get_next_broker_id(now, "c1", name))
+        assert r.header["nextBrokerId"] == b, r
+        r = await leader.write(lambda now, b=b: commands.apply_broker_id(now, "c1", name, b, f"code-{b}"))
+        assert r.ok, r
+        r = await leader.write(lambda now, b=b: commands.register_broker(now, "c1", name, b, f"10.0.0.{b}:10911"))
+        assert r.ok, r
+
+
+def test_writes_on_the_leader_and_2007_from_followers_with_the_leader_http_address(tmp_path: Any) -> None:
+    async def body() -> None:
+        async with running(make(str(tmp_path))) as svcs:
+            leader = await leader_of(svcs)
+            r = await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v1"))
+            assert r.ok
+            follower = next(s for s in svcs.values() if s is not leader)
+            last = follower.node.status()["last_index"]
+            with pytest.raises(NotLeaderError) as e:
+                await follower.write(lambda now: commands.kv_put(now, "ns", "k", "v2"))
+            assert e.value.leader_id == leader.id
+            assert e.value.leader_address == leader.opts.http_addresses[leader.id]
+            with pytest.raises(NotLeaderError):
+                await follower.read(lambda now: commands.kv_get(now, "ns", "k"))
+            assert follower.node.status()["last_index"] == last  # nothing was proposed
+
+    run(body)
+
+
+def test_reads_see_every_acknowledged_write_and_never_enter_the_log(tmp_path: Any) -> None:
+    async def body() -> None:
+        async with running(make(str(tmp_path))) as svcs:
+            leader = await leader_of(svcs)
+            for i in range(5):
+                await leader.write(lambda now, i=i: commands.kv_put(now, "ns", "k", f"v{i}"))
+                last = leader.node.status()["last_index"]
+                r = await leader.read(lambda now: commands.kv_get(now, "ns", "k"))
+                assert r.body == {"value": f"v{i}"}
+                assert leader.node.status()["last_index"] == last
+            with pytest.raises(ValueError, match="not a read"):
+                await leader.read(lambda now: commands.kv_put(now, "ns", "k", "x"))
+
+    run(body)
+
+
+def test_scan_waits_for_a_heartbeat_then_expires_with_the_leaders_time(tmp_path: Any) -> None:
+    clock = Clock()
+
+    async def body() -> None:
+        async with running(make(str(tmp_path), clock=clock, scan_wait_ms=1000)) as svcs:
+            leader = await leader_of(svcs)
+            await register(leader, "b1", [1, 2])
+            await leader.write(hb("b1", 1))
+            leader.heartbeat_received()
+            await leader.write(hb("b1", 2))
+            r = await leader.write(lambda now: commands.elect_master(now, "b1", cluster_name="c1", broker_id=1))
+            assert r.ok and r.header["masterBrokerId"] == 1
+            h = r.header
+            r = await leader.write(lambda now: commands.alter_sync_state_set(
+                now, "b1", 1, h["masterEpoch"], [1, 2], h["syncStateSetEpoch"]))  # fmt: skip
+            assert r.ok, r
+            # Inside the scan wait: no scan even though broker 1's entry would have expired.
+            clock.t += 999
+            assert not leader.scan_due(clock.t)
+            # Broker 2 keeps heartbeating; broker 1 (the master) stops.
+            clock.t += 10_000
+            await leader.write(hb("b1", 2))
+            clock.t += 2
+            assert leader.scan_due(clock.t)
+            r = await leader.scan_once()
+            assert r is not None and r.ok
+            assert r.body["checkTimeMillis"] == clock.t
+            assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 1}]
+            assert r.body["newMasters"][0]["masterBrokerId"] == 2
+            # Every replica decided the same from the entry: same master everywhere once applied.
+            idx = leader.node.status()["commit"]
+            for s in svcs.values():
+                await s.node.wait_applied(idx, 10)
+                assert s.sm.sync.sets["b1"].master_broker_id == 2
+            assert await leader.scan_once() is None  # nothing left to do: no entry proposed
+
+    run(body)
+
+
+def test_a_new_leader_waits_for_a_heartbeat_before_scanning(tmp_path: Any) -> None:
+    clock = Clock()
+
+    async def body() -> None:
+        async with running(make(str(tmp_path), clock=clock)) as svcs:
+            leader = await leader_of(svcs)
+            await register(leader, "b1", [1])
+            await leader.write(hb("b1", 1, timeout_ms=1000))
+            clock.t += 60_000  # everything expired, but this leader has seen no heartbeat request yet
+            assert leader.sm.scan_needed(clock.t)
+            assert not leader.scan_due(clock.t)
+            assert await leader.scan_once() is None
+
+    run(body)
+
+
+def test_the_file_config_is_replicated_once_leading_and_an_explicit_value_wins(tmp_path: Any) -> None:
+    async def body() -> None:
+        svcs = make(str(tmp_path), file_config={"enableElectUncleanMaster": True, "electMasterMaxRetryCount": 7})
+        async with running(svcs):
+            leader = await leader_of(svcs)
+            await leader.read(lambda now: commands.kv_get(now, "ns", "k"))  # the term's first entry applied
+            for task in list(leader._tasks):  # so the proposal made on leader start exists
+                await task
+            idx = leader.node.status()["commit"]
+            for s in svcs.values():
+                await s.node.wait_applied(idx, 10)
+            assert all(s.sm.config_values()["electMasterMaxRetryCount"] == 7 for s in svcs.values())
+            assert all(s.sm.config_values()["enableElectUncleanMaster"] is True for s in svcs.values())
+            r = await leader.write(lambda now: commands.update_controller_config(now, {"electMasterMaxRetryCount": 1}))
+            assert r.ok
+            # A new leader does not put the file's value back.
+            target = next(i for i in svcs if i != leader.id)
+            await leader.node.transfer_leadership(target, 5)
+            new = await leader_of(svcs)
+            await new.read(lambda now: commands.kv_get(now, "ns", "k"))  # a barrier: the new term's entry applied
+            for task in list(new._tasks):
+                await task
+            assert new.sm.config_values()["electMasterMaxRetryCount"] == 1
+
+    run(body)
+
+
+def test_stop_hands_leadership_over_first(tmp_path: Any) -> None:
+    async def body() -> None:
+        svcs = make(str(tmp_path))
+        async with running(svcs):
+            leader = await leader_of(svcs)
+            await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v"))
+            await leader.stop()
+            rest = {i: s for i, s in svcs.items() if s is not leader}
+            new = await leader_of(rest)
+            assert new is not leader
+            r = await new.read(lambda now: commands.kv_get(now, "ns", "k"))
+            assert r.body == {"value": "v"}
+            with pytest.raises(UnavailableError):
+                await leader.write(lambda now: commands.kv_put(now, "ns", "k", "w"))
+
+    run(body)
+
+
+def test_a_write_without_a_quorum_is_503_with_unknown_outcome(tmp_path: Any) -> None:
+    async def body() -> None:
+        svcs = make(str(tmp_path))
+        async with running(svcs):
+            leader = await leader_of(svcs)
+            for s in svcs.values():
+                if s is not leader:
+                    await s.node.stop()
+            with pytest.raises((UnavailableError, NotLeaderError)):
+                await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v"))
+
+    run(body)
+
+
+def test_status_documents_use_the_http_api_field_names(tmp_path: Any) -> None:
+    async def body() -> None:
+        async with running(make(str(tmp_path))) as svcs:
+            leader = await leader_of(svcs)
+            await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v"))
+            st = leader.raft_status()
+            for k in ("nodeId", "role", "term", "leaderId", "commitIndex", "appliedIndex", "firstLogIndex",
+                      "lastLogIndex", "lastSnapshotIndex", "lastSnapshotTerm", "peers"):  # fmt: skip
+                assert k in st
+            assert st["leaderId"] == leader.id and st["role"] == "leader"
+            rows = leader.raft_peers()
+            assert {r["id"] for r in rows} == set(svcs)
+            assert [r["role"] for r in rows].count("leader") == 1
+            for r in rows:
+                assert r["lagEntries"] >= 0 and r["matchIndex"] >= 0
+            md = leader.metadata()
+            assert md["isLeader"] and md["controllerLeaderId"] == leader.id
+            assert md["peers"].count(";") == 3
+            assert all(ok for _, ok, _ in leader.readiness())
+            assert C.code_name(0) == "SUCCESS"
+
+    run(body)
