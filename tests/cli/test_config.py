@@ -434,3 +434,11 @@ def test_installed_console_script(tmp_path: Path) -> None:
 def test_a_line_with_an_empty_key_is_a_warning() -> None:
     _, warnings = parse_config(LOOPBACK + "=orphan value\n", "n.conf")
     assert "n.conf:4: line with an empty key (value 'orphan value'); ignored" in warnings
+
+
+def test_the_shipped_3_node_samples_validate_and_pair_up() -> None:
+    root = Path(__file__).resolve().parents[2] / "conf" / "jraft"
+    cfgs = [load_config(root / f"controller-n{i}.conf")[0] for i in (1, 2, 3)]
+    assert [c.server_id for c in cfgs] == list(cfgs[0].init_conf)
+    assert all(c.init_conf == cfgs[0].init_conf and c.rpc_addrs == cfgs[0].rpc_addrs for c in cfgs)
+    assert all(c.admin_token and c.cluster_secret for c in cfgs)

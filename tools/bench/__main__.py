@@ -1,4 +1,4 @@
-"""python -m tools.bench <benchmark> [options]; benchmarks: raft, snapshot, statemachine."""
+"""python -m tools.bench <benchmark> [options]; benchmarks: raft, snapshot, statemachine, http."""
 
 from __future__ import annotations
 
@@ -6,13 +6,19 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("raft", "snapshot", "statemachine"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("raft", "snapshot", "statemachine", "http"):
         print("usage: python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
         print(
             "       python -m tools.bench snapshot [--sizes 10,100] [--entries N] [--json F] [--quick]", file=sys.stderr
         )
         print("       python -m tools.bench statemachine [--sets N] [--seconds S | --count N] [--json FILE]", file=sys.stderr)
+        print("       python -m tools.bench http [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
+              file=sys.stderr)  # fmt: skip
         return 2
+    if sys.argv[1] == "http":
+        from tools.bench import http_bench
+
+        return http_bench.main(sys.argv[2:])
     if sys.argv[1] == "statemachine":
         from tools.bench import statemachine_bench
 

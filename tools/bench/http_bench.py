@@ -1,0 +1,193 @@
+"""python -m tools.bench http [--seconds S] [--connections C] [--clients P] [--brokers N] [--json FILE] [--quick]
+
+Broker heartbeats through consensus over HTTP against a 3-node `controllerd` group on loopback (fsync on),
+and, in the same run with the same load generator, a bare FastAPI POST endpoint that parses the same JSON
+body into a pydantic model and answers a constant envelope (`tools/bench/bare_app.py`). The ratio of the
+two is the cost of consensus plus the controller; the target is at least 60% of the bare rate.
+
+The load generator is `P` processes, each with `C / P` keep-alive connections speaking minimal HTTP/1.1
+over asyncio streams (much cheaper than an HTTP client library, so that the client does not hide the
+server's cost; it still shares the machine's cores with the servers, equally in both runs). Every reply
+is checked: HTTP 200 and `"code":0`, otherwise it counts as an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import httpx
+
+from raft.testing.cluster import free_ports
+
+HEARTBEAT = "/api/v1/controller/heartbeat"
+
+
+def _body(i: int) -> bytes:
+    b = i % 3
+    return json.dumps({
+        "clusterName": "DefaultCluster", "brokerName": f"broker-{i // 3}", "brokerAddr": f"10.1.{i // 250}.{i % 250}:10911",
+        "brokerId": b, "epoch": 1, "maxOffset": 1000 + i, "confirmOffset": 1000 + i, "heartbeatTimeoutMills": 10000,
+        "electionPriority": 1,
+    }).encode()  # fmt: skip
+
+
+async def _connection(host: str, port: int, bodies: list[bytes], deadline: float, lat: list[float]) -> int:
+    reader, writer = await asyncio.open_connection(host, port)
+    errors = 0
+    k = 0
+    try:
+        while time.perf_counter() < deadline:
+            body = bodies[k % len(bodies)]
+            k += 1
+            req = (f"POST {HEARTBEAT} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+            t0 = time.perf_counter()
+            writer.write(req)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            payload = await reader.readexactly(length)
+            lat.append(time.perf_counter() - t0)
+            if not head.startswith(b"HTTP/1.1 200") or b'"code":0' not in payload:
+                errors += 1
+    finally:
+        writer.close()
+    return errors
+
+
+def _client(host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any) -> None:
+    bodies = [_body(offset + i) for i in range(brokers)]
+
+    async def run() -> tuple[list[float], int]:
+        lat: list[float] = []
+        deadline = time.perf_counter() + seconds
+        errs = await asyncio.gather(*(_connection(host, port, bodies[c::conns] or bodies, deadline, lat)
+                                      for c in range(conns)))  # fmt: skip
+        return lat, sum(errs)
+
+    lat, errors = asyncio.run(run())
+    q.put((lat, errors))
+
+
+def drive(host: str, port: int, seconds: float, connections: int, clients: int, brokers: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    per = max(1, connections // clients)
+    procs = [ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q))
+             for k in range(clients)]  # fmt: skip
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=seconds + 60) for _ in procs]
+    elapsed = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    lat = sorted(x for r in results for x in r[0])
+    n = len(lat)
+    pct = (lambda p: round(lat[min(n - 1, int(p * n))] * 1000, 2)) if n else (lambda p: None)
+    return {"requests": n, "errors": sum(r[1] for r in results), "per_s": round(n / seconds),
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "wall_s": round(elapsed, 1)}  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _wait_http(url: str, timeout: float, procs: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a server exited while waiting for {url}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # waiting for a child process to listen
+    raise RuntimeError(f"{url} not ready within {timeout:g}s")
+
+
+def bench_bare(args: argparse.Namespace) -> dict[str, Any]:
+    (port,) = free_ports(1)
+    proc = subprocess.Popen([sys.executable, "-m", "tools.bench.bare_app", str(port)], env=_env())
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/livez", 30, [proc])
+        drive("127.0.0.1", port, 1.0, args.connections, args.clients, args.brokers)  # warm-up
+        return drive("127.0.0.1", port, args.seconds, args.connections, args.clients, args.brokers)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def bench_controller(args: argparse.Namespace, root: str) -> dict[str, Any]:
+    ports = free_ports(6)
+    rafts = [f"127.0.0.1:{p}" for p in ports[:3]]
+    https = [f"127.0.0.1:{p}" for p in ports[3:]]
+    procs = []
+    try:
+        for i in range(3):
+            conf = os.path.join(root, f"n{i}.conf")
+            with open(conf, "w") as f:
+                f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n"
+                        f"jRaftControllerRPCAddr={','.join(https)}\ncontrollerStorePath={root}/n{i}\n")  # fmt: skip
+            log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
+                stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
+        for h in https:
+            _wait_http(f"http://{h}/readyz", 60, procs)
+        leader = httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["leaderId"]
+        host, port = https[rafts.index(leader)].rsplit(":", 1)
+        drive(host, int(port), 1.0, args.connections, args.clients, args.brokers)  # warm-up: registers brokers
+        out = drive(host, int(port), args.seconds, args.connections, args.clients, args.brokers)
+        st = httpx.get(f"http://{host}:{port}/api/v1/raft/status", timeout=5).json()
+        out["commit_index"] = st["commitIndex"]
+        return out
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(30)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.bench http", description=__doc__.split("\n\n")[1])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=2, help="load-generator processes")
+    ap.add_argument("--brokers", type=int, default=3000, help="distinct broker identities per client process")
+    ap.add_argument("--json", default="bench-http.json")
+    ap.add_argument("--quick", action="store_true", help="tiny run for a smoke test")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seconds, args.connections, args.clients, args.brokers = 1.0, 4, 1, 30
+    with tempfile.TemporaryDirectory(prefix="bench-http-") as root:
+        controller = bench_controller(args, root)
+    bare = bench_bare(args)
+    ratio = controller["per_s"] / bare["per_s"] if bare["per_s"] else 0.0
+    rows = [("controller heartbeat (3 nodes, consensus, fsync)", controller), ("bare FastAPI POST", bare)]
+    print(f"{'endpoint':<50} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+    for name, r in rows:
+        print(f"{name:<50} {r['per_s']:>8} {r['p50_ms']!s:>8} {r['p99_ms']!s:>8} {r['errors']:>7}")
+    print(f"controller / bare = {ratio:.0%} (target >= 60%)")
+    doc = {"benchmark": "http", "seconds": args.seconds, "connections": args.connections, "clients": args.clients,
+           "controller": controller, "bare": bare, "ratio": round(ratio, 3), "target_ratio": 0.6,
+           "cpus": os.cpu_count(), "python": platform.python_version()}  # fmt: skip
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=2)
+    print(f"wrote {args.json}")
+    return 0 if controller["errors"] == 0 and bare["errors"] == 0 else 1
