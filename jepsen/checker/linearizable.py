@@ -1,0 +1,244 @@
+"""The linearizability checker for the register workload.
+
+P-compositional: linearizability is local (Herlihy & Wing), so each key is checked on its own with the
+WGL search (`wgl.py`) against the KV register model. Failed ops surely did not happen and are dropped; a
+read whose outcome is unknown constrains nothing and is dropped; any other op whose outcome is unknown
+may take effect at any time after its call, or never.
+
+Timed-out writes nobody ever reads are dropped before the search (models.unobserved): with unique
+written values they can never matter, and each one would double the configurations to explore.
+
+When a key is not linearizable, the checker reports the op the search could not get past, the model
+state after the longest linearizable prefix, the ops concurrent with it, and the smallest failing
+window: the ops returning after some time e, up to that op, which are not linearizable from any state
+the ops called before e could have left (`smallest_window`). That window alone is a counterexample.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jepsen.checker.models import CAS, DELETE, READ, WRITE, Action, Model, RegisterModel, describe_action, unobserved
+from jepsen.checker.wgl import INVALID, UNKNOWN, VALID, Call, SearchResult, combine, search
+from jepsen.history import FAIL, INFO, Key, Op
+
+NAME = "linearizability"
+DEFAULT_BUDGET_S = 60.0
+DEFAULT_MAX_CONFIGS = 5_000_000  # about a gigabyte of cached configurations at most
+_MAX_LISTED = 20  # ops listed in the prefix and concurrent parts of a counterexample
+_MAX_WINDOW = 500
+
+
+def register_action(op: Op) -> Action | None:
+    """The model action of a register op, or None when the op constrains nothing (failed, or a read
+    with an unknown outcome)."""
+    if op.type == FAIL:
+        return None
+    if op.f == "read":
+        return None if op.type == INFO else (READ, op.result, None)
+    if op.f == "write":
+        return (WRITE, op.value, None)
+    if op.f == "cas":
+        expected, new = op.value
+        return (CAS, expected, new)
+    if op.f == "delete":
+        deleted = op.result if op.type != INFO and isinstance(op.result, bool) else None
+        return (DELETE, deleted, None)
+    raise ValueError(f"not a register op: {op.f!r}")
+
+
+@dataclass(slots=True)
+class KeyResult:
+    key: Key
+    verdict: str
+    ops: int
+    configs: int = 0
+    reason: str | None = None
+    failure: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class LinearizabilityResult:
+    verdict: str
+    keys: list[KeyResult] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        counts = {v: sum(1 for k in self.keys if k.verdict == v) for v in (VALID, INVALID, UNKNOWN)}
+        return {
+            "verdict": self.verdict,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "counts": {
+                "keys": len(self.keys),
+                "ops": sum(k.ops for k in self.keys),
+                "configs": sum(k.configs for k in self.keys),
+                "valid_keys": counts[VALID],
+                "invalid_keys": counts[INVALID],
+                "unknown_keys": counts[UNKNOWN],
+            },
+            "keys": {str(k.key): k.verdict for k in self.keys},
+            "unknown": [{"key": k.key, "reason": k.reason} for k in self.keys if k.verdict == UNKNOWN],
+            "failures": [k.failure for k in self.keys if k.failure is not None],
+        }
+
+
+def check_register(
+    ops: Iterable[Op],
+    *,
+    budget_s: float = DEFAULT_BUDGET_S,
+    model: Model | None = None,
+    action: Callable[[Op], Any] = register_action,
+    prune: Callable[[list[Any]], list[bool]] | None = unobserved,
+    max_configs: int = DEFAULT_MAX_CONFIGS,
+) -> LinearizabilityResult:
+    """Check every key of a register history. `budget_s` bounds the whole check; keys not finished in
+    time are `unknown`. `prune` tells which actions' effects nothing observes (see models.unobserved):
+    such ops are dropped when their outcome is unknown."""
+    started = time.monotonic()
+    deadline = started + budget_s
+    model = model or RegisterModel()
+    by_key: dict[Key, list[Op]] = defaultdict(list)
+    for op in ops:
+        by_key[op.key].append(op)
+    results = []
+    for key in sorted(by_key, key=repr):
+        results.append(check_key(key, by_key[key], model, action, prune, deadline, max_configs))
+    return LinearizabilityResult(combine(r.verdict for r in results), results, time.monotonic() - started)
+
+
+def check_key(
+    key: Key,
+    key_ops: Sequence[Op],
+    model: Model,
+    action: Callable[[Op], Any],
+    prune: Callable[[list[Any]], list[bool]] | None,
+    deadline: float,
+    max_configs: int,
+) -> KeyResult:
+    kept = [(op, a) for op in key_ops if (a := action(op)) is not None]
+    if prune is not None:
+        droppable = prune([a for _, a in kept])
+        kept = [(op, a) for (op, a), drop in zip(kept, droppable, strict=True) if not (drop and op.end == math.inf)]
+    calls = [Call(op.invoke_time, op.end, a, op.end == math.inf) for op, a in kept]
+    res = search(calls, model, deadline=deadline, max_configs=max_configs)
+    out = KeyResult(key, res.verdict, len(kept), res.configs, res.reason)
+    if res.verdict == INVALID:
+        assert res.failed is not None
+        out.failure = _counterexample(key, [op for op, _ in kept], calls, res, model, deadline, max_configs)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Counterexamples
+
+
+def _counterexample(
+    key: Key,
+    ops: list[Op],
+    calls: list[Call],
+    res: SearchResult,
+    model: Model,
+    deadline: float,
+    max_configs: int,
+) -> dict[str, Any]:
+    assert res.failed is not None
+    f = ops[res.failed]
+    prefix = [ops[i] for i in res.prefix]
+    window, _, cut = smallest_window(calls, res.failed, model, deadline, max_configs)
+    concurrent = [o for o in ops if o is not f and o.invoke_time <= f.end and f.invoke_time <= o.end]
+    return {
+        "key": key,
+        "op": f.to_json(),
+        "state": model.describe_state(res.state),
+        "linearized": [o.to_json() for o in prefix[-_MAX_LISTED:]],
+        "linearized_count": len(prefix),
+        "concurrent": [o.to_json() for o in concurrent[:_MAX_LISTED]],
+        "window": [ops[i].to_json() for i in window[:_MAX_WINDOW]],
+        "window_count": len(window),
+        "window_from": cut,
+    }
+
+
+def smallest_window(
+    calls: Sequence[Call], failed: int, model: Model, deadline: float, max_configs: int
+) -> tuple[list[int], SearchResult, float | None]:
+    """The shortest non-linearizable window ending at the return of `calls[failed]`.
+
+    The history is cut at that return T: later calls are dropped and ops still in flight at T become
+    optional (the search proved this prefix invalid). A window after time e keeps the ops returning after
+    e; those called by e become optional (in a linearization they may come before the ops that returned
+    by e), and the window starts from any state the ops called by e could have left
+    (`model.unknown_state`). If the history is linearizable, so is every such window: a failing window
+    is a counterexample on its own. A window only fails more as e moves back, so a gallop and a bisection
+    over the return times find the latest e that still fails. Returns (indices into calls, the search on
+    that window, e or None when only the whole prefix fails).
+    """
+    t_end = calls[failed].end
+    cuts = sorted({c.end for c in calls if c.end < calls[failed].invoke})
+
+    def window_at(e: float | None) -> tuple[list[int], SearchResult]:
+        chosen, window, init = cut_window(calls, t_end, e, model)
+        return chosen, search(window, model, init, deadline=deadline, max_configs=max_configs)
+
+    tried: dict[int, tuple[list[int], SearchResult]] = {}
+
+    def fails(k: int) -> bool:
+        if k not in tried:
+            tried[k] = window_at(cuts[k])
+        return tried[k][1].verdict == INVALID
+
+    hi = len(cuts)  # cuts[hi:] are known not to fail
+    found = None
+    step = 1
+    while hi > 0:
+        k = max(len(cuts) - step, 0)
+        if fails(k):
+            found = k
+            break
+        hi = k
+        step *= 2
+    if found is None:
+        chosen, r = window_at(None)
+        return chosen, r, None
+    lo = found  # fails; bisect (lo, hi) for the latest failing cut
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(mid):
+            lo = mid
+        else:
+            hi = mid
+    chosen, r = tried[lo]
+    return chosen, r, cuts[lo]
+
+
+def cut_window(calls: Sequence[Call], t_end: float, e: float | None, model: Model) -> tuple[list[int], list[Call], Any]:
+    """The window of `calls` after time `e` (the whole history when None) cut at `t_end`: (indices into
+    calls, the calls as the window sees them, the initial state; None for the model's own)."""
+    chosen = []
+    window = []
+    earlier = []
+    for i, c in enumerate(calls):
+        if c.invoke > t_end:
+            continue
+        end = c.end if c.end <= t_end else math.inf
+        if e is not None and c.invoke <= e:
+            earlier.append(c.action)
+        if e is not None and end <= e:
+            continue
+        optional = c.optional or end == math.inf or (e is not None and c.invoke <= e)
+        chosen.append(i)
+        window.append(c if (end, optional) == (c.end, c.optional) else Call(c.invoke, end, c.action, optional))
+    return chosen, window, None if e is None else model.unknown_state(earlier)
+
+
+def describe_op(op: Op) -> str:
+    """One line for the text summary."""
+    a = register_action(op)
+    what = describe_action(a) if a is not None else f"{op.f} {op.value!r}"
+    done = "..." if op.complete_time is None else op.complete_time
+    return f"lines {op.lines:<11} process {op.process:<4} {what:<24} {op.type:<4} [{op.invoke_time}, {done}]"
