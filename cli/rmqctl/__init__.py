@@ -164,3 +164,7 @@ main.add_command(snapshot)
 from cli.rmqctl.logverbs import log  # noqa: E402
 
 main.add_command(log)
+
+from cli.rmqctl.online import register  # noqa: E402
+
+register(main)

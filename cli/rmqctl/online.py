@@ -1,0 +1,676 @@
+"""Online verbs: rmqctl against running controllers over HTTP (docs/rmqctl-online.md).
+
+* mqadmin parity, same names and short options: `getControllerMetaData`, `getSyncStateSet`, `electMaster`,
+  `cleanBrokerMetadata`, `getControllerConfig`, `updateControllerConfig` (aliases: `controller metadata`,
+  `controller config get|set`, `sync-state-set`, `elect-master`, `clean-broker-metadata`);
+* `raft status|peers|snapshot|snapshots|transfer-leader|add-peer|remove-peer`;
+* `kv get|put|delete|cas`.
+
+Every verb takes `-a/--address` (one or several `host:port`, `;` or `,` separated; RMQCTL_ADDRESS),
+`--token` (RMQCTL_TOKEN), `--timeout` (RMQCTL_TIMEOUT) and `-v/--verbose`, and renders in the group's
+`-o` mode: `text` is mqadmin's output for the mqadmin verbs and `key<TAB>value` lines for raft/kv, `json`
+is the server's envelope as is, `table` is Rich tables. A non-zero RocketMQ code exits 1 with code,
+codeName and remark on stderr (in json mode the envelope is still printed on stdout).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import count as counter
+from typing import Any
+from urllib.parse import quote
+
+import click
+
+from cli.rmqctl import BadUsage, Failed, Unreachable
+from cli.rmqctl.client import (
+    DEFAULT_TIMEOUT_S,
+    ENV_ADDRESS,
+    ENV_TIMEOUT,
+    ENV_TOKEN,
+    ControllerClient,
+    Reply,
+    parse_addresses,
+)
+from cli.rmqctl.output import Block, Out, emit_document, emit_rows, fmt, iso_seconds, output_options, pass_out
+
+QUERY_NOT_FOUND = 22
+_LONG_MAX = 2**63 - 1
+
+# --- connection options ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Conn:
+    """The connection options of one invocation."""
+
+    address: str | None
+    token: str | None
+    timeout: float | None
+    verbose: bool
+
+    def client(self, default_timeout: float = DEFAULT_TIMEOUT_S) -> ControllerClient:
+        timeout = self.timeout if self.timeout is not None else default_timeout
+        return ControllerClient(parse_addresses(self.address), self.token or None, timeout, self.verbose)
+
+
+def connection_options(*, short_verbose: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """-a/--address, --token, --timeout, -v/--verbose (only --verbose where -v is mqadmin's value option),
+    plus the leaf -o/--no-color. The verb receives them as one `conn: Conn` argument."""
+
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        def verb(*args: Any, address: str | None, token: str | None, timeout: float | None, verbose: bool,
+                 **kwargs: Any) -> Any:  # fmt: skip
+            return f(*args, conn=Conn(address, token, timeout, verbose), **kwargs)
+
+        verbose_names = ("-v", "--verbose") if short_verbose else ("--verbose",)
+        verb = click.option(*verbose_names, "verbose", is_flag=True,
+                            help="Say on stderr which node each request went to and which node answered.")(verb)  # fmt: skip
+        verb = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), envvar=ENV_TIMEOUT,
+                            metavar="SECONDS", help=f"Overall deadline, retries and leader following included "
+                            f"(default {DEFAULT_TIMEOUT_S:g}; env {ENV_TIMEOUT}).")(verb)  # fmt: skip
+        verb = click.option("--token", envvar=ENV_TOKEN, metavar="TOKEN",
+                            help=f"Bearer token for admin and raft endpoints (env {ENV_TOKEN}).")(verb)  # fmt: skip
+        verb = click.option("-a", "--address", "--controllerAddress", "address", envvar=ENV_ADDRESS,
+                            metavar="HOST:PORT[;HOST:PORT...]",
+                            help=f"Controller HTTP address(es), ';' or ',' separated; the leader is found and "
+                            f"followed (env {ENV_ADDRESS}).")(verb)  # fmt: skip
+        return output_options(verb)
+
+    return decorate
+
+
+# --- rendering --------------------------------------------------------------------------------------------
+
+
+def _write(lines: Iterable[str]) -> None:
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+
+
+def _json(out: Out, envelope: Mapping[str, Any]) -> None:
+    emit_document(out, {}, json_doc=envelope)
+
+
+def _check(out: Out, reply: Reply, what: str | None = None) -> None:
+    """A non-zero code: exit 1 with code, codeName and remark on stderr; json mode still shows the envelope."""
+    if not reply.ok:
+        if out.mode == "json":
+            _json(out, reply.envelope)
+        raise reply.failure(what)
+
+
+def _show_kv(out: Out, reply: Reply, doc: Mapping[str, Any], blocks: Sequence[Block] = (), *,
+             title: str | None = None) -> None:  # fmt: skip
+    """raft/kv documents: the envelope (json), `key<TAB>value` lines (text), a key/value table (table)."""
+    if out.mode == "json":
+        _json(out, reply.envelope)
+    elif out.mode == "text":
+        lines: list[str] = []
+        for k, v in doc.items():
+            if isinstance(v, list | tuple) and all(not isinstance(x, dict | list | tuple) for x in v):
+                lines += [f"{k}\t{fmt(x)}" for x in v] or [f"{k}\t"]  # a list repeats its key, one item a line
+            else:
+                lines.append(f"{k}\t{fmt(v)}")
+        _write(lines)
+    else:
+        emit_document(out, doc, blocks, title=title)
+
+
+def _warn(message: str) -> None:
+    click.echo(f"rmqctl: warning: {message}", err=True)
+
+
+# --- getControllerMetaData ----------------------------------------------------------------------------------
+
+
+@click.command("getControllerMetaData")
+@connection_options()
+@pass_out
+def get_controller_metadata(out: Out, conn: Conn) -> None:
+    """Controller group, leader id and address, and peers (GET /api/v1/controller/metadata, any node)."""
+    with conn.client() as c:
+        reply = c.get("/api/v1/controller/metadata")
+    _check(out, reply)
+    h = reply.header
+    peers = [p for p in str(h.get("peers") or "").split(";") if p]
+    if out.mode == "json":
+        _json(out, reply.envelope)
+    elif out.mode == "text":
+        _write([f"#ControllerGroup\t{fmt(h.get('group'))}",
+                f"#ControllerLeaderId\t{fmt(h.get('controllerLeaderId'))}",
+                f"#ControllerLeaderAddress\t{fmt(h.get('controllerLeaderAddress'))}",
+                *(f"#Peer:\t{p}" for p in peers)])  # fmt: skip
+    else:
+        leader = h.get("controllerLeaderAddress")
+        doc = {"controllerGroup": h.get("group"), "controllerLeaderId": h.get("controllerLeaderId"),
+               "controllerLeaderAddress": leader, "answeredBy": reply.node, "answeredByLeader": h.get("isLeader")}  # fmt: skip
+        rows = [{"peer": p, "leader": p == leader} for p in peers]
+        emit_document(out, doc, [Block("peers", rows, ["peer", "leader"])], title="controller metadata")
+
+
+# --- getSyncStateSet ----------------------------------------------------------------------------------------
+
+
+def _names(values: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            if name.strip() and name.strip() not in names:
+                names.append(name.strip())
+    return names
+
+
+def _replica(r: Mapping[str, Any]) -> str:
+    """BrokerReplicasInfo.ReplicaIdentity#toString, as mqadmin prints each member."""
+    return (f"ReplicaIdentity{{brokerName='{fmt(r.get('brokerName'))}', brokerId={fmt(r.get('brokerId'))}, "
+            f"brokerAddress='{fmt(r.get('brokerAddress'))}', alive={fmt(r.get('alive'))}}}")  # fmt: skip
+
+
+def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
+    table: Mapping[str, Any] = (reply.body or {}).get("replicasInfoTable") or {}
+    if out.mode == "json":
+        if looping:  # one compact envelope per round (NDJSON)
+            emit_rows(out, [reply.envelope], columns=())
+        else:
+            _json(out, reply.envelope)
+        return
+    if out.mode == "text":
+        lines: list[str] = []
+        for name, info in table.items():
+            in_sync, not_in_sync = info.get("inSyncReplicas") or [], info.get("notInSyncReplicas") or []
+            lines += [f"#brokerName\t{name}", f"#MasterBrokerId\t{fmt(info.get('masterBrokerId'))}",
+                      f"#MasterAddr\t{fmt(info.get('masterAddress'))}", f"#MasterEpoch\t{fmt(info.get('masterEpoch'))}",
+                      f"#SyncStateSetEpoch\t{fmt(info.get('syncStateSetEpoch'))}", f"#SyncStateSetNums\t{len(in_sync)}"]  # fmt: skip
+            lines += [f"InSyncReplica:\t{_replica(r)}" for r in in_sync]
+            lines += [f"NotInSyncReplica:\t{_replica(r)}" for r in not_in_sync]
+        _write(lines)
+        return
+    sets, replicas = [], []
+    for name, info in table.items():
+        in_sync, not_in_sync = info.get("inSyncReplicas") or [], info.get("notInSyncReplicas") or []
+        master = info.get("masterBrokerId")
+        sets.append({"brokerName": name, "masterBrokerId": master, "masterAddress": info.get("masterAddress"),
+                     "masterEpoch": info.get("masterEpoch"), "syncStateSetEpoch": info.get("syncStateSetEpoch"),
+                     "syncStateSetNums": len(in_sync)})  # fmt: skip
+        for r, synced in [(r, True) for r in in_sync] + [(r, False) for r in not_in_sync]:
+            replicas.append({"brokerName": name, "brokerId": r.get("brokerId"), "brokerAddress": r.get("brokerAddress"),
+                             "master": r.get("brokerId") == master, "inSync": synced, "alive": r.get("alive")})  # fmt: skip
+    replicas.sort(key=lambda r: (str(r["brokerName"]), r["brokerId"] if isinstance(r["brokerId"], int) else 0))
+    emit_rows(out, sets, ["brokerName", "masterBrokerId", "masterAddress", "masterEpoch", "syncStateSetEpoch",
+                          "syncStateSetNums"], title="broker sets")  # fmt: skip
+    emit_rows(out, replicas, ["brokerName", "brokerId", "brokerAddress", "master", "inSync", "alive"], title="replicas")
+
+
+@click.command("getSyncStateSet")
+@click.option("-b", "--brokerName", "broker_names", multiple=True, required=True, metavar="NAME[,NAME...]",
+              help="Broker set(s) to show; repeatable, or a comma list.")  # fmt: skip
+@click.option("-i", "--interval", type=click.FloatRange(min=0, min_open=True), is_flag=False, flag_value=3.0,
+              default=None, metavar="[SECONDS]", help="Repeat every SECONDS (3 when no value is given) until "
+              "interrupted (or --count rounds).")  # fmt: skip
+@click.option("--count", type=click.IntRange(min=1), default=None, help="With -i: stop after this many rounds.")
+@connection_options()
+@pass_out
+def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], interval: float | None,
+                       count: int | None) -> None:  # fmt: skip
+    """Master, epochs and SyncStateSet of broker sets, with each replica's liveness
+    (POST /api/v1/admin/sync-state-data, a linearizable read on the leader)."""
+    names = _names(broker_names)
+    if not names:
+        raise BadUsage("-b needs at least one broker name")
+    if count is not None and interval is None:
+        raise BadUsage("--count only makes sense with -i")
+    with conn.client() as c:
+        try:
+            for n in counter():
+                if n:
+                    c.hooks.sleep(interval or 0)
+                reply = c.post("/api/v1/admin/sync-state-data", {"brokerNames": names})
+                _check(out, reply)
+                _render_sync_state(out, reply, interval is not None)
+                missing = [x for x in names if x not in ((reply.body or {}).get("replicasInfoTable") or {})]
+                if missing and interval is None:
+                    raise Failed(f"no metadata for broker set(s): {', '.join(missing)}")
+                if missing:
+                    _warn(f"no metadata for broker set(s): {', '.join(missing)}")
+                sys.stdout.flush()
+                if interval is None or (count is not None and n + 1 >= count):
+                    return
+        except KeyboardInterrupt:  # the normal end of a watch
+            return
+
+
+# --- electMaster -------------------------------------------------------------------------------------------
+
+
+@click.command("electMaster")
+@click.option("-c", "--clusterName", "cluster", required=True, help="Cluster of the broker set.")
+@click.option("-bn", "--brokerName", "broker_name", required=True, help="Broker set.")
+@click.option("-b", "--brokerId", "broker_id", type=click.IntRange(min=0, max=_LONG_MAX), required=True,
+              help="The broker to make master.")  # fmt: skip
+@connection_options()
+@pass_out
+def elect_master(out: Out, conn: Conn, cluster: str, broker_name: str, broker_id: int) -> None:
+    """Make a broker the master of its set (admin trigger: it must be alive and in the SyncStateSet, or
+    eligible as an unclean master). POST /api/v1/admin/elect-master."""
+    with conn.client() as c:
+        # Not resent after an unknown outcome: a second election would bump the epochs again.
+        reply = c.post("/api/v1/admin/elect-master",
+                       {"clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id},
+                       resend_unknown=False)  # fmt: skip
+    _check(out, reply, f"electMaster {broker_name} {broker_id}")
+    h, body = reply.header, reply.body or {}
+    group = body.get("brokerMemberGroup") or {}
+    members = sorted(((int(k), v) for k, v in (group.get("brokerAddrs") or {}).items()), key=lambda m: m[0])
+    if out.mode == "json":
+        _json(out, reply.envelope)
+    elif out.mode == "text":
+        _write([f"#ClusterName\t{cluster}", f"#BrokerName\t{broker_name}",
+                f"#BrokerMasterAddr\t{fmt(h.get('masterAddress'))}", f"#MasterEpoch\t{fmt(h.get('masterEpoch'))}",
+                f"#SyncStateSetEpoch\t{fmt(h.get('syncStateSetEpoch'))}",
+                *(f"\t#Broker\t{i}\t{a}" for i, a in members)])  # fmt: skip
+    else:
+        doc = {"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": h.get("masterBrokerId"),
+               "brokerMasterAddr": h.get("masterAddress"), "masterEpoch": h.get("masterEpoch"),
+               "syncStateSetEpoch": h.get("syncStateSetEpoch"), "syncStateSet": body.get("syncStateSet") or []}  # fmt: skip
+        rows = [{"brokerId": i, "brokerAddress": a, "master": i == h.get("masterBrokerId")} for i, a in members]
+        emit_document(out, doc, [Block("brokers", rows, ["brokerId", "brokerAddress", "master"])], title="elected")
+
+
+# --- cleanBrokerMetadata -----------------------------------------------------------------------------------
+
+
+def parse_clean_ids(text: str) -> str:
+    """`-b "1;2;3"` (or commas) checked as broker ids here, before anything is sent (mqadmin's check never
+    runs): the `;`-joined list the server expects. BadUsage names the bad piece."""
+    pieces = [p.strip() for p in re.split(r"[;,]", text)]
+    while pieces and pieces[-1] == "":  # "1;2;" is fine, as Java's split drops trailing empty pieces
+        pieces.pop()
+    if not pieces:
+        raise BadUsage('-b needs broker ids like "1;2;3" (leave -b out to clean the whole broker set)')
+    for p in pieces:
+        if not re.fullmatch(r"[0-9]+", p) or int(p) > _LONG_MAX:
+            raise BadUsage(f'-b: {p!r} is not a broker id; expected ids like "1;2;3"')
+    return ";".join(str(int(p)) for p in pieces)
+
+
+@click.command("cleanBrokerMetadata")
+@click.option("-bn", "--brokerName", "broker_name", required=True, help="Broker set to clean.")
+@click.option("-b", "--brokerControllerIdsToClean", "ids", metavar='"1;2;3"',
+              help="Only these broker ids (default: the whole broker set).")  # fmt: skip
+@click.option("-c", "--clusterName", "cluster", help="Cluster of the broker set (required unless -l).")
+@click.option("-l", "--cleanLivingBroker", "living", is_flag=True, help="Also clean brokers that are alive.")
+@connection_options()
+@pass_out
+def clean_broker_metadata(out: Out, conn: Conn, broker_name: str, ids: str | None, cluster: str | None,
+                          living: bool) -> None:  # fmt: skip
+    """Remove a broker set, or some of its brokers, from the controller (POST /api/v1/admin/clean-broker-metadata)."""
+    id_list = parse_clean_ids(ids) if ids is not None else None
+    if not living and not (cluster or "").strip():
+        raise BadUsage("cleanLivingBroker option is false, clusterName option can not be empty (pass -c, or -l)")
+    request = {"clusterName": cluster.strip() if cluster else None, "brokerName": broker_name.strip(),
+               "brokerControllerIdsToClean": id_list, "isCleanLivingBroker": living}  # fmt: skip
+    with conn.client() as c:
+        reply = c.post("/api/v1/admin/clean-broker-metadata", request, resend_unknown=False)
+    _check(out, reply, f"cleanBrokerMetadata {broker_name}")
+    if out.mode == "json":
+        _json(out, reply.envelope)
+    elif out.mode == "text":
+        _write([f"clear broker {broker_name.strip()} metadata from controller success!"])
+    else:
+        doc = {"brokerName": broker_name.strip(), "clusterName": request["clusterName"],
+               "brokerIds": id_list or "all", "cleanLivingBroker": living, "result": reply.code_name}  # fmt: skip
+        emit_document(out, doc, title="broker metadata cleaned")
+
+
+# --- getControllerConfig / updateControllerConfig --------------------------------------------------------
+
+
+@click.command("getControllerConfig")
+@connection_options()
+@pass_out
+def get_controller_config(out: Out, conn: Conn) -> None:
+    """Each listed controller's config: the replicated keys and its node-local keys (GET /api/v1/admin/config,
+    asked of every -a address, like mqadmin)."""
+    answers: dict[str, Reply] = {}
+    errors: list[click.ClickException] = []
+    with conn.client() as c:
+        for address in c.addresses:
+            try:
+                reply = c.get("/api/v1/admin/config", targets=[address], follow=False, retry=False)
+            except Unreachable as e:
+                errors.append(e)
+                continue
+            if reply.ok:
+                answers[reply.node] = reply
+            else:
+                errors.append(reply.failure("getControllerConfig"))
+                if out.mode == "json":
+                    answers[reply.node] = reply
+    if out.mode == "json":
+        emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
+    else:
+        for node, reply in answers.items():
+            if not reply.ok:
+                continue
+            body = reply.body if isinstance(reply.body, Mapping) else {}
+            if out.mode == "text":
+                _write([f"============{node}============", *(f"{k:<50}=  {fmt(body[k])}" for k in sorted(body))])
+            else:
+                emit_rows(out, [{"key": k, "value": body[k]} for k in sorted(body)], ["key", "value"], title=node)
+    if errors:  # every failure on stderr; the exit code is 3 if a node was unreachable, else 1
+        final = next((e for e in errors if isinstance(e, Unreachable)), errors[-1])
+        for e in errors:
+            if e is not final and isinstance(e, click.ClickException):
+                e.show()
+        raise final
+
+
+@click.command("updateControllerConfig")
+@click.option("-k", "--key", required=True, help="Config key (e.g. enableElectUncleanMaster).")
+@click.option("-v", "--value", required=True, help="Its new value, as properties text (true, 3, ...).")
+@connection_options(short_verbose=False)
+@pass_out
+def update_controller_config(out: Out, conn: Conn, key: str, value: str) -> None:
+    """Change a controller config key (PUT /api/v1/admin/config). Replicated through Raft here: one request
+    to the leader changes it on every node (mqadmin sends one request per node). -v is the value, as in
+    mqadmin; verbose output is --verbose."""
+    key, value = key.strip(), value.strip()
+    if not key:
+        raise BadUsage("-k needs a config key")
+    with conn.client() as c:
+        reply = c.put("/api/v1/admin/config", {key: value})
+    _check(out, reply, f"updateControllerConfig {key}")
+    if out.mode == "json":
+        _json(out, reply.envelope)
+    elif out.mode == "text":
+        _write([f"update controller config success![{reply.node}]", f"{key} : {value}"])
+    else:
+        emit_document(out, {"key": key, "value": value, "answeredBy": reply.node}, title="controller config updated")
+
+
+# --- raft ----------------------------------------------------------------------------------------------
+
+
+@click.group("raft")
+def raft() -> None:
+    """Online Raft operations: status, peers and lag, snapshots, leadership transfer, membership."""
+
+
+def _leader_address(c: ControllerClient) -> str:
+    reply = c.get("/api/v1/controller/metadata")
+    leader = reply.header.get("controllerLeaderAddress")
+    if not reply.ok or not leader:
+        raise Unreachable(f"no leader known to {reply.node}")
+    return str(leader)
+
+
+@raft.command("status")
+@click.option("--leader", is_flag=True, help="Ask the leader rather than the first node that answers.")
+@connection_options()
+@pass_out
+def raft_status(out: Out, conn: Conn, leader: bool) -> None:
+    """One node's Raft state: role, term, leader, commit/applied index, log range, snapshot, peers."""
+    with conn.client() as c:
+        targets = [_leader_address(c)] if leader else None
+        reply = c.get("/api/v1/raft/status", targets=targets)
+    _check(out, reply)
+    body = reply.body or {}
+    peers = [p for p in body.get("peers") or [] if isinstance(p, Mapping)]
+    doc = {k: v for k, v in body.items() if k != "peers"}
+    if out.mode == "text":
+        _write([*(f"{k}\t{fmt(v)}" for k, v in doc.items()),
+                *(f"peer\t{p.get('id')}\t{fmt(p.get('httpAddress'))}\t{'voter' if p.get('voter') else 'learner'}"
+                  for p in peers)])  # fmt: skip
+        return
+    block = Block("peers", [dict(p) for p in peers], ["id", "raftAddress", "httpAddress", "voter"])
+    _show_kv(out, reply, doc, [block], title=f"raft status of {reply.node}")
+
+
+PEER_COLUMNS = ("id", "role", "matchIndex", "lagEntries", "lastContactMs", "httpAddress")
+
+
+@raft.command("peers")
+@click.option("--local", is_flag=True, help="Show the answering node's view as is (lag is only known to the leader).")
+@connection_options()
+@pass_out
+def raft_peers(out: Out, conn: Conn, local: bool) -> None:
+    """Every peer's role, match index, lag in entries and last contact, as the leader sees them."""
+    with conn.client() as c:
+        reply = c.get("/api/v1/raft/peers")
+        _check(out, reply)
+        rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+        leader = next((p for p in rows if p.get("role") == "leader"), None)
+        if not local and leader is not None and leader.get("httpAddress") and leader["httpAddress"] != reply.node:
+            c.say(f"{reply.node} is not the leader; asking {leader['httpAddress']}")
+            reply = c.get("/api/v1/raft/peers", targets=[str(leader["httpAddress"])])
+            _check(out, reply)
+            rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+    if leader is None and not local:
+        _warn(f"{reply.node} knows no leader: match index, lag and last contact are unknown")
+    if out.mode == "json":
+        _json(out, reply.envelope)
+    else:
+        emit_rows(out, rows, PEER_COLUMNS, title=f"raft peers (as seen by {reply.node})")
+
+
+@raft.command("snapshot")
+@connection_options()
+@pass_out
+def raft_snapshot(out: Out, conn: Conn) -> None:
+    """Take a snapshot now on the node asked (the first that answers): its index, term, size and duration."""
+    with conn.client() as c:
+        reply = c.post("/api/v1/raft/snapshot")
+    _check(out, reply, "snapshot")
+    doc = {"node": reply.node, **(reply.body or {})}
+    if reply.remark:  # e.g. nothing applied since the newest snapshot, which is answered instead
+        doc["remark"] = reply.remark
+    _show_kv(out, reply, doc, title="snapshot")
+
+
+@raft.command("snapshots")
+@connection_options()
+@pass_out
+def raft_snapshots(out: Out, conn: Conn) -> None:
+    """The snapshots on the disk of the node asked, newest first."""
+    with conn.client() as c:
+        reply = c.get("/api/v1/raft/snapshots")
+    _check(out, reply)
+    if out.mode == "json":
+        _json(out, reply.envelope)
+        return
+    snaps = [s for s in (reply.body or {}).get("snapshots") or [] if isinstance(s, Mapping)]
+    rows = [{"index": s.get("index"), "term": s.get("term"), "bytes": s.get("bytes"),
+             "createdAt": iso_seconds(s["createdAt"]) if isinstance(s.get("createdAt"), int | float) else None,
+             "voters": ",".join(s.get("voters") or []), "learners": ",".join(s.get("learners") or []),
+             "files": len(s.get("files") or [])}
+            for s in snaps]  # fmt: skip
+    emit_rows(out, rows, ["index", "term", "bytes", "createdAt", "voters", "learners", "files"],
+              title=f"snapshots on {reply.node}")  # fmt: skip
+
+
+@raft.command("transfer-leader")
+@click.option(
+    "--to", "target", metavar="ID", help="Raft id (host:port) of the voter to lead (default: the most caught-up)."
+)
+@click.option("--max-lag", type=click.IntRange(min=0), metavar="N",
+              help="Refuse when the target is more than N entries behind (default: the server's).")  # fmt: skip
+@connection_options()
+@pass_out
+def raft_transfer_leader(out: Out, conn: Conn, target: str | None, max_lag: int | None) -> None:
+    """Hand leadership to another voter; refused (exit 1, the server's reason on stderr) when it lags."""
+    request: dict[str, Any] = {}
+    if target is not None:
+        request["to"] = target
+    if max_lag is not None:
+        request["maxLagEntries"] = max_lag
+    with conn.client() as c:
+        reply = c.post("/api/v1/raft/transfer-leader", request, resend_unknown=False)
+    _check(out, reply, "transfer-leader")
+    _show_kv(out, reply, dict(reply.body or {}), title="leadership transferred")
+
+
+@raft.command("add-peer")
+@click.argument("peer_id", metavar="ID")
+@click.option("--raft-address", metavar="HOST:PORT", help="Where to dial its Raft port (default: ID).")
+@click.option("--http-address", metavar="HOST:PORT", help="Its HTTP API, for 2007 redirects to it.")
+@click.option("--catch-up-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="How long the leader lets it catch up as a learner before promoting it (default: the server's).")  # fmt: skip
+@connection_options()
+@pass_out
+def raft_add_peer(out: Out, conn: Conn, peer_id: str, raft_address: str | None, http_address: str | None,
+                  catch_up_timeout: float | None) -> None:  # fmt: skip
+    """Add a voter: it joins as a learner, catches up, then is promoted (one membership change at a time)."""
+    request: dict[str, Any] = {"id": peer_id}
+    if raft_address:
+        request["raftAddress"] = raft_address
+    if http_address:
+        request["httpAddress"] = http_address
+    if catch_up_timeout is not None:
+        request["timeoutMs"] = round(catch_up_timeout * 1000)
+    # The leader answers after the catch-up: without --timeout, wait that long plus the usual deadline.
+    with conn.client(DEFAULT_TIMEOUT_S + (catch_up_timeout if catch_up_timeout is not None else 30.0)) as c:
+        reply = c.post("/api/v1/raft/peers", request, resend_unknown=False)
+    _check(out, reply, f"add-peer {peer_id}")
+    _show_kv(out, reply, dict(reply.body or {}), title="membership")
+
+
+@raft.command("remove-peer")
+@click.argument("peer_id", metavar="ID")
+@connection_options()
+@pass_out
+def raft_remove_peer(out: Out, conn: Conn, peer_id: str) -> None:
+    """Remove a voter or learner from the group."""
+    with conn.client() as c:
+        reply = c.delete(f"/api/v1/raft/peers/{quote(peer_id, safe=':')}", resend_unknown=False)
+    _check(out, reply, f"remove-peer {peer_id}")
+    _show_kv(out, reply, dict(reply.body or {}), title="membership")
+
+
+# --- kv ------------------------------------------------------------------------------------------------
+
+
+@click.group("kv")
+def kv() -> None:
+    """The replicated key/value config (namespaced strings, like the NameServer's KV config)."""
+
+
+def _kv_path(namespace: str, key: str) -> str:
+    return f"/api/v1/kv/{quote(namespace, safe='')}/{quote(key, safe='')}"
+
+
+@kv.command("get")
+@click.argument("namespace")
+@click.argument("key")
+@connection_options()
+@pass_out
+def kv_get(out: Out, conn: Conn, namespace: str, key: str) -> None:
+    """A value (a linearizable read). Missing key: exit 1, "not found"."""
+    with conn.client() as c:
+        reply = c.get(_kv_path(namespace, key))
+    if reply.code == QUERY_NOT_FOUND:
+        if out.mode == "json":
+            _json(out, reply.envelope)
+        raise Failed(f"not found: {namespace} {key} ({reply.code} {reply.code_name})")
+    _check(out, reply, f"kv get {namespace} {key}")
+    _show_kv(out, reply, dict(reply.body or {}), title=f"{namespace} {key}")
+
+
+@kv.command("put")
+@click.argument("namespace")
+@click.argument("key")
+@click.argument("value")
+@connection_options()
+@pass_out
+def kv_put(out: Out, conn: Conn, namespace: str, key: str, value: str) -> None:
+    """Set a value."""
+    with conn.client() as c:
+        reply = c.put(_kv_path(namespace, key), {"value": value})
+    _check(out, reply, f"kv put {namespace} {key}")
+    _show_kv(out, reply, dict(reply.body or {}), title=f"{namespace} {key}")
+
+
+@kv.command("delete")
+@click.argument("namespace")
+@click.argument("key")
+@connection_options()
+@pass_out
+def kv_delete(out: Out, conn: Conn, namespace: str, key: str) -> None:
+    """Delete a key (`deleted false` when it was absent; still exit 0)."""
+    with conn.client() as c:
+        reply = c.delete(_kv_path(namespace, key))
+    _check(out, reply, f"kv delete {namespace} {key}")
+    _show_kv(out, reply, dict(reply.body or {}), title=f"{namespace} {key}")
+
+
+@kv.command("cas")
+@click.argument("namespace")
+@click.argument("key")
+@click.argument("value")
+@click.option("--expect", metavar="V", help="Write only if the current value is V.")
+@click.option("--absent", is_flag=True, help="Write only if the key is absent.")
+@connection_options()
+@pass_out
+def kv_cas(out: Out, conn: Conn, namespace: str, key: str, value: str, expect: str | None, absent: bool) -> None:
+    """Compare-and-set: exactly one of --expect V / --absent. Exit 1 when it did not succeed, showing the
+    current value."""
+    if (expect is None) == (not absent):
+        raise BadUsage("kv cas needs exactly one of --expect V or --absent")
+    with conn.client() as c:
+        # Not resent after an unknown outcome: if the first attempt committed, a resend would report a
+        # failure with our own value as the current one.
+        reply = c.post(f"{_kv_path(namespace, key)}/cas", {"expect": expect, "value": value}, resend_unknown=False)
+    _check(out, reply, f"kv cas {namespace} {key}")
+    body = dict(reply.body or {})
+    _show_kv(out, reply, body, title=f"{namespace} {key}")
+    if not body.get("succeeded"):
+        current = body.get("value")
+        now = "the key is absent" if current is None else f"the current value is {current!r}"
+        raise Failed(f"cas on {namespace} {key} did not succeed: {now}")
+
+
+# --- registration ----------------------------------------------------------------------------------------
+
+MQADMIN_VERBS = (get_controller_metadata, get_sync_state_set, elect_master, clean_broker_metadata,
+                 get_controller_config, update_controller_config)  # fmt: skip
+
+
+def _alias(command: click.Command, name: str) -> click.Command:
+    alias = copy.copy(command)
+    alias.name = name
+    alias.short_help = f"Same as {command.name}."
+    return alias
+
+
+@click.group("controller")
+def controller() -> None:
+    """Controller metadata and config (aliases of the mqadmin verbs)."""
+
+
+@controller.group("config")
+def controller_config() -> None:
+    """Controller config: get (getControllerConfig), set (updateControllerConfig)."""
+
+
+controller.add_command(_alias(get_controller_metadata, "metadata"))
+controller_config.add_command(_alias(get_controller_config, "get"))
+controller_config.add_command(_alias(update_controller_config, "set"))
+
+
+def register(group: click.Group) -> None:
+    """Add the online verbs to rmqctl's top-level group (idempotent)."""
+    if "getControllerMetaData" in group.commands:
+        return
+    for command in MQADMIN_VERBS:
+        group.add_command(command)
+    group.add_command(_alias(get_sync_state_set, "sync-state-set"))
+    group.add_command(_alias(elect_master, "elect-master"))
+    group.add_command(_alias(clean_broker_metadata, "clean-broker-metadata"))
+    group.add_command(controller)
+    group.add_command(raft)
+    group.add_command(kv)
