@@ -181,7 +181,9 @@ class ControllerService:
         except RaftException as e:
             raise self._map(e) from None
         try:
-            result: Result = await asyncio.wait_for(asyncio.shield(fut), self.opts.request_timeout_s)
+            # Cancelling `fut` on timeout is harmless: the node skips waiters that are already done.
+            async with asyncio.timeout(self.opts.request_timeout_s):
+                result: Result = await fut
         except TimeoutError:
             raise UnavailableError(f"not committed within {self.opts.request_timeout_s:g}s; outcome unknown") from None
         except RaftException as e:
@@ -198,7 +200,8 @@ class ControllerService:
         if code not in READ_CODES:
             raise ValueError(f"{C.code_name(code)} is not a read")
         try:
-            await asyncio.wait_for(self.node.read_index(), self.opts.request_timeout_s)
+            async with asyncio.timeout(self.opts.request_timeout_s):
+                await self.node.read_index()
         except TimeoutError:
             raise UnavailableError(f"read barrier not confirmed within {self.opts.request_timeout_s:g}s") from None
         except RaftException as e:

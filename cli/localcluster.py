@@ -82,7 +82,7 @@ def wait_ready(nodes: list[LocalNode], timeout: float) -> str | None:
                 return None
             try:
                 if all(client.get(f"http://{n.http}/readyz").status_code == 200 for n in nodes):
-                    st = client.get(f"http://{nodes[0].http}/api/v1/raft/status").json()
+                    st = client.get(f"http://{nodes[0].http}/api/v1/raft/status").json()["body"]
                     return st.get("leaderId")
             except httpx.HTTPError:
                 pass

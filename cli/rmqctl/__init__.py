@@ -145,8 +145,11 @@ class RmqctlGroup(click.Group):
     help="table (default on a TTY), json, or text (mqadmin's #Key<TAB>value lines; default when piped).",
 )
 @click.option("--no-color", is_flag=True, help="No colours (NO_COLOR in the environment does the same).")
+@click.option("-a", "--address", metavar="HOST:PORT[;...]",
+              help="Controller HTTP address(es) for the online verbs (same as the verb's own -a, or RMQCTL_ADDRESS).")
+@click.option("--token", metavar="TOKEN", help="Bearer token for the online verbs (same as RMQCTL_TOKEN).")
 @click.pass_context
-def main(ctx: click.Context, output: str | None, no_color: bool) -> None:
+def main(ctx: click.Context, output: str | None, no_color: bool, address: str | None, token: str | None) -> None:
     """Operate a RocketMQ jRaft controller.
 
     \b
@@ -154,6 +157,12 @@ def main(ctx: click.Context, output: str | None, no_color: bool) -> None:
     3 unreachable or no leader, 4 corrupt input (file and byte offset named on stderr).
     """
     ctx.obj = Out(mode=output or default_mode(), color=color_allowed(no_color))  # type: ignore[arg-type]
+    # `rmqctl -a X raft status` as well as mqadmin's `rmqctl raft status -a X`: the verb's options read these
+    # variables as their defaults, and the verb is parsed after this callback runs.
+    if address is not None:
+        os.environ["RMQCTL_ADDRESS"] = address
+    if token is not None:
+        os.environ["RMQCTL_TOKEN"] = token
 
 
 # Verb modules, registered last because they import the names above. One import + add_command each.

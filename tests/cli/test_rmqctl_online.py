@@ -930,3 +930,9 @@ def test_non_idempotent_writes_are_not_resent_after_an_unknown_outcome(
     assert r.exit_code == 3
     assert "the outcome is unknown, not resending" in r.stderr
     assert leader.nodes_asked() == [L]
+
+
+def test_the_address_and_token_may_also_come_before_the_verb(leader: Cluster) -> None:
+    r = rmqctl("-a", L, "--token", "t0k", "raft", "status")
+    assert r.exit_code == 0 and f"role{T}leader" in r.stdout
+    assert leader.sent[-1].node == L and leader.sent[-1].headers.get("authorization") == "Bearer t0k"

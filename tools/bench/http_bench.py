@@ -150,11 +150,11 @@ def bench_controller(args: argparse.Namespace, root: str) -> dict[str, Any]:
                 stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
         for h in https:
             _wait_http(f"http://{h}/readyz", 60, procs)
-        leader = httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["leaderId"]
+        leader = httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"]
         host, port = https[rafts.index(leader)].rsplit(":", 1)
         drive(host, int(port), 1.0, args.connections, args.clients, args.brokers)  # warm-up: registers brokers
         out = drive(host, int(port), args.seconds, args.connections, args.clients, args.brokers)
-        st = httpx.get(f"http://{host}:{port}/api/v1/raft/status", timeout=5).json()
+        st = httpx.get(f"http://{host}:{port}/api/v1/raft/status", timeout=5).json()["body"]
         out["commit_index"] = st["commitIndex"]
         return out
     finally:

@@ -1,0 +1,90 @@
+"""The FastAPI application of one controller node: `create_app(service, settings)`.
+
+The lead's api/server.py runs it under uvicorn in the node's event loop; every route is `async` and
+touches the service on that loop only. docs/http.md is the reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from api.errors import BodyLimitMiddleware, install_handlers
+from api.metrics import ControllerMetrics
+from api.models import LONG_MAX, LONG_MIN
+from api.routes import admin, controller, health, kv, raft
+from api.routes.common import Gateway
+from api.service import ControllerService
+from api.settings import ApiSettings
+
+__all__ = ["ApiSettings", "create_app", "metric_labels"]
+
+TAGS = [
+    {"name": "controller", "description": "Broker requests (RocketMQ controller request codes)."},
+    {"name": "admin", "description": "mqadmin's controller verbs. Bearer token when one is configured."},
+    {"name": "kv", "description": "Replicated namespaced key/value config."},
+    {"name": "raft", "description": "Raft status and operations. Bearer token when one is configured."},
+    {"name": "health", "description": "Liveness and readiness (etcd conventions)."},
+    {"name": "metrics", "description": "Prometheus metrics."},
+]
+DESCRIPTION = """A RocketMQ controller of the jRaft kind. Every /api/v1 operation answers HTTP 200 with the
+envelope `{code, codeName, remark, header, body}` (RocketMQ response codes; 2007 CONTROLLER_NOT_LEADER names
+the leader in `header.controllerLeaderId` / `header.controllerLeaderAddress`). Malformed input is 422,
+a body over the limit 413, a missing or wrong admin token 401, a request not served in time 503
+(its outcome is then unknown), all with a JSON error naming the field or limit."""
+
+
+def metric_labels(service: ControllerService, settings: ApiSettings) -> dict[str, str]:
+    """The constant labels of every series: address, group, peer_id, then the metricsLabel pairs."""
+    labels = {
+        "address": settings.address if settings.address is not None else service.id,
+        "group": settings.group if settings.group is not None else service.opts.group_id,
+        "peer_id": settings.peer_id if settings.peer_id is not None else service.id,
+    }
+    for k, v in settings.metrics_labels.items():
+        labels.setdefault(k, v)
+    return labels
+
+
+def create_app(service: ControllerService, settings: ApiSettings | None = None) -> FastAPI:
+    """The HTTP API of `service`. Subscribes the metrics to the service's results (one app per service)."""
+    settings = settings if settings is not None else ApiSettings()
+    metrics = ControllerMetrics(service, metric_labels(service, settings))
+    service.listeners.append(metrics.on_result)
+    app = FastAPI(title="controllerd", version="1", description=DESCRIPTION, openapi_tags=TAGS)
+    app.state.gateway = Gateway(service, settings, metrics)
+    install_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       on_reject=lambda: metrics.rejected("body_too_large"))  # fmt: skip
+    for module in (controller, admin, kv, raft, health):
+        app.include_router(module.router)
+    _exact_longs(app)
+    return app
+
+
+def _exact_longs(app: FastAPI) -> None:
+    """FastAPI's OpenAPI model holds `minimum`/`maximum` as floats, which turns Java's long bounds into
+    ±9.223372036854776e18 (outside the range by one); put the exact integers back."""
+    exact = {float(LONG_MAX): LONG_MAX, float(LONG_MIN): LONG_MIN}
+    build = app.openapi
+
+    def fix(node: Any) -> None:
+        if isinstance(node, dict):
+            for k in ("minimum", "maximum"):
+                v = node.get(k)
+                if isinstance(v, float) and v in exact:
+                    node[k] = exact[v]
+            for v in node.values():
+                fix(v)
+        elif isinstance(node, list):
+            for v in node:
+                fix(v)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            fix(build())
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,322 @@
+"""Errors at the HTTP boundary: JSON error answers, the exception handlers, and the request body limit.
+
+* 422 VALIDATION_ERROR: malformed input (bad JSON, wrong type, missing or unknown field, a value a command
+  constructor refuses), naming every offending field. Nothing is proposed.
+* 413 BODY_TOO_LARGE: refused before the body is parsed (BodyLimitMiddleware).
+* 401 UNAUTHORIZED (auth.py), 404, 405, 409 (refused raft operations): the same JSON shape.
+* 503 UNAVAILABLE: UnavailableError; the outcome of a proposal is then unknown, like a RocketMQ timeout.
+* NotLeaderError is not an error here: HTTP 200 with the 2007 envelope naming the leader.
+Anything else is a bug: logged with its traceback, answered 500 INTERNAL.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.service import NotLeaderError, UnavailableError
+from raft.core.confchange import ConfChangeError
+from raft.status import RaftError, RaftException
+from statemachine import codes as C
+
+log = logging.getLogger("controllerd.api")
+
+_LOCATIONS = ("body", "path", "query", "header", "cookie")
+_STATUS_ERRORS = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
+                  409: "CONFLICT", 413: "BODY_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}  # fmt: skip
+
+
+class ApiError(Exception):
+    """An answer other than an envelope: HTTP `status` with {"error", "message", "errors"?}."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        message: str,
+        *,
+        errors: list[dict[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.errors = errors
+        self.headers = dict(headers or {})
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, self.error, self.message, errors=self.errors, headers=self.headers)
+
+
+def error_response(
+    status: int,
+    error: str,
+    message: str,
+    *,
+    errors: list[dict[str, str]] | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    content: dict[str, Any] = {"error": error, "message": message}
+    if errors is not None:
+        content["errors"] = errors
+    content.update(extra)
+    return JSONResponse(content, status_code=status, headers=dict(headers or {}))
+
+
+def invalid(field: str, message: str, *, location: str = "body", type: str = "value_error") -> ApiError:
+    """A 422 naming one field."""
+    return validation_error([{"field": field, "location": location, "message": message, "type": type}])
+
+
+def conflict(error: str, message: str) -> ApiError:
+    return ApiError(409, error, message)
+
+
+def not_leader_envelope(e: NotLeaderError) -> dict[str, Any]:
+    return {
+        "code": C.CONTROLLER_NOT_LEADER,
+        "codeName": C.code_name(C.CONTROLLER_NOT_LEADER),
+        "remark": str(e),
+        "header": {"controllerLeaderId": e.leader_id or None, "controllerLeaderAddress": e.leader_address},
+        "body": None,
+    }
+
+
+def from_raft(e: RaftException, http_addresses: Mapping[str, str]) -> Exception:
+    """A RaftException from a node operation as what the HTTP layer answers."""
+    if e.code == RaftError.EPERM:
+        return NotLeaderError(e.leader, http_addresses.get(e.leader) if e.leader else None)
+    if e.code in (RaftError.EBUSY, RaftError.EINVAL):
+        return conflict("REFUSED", str(e))
+    return UnavailableError(str(e))
+
+
+# ------------------------------------------------------------------------------------- command arguments
+
+
+class CommandArgumentError(Exception):
+    """A command constructor (statemachine.commands) refused an argument: 422, nothing proposed."""
+
+    _FIELD = re.compile(r"field '(\w+)'")
+    # Command field names that differ from the request's (RocketMQ's heartbeat spelling).
+    _NAMES = {"heartbeatTimeoutMillis": "heartbeatTimeoutMills", "syncStateSetEpoch": "syncStateSet.syncStateSetEpoch"}
+
+    def api_error(self) -> ApiError:
+        text = str(self.__cause__ or self)
+        m = self._FIELD.search(text)
+        field = self._NAMES.get(m.group(1), m.group(1)) if m else "body"
+        return invalid(field, text)
+
+
+def checked(build: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """`build`, with its argument errors turned into CommandArgumentError (never a 500, never proposed)."""
+
+    def run(now: int) -> bytes:
+        try:
+            return build(now)
+        except (TypeError, ValueError) as e:
+            raise CommandArgumentError(str(e)) from e
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------- 422 from pydantic
+
+
+def field_errors(errors: Iterable[Any], content_type: str = "") -> list[dict[str, str]]:
+    out = []
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        location = loc[0] if loc and loc[0] in _LOCATIONS else "body"
+        rest = loc[1:] if loc and loc[0] in _LOCATIONS else loc
+        kind = str(e.get("type", "value_error"))
+        message = str(e.get("msg", "invalid"))
+        if kind == "json_invalid":
+            reason = (e.get("ctx") or {}).get("error", "")
+            pos = f" at position {rest[0]}" if rest else ""
+            out.append({"field": "body", "location": "body", "type": kind,
+                        "message": f"invalid JSON{pos}" + (f": {reason}" if reason else "")})  # fmt: skip
+            continue
+        field = ".".join(str(x) for x in rest) or location
+        if field == "body" and kind in ("model_attributes_type", "dict_type") and "json" not in content_type:
+            message = "the body must be a JSON object sent with Content-Type: application/json"
+        elif field == "body" and kind == "missing":
+            message = "a JSON body is required"
+        out.append({"field": field, "location": location, "message": message, "type": kind})
+    return out
+
+
+def validation_error(errors: list[dict[str, str]]) -> ApiError:
+    """A 422 naming every field in `errors`; the message names the first."""
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ApiError(422, "VALIDATION_ERROR", f"{first['field']}: {first['message']}{more}", errors=errors)
+
+
+# ----------------------------------------------------------------------------------------------- handlers
+
+
+def _gateway(request: Request) -> Any:
+    return request.app.state.gateway
+
+
+def request_type_of(request: Request) -> str | None:
+    """The RocketMQ request type the matched route serves (its OpenAPI `x-request-type`)."""
+    route = request.scope.get("route")
+    extra = getattr(route, "openapi_extra", None) or {}
+    return extra.get("x-request-type")
+
+
+def install_handlers(app: FastAPI) -> None:
+    from api import auth  # auth imports this module
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        gw = _gateway(request)
+        denied = auth.denied(request)  # an unauthenticated caller learns nothing about the schema
+        if denied is not None:
+            gw.metrics.rejected("unauthorized")
+            return denied.response()
+        gw.metrics.rejected("validation")
+        rt = request_type_of(request)
+        if rt:
+            gw.metrics.observe_request(rt, "failed")
+        return validation_error(field_errors(exc.errors(), request.headers.get("content-type", ""))).response()
+
+    async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        gw = _gateway(request)
+        if exc.status in (401, 422):
+            gw.metrics.rejected("unauthorized" if exc.status == 401 else "validation")
+        rt = request_type_of(request)
+        if rt:
+            gw.metrics.observe_request(rt, "failed")
+        return exc.response()
+
+    async def on_not_leader(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, NotLeaderError)
+        return JSONResponse(not_leader_envelope(exc))
+
+    async def on_unavailable(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(503, "UNAVAILABLE", str(exc), headers={"Retry-After": "1"})
+
+    async def on_conf_change(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(409, "REFUSED", str(exc))
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        error = _STATUS_ERRORS.get(exc.status_code, f"HTTP_{exc.status_code}")
+        return error_response(exc.status_code, error, str(exc.detail), headers=exc.headers)
+
+    async def on_bug(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error answering %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(500, "INTERNAL", f"internal error: {type(exc).__name__}")
+
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(NotLeaderError, on_not_leader)
+    app.add_exception_handler(UnavailableError, on_unavailable)
+    app.add_exception_handler(ConfChangeError, on_conf_change)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_bug)
+
+
+# --------------------------------------------------------------------------------------------- body limit
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies over `max_bytes` with 413 before anything parses them: at once when
+    Content-Length says so, else while counting the streamed chunks. The body (at most `max_bytes`) is
+    buffered and replayed to the application, so the 413 can be sent before the application starts.
+
+    Before answering 413, up to `drain_bytes` more of the body are read and dropped: a server that closes
+    with unread request bytes makes the client's TCP stack reset the connection, and the client may then
+    never see the 413. A body larger than that is not read: the answer is sent and the connection closed."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        on_reject: Callable[[], None] | None = None,
+        drain_bytes: int = 1024 * 1024,
+    ) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.on_reject = on_reject
+        self.drain_bytes = drain_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = _content_length(scope)
+        if length is not None and length > self.max_bytes:
+            if length <= self.max_bytes + self.drain_bytes:
+                await self._drain(receive, length)
+            await self._refuse(scope, receive, send, f"Content-Length {length}")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away: nothing to answer
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                if message.get("more_body", False):
+                    await self._drain(receive, self.drain_bytes)
+                await self._refuse(scope, receive, send, f"more than {self.max_bytes} bytes streamed")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _drain(receive: Receive, budget: int) -> None:
+        read = 0
+        while read < budget:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            read += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, what: str) -> None:
+        if self.on_reject is not None:
+            self.on_reject()
+        message = f"request body too large ({what}); the limit is {self.max_bytes} bytes"
+        response = error_response(413, "BODY_TOO_LARGE", message, headers={"Connection": "close"}, limit=self.max_bytes)
+        await response(scope, receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

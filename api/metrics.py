@@ -1,0 +1,280 @@
+"""ControllerMetrics: the Prometheus series of one node, in a registry of its own (several nodes can live in
+one process, as in the tests).
+
+RocketMQ's controller instruments keep their names and labels (operator-surface.md §1.4): `role`,
+`request_total`, `request_latency` (µs, RocketMQ's buckets), `election_total`, `active_broker_num`, each
+with the constant labels address, group, peer_id (plus metricsLabel pairs). The Raft series we add are
+`controllerd_raft_*`. Gauges are read from the node at scrape time (a custom collector), so they are
+never stale; counters and the histogram are kept here and fed by the request gateway and by the service's
+result listener (elections decided inside the inactive-broker scan).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from statemachine import codes as C
+from statemachine.result import Result
+
+if TYPE_CHECKING:
+    from api.service import ControllerService
+
+log = logging.getLogger("controllerd.api")
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_US, _MS, _S = 1, 1000, 1_000_000
+LATENCY_BUCKETS_US: tuple[float, ...] = tuple(
+    float(m * unit) for unit in (_US, _MS) for m in (1, 3, 5, 10, 30, 50, 100, 300, 500)
+) + (1.0 * _S, 3.0 * _S, 5.0 * _S, 10.0 * _S)  # RocketMQ's ControllerMetricsManager buckets
+ROLE_VALUES = {"pre_candidate": 1, "candidate": 1, "follower": 2, "leader": 3}  # 0: unknown (not started)
+NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED = (
+    "new_master_elected",
+    "keep_current_master",
+    "no_master_elected",
+)
+STATUSES = ("success", "failed", "timeout")
+
+
+def election_result(code: int) -> str | None:
+    """RocketMQ's election_result of an electMaster answer; None when no election was attempted."""
+    if code == C.SUCCESS:
+        return NEW_MASTER_ELECTED
+    if code == C.CONTROLLER_MASTER_STILL_EXIST:
+        return KEEP_CURRENT_MASTER
+    if code in (C.CONTROLLER_MASTER_NOT_AVAILABLE, C.CONTROLLER_ELECT_MASTER_FAILED):
+        return NO_MASTER_ELECTED
+    return None  # e.g. 2010: the set is unknown, nothing was elected or kept
+
+
+class _Histogram:
+    __slots__ = ("counts", "total", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(LATENCY_BUCKETS_US) + 1)
+        self.total = 0
+        self.sum = 0.0
+
+    def observe(self, v: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS_US, v)] += 1
+        self.total += 1
+        self.sum += v
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out, acc = [], 0
+        for le, n in zip(LATENCY_BUCKETS_US, self.counts, strict=False):
+            acc += n
+            out.append((_fmt(le), float(acc)))
+        out.append(("+Inf", float(self.total)))
+        return out
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if v == int(v) else str(v)
+
+
+class ControllerMetrics:
+    """Call everything from the node's event loop (the gateway, the listener and the scrape all do)."""
+
+    def __init__(self, service: ControllerService, labels: Mapping[str, str]) -> None:
+        self.service = service
+        self.const_names = tuple(labels)
+        self.const_values = tuple(labels[k] for k in self.const_names)
+        self.requests: dict[tuple[str, str], int] = defaultdict(int)
+        self.latency: dict[str, _Histogram] = {}
+        self.elections: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.rejections: dict[str, int] = defaultdict(int)
+        self._snapshot_cache: tuple[Any, Any] = (None, None)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+
+    # --------------------------------------------------------------------------------------- feeding
+
+    def observe_request(self, request_type: str, status: str, latency_us: float | None = None) -> None:
+        """request_total{request_type, request_handle_status}; request_latency for answered requests (as
+        RocketMQ records it: only on success)."""
+        self.requests[(request_type, status)] += 1
+        if latency_us is not None:
+            h = self.latency.get(request_type)
+            if h is None:
+                h = self.latency[request_type] = _Histogram()
+            h.observe(latency_us)
+
+    def observe_election(self, cluster: str, broker_set: str, code: int) -> None:
+        result = election_result(code)
+        if result is not None:
+            self.elections[(cluster, broker_set, result)] += 1
+
+    def rejected(self, reason: str) -> None:
+        self.rejections[reason] += 1
+
+    def on_result(self, request_type: str, result: Result) -> None:
+        """The service's listener: count the elections a scan (1015) or a channel close (1014) decided.
+        Elect-master requests are counted by their route, which knows the broker set."""
+        body = result.body
+        if not isinstance(body, dict) or not isinstance(body.get("elections"), list):
+            return
+        for e in body["elections"]:
+            name = e.get("brokerName", "")
+            self.observe_election(self.cluster_of(name), name, e.get("code", -1))
+
+    def cluster_of(self, broker_name: str, fallback: str = "") -> str:
+        info = self.service.sm.replicas.sets.get(broker_name)
+        return info.cluster_name if info is not None else fallback
+
+    # ---------------------------------------------------------------------------------------- scrape
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def _newest_snapshot(self, st: dict[str, Any]) -> Any:
+        """The newest snapshot's meta on disk, re-read only when a save or an install happened."""
+        snap = st["snapshot"]
+        key = (snap["index"], snap["saves"], snap["installs"])
+        if self._snapshot_cache[0] != key:
+            metas = self.service.node.snapshots()
+            self._snapshot_cache = (key, metas[0] if metas else None)
+        return self._snapshot_cache[1]
+
+
+class _Collector:
+    def __init__(self, m: ControllerMetrics) -> None:
+        self.m = m
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.m
+        names, values = list(m.const_names), list(m.const_values)
+
+        def family(kind: type[Any], name: str, doc: str, extra: tuple[str, ...] = ()) -> Any:
+            return kind(name, doc, labels=[*names, *extra])
+
+        yield from self._requests(family, values)
+        yield from self._state(family, values)
+
+    def _requests(self, family: Any, values: list[str]) -> Iterator[Metric]:
+        m = self.m
+        total = family(
+            CounterMetricFamily, "request_total", "total request num", ("request_type", "request_handle_status")
+        )
+        for (rt, status), n in sorted(m.requests.items()):
+            total.add_metric([*values, rt, status], n)
+        yield total
+        latency = family(HistogramMetricFamily, "request_latency", "request latency in microseconds", ("request_type",))
+        for rt, h in sorted(m.latency.items()):
+            latency.add_metric([*values, rt], h.buckets(), h.sum)
+        yield latency
+        elections = family(CounterMetricFamily, "election_total", "total elect num",
+                           ("cluster", "broker_set", "election_result"))  # fmt: skip
+        for key, n in sorted(m.elections.items()):
+            elections.add_metric([*values, *key], n)
+        yield elections
+        rejected = family(CounterMetricFamily, "controllerd_http_rejected_total",
+                          "requests refused before reaching the state machine", ("reason",))  # fmt: skip
+        for reason, n in sorted(m.rejections.items()):
+            rejected.add_metric([*values, reason], n)
+        yield rejected
+
+    def _state(self, family: Any, values: list[str]) -> Iterator[Metric]:
+        m, service = self.m, self.m.service
+        role = family(GaugeMetricFamily, "role", "role of current node: 0 unknown, 1 candidate, 2 follower, 3 leader")
+        st: dict[str, Any] | None = None
+        if service.started:
+            try:
+                st = service.node.status()
+            except Exception:  # noqa: BLE001 - a scrape must answer even if the node is broken
+                log.exception("metrics: node status failed")
+        role.add_metric(values, ROLE_VALUES.get(st["role"], 0) if st else 0)
+        yield role
+        yield self._active_brokers(family, values)
+        if st is None:
+            return
+
+        def gauge(name: str, doc: str, v: float) -> Metric:
+            g = family(GaugeMetricFamily, f"controllerd_raft_{name}", doc)
+            g.add_metric(values, v)
+            return g
+
+        def counter(name: str, doc: str, v: float) -> Metric:
+            c = family(CounterMetricFamily, f"controllerd_raft_{name}", doc)
+            c.add_metric(values, v)
+            return c
+
+        snap = st["snapshot"]
+        yield gauge("term", "current term", st["term"])
+        yield gauge("is_leader", "1 if this node leads", 1 if st["role"] == "leader" else 0)
+        yield gauge("has_leader", "1 if this node knows a leader", 1 if st["leader"] else 0)
+        yield gauge("commit_index", "highest log index known committed", st["commit"])
+        yield gauge("applied_index", "highest log index applied to the state machine", st["applied"])
+        yield gauge("apply_lag_entries", "commit_index - applied_index", st["commit"] - st["applied"])
+        yield gauge("log_first_index", "first index in the log (after truncation)", st["first_index"])
+        yield gauge("log_last_index", "last index in the log", st["last_index"])
+        yield gauge("voters", "voters in the configuration", len(st["voters"]))
+        yield gauge("learners", "learners in the configuration", len(st["learners"]))
+        yield gauge("last_snapshot_index", "index the latest snapshot covers", snap["index"])
+        yield gauge("last_snapshot_term", "term of that index", snap["term"])
+        yield gauge("snapshot_saving", "1 while a snapshot is being written", 1 if snap["saving"] else 0)
+        yield gauge("snapshot_save_duration_seconds", "duration of the latest save by this node", snap["last_save_s"])
+        newest = m._newest_snapshot(st)
+        if newest is not None:
+            yield gauge("snapshot_size_bytes", "size of the newest snapshot on disk", sum(f.size for f in newest.files))
+            age = max(0.0, time.time() - newest.created_at) if newest.created_at else 0.0
+            yield gauge("snapshot_age_seconds", "age of the newest snapshot on disk", age)
+        yield counter("snapshot_saves", "snapshots saved by this node", snap["saves"])
+        yield counter("snapshot_installs", "snapshots installed from a leader", snap["installs"])
+        yield from self._followers(family, values, st)
+        writer = st.get("log_writer")
+        if writer:
+            yield counter("log_fsyncs", "fsyncs of the log writer (one per batch)", writer["fsyncs"])
+            yield counter("log_batches", "batches written by the log writer", writer["batches"])
+            yield counter("log_entries", "entries written by the log writer", writer["entries"])
+        for key, v in sorted((st.get("transport") or {}).items()):
+            if key == "pending_bytes":
+                yield gauge("transport_pending_bytes", "encoded messages waiting for peers", v)
+            else:
+                yield counter(f"transport_{key}", f"peer transport: {key.replace('_', ' ')}", v)
+        scans = family(CounterMetricFamily, "controllerd_inactive_broker_scans", "inactive-broker scans proposed")
+        scans.add_metric(values, service.scans)
+        yield scans
+
+    def _followers(self, family: Any, values: list[str], st: dict[str, Any]) -> Iterator[Metric]:
+        """Per-peer replication progress, on the leader only (a follower tracks none)."""
+        tick_s = self.m.service.tick_ms() / 1000
+        match = family(
+            GaugeMetricFamily, "controllerd_raft_follower_match_index", "highest index known on the peer", ("peer",)
+        )
+        lag = family(GaugeMetricFamily, "controllerd_raft_follower_lag_entries", "log_last_index - match", ("peer",))
+        contact = family(GaugeMetricFamily, "controllerd_raft_follower_last_contact_seconds",
+                         "since the peer last answered (-1: not this term)", ("peer",))  # fmt: skip
+        for peer, pr in sorted(st["peers"].items()):
+            if peer == st["id"]:
+                continue
+            match.add_metric([*values, peer], pr["match"])
+            lag.add_metric([*values, peer], pr["lag"])
+            ticks = pr.get("contact_ticks", -1)
+            contact.add_metric([*values, peer], -1 if ticks < 0 else round(ticks * tick_s, 3))
+        yield match
+        yield lag
+        yield contact
+
+    def _active_brokers(self, family: Any, values: list[str]) -> Metric:
+        """active_broker_num{cluster, broker_set}: brokers alive now (by their last heartbeat and timeout),
+        for every known broker set (0 included)."""
+        service = self.m.service
+        g = family(GaugeMetricFamily, "active_broker_num", "now active brokers num", ("cluster", "broker_set"))
+        counts: dict[tuple[str, str], int] = {}
+        for info in service.sm.replicas.sets.values():
+            counts[(info.cluster_name, info.broker_name)] = 0
+        now = service.now_ms()
+        for row in service.sm.live.table.values():
+            key = (row[0], row[1])
+            counts[key] = counts.get(key, 0) + (1 if row[4] + row[5] >= now else 0)
+        for (cluster, name), n in sorted(counts.items()):
+            g.add_metric([*values, cluster, name], n)
+        return g

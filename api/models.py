@@ -1,0 +1,467 @@
+"""Typed request and response models of the HTTP API (docs/http.md; field names fixed by http-api.md).
+
+Requests are strict: an unknown field, a wrong JSON type (the string "1" is not an integer, 1 is not a
+boolean), a missing required field, an integer outside Java's long range or a string that is not valid
+UTF-8 is a 422 naming the field, before anything is proposed. Responses are documentation and contract-test
+models: the routes answer `Result.to_envelope()` as is, and the tests validate answers against these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _utf8(s: str) -> str:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid UTF-8 text (no lone surrogate escapes)") from None
+    return s
+
+
+Long = Annotated[int, Field(ge=LONG_MIN, le=LONG_MAX)]
+"""A Java long."""
+Text = Annotated[str, AfterValidator(_utf8)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# --------------------------------------------------------------------------------------------- requests
+
+
+class HeartbeatRequest(Strict):
+    """904 BROKER_HEARTBEAT (proposed as 1018). Left-out optional fields take RocketMQ's defaults."""
+
+    clusterName: Text
+    brokerName: Text
+    brokerAddr: Text
+    brokerId: Long
+    epoch: Long | None = Field(None, description="default -1")
+    maxOffset: Long | None = Field(None, description="default -1")
+    confirmOffset: Long | None = Field(None, description="default -1")
+    heartbeatTimeoutMills: Long | None = Field(None, description="RocketMQ's spelling; default 10000 ms")
+    electionPriority: Long | None = Field(None, description="lower wins; default Integer.MAX_VALUE")
+
+
+class NextBrokerIdRequest(Strict):
+    """1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."""
+
+    clusterName: Text
+    brokerName: Text
+
+
+class ApplyBrokerIdRequest(Strict):
+    """1013 CONTROLLER_APPLY_BROKER_ID."""
+
+    clusterName: Text
+    brokerName: Text
+    appliedBrokerId: Long
+    registerCheckCode: Text = Field(description='"<brokerAddress>;<timestamp>" as brokers send it')
+
+
+class RegisterBrokerRequest(Strict):
+    """1003 CONTROLLER_REGISTER_BROKER."""
+
+    clusterName: Text
+    brokerName: Text
+    brokerId: Long
+    brokerAddress: Text
+
+
+class ElectMasterRequest(Strict):
+    """1002 CONTROLLER_ELECT_MASTER. A broker sends its own id; without brokerId (or with -1) it is the
+    controller trigger."""
+
+    clusterName: Text = ""
+    brokerName: Text
+    brokerId: Long | None = None
+    designateElect: bool = False
+
+
+class SyncStateSetModel(Strict):
+    syncStateSet: list[Long]
+    syncStateSetEpoch: Long = Field(description="the SyncStateSet epoch the requesting master holds")
+
+
+class AlterSyncStateSetRequest(Strict):
+    """1001 CONTROLLER_ALTER_SYNC_STATE_SET."""
+
+    brokerName: Text
+    masterBrokerId: Long
+    masterEpoch: Long
+    syncStateSet: SyncStateSetModel
+
+
+class ReplicaInfoRequest(Strict):
+    """1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."""
+
+    brokerName: Text
+
+
+class SyncStateDataRequest(Strict):
+    """1006 CONTROLLER_GET_SYNC_STATE_DATA (a linearizable read)."""
+
+    brokerNames: list[Text] = Field(min_length=1)
+
+
+class AdminElectMasterRequest(Strict):
+    """1002 with designateElect=true: make brokerId the master if it is alive and in the SyncStateSet (or
+    eligible as an unclean master)."""
+
+    clusterName: Text
+    brokerName: Text
+    brokerId: Long
+
+
+class CleanBrokerMetadataRequest(Strict):
+    """1011 CLEAN_BROKER_DATA."""
+
+    clusterName: Text | None = None
+    brokerName: Text
+    brokerControllerIdsToClean: Text | None = Field(None, description='broker ids as "1;2;3"; none: the whole set')
+    isCleanLivingBroker: bool = False
+
+
+class ConfigUpdateRequest(RootModel[dict[Text, Any]]):
+    """1009 UPDATE_CONTROLLER_CONFIG: {"key": "value", ...}. Values are properties text ("true", "3"); JSON
+    booleans and integers of the key's type are accepted too (checked per key by the route)."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class KvPutRequest(Strict):
+    value: Text
+
+
+class KvCasRequest(Strict):
+    expect: Text | None = Field(description='the value expected now; null means "only if absent"')
+    value: Text
+
+
+class TransferLeaderRequest(Strict):
+    to: Text | None = Field(None, description="raft id (host:port) of the target voter; none: the most caught-up")
+    maxLagEntries: int | None = Field(None, ge=0, description="refuse a target further behind; default from settings")
+
+
+class AddPeerRequest(Strict):
+    id: Text = Field(description="the new peer's raft id, its raft address host:port")
+    raftAddress: Text | None = Field(None, description="host:port to dial; default: the id")
+    httpAddress: Text | None = Field(None, description="host:port of its HTTP API, for 2007 redirects")
+    timeoutMs: int | None = Field(None, ge=1, le=3_600_000, description="catch-up wait before promotion")
+
+
+# -------------------------------------------------------------------------------------------- responses
+
+
+class NotLeaderHeader(BaseModel):
+    """The header of a 2007 CONTROLLER_NOT_LEADER answer."""
+
+    controllerLeaderId: str | None
+    controllerLeaderAddress: str | None = Field(description="the leader's HTTP address (host:port)")
+
+
+H = TypeVar("H")
+B = TypeVar("B")
+
+
+class Envelope(BaseModel, Generic[H, B]):
+    """Every /api/v1 answer with HTTP 200: the RocketMQ response code, header and body."""
+
+    code: int = Field(description="RocketMQ response code: 0 SUCCESS, 2007 CONTROLLER_NOT_LEADER, ...")
+    codeName: str
+    remark: str | None
+    header: H | NotLeaderHeader | None
+    body: B | None
+
+
+class NextBrokerIdHeader(BaseModel):
+    clusterName: str
+    brokerName: str
+    nextBrokerId: int
+
+
+class ApplyBrokerIdHeader(BaseModel):
+    clusterName: str
+    brokerName: str
+
+
+class RegisterBrokerHeader(BaseModel):
+    clusterName: str
+    brokerName: str
+    masterBrokerId: int | None
+    masterAddress: str | None
+    masterEpoch: int | None
+    syncStateSetEpoch: int | None
+
+
+class ElectMasterHeader(BaseModel):
+    masterBrokerId: int | None
+    masterAddress: str | None
+    masterEpoch: int | None
+    syncStateSetEpoch: int | None
+
+
+class AlterSyncStateSetHeader(BaseModel):
+    newSyncStateSetEpoch: int | None
+
+
+class ReplicaInfoHeader(BaseModel):
+    masterBrokerId: int | None
+    masterAddress: str | None
+    masterEpoch: int | None
+
+
+class MetadataHeader(BaseModel):
+    group: str
+    controllerLeaderId: str | None
+    controllerLeaderAddress: str | None
+    isLeader: bool
+    peers: str = Field(description='HTTP address of every voter, each followed by ";"')
+
+
+class SyncStateSetBody(BaseModel):
+    syncStateSet: list[int]
+    syncStateSetEpoch: int
+
+
+class BrokerMemberGroup(BaseModel):
+    cluster: str
+    brokerName: str
+    brokerAddrs: dict[str, str] = Field(description="broker id (as text) -> address")
+
+
+class ElectMasterBody(BaseModel):
+    brokerMemberGroup: BrokerMemberGroup | None = Field(None, description="on SUCCESS")
+    syncStateSet: list[int]
+
+
+class ReplicaIdentity(BaseModel):
+    brokerName: str
+    brokerId: int
+    brokerAddress: str
+    alive: bool
+
+
+class BrokerReplicasInfo(BaseModel):
+    masterBrokerId: int | None
+    masterAddress: str | None
+    masterEpoch: int
+    syncStateSetEpoch: int
+    inSyncReplicas: list[ReplicaIdentity]
+    notInSyncReplicas: list[ReplicaIdentity]
+
+
+class SyncStateDataBody(BaseModel):
+    replicasInfoTable: dict[str, BrokerReplicasInfo]
+
+
+class KvValueBody(BaseModel):
+    value: str
+
+
+class KvDeleteBody(BaseModel):
+    deleted: bool
+
+
+class KvCasBody(BaseModel):
+    succeeded: bool
+    value: str | None = Field(description="the value after the operation (null: absent)")
+
+
+class RaftPeerRef(BaseModel):
+    id: str
+    raftAddress: str
+    httpAddress: str | None
+    voter: bool
+
+
+class RaftStatusBody(BaseModel):
+    nodeId: str
+    group: str
+    role: str = Field(description="leader, follower, candidate or pre_candidate")
+    term: int
+    leaderId: str | None
+    commitIndex: int
+    appliedIndex: int
+    firstLogIndex: int
+    lastLogIndex: int
+    lastSnapshotIndex: int
+    lastSnapshotTerm: int
+    peers: list[RaftPeerRef]
+
+
+class RaftPeerRow(BaseModel):
+    id: str
+    role: str = Field(description="leader, follower or learner")
+    httpAddress: str | None
+    matchIndex: int | None = Field(description="null on a follower (only the leader tracks progress)")
+    lagEntries: int | None
+    lastContactMs: int | None
+    state: str | None = Field(None, description="replication state on the leader: probe, replicate, snapshot")
+
+
+class RaftPeersBody(BaseModel):
+    leaderId: str | None
+    lastLogIndex: int
+    peers: list[RaftPeerRow]
+
+
+class SnapshotFile(BaseModel):
+    name: str
+    size: int
+    crc32c: int
+
+
+class SnapshotInfo(BaseModel):
+    index: int
+    term: int
+    bytes: int
+    createdAt: float = Field(description="Unix time in seconds")
+    voters: list[str]
+    learners: list[str]
+    files: list[SnapshotFile]
+
+
+class SnapshotTakenBody(BaseModel):
+    created: bool = Field(description="false: nothing was applied since the latest snapshot, which is answered")
+    index: int
+    term: int
+    bytes: int
+    durationMs: float
+
+
+class SnapshotsBody(BaseModel):
+    snapshots: list[SnapshotInfo] = Field(description="newest first")
+
+
+class TransferLeaderBody(BaseModel):
+    previousLeaderId: str
+    leaderId: str
+    term: int
+    targetLagEntries: int
+    durationMs: float
+
+
+class MembershipBody(BaseModel):
+    id: str
+    voters: list[str]
+    learners: list[str]
+
+
+class HeartbeatAnswer(Envelope[None, None]):
+    pass
+
+
+class NextBrokerIdAnswer(Envelope[NextBrokerIdHeader, None]):
+    pass
+
+
+class ApplyBrokerIdAnswer(Envelope[ApplyBrokerIdHeader, None]):
+    pass
+
+
+class RegisterBrokerAnswer(Envelope[RegisterBrokerHeader, SyncStateSetBody]):
+    pass
+
+
+class ElectMasterAnswer(Envelope[ElectMasterHeader, ElectMasterBody]):
+    pass
+
+
+class AlterSyncStateSetAnswer(Envelope[AlterSyncStateSetHeader, SyncStateSetBody]):
+    pass
+
+
+class ReplicaInfoAnswer(Envelope[ReplicaInfoHeader, SyncStateSetBody]):
+    pass
+
+
+class MetadataAnswer(Envelope[MetadataHeader, None]):
+    pass
+
+
+class SyncStateDataAnswer(Envelope[None, SyncStateDataBody]):
+    pass
+
+
+class EmptyAnswer(Envelope[None, None]):
+    pass
+
+
+class ConfigAnswer(Envelope[None, dict[str, str]]):
+    pass
+
+
+class KvValueAnswer(Envelope[None, KvValueBody]):
+    pass
+
+
+class KvDeleteAnswer(Envelope[None, KvDeleteBody]):
+    pass
+
+
+class KvCasAnswer(Envelope[None, KvCasBody]):
+    pass
+
+
+class RaftStatusAnswer(Envelope[None, RaftStatusBody]):
+    pass
+
+
+class RaftPeersAnswer(Envelope[None, RaftPeersBody]):
+    pass
+
+
+class SnapshotTakenAnswer(Envelope[None, SnapshotTakenBody]):
+    pass
+
+
+class SnapshotsAnswer(Envelope[None, SnapshotsBody]):
+    pass
+
+
+class TransferLeaderAnswer(Envelope[None, TransferLeaderBody]):
+    pass
+
+
+class MembershipAnswer(Envelope[None, MembershipBody]):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+class FieldError(BaseModel):
+    field: str = Field(
+        description='the offending field, dotted ("syncStateSet.syncStateSet.0"); "body" for the whole body'
+    )
+    location: str = Field(description="body, path, query or header")
+    message: str
+    type: str = Field(description="pydantic error type, e.g. int_type, missing, extra_forbidden, json_invalid")
+
+
+class ErrorBody(BaseModel):
+    """Every non-200 answer of /api/v1 (401, 404, 405, 409, 413, 422, 503)."""
+
+    error: str = Field(description="VALIDATION_ERROR, BODY_TOO_LARGE, UNAUTHORIZED, UNAVAILABLE, ...")
+    message: str
+    errors: list[FieldError] | None = None
+    limit: int | None = Field(None, description="413: the limit in bytes")
+
+
+class HealthCheck(BaseModel):
+    name: str
+    ok: bool
+    detail: str
+    excluded: bool = False
+
+
+class HealthReport(BaseModel):
+    status: str = Field(description="ok or failed")
+    checks: list[HealthCheck]

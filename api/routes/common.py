@@ -1,0 +1,91 @@
+"""The one path every envelope operation takes: the service call, the envelope, the request metrics.
+
+Route functions only validate (their pydantic models) and build the command; `Gateway.write` / `read`
+do the rest: a command constructor's refusal is a 422 (nothing proposed), NotLeaderError the 2007
+envelope, UnavailableError a 503 (counted `timeout` when it came after the commit wait), a Result its
+envelope with HTTP 200.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
+
+from api.errors import CommandArgumentError, checked, not_leader_envelope
+from api.metrics import ControllerMetrics
+from api.service import ControllerService, NotLeaderError, UnavailableError
+from api.settings import ApiSettings
+from statemachine.result import Result
+
+Build = Callable[[int], bytes]
+
+
+def rocketmq(code: int, request_type: str) -> dict[str, Any]:
+    """OpenAPI extension of a route serving a RocketMQ request; the error handlers read `x-request-type`."""
+    return {"x-rocketmq-code": code, "x-request-type": request_type}
+
+
+class Gateway:
+    def __init__(self, service: ControllerService, settings: ApiSettings, metrics: ControllerMetrics) -> None:
+        self.service = service
+        self.settings = settings
+        self.metrics = metrics
+
+    def require_started(self) -> None:
+        if not self.service.started:
+            raise UnavailableError("the node has not started")
+
+    async def write(
+        self, request_type: str, build: Build, on_result: Callable[[Result], None] | None = None
+    ) -> JSONResponse:
+        """Propose the command `build(leader's now)` and answer its applied Result."""
+        return await self._run(request_type, lambda: self.service.write(checked(build), request_type), on_result)
+
+    async def read(self, request_type: str, build: Build) -> JSONResponse:
+        """A linearizable read (ReadIndex barrier, then the read command on the local state)."""
+        return await self._run(request_type, lambda: self.service.read(checked(build)))
+
+    async def local(self, request_type: str | None, answer: Callable[[], Result]) -> JSONResponse:
+        """An answer from this node's own state (no consensus): metadata, config, raft status."""
+        self.require_started()
+        t0 = time.perf_counter()
+        result = answer()
+        if request_type:
+            self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
+        return JSONResponse(result.to_envelope())
+
+    async def _run(
+        self,
+        request_type: str,
+        call: Callable[[], Awaitable[Result]],
+        on_result: Callable[[Result], None] | None = None,
+    ) -> JSONResponse:
+        t0 = time.perf_counter()
+        try:
+            result = await call()
+        except NotLeaderError as e:
+            self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
+            return JSONResponse(not_leader_envelope(e))
+        except UnavailableError:
+            waited = time.perf_counter() - t0
+            timed_out = waited >= self.service.opts.request_timeout_s
+            self.metrics.observe_request(request_type, "timeout" if timed_out else "failed")
+            raise
+        except CommandArgumentError as e:
+            raise e.api_error() from None  # counted `failed` by the ApiError handler
+        self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
+        if on_result is not None:
+            on_result(result)
+        return JSONResponse(result.to_envelope())
+
+
+def gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+GatewayDep = Annotated[Gateway, Depends(gateway)]

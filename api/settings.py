@@ -1,0 +1,57 @@
+"""ApiSettings: what the HTTP layer needs beyond the ControllerService (docs/http.md "Settings")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+DEFAULT_MAX_BODY_BYTES = 256 * 1024
+# RocketMQ rejects updates of these keys whatever configBlackList says (ControllerRequestProcessor).
+ALWAYS_BLACK_LISTED = ("configBlackList", "configStorePath", "rocketmqHome")
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Options of `api.app.create_app`. The daemon fills them from controller.conf (cli/config.py)."""
+
+    admin_token: str | None = None
+    """[controllerAdminToken] bearer token the admin and raft endpoints require; None: no check."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Largest request body accepted; a larger one is refused with 413 before it is parsed."""
+    address: str | None = None
+    """Metric label `address`; None: the node's raft id (RocketMQ sets it to jRaftServerId in jRaft mode)."""
+    group: str | None = None
+    """Metric label `group`; None: the service's group id (jRaftGroupId)."""
+    peer_id: str | None = None
+    """Metric label `peer_id`; None: the node's raft id."""
+    metrics_labels: Mapping[str, str] = field(default_factory=dict)
+    """Extra constant labels on every series (RocketMQ's metricsLabel `k:v,k:v` pairs)."""
+    config_black_list: tuple[str, ...] = ("configBlackList", "configStorePath")
+    """[configBlackList] keys PUT /api/v1/admin/config refuses with 16 NO_PERMISSION (plus ALWAYS_BLACK_LISTED)."""
+    local_config: Mapping[str, str] = field(default_factory=dict)
+    """This node's node-local effective config as text, secrets redacted (cli.config.effective_items):
+    GET /api/v1/admin/config shows it next to the replicated keys."""
+    max_transfer_lag_entries: int = 100
+    """POST /api/v1/raft/transfer-leader refuses a target further behind the leader's log than this."""
+    transfer_timeout_s: float | None = None
+    """How long a leadership transfer may take; None: the node's default (two election timeouts)."""
+    add_peer_timeout_s: float = 30.0
+    """How long POST /api/v1/raft/peers waits for the new peer to catch up before it is promoted."""
+
+    def __post_init__(self) -> None:
+        if self.admin_token is not None and not self.admin_token:
+            raise ValueError("admin_token must be None (no check) or a non-empty string")
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+        if self.max_transfer_lag_entries < 0:
+            raise ValueError(f"max_transfer_lag_entries must be >= 0, got {self.max_transfer_lag_entries}")
+        if self.add_peer_timeout_s <= 0 or (self.transfer_timeout_s is not None and self.transfer_timeout_s <= 0):
+            raise ValueError("add_peer_timeout_s and transfer_timeout_s must be positive")
+        for name in self.metrics_labels:
+            if not _LABEL.fullmatch(name) or name.startswith("__"):
+                raise ValueError(f"metrics label {name!r} is not a valid Prometheus label name")
+
+    def black_list(self) -> frozenset[str]:
+        return frozenset(ALWAYS_BLACK_LISTED) | frozenset(self.config_black_list)

@@ -1,0 +1,195 @@
+"""Harness of the API tests: real ControllerServices (one node, or groups in one event loop on loopback
+ports, data under tmp dirs) behind create_app, talked to in-process through httpx's ASGI transport."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from api import models as M
+from api.app import create_app
+from api.service import ControllerService, ServiceOptions
+from api.settings import ApiSettings
+from raft.options import NodeOptions, RaftOptions
+from raft.testing.cluster import free_ports
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SOLO_RAFT = RaftOptions(election_timeout_ms=50)  # one voter: no contention, elected within 100 ms
+GROUP_RAFT = RaftOptions(election_timeout_ms=300)
+NEVER_MS = 10**9  # scans only when a test calls scan_once()
+LOCAL_CONFIG = {"controllerStorePath": "/var/lib/controller", "scanNotActiveBrokerInterval": "5000",
+                "controllerAdminToken": "****"}  # fmt: skip
+SETTINGS = ApiSettings(admin_token=TOKEN, max_body_bytes=8192, local_config=LOCAL_CONFIG,
+                       config_black_list=("configBlackList", "configStorePath", "jRaftServerId"))  # fmt: skip
+
+
+class FakeClock:
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@dataclass
+class Node:
+    """One service, its app and an HTTP client on it."""
+
+    service: ControllerService
+    client: httpx.AsyncClient
+    app: Any
+
+    @property
+    def id(self) -> str:
+        return self.service.id
+
+    def last_index(self) -> int:
+        return int(self.service.node.status()["last_index"])
+
+    async def call(self, method: str, path: str, *, token: bool = False, **kw: Any) -> httpx.Response:
+        headers = {**(AUTH if token else {}), **kw.pop("headers", {})}
+        return await self.client.request(method, path, headers=headers, **kw)
+
+    async def ok(self, method: str, path: str, *, token: bool = False, code: int = 0, **kw: Any) -> dict[str, Any]:
+        """The envelope of a 200 answer, checking its RocketMQ code."""
+        r = await self.call(method, path, token=token, **kw)
+        assert r.status_code == 200, r.text
+        env = r.json()
+        assert env["code"] == code, env
+        return env
+
+
+def http_address(raft_id: str) -> str:
+    """Where the tests pretend a node serves HTTP (never bound: the tests talk through ASGI)."""
+    return "127.0.0.2:" + raft_id.rsplit(":", 1)[1]
+
+
+def service_options(
+    root: Path,
+    ports: list[int],
+    me: int,
+    raft: RaftOptions,
+    voters: tuple[str, ...] = (),
+    **kw: Any,
+) -> ServiceOptions:
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    http = {i: http_address(i) for i in ids}
+    node = NodeOptions(ids[me], str(root / f"n{me}"), {i: ("127.0.0.1", p) for i, p in zip(ids, ports, strict=True)},
+                       b"cluster-secret", voters=voters, raft=raft)  # fmt: skip
+    kw.setdefault("scan_interval_ms", NEVER_MS)
+    kw.setdefault("first_scan_delay_ms", NEVER_MS)
+    return ServiceOptions(node, http_addresses=http, **kw)
+
+
+def build(opts: ServiceOptions, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None) -> Node:
+    service = ControllerService(opts, clock) if clock is not None else ControllerService(opts)
+    app = create_app(service, settings if settings is not None else SETTINGS)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://controller.test")
+    return Node(service, client, app)
+
+
+@asynccontextmanager
+async def running(nodes: list[Node]) -> AsyncIterator[list[Node]]:
+    for n in nodes:
+        await n.service.start()
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            await n.client.aclose()
+            await n.service.stop(transfer=False)
+
+
+@asynccontextmanager
+async def solo(root: Path, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None,
+               **kw: Any) -> AsyncIterator[Node]:  # fmt: skip
+    """A started one-node group that leads, with an applied entry of its term."""
+    node = build(service_options(root, free_ports(1), 0, SOLO_RAFT, **kw), settings, clock)
+    async with running([node]):
+        await node.service.node.wait_for_leader(10)
+        yield node
+
+
+@asynccontextmanager
+async def group(root: Path, n: int = 3, raft: RaftOptions = GROUP_RAFT, **kw: Any) -> AsyncIterator[list[Node]]:
+    """A started n-node group whose every node knows the leader."""
+    ports = free_ports(n)
+    nodes = [build(service_options(root, ports, i, raft, **kw)) for i in range(n)]
+    async with running(nodes):
+        await settled(nodes)
+        yield nodes
+
+
+def joiner(root: Path, members: list[Node]) -> Node:
+    """A new node for `members`' group (not started): it knows them, they learn of it by POST /raft/peers."""
+    ports = [int(n.id.rsplit(":", 1)[1]) for n in members] + free_ports(1)
+    voters = tuple(n.id for n in members)
+    return build(service_options(root, ports, len(members), GROUP_RAFT, voters=voters))
+
+
+async def settled(nodes: list[Node]) -> Node:
+    """The leader, once every node knows it and has applied an entry of its term."""
+    ids = {await n.service.node.wait_for_leader(10) for n in nodes}
+    assert len(ids) == 1, ids
+    return next(n for n in nodes if n.id in ids)
+
+
+class Counter:
+    """Unique names for tests sharing a node."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}-{self.n}"
+
+
+async def assert_rejected(node: Node, method: str, path: str, status: int, *, token: bool = True,
+                          **kw: Any) -> dict[str, Any]:  # fmt: skip
+    """The request is refused with `status` and a JSON error, and the Raft log did not move."""
+    before = node.last_index()
+    r = await node.call(method, path, token=token, **kw)
+    assert r.status_code == status, r.text
+    assert node.last_index() == before, f"{method} {path} reached the log"
+    body = r.json()
+    assert set(body) >= {"error", "message"}, body
+    return dict(body)
+
+
+async def register(node: Node, cluster: str, name: str, broker_id: int, addr: str, timeout_ms: int = 60_000) -> None:
+    """next-broker-id -> apply-broker-id -> heartbeat -> register-broker for one broker."""
+    env = await node.ok("POST", "/api/v1/controller/next-broker-id", json={"clusterName": cluster, "brokerName": name})
+    assert M.NextBrokerIdAnswer.model_validate(env).header.nextBrokerId == broker_id  # type: ignore[union-attr]
+    env = await node.ok("POST", "/api/v1/controller/apply-broker-id", json={"clusterName": cluster, "brokerName": name,
+                        "appliedBrokerId": broker_id, "registerCheckCode": f"{addr};{broker_id}"})  # fmt: skip
+    assert env["header"] == {"clusterName": cluster, "brokerName": name}
+    await node.ok("POST", "/api/v1/controller/heartbeat", json={"clusterName": cluster, "brokerName": name, "brokerAddr": addr,
+                  "brokerId": broker_id, "heartbeatTimeoutMills": timeout_ms})  # fmt: skip
+    env = await node.ok("POST", "/api/v1/controller/register-broker", json={"clusterName": cluster, "brokerName": name,
+                        "brokerId": broker_id, "brokerAddress": addr})  # fmt: skip
+    M.RegisterBrokerAnswer.model_validate(env)
+
+
+async def scrape(node: Node) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    r = await node.call("GET", "/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def value(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+    """The one sample of `name` whose labels include `labels` (0 when absent)."""
+    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= set(ls)]
+    assert len(found) <= 1, (name, labels, found)
+    return found[0] if found else 0.0

@@ -1,0 +1,182 @@
+"""/livez, /readyz (etcd conventions), /metrics (RocketMQ names + controllerd_raft_*)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from api.metrics import LATENCY_BUCKETS_US
+from raft.testing.cluster import free_ports as ports
+from statemachine import codes as C
+from tests.api.harness import (
+    GROUP_RAFT,
+    Counter,
+    FakeClock,
+    Node,
+    build,
+    register,
+    running,
+    scrape,
+    service_options,
+    solo,
+    value,
+)
+
+pytestmark = pytest.mark.anyio
+READY_CHECKS = ["started", "snapshot_loaded", "log_replayed", "leader_known", "apply_caught_up", "no_error"]
+JSON = {"Accept": "application/json"}
+
+
+# --------------------------------------------------------------------------------------------- health
+
+
+async def test_livez(node: Node) -> None:
+    r = await node.call("GET", "/livez")
+    assert (r.status_code, r.text) == (200, "ok")
+    r = await node.call("GET", "/livez?verbose")
+    assert r.status_code == 200 and r.text == "[+]ping ok\nlivez check passed\n"
+    r = await node.call("GET", "/livez", headers=JSON)
+    assert r.json() == {"status": "ok", "checks": [{"name": "ping", "ok": True, "detail": "the event loop answers",
+                                                    "excluded": False}]}  # fmt: skip
+    assert (await node.call("GET", "/livez/ping")).status_code == 200
+    assert (await node.call("GET", "/livez/nope")).status_code == 404
+
+
+async def test_readyz_on_a_leader(node: Node) -> None:
+    for path in ("/readyz", "/healthz"):
+        r = await node.call("GET", path)
+        assert (r.status_code, r.text) == (200, "ok")
+        r = await node.call("GET", f"{path}?verbose=1")
+        assert r.text.splitlines() == [f"[+]{c} ok" for c in READY_CHECKS] + ["readyz check passed"]
+        assert (await node.call("GET", f"{path}?verbose=false")).text == "ok"
+        r = await node.call("GET", path, headers=JSON)
+        assert r.json()["status"] == "ok" and [c["name"] for c in r.json()["checks"]] == READY_CHECKS
+        r = await node.call("GET", f"{path}/leader_known")
+        assert r.status_code == 200 and r.text.startswith("[+]leader_known ok")
+        r = await node.call("GET", f"{path}/nope")
+        assert r.status_code == 404 and r.json()["error"] == "NOT_FOUND" and "leader_known" in r.json()["message"]
+    r = await node.call("GET", "/readyz?verbose&exclude=no_error&exclude=started")
+    assert "[+]no_error excluded: ok" in r.text and "[+]started excluded: ok" in r.text
+
+
+async def test_a_node_without_a_leader_is_not_ready(tmp_path: Path) -> None:
+    """One node of a three-node group, alone: it never learns a leader."""
+    lone = build(service_options(tmp_path, ports(3), 0, GROUP_RAFT))
+    async with running([lone]):
+        r = await lone.call("GET", "/readyz")
+        assert r.status_code == 503
+        assert "[-]leader_known failed: leader unknown" in r.text.splitlines() and r.text.endswith(
+            "readyz check failed\n"
+        )
+        assert (await lone.call("GET", "/readyz/leader_known")).status_code == 503
+        assert (await lone.call("GET", "/readyz/started")).status_code == 200
+        r = await lone.call("GET", "/readyz", headers=JSON)
+        assert r.status_code == 503 and r.json()["status"] == "failed"
+        assert [c["name"] for c in r.json()["checks"] if not c["ok"]] == ["leader_known"]
+        r = await lone.call("GET", "/readyz?exclude=leader_known&verbose")
+        assert r.status_code == 200 and "[+]leader_known excluded: ok" in r.text
+        assert (await lone.call("GET", "/livez")).status_code == 200
+        # Requests answer 2007 with an unknown leader; nothing is proposed.
+        before = lone.last_index()
+        env = await lone.ok("PUT", "/api/v1/kv/ns/k", json={"value": "v"}, code=C.CONTROLLER_NOT_LEADER)
+        assert env["header"] == {"controllerLeaderId": None, "controllerLeaderAddress": None}
+        assert lone.last_index() == before
+        samples = await scrape(lone)
+        assert value(samples, "role") in (1.0, 2.0) and value(samples, "controllerd_raft_has_leader") == 0
+
+
+async def test_a_node_that_has_not_started(tmp_path: Path) -> None:
+    idle = build(service_options(tmp_path, ports(1), 0, GROUP_RAFT))
+    try:
+        r = await idle.call("GET", "/readyz?verbose")
+        assert r.status_code == 503 and r.text.startswith("[-]started failed: the node has not started")
+        assert (await idle.call("GET", "/readyz/leader_known")).status_code == 503
+        assert (await idle.call("GET", "/livez")).status_code == 200
+        for method, path, body in [("POST", "/api/v1/controller/replica-info", {"brokerName": "b"}),
+                                   ("PUT", "/api/v1/kv/ns/k", {"value": "v"}),
+                                   ("GET", "/api/v1/controller/metadata", None),
+                                   ("GET", "/api/v1/raft/status", None),
+                                   ("POST", "/api/v1/raft/snapshot", None),
+                                   ("POST", "/api/v1/raft/transfer-leader", {})]:  # fmt: skip
+            r = await idle.call(method, path, token=True, **({"json": body} if body is not None else {}))
+            assert r.status_code == 503 and r.json()["error"] == "UNAVAILABLE", (path, r.text)
+            assert r.headers["retry-after"] == "1"
+        samples = await scrape(idle)
+        assert value(samples, "role") == 0 and not any(n.startswith("controllerd_raft_") for n, _ in samples)
+    finally:
+        await idle.client.aclose()
+
+
+# -------------------------------------------------------------------------------------------- metrics
+
+
+async def test_metrics_names_and_constant_labels(node: Node, unique: Counter) -> None:
+    await register(node, "mc", unique("metrics"), 1, "10.7.0.1:10911")
+    samples = await scrape(node)
+    const = {"address": node.id, "group": "jRaft-Controller", "peer_id": node.id}
+    assert all(set(const.items()) <= set(labels) for _, labels in samples), "constant labels on every series"
+    names = {n for n, _ in samples}
+    expected = {"role", "request_total", "request_latency_bucket", "request_latency_count", "request_latency_sum",
+                "active_broker_num", "controllerd_raft_term", "controllerd_raft_is_leader", "controllerd_raft_has_leader",
+                "controllerd_raft_commit_index", "controllerd_raft_applied_index", "controllerd_raft_apply_lag_entries",
+                "controllerd_raft_last_snapshot_index", "controllerd_raft_log_first_index",
+                "controllerd_raft_log_last_index", "controllerd_raft_log_fsyncs_total",
+                "controllerd_raft_transport_auth_failures_total", "controllerd_inactive_broker_scans_total"}  # fmt: skip
+    assert expected <= names, expected - names
+    assert value(samples, "role") == 3 and value(samples, "controllerd_raft_is_leader") == 1
+    les = sorted(float(dict(ls)["le"]) for n, ls in samples if n == "request_latency_bucket"
+                 and dict(ls)["request_type"] == "CONTROLLER_REGISTER_BROKER")  # fmt: skip
+    assert les == [*LATENCY_BUCKETS_US, float("inf")] and les[0] == 1 and les[-2] == 10_000_000
+
+
+async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
+    name = unique("metrics")
+    before = await scrape(node)
+    await node.ok("PUT", f"/api/v1/kv/m/{name}", json={"value": "v"})
+    await node.call("PUT", f"/api/v1/kv/m/{name}", json={"value": 1})  # 422: failed
+    await register(node, "mc", name, 1, "10.7.1.1:10911")
+    await node.ok(
+        "POST", "/api/v1/controller/elect-master", json={"clusterName": "mc", "brokerName": name, "brokerId": 1}
+    )
+    await node.ok("POST", "/api/v1/controller/elect-master", json={"clusterName": "mc", "brokerName": name, "brokerId": 1},
+                  code=C.CONTROLLER_MASTER_STILL_EXIST)  # fmt: skip
+    after = await scrape(node)
+
+    def delta(name_: str, **labels: str) -> float:
+        return value(after, name_, **labels) - value(before, name_, **labels)
+
+    assert delta("request_total", request_type="PUT_KV_CONFIG", request_handle_status="success") == 1
+    assert delta("request_total", request_type="PUT_KV_CONFIG", request_handle_status="failed") == 1
+    assert delta("request_latency_count", request_type="PUT_KV_CONFIG") == 1
+    assert delta("request_total", request_type="CONTROLLER_BROKER_HEARTBEAT", request_handle_status="success") == 1
+    assert delta("election_total", cluster="mc", broker_set=name, election_result="new_master_elected") == 1
+    assert delta("election_total", cluster="mc", broker_set=name, election_result="keep_current_master") == 1
+    assert value(after, "active_broker_num", cluster="mc", broker_set=name) == 1
+    assert delta("controllerd_raft_log_last_index") >= 5 and delta("controllerd_raft_commit_index") >= 5
+    assert delta("controllerd_http_rejected_total", reason="validation") == 1
+    r = await node.call("POST", "/api/v1/raft/snapshot", token=True)
+    assert r.status_code == 200
+    snap = await scrape(node)
+    assert value(snap, "controllerd_raft_last_snapshot_index") == r.json()["body"]["index"]
+    assert value(snap, "controllerd_raft_snapshot_size_bytes") == r.json()["body"]["bytes"] > 0
+    assert value(snap, "controllerd_raft_snapshot_age_seconds") >= 0
+
+
+async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None:
+    """The service's listener sees the scan's result (1015); its re-elections count in election_total."""
+    clock = FakeClock()
+    async with solo(tmp_path, clock=clock) as node:
+        await register(node, "sc", "s", 1, "10.8.0.1:10911", timeout_ms=1_000)
+        await register(node, "sc", "s", 2, "10.8.0.2:10911", timeout_ms=60_000)
+        await node.ok("POST", "/api/v1/controller/elect-master", json={"clusterName": "sc", "brokerName": "s",
+                      "brokerId": 1})  # fmt: skip
+        await node.ok("POST", "/api/v1/controller/alter-sync-state-set", json={"brokerName": "s", "masterBrokerId": 1,
+                      "masterEpoch": 1, "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1}})  # fmt: skip
+        clock.now += 5_000  # broker 1 (the master) expired; broker 2 still alive
+        result = await node.service.scan_once()
+        assert result is not None and result.body["newMasters"][0]["masterBrokerId"] == 2
+        samples = await scrape(node)
+        assert value(samples, "election_total", cluster="sc", broker_set="s", election_result="new_master_elected") == 2
+        assert value(samples, "active_broker_num", cluster="sc", broker_set="s") == 1
+        assert value(samples, "controllerd_inactive_broker_scans_total") == 1
