@@ -229,6 +229,13 @@ class _Collector:
         yield counter("snapshot_saves", "snapshots saved by this node", snap["saves"])
         yield counter("snapshot_installs", "snapshots installed from a leader", snap["installs"])
         yield from self._followers(family, values, st)
+        for name, doc in (("fsync", "write + fdatasync of one log batch"),
+                          ("commit", "a proposal batch from propose to applied on this leader")):  # fmt: skip
+            h = (st.get("latency") or {}).get(name)
+            if h:
+                fam = family(HistogramMetricFamily, f"controllerd_raft_{name}_duration_seconds", doc)
+                fam.add_metric(values, [(str(b), c) for b, c in h["buckets"]], h["sum"])
+                yield fam
         writer = st.get("log_writer")
         if writer:
             yield counter("log_fsyncs", "fsyncs of the log writer (one per batch)", writer["fsyncs"])

@@ -119,14 +119,20 @@ def main(
 def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "info", access_log: bool = False) -> int:
     """Run one node until SIGTERM/SIGINT; the process exit code."""
     from api.app import ApiSettings
-
     from api.logs import install
     from api.server import ControllerServer
 
     host, port = http_address(cfg)
     server = ControllerServer(
         to_service_options(cfg),
-        ApiSettings(admin_token=cfg.admin_token, address=f"{host}:{port}", group=cfg.group_id, peer_id=cfg.server_id),
+        ApiSettings(
+            admin_token=cfg.admin_token,
+            address=cfg.server_id,  # RocketMQ labels jRaft metrics with jRaftServerId as address and peer_id
+            group=cfg.group_id,
+            peer_id=cfg.server_id,
+            config_black_list=cfg.config_black_list,
+            local_config={key: value for key, value, _source in effective_items(cfg)},
+        ),
         (host, port),
         access_log=access_log,
     )

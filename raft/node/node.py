@@ -36,6 +36,7 @@ from raft.core import (
     SnapshotMeta,
 )
 from raft.core.progress import ProgressState
+from raft.latency import LatencyHistogram
 from raft.node.install import GET, SnapshotDownloader, SnapshotServer
 from raft.node.statemachine import BaseStateMachine, StateMachine
 from raft.options import NodeOptions
@@ -99,6 +100,8 @@ class Node:
         self._save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
         self.installs = 0  # snapshots installed from a leader
         self._lock: DataDirLock | None = None
+        self._proposed: deque[tuple[int, float]] = deque()  # (last index, loop time) of each proposed batch
+        self.commit_latency = LatencyHistogram()  # proposal batch -> applied here (leader only)
         self._failed: asyncio.Future[BaseException] | None = None
         # A state machine keeping BaseStateMachine's snapshot methods is rebuilt from the whole log.
         self._can_snapshot = getattr(type(fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
@@ -287,8 +290,10 @@ class Node:
         margin = self.opts.raft.catchup_margin
 
         def caught_up() -> bool:
+            # match > 0: the learner has answered. Without it a short log would promote a peer that never
+            # answered, and a voter that cannot vote can cost the group its quorum.
             pr = core.prs.get(peer)
-            return pr is not None and core.log.last_index() - pr.match <= margin
+            return pr is not None and pr.match > 0 and core.log.last_index() - pr.match <= margin
 
         await asyncio.wait_for(self._wait_for(caught_up), timeout)
         await self._conf_change(ConfChange(ConfChangeOp.ADD_VOTER, peer))
@@ -339,6 +344,7 @@ class Node:
         }
         if self.writer is not None:
             ws = self.writer.stats()
+            out["latency"] = {"fsync": self.writer.fsync_latency.snapshot(), "commit": self.commit_latency.snapshot()}
             out["log_writer"] = {
                 "fsyncs": ws.fsyncs,
                 "batches": ws.batches,
@@ -481,6 +487,7 @@ class Node:
         waiters = self._waiters
         for k, (_, fut) in enumerate(batch):
             waiters[first + k] = (term, fut)
+        self._proposed.append((first + len(batch) - 1, self._loop_or_raise().time()))
 
     def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
         if rd.messages:
@@ -640,6 +647,10 @@ class Node:
                 else:
                     w[1].set_exception(RaftException(RaftError.ELEADERCHANGED, "entry was overwritten", core.leader))
         self.applied_index = committed[-1].index
+        if self._proposed:
+            now = self._loop_or_raise().time()
+            while self._proposed and self._proposed[0][0] <= self.applied_index:
+                self.commit_latency.observe(now - self._proposed.popleft()[1])
         if self._read_waiters:
             self._settle_reads()
         mgr = self._snapshots
@@ -662,6 +673,7 @@ class Node:
             err = RaftException(RaftError.ELEADERCHANGED, "leadership lost; outcome unknown", core.leader)
             _fail([f for _, f in self._waiters.values()], err)
             self._waiters.clear()
+            self._proposed.clear()
             _fail([f for _, f in self._read_waiters], err)
             self._read_waiters = []
             if self._server is not None:

@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Self
 
 from raft.core.messages import Entry, HardState
+from raft.latency import LatencyHistogram
 from raft.options import LogStorageOptions
 from raft.storage.meta import atomic_write, ensure_dir, fsync_dir
 from raft.storage.protocols import LogStorage, MetaStorage
@@ -456,6 +458,7 @@ class LogWriter:
         self._closing = False
         self._error: BaseException | None = None
         self._submissions = self._batches = self._fsyncs = self._entries = self._bytes = 0
+        self.fsync_latency = LatencyHistogram()  # one observation per appended batch: write + fdatasync
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -542,7 +545,9 @@ class LogWriter:
                 with self._cond:
                     self._fsyncs += 1
             if merged:
+                t0 = time.perf_counter()
                 self.storage.append(merged)
+                self.fsync_latency.observe(time.perf_counter() - t0)
                 with self._cond:
                     self._fsyncs += 1
         except Exception as e:  # any failure leaves durability unknown: stop loudly, for good

@@ -155,6 +155,11 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
     assert value(after, "active_broker_num", cluster="mc", broker_set=name) == 1
     assert delta("controllerd_raft_log_last_index") >= 5 and delta("controllerd_raft_commit_index") >= 5
     assert delta("controllerd_http_rejected_total", reason="validation") == 1
+    # Every write is one or more fsynced batches and one commit on this leader.
+    assert delta("controllerd_raft_fsync_duration_seconds_count") >= 1
+    assert delta("controllerd_raft_commit_duration_seconds_count") >= 5
+    assert value(after, "controllerd_raft_commit_duration_seconds_bucket", le="+Inf") == value(
+        after, "controllerd_raft_commit_duration_seconds_count")  # fmt: skip
     r = await node.call("POST", "/api/v1/raft/snapshot", token=True)
     assert r.status_code == 200
     snap = await scrape(node)

@@ -139,3 +139,21 @@ def test_add_peer_as_learner_then_voter_and_remove_peer(tmp_path) -> None:
             assert victim not in ld.status()["voters"]
 
     run(main)
+
+
+def test_add_peer_never_promotes_a_learner_that_has_not_answered(tmp_path) -> None:
+    """With a short log, `last_index - match <= catchup_margin` holds even for match 0: promoting on that alone
+    would make an unreachable peer a voter, and a 1-node group would lose its quorum."""
+
+    async def main() -> None:
+        ids = ["n1"]
+        ports = dict(zip(["n1", "ghost"], free_ports(2), strict=True))
+        async with running(make(str(tmp_path), ids, {"n1": ports["n1"]})) as nodes:
+            ld = await leader_of(nodes)
+            await ld.apply(put("k", 1))
+            with pytest.raises(TimeoutError):
+                await ld.add_peer("ghost", ("127.0.0.1", ports["ghost"]), timeout=1.0)
+            assert ld.status()["voters"] == ["n1"] and ld.is_leader()
+            await ld.apply(put("still-writable", 1))
+
+    run(main)
