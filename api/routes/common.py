@@ -83,7 +83,7 @@ class Gateway:
         return JSONResponse(result.to_envelope())
 
 
-def gateway(request: Request) -> Gateway:
+async def gateway(request: Request) -> Gateway:  # async: a sync dependency would run in a thread pool
     gw: Gateway = request.app.state.gateway
     return gw
 
