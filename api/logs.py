@@ -81,7 +81,7 @@ def install(service: ControllerService, fmt: str = "auto", level: str = "info") 
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+    for name in ("uvicorn", "uvicorn.error"):  # uvicorn.access: ControllerServer decides (--access-log)
         logging.getLogger(name).handlers = []
         logging.getLogger(name).propagate = True
     return handler

@@ -78,6 +78,7 @@ def test_sigterm_hands_leadership_over_and_exits_0(cluster: ControllerdCluster) 
     lines = [json.loads(x) for x in open(cluster.log_path(leader)).read().splitlines() if x.startswith("{")]
     assert any("leadership handed to" in x["msg"] for x in lines)
     assert lines[-1]["msg"] == "stopped"
+    assert not any(x["logger"] == "uvicorn.access" for x in lines)  # off unless --access-log
     for x in lines:
         assert {"ts", "level", "logger", "msg", "node_id", "role", "term", "applied"} <= set(x)
         assert x["node_id"] == cluster.rafts[leader]
