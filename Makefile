@@ -17,7 +17,9 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/controllerd local-cluster --data ./data
 
+# jepsen/setup.sh installs nftables and faketime with apt-get when missing (the Jepsen smoke needs them).
 test: setup
+	sh jepsen/setup.sh
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-fast: setup

@@ -112,5 +112,9 @@ def main() -> None:
     cli(prog_name="python -m jepsen")
 
 
+from jepsen.run import run  # noqa: E402 - the harness registers after the group
+
+cli.add_command(run)
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,366 @@
+"""`python -m jepsen run`: start a cluster in network namespaces, run a workload under a nemesis, check it.
+
+    python -m jepsen run --workload register --nemesis partition-random-halves --time-limit 60 --nodes 5 --seed 7
+    python -m jepsen run --nemesis all --time-limit 600        # every nemesis in turn, one folder each
+
+A run folder holds everything needed to re-check it offline (`python -m jepsen check history.jsonl`):
+history.jsonl, results.json, summary.txt, schedule.json (the seeded nemesis plan), params.json, probes.json,
+nodes/nK.conf and nodes/nK.log, latency.png and rate.png. The data directories (data/nK) are kept only when
+the run did not pass (or with --keep-data).
+
+Exit codes: 0 every checker valid; 1 invalid (an anomaly: see summary.txt); 2 unknown (a checker ran out of
+budget, or nothing could be judged); 4 the run was aborted (no namespaces, a fault not in effect, the cluster
+never came up); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from jepsen.checker import EXIT_CODE, CheckOptions, check_history, summary
+from jepsen.checker.wgl import INVALID, UNKNOWN, VALID
+from jepsen.db import Cluster, ClusterOptions, DBError
+from jepsen.history import HistoryError, read_history
+from jepsen.nemesis import NEMESES, Context, NemesisAbort, Runner, effective_nemesis, make_nemesis, make_schedule
+from jepsen.net import Net, NetError
+from jepsen.workloads import WORKLOADS, Client, Driver, LeaderHint, Recorder
+
+EXIT_ABORTED = 4
+EXIT_INTERRUPTED = 130
+RANK = {VALID: 0, UNKNOWN: 1, INVALID: 2}
+
+
+@dataclass
+class RunConfig:
+    workload: str
+    nemesis: str
+    time_limit: float
+    nodes: int
+    rate: float
+    concurrency: int
+    seed: int
+    interval: float
+    recovery: float
+    snapshot_threshold: int
+    keep_data: bool
+    budget: float
+
+
+class Aborted(Exception):
+    """The run cannot prove anything (infrastructure failure); the message says why."""
+
+
+def _echo(msg: str) -> None:
+    click.echo(f"[{time.strftime('%H:%M:%S')}] {msg}", err=True)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=repr) + "\n")
+    os.replace(tmp, path)
+
+
+_interrupted = False
+_cleaning = False
+
+
+def _raise_interrupt(signum: int, _frame: Any) -> None:
+    """SIGTERM/SIGHUP/SIGINT: unwind once (the finally blocks stop the nodes and remove the network). Signals
+    during the cleanup, or after the first one, are ignored, so that a second Ctrl-C cannot leave namespaces
+    or nodes behind."""
+    global _interrupted
+    if _interrupted or _cleaning:
+        _interrupted = True
+        _echo(f"signal {signum}: cleaning up, please wait")
+        return
+    _interrupted = True
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run_one(cfg: RunConfig, out: Path) -> int:
+    """One workload under one nemesis in `out`; the exit code."""
+    global _cleaning
+    out.mkdir(parents=True, exist_ok=True)
+    name, note = effective_nemesis(cfg.nemesis, cfg.nodes)
+    if note:
+        _echo(note)
+    steps = make_schedule(name, cfg.nodes, cfg.seed, cfg.time_limit, cfg.interval)
+    _write_json(out / "params.json", {**asdict(cfg), "effective_nemesis": name, "note": note,
+                                      "argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+    _write_json(out / "schedule.json", {"nemesis": name, "requested": cfg.nemesis, "note": note, "seed": cfg.seed,
+                                        "interval": cfg.interval, "time_limit": cfg.time_limit,
+                                        "steps": [s.to_json() for s in steps]})  # fmt: skip
+    history = out / "history.jsonl"
+    history.unlink(missing_ok=True)
+    run_info: dict[str, Any] = {"workload": cfg.workload, "nemesis": name, "requested_nemesis": cfg.nemesis,
+                                "seed": cfg.seed, "nodes": cfg.nodes, "note": note}  # fmt: skip
+    abort: str | None = None
+    interrupted = False
+    net = Net(cfg.nodes)
+    cluster: Cluster | None = None
+    recorder: Recorder | None = None
+    driver: Driver | None = None
+    ctx: Context | None = None
+    try:
+        try:
+            net.setup()
+        except NetError as e:
+            raise Aborted(f"cannot build the test network: {e}") from None
+        _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
+        cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
+                                                   faketime=name == "clock-skew"))  # fmt: skip
+        cluster.write_configs()
+        cluster.start_all()
+        not_ready = cluster.wait_ready(timeout=60)
+        if not_ready:
+            raise Aborted(f"nodes {', '.join(cluster.node(i).name for i in not_ready)} did not become ready in 60 s; "
+                          f"see {out / 'nodes'}")  # fmt: skip
+        leader = cluster.leader()
+        _echo(f"{cfg.nodes} nodes ready, leader {leader.name if leader else '?'}; running {cfg.workload} under "
+              f"{name} for {cfg.time_limit:g} s (seed {cfg.seed})")  # fmt: skip
+        recorder = Recorder(history)
+        ctx = Context(net, cluster, recorder, log=_echo)
+        ctx.probe("setup")  # the healthy matrix: proves the probe itself works
+        hint = LeaderHint()
+        addresses = [n.http for n in cluster.nodes]
+        workload = WORKLOADS[cfg.workload](cfg.concurrency)
+
+        def make_client(rng: random.Random) -> Client:
+            return Client(addresses, hint, rng, token=cluster.token)  # sync-state-data is an admin endpoint
+
+        driver = Driver(workload, recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
+        runner = Runner(ctx, make_nemesis(name), steps, t0=recorder.t0_s)
+        driver.start()
+        runner.start()
+        deadline = recorder.t0_s + cfg.time_limit
+        while time.monotonic() < deadline and not runner.failed.is_set():
+            runner.failed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+            cluster.check_exits()
+        driver.stop()
+        if runner.failed.is_set():
+            abort = f"the nemesis failed: {runner.error}"
+            run_info["nemesis_error"] = runner.error_text
+        _echo(f"workload stopped after {driver.ops()} ops; healing")
+        heal = runner.finish()
+        run_info["final_heal"] = heal
+        run_info["faults_applied"] = runner.applied
+        t_heal = time.monotonic()
+        not_ready = cluster.wait_ready(timeout=cfg.recovery)
+        recovered_s = round(time.monotonic() - t_heal, 2)
+        final = driver.final(deadline=time.monotonic() + max(10.0, cfg.recovery - recovered_s))
+        run_info["recovery"] = {"not_ready": [cluster.node(i).name for i in not_ready], "seconds": recovered_s,
+                                "final_reads": final or "all done"}  # fmt: skip
+        run_info["unexpected_exits"] = cluster.check_exits()
+        run_info["workload_stats"] = workload.stats()
+        run_info["ops"] = driver.ops()
+        if driver.errors:
+            run_info["harness_errors"] = driver.errors[:20]
+        _echo(f"recovery: {'all nodes ready' if not not_ready else f'not ready: {not_ready}'} in {recovered_s} s")
+    except Aborted as e:
+        abort = str(e)
+    except NemesisAbort as e:
+        abort = f"the nemesis failed: {e}"
+    except (NetError, DBError) as e:
+        abort = f"{type(e).__name__}: {e}"
+    except KeyboardInterrupt:
+        interrupted = True
+        abort = "interrupted"
+    except Exception as e:  # noqa: BLE001 - a harness bug: still clean up and report it
+        abort = f"harness error: {type(e).__name__}: {e}"
+        run_info["harness_traceback"] = traceback.format_exc()
+    finally:
+        _cleaning = True
+        if driver is not None:
+            driver.halt.set()
+        try:
+            if cluster is not None:
+                cluster.close()
+                run_info["final_exit_codes"] = cluster.exit_codes()
+        finally:
+            if driver is not None:
+                driver.close()
+            if recorder is not None:
+                recorder.close()
+            left = net.teardown()
+            if left:
+                _echo(f"could not remove: {left}")
+            _cleaning = False
+    interrupted = interrupted or _interrupted
+    if ctx is not None:
+        _write_json(out / "probes.json", ctx.probes)
+    return finish(cfg, out, run_info, abort, interrupted)
+
+
+def recovery_verdict(info: dict[str, Any]) -> dict[str, Any]:
+    """Liveness after the final heal: every node ready within --recovery, final reads done, no node exited on
+    its own during the run."""
+    rec = info.get("recovery", {})
+    problems = []
+    if rec.get("not_ready"):
+        problems.append(f"not ready {rec['seconds']} s after the heal: {', '.join(rec['not_ready'])}")
+    if isinstance(rec.get("final_reads"), dict):
+        problems.append(f"final reads failed: {rec['final_reads']}")
+    interference = []
+    for e in info.get("unexpected_exits", []):
+        if e["returncode"] == 0:
+            # controllerd exits 0 only after SIGTERM/SIGINT ("stopping (signal)" in its log), which the harness
+            # did not send: another process on this machine stopped it. Not the node's fault, but the run is
+            # not what it claims to be.
+            interference.append(f"{e['node']} was stopped by a signal the harness did not send (exit 0)")
+        else:
+            problems.append(f"{e['node']} exited on its own with code {e['returncode']}")
+    verdict = INVALID if problems else UNKNOWN if interference else VALID
+    return {"verdict": verdict, "problems": problems + interference, **rec}
+
+
+def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, interrupted: bool) -> int:
+    history = out / "history.jsonl"
+    results: dict[str, Any] = {"run": info}
+    code = EXIT_INTERRUPTED if interrupted else EXIT_ABORTED
+    if history.exists() and not interrupted:
+        try:
+            checked = check_history(read_history(history), CheckOptions(budget_s=cfg.budget))
+        except HistoryError as e:
+            checked = {"verdict": UNKNOWN, "checkers": {}, "error": f"malformed history: {e}",
+                       "counts": {}, "history": str(history)}  # fmt: skip
+        checked["recovery"] = recovery_verdict(info)
+        verdicts = [c["verdict"] for c in checked["checkers"].values()] + [checked["recovery"]["verdict"]]
+        verdict = max(verdicts, key=RANK.__getitem__) if checked["checkers"] else UNKNOWN
+        checked["history_verdict"] = checked["verdict"]
+        checked["verdict"] = verdict
+        results.update(checked)
+        if abort is None:
+            code = EXIT_CODE[verdict]
+    if abort is not None:
+        # what was recorded is still checked (above), but an aborted run proves nothing either way
+        results.update(verdict="aborted", abort=abort, checked_verdict=results.get("verdict"))
+        _echo(f"ABORTED: {abort}")
+    results["exit_code"] = code
+    _write_json(out / "results.json", results)
+    lines = [f"run: {out}",
+             f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
+             f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}"]  # fmt: skip
+    if info.get("note"):
+        lines.append(f"note: {info['note']}")
+    if abort is not None:
+        lines.append(f"ABORTED: {abort}")
+    if "checkers" in results:
+        lines.append(f"faults applied: {info.get('faults_applied')}; ops {info.get('ops')}")
+        if "error" in results:
+            lines.append(results["error"])
+        else:
+            lines += summary({**results, "verdict": results["history_verdict"]})[:-1]
+        rec = results["recovery"]
+        lines.append(f"{'recovery':<22} {rec['verdict']:<8} all nodes ready {rec.get('seconds')} s after the heal"
+                     if not rec["problems"] else f"{'recovery':<22} {rec['verdict']}")  # fmt: skip
+        lines += [f"    {p}" for p in rec["problems"]]
+    lines.append(f"verdict: {results['verdict']} (exit {code})")
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    click.echo("\n".join(lines))
+    if history.exists():
+        try:
+            from jepsen.plots import plot_run
+
+            plot_run(history, out, title=f"{cfg.workload} / {info.get('nemesis')}")
+        except Exception as e:  # noqa: BLE001 - plots are a convenience; the verdict stands without them
+            _echo(f"plots failed: {type(e).__name__}: {e}")
+    data = out / "data"
+    if data.exists() and code == 0 and not cfg.keep_data:
+        shutil.rmtree(data, ignore_errors=True)
+    return code
+
+
+def _nemeses(spec: str) -> list[str]:
+    names = list(NEMESES) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in NEMESES]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown nemesis {', '.join(unknown) or spec!r}; known: all, {', '.join(NEMESES)}",
+                                 param_hint="--nemesis")  # fmt: skip
+    return names
+
+
+@click.command("run")
+@click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="register", show_default=True)
+@click.option("--nemesis", "nemesis_spec", default="partition-random-halves", show_default=True,
+              help=f"A nemesis, a comma list (run in turn), or all. Known: {', '.join(NEMESES)}.")
+@click.option("--time-limit", type=click.FloatRange(min=1), default=60, show_default=True,
+              help="Seconds of workload per nemesis (then heal, recovery and final reads).")
+@click.option("--nodes", type=click.Choice(["3", "5"]), default="5", show_default=True)
+@click.option("--rate", type=click.FloatRange(min=0.1), default=20, show_default=True, help="Ops/s, all clients together.")
+@click.option("--concurrency", type=click.IntRange(1, 50), default=5, show_default=True, help="Client processes.")
+@click.option("--seed", type=int, default=None, help="Seed of the schedule and the clients (default: random, printed).")
+@click.option("--interval", type=click.FloatRange(min=0.5), default=10, show_default=True,
+              help="Seconds of quiet, then seconds of fault, alternately.")
+@click.option("--recovery", type=click.FloatRange(min=1), default=30, show_default=True,
+              help="Seconds the cluster may take after the final heal before it counts as not recovered.")
+@click.option("--snapshot-threshold", type=click.IntRange(min=0), default=500, show_default=True,
+              help="statemachineSnapshotThreshold of the nodes (small: snapshots and log truncation happen).")
+@click.option("--budget", type=click.FloatRange(min=1), default=60, show_default=True,
+              help="Seconds the linearizability checker may spend.")
+@click.option("--keep-data", is_flag=True, help="Keep the nodes' data directories even when the run passes.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run folder (default ./jepsen-runs/<timestamp>-<workload>-<nemesis>).")  # fmt: skip
+def run(workload: str, nemesis_spec: str, time_limit: float, nodes: str, rate: float, concurrency: int,
+        seed: int | None, interval: float, recovery: float, snapshot_threshold: int, budget: float, keep_data: bool,
+        out: Path | None) -> int:  # fmt: skip
+    """Run WORKLOAD under each nemesis in turn against a real cluster in network namespaces, and check it.
+
+    Exit codes: 0 valid, 1 invalid, 2 unknown, 4 aborted (the run proves nothing), 130 interrupted.
+    """
+    names = _nemeses(nemesis_spec)
+    if seed is None:
+        seed = random.SystemRandom().randrange(1 << 31)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    label = "all" if nemesis_spec == "all" else ("+".join(names) if len(names) > 1 else names[0])
+    base = out or Path("jepsen-runs") / f"{stamp}-{workload}-{label}"
+    global _interrupted
+    _interrupted = False
+    previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        if len(names) == 1:
+            return run_one(_config(workload, names[0], time_limit, nodes, rate, concurrency, seed, interval, recovery,
+                                   snapshot_threshold, keep_data, budget), base)  # fmt: skip
+        combined: list[dict[str, Any]] = []
+        worst = 0
+        for k, name in enumerate(names, start=1):
+            folder = base / f"{k:02d}-{name}"
+            _echo(f"=== {k}/{len(names)}: {name} -> {folder}")
+            code = run_one(_config(workload, name, time_limit, nodes, rate, concurrency, seed, interval, recovery,
+                                   snapshot_threshold, keep_data, budget), folder)  # fmt: skip
+            res = json.loads((folder / "results.json").read_text())
+            combined.append({"nemesis": name, "folder": str(folder), "verdict": res.get("verdict"), "exit_code": code,
+                             "abort": res.get("abort")})  # fmt: skip
+            worst = code if _worse(code, worst) else worst
+            _write_json(base / "results.json", {"workload": workload, "seed": seed, "runs": combined,
+                                                "exit_code": worst})  # fmt: skip
+            if code == EXIT_INTERRUPTED:
+                break
+        click.echo("\n".join(f"{r['nemesis']:<26} {r['verdict']:<8} exit {r['exit_code']}" for r in combined))
+        return worst
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _worse(a: int, b: int) -> bool:
+    order = {0: 0, 2: 1, 1: 2, EXIT_ABORTED: 3, EXIT_INTERRUPTED: 4}
+    return order.get(a, 3) > order.get(b, 3)
+
+
+def _config(workload: str, nemesis: str, time_limit: float, nodes: str, rate: float, concurrency: int, seed: int,
+            interval: float, recovery: float, snapshot_threshold: int, keep_data: bool, budget: float) -> RunConfig:  # fmt: skip
+    return RunConfig(workload=workload, nemesis=nemesis, time_limit=time_limit, nodes=int(nodes), rate=rate,
+                     concurrency=concurrency, seed=seed, interval=interval, recovery=recovery,
+                     snapshot_threshold=snapshot_threshold, keep_data=keep_data, budget=budget)  # fmt: skip
