@@ -29,9 +29,11 @@ REPO = Path(__file__).resolve().parents[2]
 def smoke(out: Path, nemesis: str, seed: int) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     cfg = RunConfig(workload="register", nemesis=nemesis, time_limit=45, nodes=3, rate=20, concurrency=5, seed=seed,
                     interval=8, recovery=30, snapshot_threshold=200, keep_data=False, budget=60)  # fmt: skip
-    before = set(list_namespaces())
     code = run_one(cfg, out)
-    assert set(list_namespaces()) <= before, "the run left namespaces behind"
+    # This run's namespaces (named in each node's generated config) are gone; other runs may share the machine.
+    header = (out / "nodes" / "n1.conf").read_text().splitlines()[0]
+    prefix = header.rsplit("(namespace ", 1)[1].rstrip(")")[: -len("n1")]
+    assert not [ns for ns in list_namespaces() if ns.startswith(prefix)], "the run left namespaces behind"
     results = json.loads((out / "results.json").read_text())
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     return code, results, history
