@@ -41,6 +41,7 @@ DEFINITE_REJECTIONS = frozenset({16, 22, 2000, 2001, 2002, 2003, 2005, 2006, 200
 MASTER_STILL_EXIST = 2011
 MAX_OPS_PER_KEY = 400  # leaves room for final reads under the checker's ~500
 MAX_PROCESSES_PER_KEY = 9  # the final reader is the 10th
+KEY_GROUP = 5  # workers sharing one register key at a time
 
 
 # ------------------------------------------------------------------------------------------------ history
@@ -258,39 +259,38 @@ class Worker:
 
 
 class KeyPool:
-    """Independent keys, rotated so that each sees at most `max_ops` ops and `max_procs` processes."""
+    """Independent keys, as Jepsen's `independent` generator hands them out: the workers are split into
+    `slots` groups, each group works on one key at a time, and a group moves to a fresh key once its key has
+    seen `max_ops` ops or would see more than `max_procs` processes (a worker's process number changes after
+    every `info`, so a long-lived key collects processes)."""
 
-    def __init__(self, prefix: str, active: int, max_ops: int = MAX_OPS_PER_KEY,
+    def __init__(self, prefix: str, slots: int = 1, max_ops: int = MAX_OPS_PER_KEY,
                  max_procs: int = MAX_PROCESSES_PER_KEY) -> None:  # fmt: skip
         self.prefix = prefix
-        self.n_active = max(1, active)
         self.max_ops = max_ops
         self.max_procs = max_procs
         self.ops: Counter[str] = Counter()
         self.procs: dict[str, set[int]] = defaultdict(set)
-        self.active: list[str] = []
+        self.current: list[str | None] = [None] * max(1, slots)
         self.all: list[str] = []
         self._lock = threading.Lock()
 
     def _new(self) -> str:
         key = f"{self.prefix}{len(self.all) + 1}"
         self.all.append(key)
-        self.active.append(key)
         return key
 
-    def acquire(self, process: int, rng: random.Random) -> str:
+    def acquire(self, process: int, slot: int = 0) -> str:
+        """The key for the next op of `process`, a worker of group `slot` (any int: taken modulo the groups)."""
         with self._lock:
-            while len(self.active) < self.n_active:
-                self._new()
-            usable = [k for k in self.active
-                      if self.ops[k] < self.max_ops and (process in self.procs[k] or len(self.procs[k]) < self.max_procs)]  # fmt: skip
-            if not usable:
-                usable = [self._new()]
-            key = rng.choice(usable)
+            k = slot % len(self.current)
+            key = self.current[k]
+            if key is None or self.ops[key] >= self.max_ops or (
+                process not in self.procs[key] and len(self.procs[key]) >= self.max_procs
+            ):
+                key = self.current[k] = self._new()
             self.ops[key] += 1
             self.procs[key].add(process)
-            if self.ops[key] >= self.max_ops or len(self.procs[key]) >= self.max_procs:
-                self.active.remove(key)
             return key
 
 
@@ -328,7 +328,7 @@ class Register(Workload):
     name = "register"
 
     def __init__(self, concurrency: int) -> None:
-        self.keys = KeyPool("k", active=max(1, concurrency // 3))
+        self.keys = KeyPool("k", slots=-(-concurrency // KEY_GROUP))  # groups of up to 5 workers per key
         self.values = iter(range(1, 1 << 62))
         self._lock = threading.Lock()
         self.last: dict[str, Any] = {}  # the latest value anyone saw per key: a cas expectation that may hold
@@ -338,7 +338,7 @@ class Register(Workload):
             return next(self.values)
 
     def op(self, worker: Worker) -> None:
-        key = self.keys.acquire(worker.process, worker.rng)
+        key = self.keys.acquire(worker.process, worker.index)
         r = worker.rng.random()
         if r < 0.5:
             self.read(worker, key)
@@ -414,12 +414,12 @@ class SetWorkload(Workload):
     CAS_TRIES = 30
 
     def __init__(self, concurrency: int) -> None:
-        self.keys = KeyPool("s", active=1, max_ops=self.MAX_ELEMENTS * 2, max_procs=10**9)
+        self.keys = KeyPool("s", slots=1, max_ops=self.MAX_ELEMENTS * 2, max_procs=10**9)
         self.elements = iter(range(1, 1 << 62))
         self._lock = threading.Lock()
 
     def op(self, worker: Worker) -> None:
-        key = self.keys.acquire(worker.process, worker.rng)
+        key = self.keys.acquire(worker.process)
         if worker.rng.random() < 0.8:
             with self._lock:
                 element = next(self.elements)

@@ -253,12 +253,21 @@ def test_set_history_is_checked_valid_and_reports_lost_elements(tmp_path: Path) 
 
 
 def test_key_pool_rotates_by_ops_and_processes() -> None:
-    pool = KeyPool("k", active=1, max_ops=5, max_procs=3)
-    rng = random.Random(0)
-    keys = [pool.acquire(p, rng) for p in [0, 0, 0, 0, 0, 0]]
+    pool = KeyPool("k", slots=1, max_ops=5, max_procs=3)
+    keys = [pool.acquire(p) for p in [0, 0, 0, 0, 0, 0]]
     assert keys == ["k1"] * 5 + ["k2"]
-    keys = [pool.acquire(p, rng) for p in [1, 2, 3]]
+    keys = [pool.acquire(p) for p in [1, 2, 3]]
     assert pool.procs["k2"] == {0, 1, 2} and keys[-1] == "k3"
+
+
+def test_key_pool_gives_each_group_of_workers_its_own_key() -> None:
+    pool = KeyPool("k", slots=2, max_ops=400, max_procs=9)
+    first = {w: pool.acquire(w, slot=w) for w in range(10)}
+    assert {first[w] for w in range(0, 10, 2)} == {"k1"} and {first[w] for w in range(1, 10, 2)} == {"k2"}
+    for _ in range(50):  # ten workers, two keys: no key collects more than its five processes
+        for w in range(10):
+            pool.acquire(w, slot=w)
+    assert pool.all == ["k1", "k2"] and all(len(p) == 5 for p in pool.procs.values())
 
 
 def test_controller_observations_use_rocketmq_fields() -> None:
