@@ -22,8 +22,8 @@ import socket
 from collections.abc import Generator
 
 import uvicorn
-from api.app import ApiSettings, create_app
 
+from api.app import ApiSettings, create_app
 from api.service import ControllerService, ServiceOptions
 
 log = logging.getLogger("controllerd")

@@ -89,6 +89,7 @@ class Node:
         self._tick_handle: asyncio.TimerHandle | None = None
         self._leader_term = -1  # term for which on_leader_start fired
         self._was_leader = False
+        self._known_leader = ""  # the leader last logged: one log line per change, not per round
         self._error: BaseException | None = None
         self._stopped = False
         self._role_waiters: list[asyncio.Future[None]] = []
@@ -668,6 +669,9 @@ class Node:
 
     def _check_role(self, core: RaftCore) -> None:
         is_leader = core.role == LEADER
+        if core.leader != self._known_leader:
+            self._known_leader = core.leader
+            log.info("node %s: leader %s (term %d, %s)", self.id, core.leader or "unknown", core.term, core.role)
         if self._was_leader and not is_leader:
             # Pending proposals may still commit under the next leader: their outcome is unknown.
             err = RaftException(RaftError.ELEADERCHANGED, "leadership lost; outcome unknown", core.leader)

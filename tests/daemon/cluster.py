@@ -1,5 +1,9 @@
 """Real `controllerd` processes on loopback for the daemon tests: generated controller.conf files, JSON logs,
-readiness by /readyz, SIGTERM/SIGKILL/restart."""
+readiness by /readyz, SIGTERM/SIGKILL/restart.
+
+Waiting never sleeps: each child's log is read by a thread that copies it to the node's log file and
+counts lines; `wait_ready` re-probes only after some node logged something (every state change that
+matters here, a leader learned or an HTTP server started, is logged after it happened)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -27,6 +32,9 @@ class ControllerdCluster:
         self.rafts = [f"127.0.0.1:{p}" for p in ports[:n]]
         self.https = [f"127.0.0.1:{p}" for p in ports[n:]]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._logged = threading.Condition()
+        self._lines = 0  # log lines read from every child so far
+        self.readers: dict[int, threading.Thread] = {}
         self.confs = []
         for i in range(n):
             conf = os.path.join(root, f"n{i}.conf")
@@ -43,14 +51,28 @@ class ControllerdCluster:
 
     def start(self, i: int) -> subprocess.Popen[bytes]:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        log = open(self.log_path(i), "ab")  # noqa: SIM115 - handed to the child
         p = subprocess.Popen(
             [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", self.confs[i], "--log-format", "json"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
         )  # fmt: skip
-        log.close()
+        assert p.stdout is not None
+        reader = threading.Thread(target=self._copy_log, args=(p.stdout, self.log_path(i)), daemon=True)
+        reader.start()
+        self.readers[i] = reader
         self.procs[i] = p
         return p
+
+    def _copy_log(self, src: IO[bytes], path: str) -> None:
+        with open(path, "ab") as dst:
+            for line in src:
+                dst.write(line)
+                dst.flush()
+                with self._logged:
+                    self._lines += 1
+                    self._logged.notify_all()
+        with self._logged:  # the child exited: wake waiters so they see it
+            self._lines += 1
+            self._logged.notify_all()
 
     def start_all(self) -> None:
         for i in range(len(self.confs)):
@@ -62,6 +84,8 @@ class ControllerdCluster:
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
+            with self._logged:
+                seen = self._lines
             for i in nodes:
                 if self.procs[i].poll() is not None:
                     raise AssertionError(f"node {i} exited with {self.procs[i].returncode}: {self.tail(i)}")
@@ -74,7 +98,8 @@ class ControllerdCluster:
                     last = leaders
             except httpx.HTTPError as e:
                 last = e
-            time.sleep(0.05)  # polling child processes' readiness (a deadline, not a synchronisation sleep)
+            with self._logged:  # nothing changes without a log line: wait for the next one
+                self._logged.wait_for(lambda seen=seen: self._lines > seen, max(0.0, deadline - time.monotonic()))
         raise AssertionError(f"not ready within {timeout}s: {last}")
 
     def index_of(self, raft_id: str) -> int:
@@ -93,10 +118,13 @@ class ControllerdCluster:
     def kill(self, i: int) -> None:
         self.procs[i].kill()
         self.procs[i].wait()
+        self.readers[i].join(10)
 
     def terminate(self, i: int, timeout: float = 30) -> int:
         self.procs[i].send_signal(signal.SIGTERM)
-        return self.procs[i].wait(timeout)
+        code = self.procs[i].wait(timeout)
+        self.readers[i].join(10)  # its last log lines are in the file
+        return code
 
     def stop_all(self) -> None:
         for p in self.procs.values():
