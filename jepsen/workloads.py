@@ -383,17 +383,24 @@ class Register(Workload):
         worker.complete(inv, t, [expect, new], a)
 
     def final(self, worker: Worker, deadline: float) -> dict[str, Any]:
-        unread = []
-        for key in self.keys.all:
-            while self.read(worker, key) != OK:
-                if time.monotonic() >= deadline:
-                    unread.append(key)
-                    break
-                time.sleep(0.5)  # the cluster is recovering; bounded by the deadline
+        unread = read_until_ok(self.keys.all, lambda key: self.read(worker, key), deadline)
         return {"unread_keys": unread} if unread else {}
 
     def stats(self) -> dict[str, Any]:
         return {"keys": len(self.keys.all), "max_ops_per_key": max(self.keys.ops.values(), default=0)}
+
+
+def read_until_ok(keys: list[Any], read: Callable[[Any], str], deadline: float) -> list[Any]:
+    """The final phase: read every key until a read is `ok` (the cluster may still be recovering); the keys
+    still unread at the deadline."""
+    unread = []
+    for key in keys:
+        while read(key) != OK:
+            if time.monotonic() >= deadline:
+                unread.append(key)
+                break
+            time.sleep(0.5)  # the harness waits for a recovering cluster; bounded by the deadline
+    return unread
 
 
 # ---------------------------------------------------------------------------------------------------- set
@@ -461,13 +468,7 @@ class SetWorkload(Workload):
         worker.complete(inv, FAIL, element, a, error=f"cas lost {self.CAS_TRIES} races")
 
     def final(self, worker: Worker, deadline: float) -> dict[str, Any]:
-        unread = []
-        for key in self.keys.all:
-            while self.read(worker, key) != OK:
-                if time.monotonic() >= deadline:
-                    unread.append(key)
-                    break
-                time.sleep(0.5)  # the cluster is recovering; bounded by the deadline
+        unread = read_until_ok(self.keys.all, lambda key: self.read(worker, key), deadline)
         return {"unread_sets": unread} if unread else {}
 
     def stats(self) -> dict[str, Any]:

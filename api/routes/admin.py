@@ -99,15 +99,7 @@ async def sync_state_data(req: M.SyncStateDataRequest, gw: GatewayDep) -> Respon
 )
 async def elect_master(req: M.AdminElectMasterRequest, gw: GatewayDep) -> Response:
     """1002 admin trigger (designateElect=true): make brokerId the master."""
-    return await gw.write(
-        "CONTROLLER_ELECT_MASTER",
-        lambda now: commands.elect_master(
-            now, req.brokerName, cluster_name=req.clusterName, broker_id=req.brokerId, designate_elect=True
-        ),  # fmt: skip
-        on_result=lambda r: gw.metrics.observe_election(
-            gw.metrics.cluster_of(req.brokerName, req.clusterName), req.brokerName, r.code
-        ),  # fmt: skip
-    )
+    return await gw.elect(req.clusterName, req.brokerName, req.brokerId, True)
 
 
 @router.post("/clean-broker-metadata", response_model=M.EmptyAnswer,

@@ -19,6 +19,7 @@ from api.errors import CommandArgumentError, checked, not_leader_envelope
 from api.metrics import ControllerMetrics
 from api.service import ControllerService, NotLeaderError, UnavailableError
 from api.settings import ApiSettings
+from statemachine import commands
 from statemachine.result import Result
 
 Build = Callable[[int], bytes]
@@ -57,6 +58,16 @@ class Gateway:
         if request_type:
             self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
         return JSONResponse(result.to_envelope())
+
+    async def elect(self, cluster: str | None, broker_name: str, broker_id: int | None, designate: bool) -> JSONResponse:
+        """1002 from a broker, the controller or an admin; the outcome counts in election_total."""
+        return await self.write(
+            "CONTROLLER_ELECT_MASTER",
+            lambda now: commands.elect_master(now, broker_name, cluster_name=cluster, broker_id=broker_id,
+                                              designate_elect=designate),  # fmt: skip
+            on_result=lambda r: self.metrics.observe_election(
+                self.metrics.cluster_of(broker_name, cluster), broker_name, r.code),  # fmt: skip
+        )
 
     async def _run(
         self,

@@ -54,15 +54,7 @@ async def register_broker(req: M.RegisterBrokerRequest, gw: GatewayDep) -> Respo
 async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
     """1002: broker trigger (own brokerId) or controller trigger (no brokerId)."""
     broker_id = None if req.brokerId == -1 else req.brokerId
-    return await gw.write(
-        "CONTROLLER_ELECT_MASTER",
-        lambda now: commands.elect_master(
-            now, req.brokerName, cluster_name=req.clusterName, broker_id=broker_id, designate_elect=req.designateElect
-        ),  # fmt: skip
-        on_result=lambda r: gw.metrics.observe_election(
-            gw.metrics.cluster_of(req.brokerName, req.clusterName), req.brokerName, r.code
-        ),  # fmt: skip
-    )
+    return await gw.elect(req.clusterName, req.brokerName, broker_id, req.designateElect)
 
 
 @router.post("/alter-sync-state-set", response_model=M.AlterSyncStateSetAnswer,
