@@ -87,6 +87,20 @@ class _Machine(ControllerStateMachine):
         self._service._leader_stopped(term)
 
 
+def most_caught_up(st: Mapping[str, Any], candidates: list[str], silent_after_ticks: float) -> str | None:
+    """The candidate with the highest match index (then the most recent contact) among those that answered the
+    leader whose node status is `st` within `silent_after_ticks`; None when none did."""
+    progress = st["peers"]
+
+    def heard(p: str) -> bool:
+        return 0 <= progress.get(p, {}).get("contact_ticks", -1) <= silent_after_ticks
+
+    reachable = [p for p in candidates if heard(p)]
+    if not reachable:
+        return None
+    return max(reachable, key=lambda p: (progress[p]["match"], -progress[p]["contact_ticks"]))
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -103,7 +117,6 @@ class ControllerService:
         self.started = False
         self.stopping = False
         self._stop_called = False
-        self.leader_since_ms: int | None = None
         self.first_heartbeat_ms: int | None = None  # since this node became leader
         self.scans = 0
         self.listeners: list[Callable[[str, Result], None]] = []  # (request type, result) of proposals
@@ -146,11 +159,12 @@ class ControllerService:
             log.warning("leadership transfer to %s before stopping failed: %s", target, e)
 
     def _best_transferee(self) -> str | None:
-        peers = self.node.status()["peers"]
-        voters = [p for p in self.node.status()["voters"] if p != self.id and p in peers]
-        if not voters:
-            return None
-        return max(voters, key=lambda p: (peers[p]["match"], -peers[p].get("contact_ticks", 0)))
+        st = self.node.status()
+        return most_caught_up(st, [p for p in st["voters"] if p != self.id], self.election_ticks())
+
+    def election_ticks(self) -> float:
+        """An election timeout in core ticks: a peer silent for longer is no transfer target."""
+        return self.opts.node.raft.election_timeout_ms / self.tick_ms()
 
     # ------------------------------------------------------------------ requests
 
@@ -222,13 +236,11 @@ class ControllerService:
     # ------------------------------------------------------------------ leader duties
 
     def _leader_started(self, term: int) -> None:
-        self.leader_since_ms = self.now_ms()
         self.first_heartbeat_ms = None
         log.info("leading term %d", term, extra={"term": term})
         self._spawn(self._propose_file_config(), "file-config")
 
     def _leader_stopped(self, term: int) -> None:
-        self.leader_since_ms = None
         self.first_heartbeat_ms = None
         log.info("stopped leading term %d", term, extra={"term": term})
 

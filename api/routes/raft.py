@@ -20,7 +20,7 @@ from api.auth import require_admin
 from api.errors import ApiError, conflict, from_raft, invalid
 from api.routes import PROTECTED_ERRORS
 from api.routes.common import Gateway, GatewayDep
-from api.service import ControllerService, NotLeaderError, UnavailableError
+from api.service import ControllerService, NotLeaderError, UnavailableError, most_caught_up
 from raft.core.confchange import ConfChangeError
 from raft.status import RaftException
 from statemachine import codes as C
@@ -105,19 +105,10 @@ def choose_transferee(
     if not candidates:
         raise conflict("REFUSED", "there is no other voter to hand leadership to")
 
-    def heard(p: str) -> bool:
-        ticks = progress.get(p, {}).get("contact_ticks", -1)
-        return bool(0 <= ticks <= silent_after_ticks)
-
-    def rank(p: str) -> tuple[int, int]:
-        pr = progress.get(p, {})
-        return pr.get("match", 0), -pr.get("contact_ticks", 0)
-
-    reachable = [p for p in candidates if heard(p)]
-    if not reachable:
+    target = most_caught_up(st, candidates, silent_after_ticks)
+    if target is None:
         who = to if to is not None else "any other voter"
         raise conflict("REFUSED", f"{who} has not answered within an election timeout; not transferring")
-    target = max(reachable, key=rank)
     lag = last - progress[target]["match"]
     if lag > max_lag:
         raise conflict(
@@ -130,8 +121,7 @@ async def transfer(gw: Gateway, req: M.TransferLeaderRequest) -> JSONResponse:
     service = gw.service
     _require_leader(service)
     max_lag = gw.settings.max_transfer_lag_entries if req.maxLagEntries is None else req.maxLagEntries
-    silent_after = service.opts.node.raft.election_timeout_ms / service.tick_ms()
-    target, lag = choose_transferee(service.node.status(), req.to, max_lag, silent_after)
+    target, lag = choose_transferee(service.node.status(), req.to, max_lag, service.election_ticks())
     t0 = time.perf_counter()
     try:
         await service.node.transfer_leadership(target, gw.settings.transfer_timeout_s)
