@@ -22,6 +22,7 @@ import random
 import threading
 import time
 import traceback
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,17 +268,17 @@ class Context:
             time.sleep(0.2)  # waiting for an election, bounded
 
 
-class Nemesis:
+class Nemesis(ABC):
     """One kind of fault. start() applies it and returns what it did (JSON); stop() heals it."""
 
     name = "?"
     network = False  # True: the runner probes the connectivity matrix after each start and stop
 
-    def start(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def start(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]: ...
 
-    def stop(self, ctx: Context) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def stop(self, ctx: Context) -> dict[str, Any]: ...
 
 
 class Partition(Nemesis):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -303,14 +304,15 @@ def _parse(v: Any) -> Any:
     return v
 
 
-class Workload:
+class Workload(ABC):
     name = "?"
 
-    def setup(self, worker: Worker) -> None:
+    def setup(self, worker: Worker) -> None:  # noqa: B027 - optional hook: nothing to set up is the default
         """Runs once before the clock starts (on worker 0)."""
 
+    @abstractmethod
     def op(self, worker: Worker) -> None:
-        raise NotImplementedError
+        """One operation: invoke, call the cluster, complete (each worker runs them one at a time)."""
 
     def final(self, worker: Worker, deadline: float) -> dict[str, Any]:
         """Final reads after the heal; returns what could not be read."""
