@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jepsen.checker.models import CAS, DELETE, READ, WRITE, Action, Model, RegisterModel, describe_action, unobserved
+from jepsen.checker.models import FAIL as MODEL_FAIL
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID, Call, SearchResult, combine, search
 from jepsen.history import FAIL, INFO, Key, Op
 
@@ -125,12 +126,37 @@ def check_key(
         droppable = prune([a for _, a in kept])
         kept = [(op, a) for (op, a), drop in zip(kept, droppable, strict=True) if not (drop and op.end == math.inf)]
     calls = [Call(op.invoke_time, op.end, a, op.end == math.inf) for op, a in kept]
-    res = search(calls, model, deadline=deadline, max_configs=max_configs)
+    doomed = _impossible(calls, model)
+    if doomed is None:
+        res = search(calls, model, deadline=deadline, max_configs=max_configs)
+    else:
+        # Invalid for sure. A short search still gives the exact linearizable prefix and state when it is cheap;
+        # when it is not (many ops of unknown outcome), the impossible op itself is the answer.
+        res = search(calls, model, deadline=deadline, max_configs=min(max_configs, QUICK_SEARCH_CONFIGS))
+        if res.verdict != INVALID:
+            res = doomed
     out = KeyResult(key, res.verdict, len(kept), res.configs, res.reason)
     if res.verdict == INVALID:
         assert res.failed is not None
         out.failure = _counterexample(key, [op for op, _ in kept], calls, res, model, deadline, max_configs)
     return out
+
+
+QUICK_SEARCH_CONFIGS = 50_000
+FAILS_FROM_ANY_STATE = "fails from every state the key's ops could leave"
+
+
+def _impossible(calls: Sequence[Call], model: Model) -> SearchResult | None:
+    """An op that happened (it returned) but fails from every state any op of the key could leave, such as a
+    read of a value nobody wrote, makes the key invalid without a search. The search would prove the same,
+    but for an invalid key it must exhaust every ordering first, and with many ops of unknown outcome that
+    is millions of configurations. Returns the earliest-returning such op as the search would report it."""
+    anywhere = model.unknown_state(c.action for c in calls)
+    doomed = [i for i, c in enumerate(calls) if not c.optional and model.step(anywhere, c.action) is MODEL_FAIL]
+    if not doomed:
+        return None
+    first = min(doomed, key=lambda i: calls[i].end)
+    return SearchResult(INVALID, failed=first, prefix=[], state=anywhere, reason=FAILS_FROM_ANY_STATE)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -149,7 +175,10 @@ def _counterexample(
     assert res.failed is not None
     f = ops[res.failed]
     prefix = [ops[i] for i in res.prefix]
-    window, _, cut = smallest_window(calls, res.failed, model, deadline, max_configs)
+    if res.reason == FAILS_FROM_ANY_STATE:  # the op alone is the smallest failing window
+        window, cut = [res.failed], None
+    else:
+        window, _, cut = smallest_window(calls, res.failed, model, deadline, max_configs)
     concurrent = [o for o in ops if o is not f and o.invoke_time <= f.end and f.invoke_time <= o.end]
     return {
         "key": key,

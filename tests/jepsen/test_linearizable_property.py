@@ -77,3 +77,17 @@ def test_a_2k_op_history_with_one_stale_read_is_invalid_with_a_small_window() ->
     (failure,) = res.to_json()["failures"]
     assert failure["key"] == key
     assert failure["window_count"] < 100
+
+
+def test_an_impossible_read_among_many_unknown_outcomes_is_invalid_not_unknown() -> None:
+    """The shape that hung CI: one key, a fifth of the ops timed out, one read of a value nobody wrote. The
+    search alone had to exhaust more than the 5,000,000-configuration budget before it could say invalid."""
+    shape = {"concurrency": 3, "seed": 130, "keys": 1, "delete_rate": 0.05, "n_ops": 156, "info_rate": 0.2}
+    records = generate(shape)
+    reads = [i for i, d in enumerate(records) if d["f"] == "read" and d["type"] == "ok"]
+    i = reads[2643 % len(reads)]
+    records[i] = records[i] | {"value": "never-written"}
+    res = check_register(to_history(records).ops)
+    assert res.verdict == "invalid"
+    (failure,) = res.to_json()["failures"]
+    assert failure["op"]["result"] == "never-written" and failure["window"] == [failure["op"]]
