@@ -35,7 +35,7 @@ from jepsen.db import Cluster, ClusterOptions, DBError
 from jepsen.history import HistoryError, read_history
 from jepsen.nemesis import NEMESES, Context, NemesisAbort, Runner, effective_nemesis, make_nemesis, make_schedule
 from jepsen.net import Net, NetError
-from jepsen.workloads import WORKLOADS, Client, Driver, LeaderHint, Recorder
+from jepsen.workloads import WORKLOADS, Client, LeaderHint, Mix, Recorder
 
 EXIT_ABORTED = 4
 EXIT_INTERRUPTED = 130
@@ -111,7 +111,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
     net = Net(cfg.nodes)
     cluster: Cluster | None = None
     recorder: Recorder | None = None
-    driver: Driver | None = None
+    driver: Mix | None = None
     ctx: Context | None = None
     try:
         try:
@@ -135,12 +135,10 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         ctx.probe("setup")  # the healthy matrix: proves the probe itself works
         hint = LeaderHint()
         addresses = [n.http for n in cluster.nodes]
-        workload = WORKLOADS[cfg.workload](cfg.concurrency)
-
         def make_client(rng: random.Random) -> Client:
             return Client(addresses, hint, rng, token=cluster.token)  # sync-state-data is an admin endpoint
 
-        driver = Driver(workload, recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
+        driver = Mix(cfg.workload.split(","), recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
         runner = Runner(ctx, make_nemesis(name), steps, t0=recorder.t0_s)
         driver.start()
         runner.start()
@@ -163,7 +161,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         run_info["recovery"] = {"not_ready": [cluster.node(i).name for i in not_ready], "seconds": recovered_s,
                                 "final_reads": final or "all done"}  # fmt: skip
         run_info["unexpected_exits"] = cluster.check_exits()
-        run_info["workload_stats"] = workload.stats()
+        run_info["workload_stats"] = driver.stats()
         run_info["ops"] = driver.ops()
         if driver.errors:
             run_info["harness_errors"] = driver.errors[:20]
@@ -291,8 +289,19 @@ def _nemeses(spec: str) -> list[str]:
     return names
 
 
+def _workloads(spec: str) -> list[str]:
+    names = list(WORKLOADS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise click.BadParameter(f"unknown or repeated workload in {spec!r}; known: all, {', '.join(WORKLOADS)}",
+                                 param_hint="--workload")  # fmt: skip
+    return names
+
+
 @click.command("run")
-@click.option("--workload", type=click.Choice(sorted(WORKLOADS)), default="register", show_default=True)
+@click.option("--workload", "workload_spec", default="register", show_default=True,
+              help=f"A workload, a comma list run together on one cluster and one history (each with its own "
+                   f"--rate and --concurrency), or all. Known: {', '.join(WORKLOADS)}.")  # fmt: skip
 @click.option("--nemesis", "nemesis_spec", default="partition-random-halves", show_default=True,
               help=f"A nemesis, a comma list (run in turn), or all. Known: {', '.join(NEMESES)}.")
 @click.option("--time-limit", type=click.FloatRange(min=1), default=60, show_default=True,
@@ -312,7 +321,7 @@ def _nemeses(spec: str) -> list[str]:
 @click.option("--keep-data", is_flag=True, help="Keep the nodes' data directories even when the run passes.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run folder (default ./jepsen-runs/<timestamp>-<workload>-<nemesis>).")  # fmt: skip
-def run(workload: str, nemesis_spec: str, time_limit: float, nodes: str, rate: float, concurrency: int,
+def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, rate: float, concurrency: int,
         seed: int | None, interval: float, recovery: float, snapshot_threshold: int, budget: float, keep_data: bool,
         out: Path | None) -> int:  # fmt: skip
     """Run WORKLOAD under each nemesis in turn against a real cluster in network namespaces, and check it.
@@ -320,11 +329,12 @@ def run(workload: str, nemesis_spec: str, time_limit: float, nodes: str, rate: f
     Exit codes: 0 valid, 1 invalid, 2 unknown, 4 aborted (the run proves nothing), 130 interrupted.
     """
     names = _nemeses(nemesis_spec)
+    workload = ",".join(_workloads(workload_spec))
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 31)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = "all" if nemesis_spec == "all" else ("+".join(names) if len(names) > 1 else names[0])
-    base = out or Path("jepsen-runs") / f"{stamp}-{workload}-{label}"
+    base = out or Path("jepsen-runs") / f"{stamp}-{workload.replace(',', '+')}-{label}"
     global _interrupted
     _interrupted = False
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}

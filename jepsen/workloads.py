@@ -698,12 +698,19 @@ class Driver:
     """Runs `concurrency` workers against a workload at `rate` ops/s in total until told to stop."""
 
     def __init__(self, workload: Workload, recorder: Recorder, make_client: Callable[[random.Random], Client],
-                 concurrency: int, rate: float, seed: int) -> None:  # fmt: skip
+                 concurrency: int, rate: float, seed: int | str, processes: Processes | None = None) -> None:  # fmt: skip
+        """`processes` is shared when several drivers write one history (a combined run): process numbers
+        must then be unique across all of them."""
         self.workload = workload
         self.recorder = recorder
-        self.processes = Processes(concurrency)
+        if processes is None:
+            processes = Processes(concurrency)
+            firsts = list(range(concurrency))
+        else:
+            firsts = [processes.fresh() for _ in range(concurrency)]
+        self.processes = processes
         self.workers = [
-            Worker(i, i, make_client(random.Random(f"{seed}:client:{i}")), random.Random(f"{seed}:worker:{i}"),
+            Worker(i, firsts[i], make_client(random.Random(f"{seed}:client:{i}")), random.Random(f"{seed}:worker:{i}"),
                    recorder, self.processes)
             for i in range(concurrency)
         ]  # fmt: skip
@@ -754,3 +761,54 @@ class Driver:
 
     def ops(self) -> int:
         return sum(w.ops for w in self.workers)
+
+
+class Mix:
+    """One or more workloads against one cluster, writing one history: a Driver each (its own `concurrency`
+    workers at its own `rate`), with process numbers unique across them. The checkers split the history by
+    workload again (jepsen/checker/workloads.py), so a combined run is judged exactly as separate runs are."""
+
+    def __init__(self, names: list[str], recorder: Recorder, make_client: Callable[[random.Random], Client],
+                 concurrency: int, rate: float, seed: int) -> None:  # fmt: skip
+        if not names or len(set(names)) != len(names) or any(n not in WORKLOADS for n in names):
+            raise ValueError(f"workloads must be distinct names among {', '.join(WORKLOADS)}: {names}")
+        self.halt = threading.Event()
+        shared = Processes() if len(names) > 1 else None
+        self.drivers: dict[str, Driver] = {}
+        for name in names:
+            # a single workload keeps its historical seeds and process numbers 0..concurrency-1
+            driver_seed: int | str = seed if shared is None else f"{seed}:{name}"
+            d = Driver(WORKLOADS[name](concurrency), recorder, make_client, concurrency, rate, driver_seed, shared)
+            d.halt = self.halt
+            self.drivers[name] = d
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{name}: {e}" if len(self.drivers) > 1 else e for name, d in self.drivers.items() for e in d.errors]
+
+    def start(self) -> None:
+        for d in self.drivers.values():
+            d.start()
+
+    def stop(self) -> None:
+        for d in self.drivers.values():
+            d.stop()
+
+    def final(self, deadline: float) -> dict[str, Any]:
+        missing = {name: d.final(deadline) for name, d in self.drivers.items()}
+        missing = {name: m for name, m in missing.items() if m}
+        if len(self.drivers) == 1:
+            return next(iter(missing.values()), {})
+        return missing
+
+    def stats(self) -> dict[str, Any]:
+        if len(self.drivers) == 1:
+            return next(iter(self.drivers.values())).workload.stats()
+        return {name: d.workload.stats() for name, d in self.drivers.items()}
+
+    def close(self) -> None:
+        for d in self.drivers.values():
+            d.close()
+
+    def ops(self) -> int:
+        return sum(d.ops() for d in self.drivers.values())

@@ -137,3 +137,10 @@ def test_python_dash_m_jepsen(tmp_path: Path) -> None:
     )
     assert usage.returncode == 3
     assert "Missing argument 'HISTORY'" in usage.stderr
+
+
+def test_run_refuses_an_unknown_or_repeated_workload_before_building_anything() -> None:
+    for spec in ("queue", "register,register", ","):
+        res = CliRunner().invoke(cli, ["run", "--workload", spec, "--time-limit", "1"])
+        assert res.exit_code == 3, res.output
+        assert "--workload" in res.output and "known: all, register, set, controller" in res.output
