@@ -135,6 +135,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         ctx.probe("setup")  # the healthy matrix: proves the probe itself works
         hint = LeaderHint()
         addresses = [n.http for n in cluster.nodes]
+
         def make_client(rng: random.Random) -> Client:
             return Client(addresses, hint, rng, token=cluster.token)  # sync-state-data is an admin endpoint
 
