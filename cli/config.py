@@ -226,6 +226,14 @@ KEYS: tuple[KeySpec, ...] = (
         doc="entries applied since the last snapshot that trigger one; 0 disables",
     ),
     KeySpec("maxSnapshotReservedNum", "max_snapshot_reserved", "int", "3", minimum=1, doc="snapshots kept"),
+    KeySpec(
+        "jRaftSnapshotTrailingLogs",
+        "snapshot_trailing_logs",
+        "int",
+        "1000",
+        minimum=0,
+        doc="entries kept below a new snapshot for lagging followers",
+    ),
     KeySpec("scanNotActiveBrokerInterval", "scan_not_active_broker_ms", "int", "5000", minimum=1, doc="ms"),
     KeySpec("enableElectUncleanMaster", "enable_elect_unclean_master", "bool", "false", replicated=True),
     KeySpec("electMasterMaxRetryCount", "elect_master_max_retry_count", "int", "3", minimum=0, replicated=True),
@@ -277,6 +285,7 @@ class ControllerConfig:
     snapshot_interval_secs: int
     snapshot_threshold: int
     max_snapshot_reserved: int
+    snapshot_trailing_logs: int
     scan_not_active_broker_ms: int
     enable_elect_unclean_master: bool
     elect_master_max_retry_count: int
@@ -554,6 +563,7 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
             max_reserved=cfg.max_snapshot_reserved,
+            log_margin=cfg.snapshot_trailing_logs,
         ),
     )
 

@@ -107,6 +107,7 @@ class Node:
 @dataclass
 class ClusterOptions:
     snapshot_threshold: int = 500
+    trailing_logs: int = 100  # jRaftSnapshotTrailingLogs: small, so lagging nodes need InstallSnapshot often
     election_timeout_ms: int = 1000
     scan_interval_ms: int = 2000
     extra: dict[str, str] = field(default_factory=dict)  # more controller.conf keys
@@ -166,6 +167,7 @@ class Cluster:
             f"controllerStorePath={node.store}",
             f"jRaftElectionTimeoutMs={o.election_timeout_ms}",
             f"statemachineSnapshotThreshold={o.snapshot_threshold}",
+            f"jRaftSnapshotTrailingLogs={o.trailing_logs}",
             f"scanNotActiveBrokerInterval={o.scan_interval_ms}",
             f"controllerAdminToken={self.token}",
             f"jRaftClusterSecret={self.secret}",

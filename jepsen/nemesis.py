@@ -425,15 +425,16 @@ class SnapshotStorm(Nemesis):
     """Snapshots on every node every `period` seconds, and one follower wiped and restarted, so that it can
     only catch up by InstallSnapshot while snapshots keep replacing each other.
 
-    A node keeps `log_margin` (1000) entries below its newest snapshot for lagging followers, more than a short
-    run writes; so before each wipe the nemesis writes `BURST` entries of its own (KV namespace
-    `jepsen-storm`, never read by the workload) and snapshots every node: the leader's log then starts past
-    index 1 and the wiped follower cannot catch up from it. The burst runs while the follower is down, so the
+    A node keeps `jRaftSnapshotTrailingLogs` entries below its newest snapshot for lagging followers (the
+    harness sets 100), which a short run may not have written yet; so before each wipe the nemesis writes
+    that many plus `BURST_PAST_MARGIN` entries of its own (KV namespace `jepsen-storm`, never read by the
+    workload) and snapshots every node: the leader's log then starts past index 1 and the wiped follower
+    cannot catch up from it. The burst runs while the follower is down, so the
     fault window starts at the kill. `stop` reports, per wiped node, how many snapshots it installed from the
     leader (its log's "installed snapshot" lines since its restart)."""
 
     name = "snapshot-storm"
-    BURST = 1200
+    BURST_PAST_MARGIN = 200
     NAMESPACE = "jepsen-storm"
 
     def __init__(self) -> None:
@@ -496,7 +497,8 @@ class SnapshotStorm(Nemesis):
 
     def _storm(self, ctx: Context, victim: int, period: float) -> None:
         try:
-            self.burst_writes += self._burst(ctx, self.BURST, time.monotonic() + 20.0)
+            n = ctx.cluster.opts.trailing_logs + self.BURST_PAST_MARGIN
+            self.burst_writes += self._burst(ctx, n, time.monotonic() + 20.0)
             self._snapshot_all(ctx)  # compact the logs: the wiped follower cannot catch up from them
             leader = ctx.cluster.leader()
             st = ctx.cluster.status(leader.i) if leader else None

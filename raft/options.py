@@ -106,7 +106,7 @@ class SnapshotOptions:
     max_reserved: int = 3
     """[maxSnapshotReservedNum] snapshots kept on disk (plus any being sent to a follower)."""
     log_margin: int = 1000
-    """Entries kept below a new snapshot when the log prefix is truncated, so slightly lagging followers
+    """[jRaftSnapshotTrailingLogs] entries kept below a new snapshot when the log prefix is truncated, so slightly lagging followers
     catch up from the log instead of by InstallSnapshot. The log also always reaches back to the previous
     retained snapshot, so that a corrupt newest snapshot can be replaced by the previous one plus replay."""
     chunk_bytes: int = 1024 * 1024

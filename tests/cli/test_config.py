@@ -167,6 +167,7 @@ BAD_VALUES = [
     ("jRaftElectionTimeoutMs", "", "not an integer"),
     ("jRaftElectionTimeoutMs", "10", "must be >= 20"),
     ("jRaftSnapshotIntervalSecs", "-1", "must be >= 0"),
+    ("jRaftSnapshotTrailingLogs", "-5", "must be >= 0"),
     ("statemachineSnapshotThreshold", "-5", "must be >= 0"),
     ("maxSnapshotReservedNum", "0", "must be >= 1"),
     ("scanNotActiveBrokerInterval", "0", "must be >= 1"),
@@ -335,6 +336,7 @@ def test_to_node_options() -> None:
     text = LOOPBACK + (
         "controllerStorePath=/data/n1\njRaftElectionTimeoutMs=300\njRaftSnapshotIntervalSecs=60\n"
         "statemachineSnapshotThreshold=500\nmaxSnapshotReservedNum=5\njRaftClusterSecret=s3cret\n"
+        "jRaftSnapshotTrailingLogs=20\n"
     )
     cfg, _ = parse_config(text, "n.conf")
     opts = to_node_options(cfg)
@@ -345,6 +347,8 @@ def test_to_node_options() -> None:
     assert opts.voters == ()
     assert opts.raft.election_timeout_ms == 300 and opts.raft.heartbeat() == 30
     assert (opts.snapshot.threshold_entries, opts.snapshot.interval_s, opts.snapshot.max_reserved) == (500, 60.0, 5)
+    assert opts.snapshot.log_margin == 20
+    assert to_node_options(parse_config(LOOPBACK, "n.conf")[0]).snapshot.log_margin == 1000
     assert http_address(cfg) == ("127.0.0.1", 9771)
     assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:9772"
 

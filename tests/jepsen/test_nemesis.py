@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from cli.config import parse_config, to_node_options
 from jepsen import nemesis as N
-from jepsen.db import FakeClock, lose_unsynced
-from jepsen.net import ProbeResult, expected_matrix
+from jepsen.db import Cluster, ClusterOptions, FakeClock, lose_unsynced
+from jepsen.net import Net, ProbeResult, expected_matrix
 
 SEEDS = range(200)
 
@@ -296,3 +297,20 @@ def test_recovery_verdict_tells_bugs_from_interference() -> None:
     assert recovery_verdict(died)["verdict"] == "invalid"
     signalled = {**ok, "unexpected_exits": [{"node": "n3", "returncode": 0, "start": 1}]}
     assert recovery_verdict(signalled)["verdict"] == "unknown"
+
+
+def test_the_harness_configs_are_valid_controller_confs(tmp_path: Path) -> None:
+    """The generated controller.conf files parse without warnings (a misspelt key would silently keep its
+    default) and give the nodes the small trailing log that makes lagging nodes need InstallSnapshot."""
+    net = Net(3, tag="t0001")
+    net.prefix = "10.250.7"  # as setup() would choose; nothing is created
+    cluster = Cluster(net, tmp_path, ClusterOptions(snapshot_threshold=300, trailing_logs=40))
+    try:
+        for node in cluster.nodes:
+            cfg, warnings = parse_config(cluster.config_text(node), str(node.conf))
+            assert warnings == []
+            opts = to_node_options(cfg)
+            assert opts.node_id == node.raft and len(opts.peers) == 3
+            assert (opts.snapshot.threshold_entries, opts.snapshot.log_margin) == (300, 40)
+    finally:
+        cluster.http.close()
