@@ -679,6 +679,13 @@ class Runner:
         if self.nemesis.network:
             self.ctx.probe(f"{step.f} of {name}")
 
+    def abandon(self) -> None:
+        """Stop the schedule without healing, when the run is being torn down (Ctrl-C, an abort): the thread
+        is gone before the nodes and the network are, so no fault lands on a namespace being removed."""
+        self.halt.set()
+        if self._thread.ident is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=120)
+
     def finish(self) -> dict[str, Any]:
         """Stop the schedule and heal everything. Returns what the final heal found and did."""
         self.halt.set()

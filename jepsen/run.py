@@ -112,6 +112,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
     cluster: Cluster | None = None
     recorder: Recorder | None = None
     driver: Mix | None = None
+    runner: Runner | None = None
     ctx: Context | None = None
     try:
         try:
@@ -183,6 +184,8 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         _cleaning = True
         if driver is not None:
             driver.halt.set()
+        if runner is not None:
+            runner.abandon()  # a no-op after finish(); on Ctrl-C or an abort it stops the faults first
         try:
             if cluster is not None:
                 cluster.close()

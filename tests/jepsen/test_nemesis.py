@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
@@ -314,3 +315,17 @@ def test_the_harness_configs_are_valid_controller_confs(tmp_path: Path) -> None:
             assert (opts.snapshot.threshold_entries, opts.snapshot.log_margin) == (300, 40)
     finally:
         cluster.http.close()
+
+
+def test_an_abandoned_runner_applies_nothing_more() -> None:
+    """Ctrl-C mid-run: the schedule thread stops before the network is torn down, so no later step runs
+    against removed namespaces."""
+    rec, net = FakeRecorder(), FakeNet(works=True)
+    ctx = N.Context(net, None, rec, log=lambda _m: None)  # type: ignore[arg-type]
+    steps = [N.Step(3600.0, "start", N.grudge_for("partition-random-halves", random.Random(1), [1, 2, 3]))]
+    runner = N.Runner(ctx, N.make_nemesis("partition-random-halves"), steps, t0=time.monotonic())
+    runner.start()
+    runner.abandon()
+    assert not runner._thread.is_alive()
+    assert rec.records == [] and net.applied == [] and runner.applied == 0
+    N.Runner(ctx, N.make_nemesis("bridge"), [], t0=0.0).abandon()  # never started: nothing to join
