@@ -55,6 +55,10 @@ class ServiceOptions:
     file_config: Mapping[str, Any] = field(default_factory=dict)  # replicated keys the properties file sets
     ready_apply_lag: int = 1000  # /readyz: applied must be within this many entries of commit
     transfer_on_stop_s: float = 5.0  # how long stop() waits for a leadership transfer
+    unsafe_local_reads: bool = False
+    """Fault injection only (the Jepsen suite's negative control, env CONTROLLERD_UNSAFE_LOCAL_READS=1): every
+    node answers reads from its own applied state, with no ReadIndex barrier and in any role, as etcd 0.4
+    did. Stale reads become possible; the suite must then find them."""
 
 
 class NotLeaderError(Exception):
@@ -131,6 +135,9 @@ class ControllerService:
         self.started = True
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
+        if self.opts.unsafe_local_reads:
+            log.warning("UNSAFE: reads are answered from local state without ReadIndex (fault injection, "
+                        "CONTROLLERD_UNSAFE_LOCAL_READS=1): stale reads are possible")  # fmt: skip
 
     async def stop(self, transfer: bool = True) -> None:
         """Hand leadership over (when leading and `transfer`), then stop the node: pending requests fail with
@@ -208,11 +215,16 @@ class ControllerService:
 
     async def read(self, build: Callable[[int], bytes]) -> Result:
         """Linearizable read: a ReadIndex barrier, then the read command against the applied state."""
-        self._check_serving()
+        if not self.opts.unsafe_local_reads:
+            self._check_serving()
+        elif not self.started or self.stopping:
+            raise UnavailableError("the node is starting or stopping")
         data = build(self.now_ms())
         code = commands.decode(data).code
         if code not in READ_CODES:
             raise ValueError(f"{C.code_name(code)} is not a read")
+        if self.opts.unsafe_local_reads:
+            return self.sm.apply(data)  # whatever this replica has applied: possibly stale
         try:
             async with asyncio.timeout(self.opts.request_timeout_s):
                 await self.node.read_index()

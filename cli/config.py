@@ -576,6 +576,8 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
         http_addresses=http_addresses(cfg),
         scan_interval_ms=cfg.scan_not_active_broker_ms,
         scan_wait_ms=cfg.scan_wait_timeout_ms,
+        # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.
+        unsafe_local_reads=os.environ.get("CONTROLLERD_UNSAFE_LOCAL_READS") == "1",
         file_config={k: v for k, v in replicated_defaults(cfg).items() if cfg.sources[k] != "default"},
     )
 

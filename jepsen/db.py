@@ -112,6 +112,7 @@ class ClusterOptions:
     scan_interval_ms: int = 2000
     extra: dict[str, str] = field(default_factory=dict)  # more controller.conf keys
     faketime: bool = False
+    unsafe_local_reads: bool = False  # the negative control: CONTROLLERD_UNSAFE_LOCAL_READS=1 on every node
 
 
 class Cluster:
@@ -187,6 +188,8 @@ class Cluster:
 
     def command(self, node: Node) -> list[str]:
         env = ["CONTROLLERD_FSYNC_SIDECAR=1", f"PYTHONPATH={REPO}", "PYTHONUNBUFFERED=1"]
+        if self.opts.unsafe_local_reads:
+            env.append("CONTROLLERD_UNSAFE_LOCAL_READS=1")
         if self.opts.faketime:
             env += [
                 f"LD_PRELOAD={faketime_library()}",

@@ -15,6 +15,7 @@ never came up); 130 interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -56,6 +57,7 @@ class RunConfig:
     snapshot_threshold: int
     keep_data: bool
     budget: float
+    read_mode: str = "read-index"
 
 
 class Aborted(Exception):
@@ -105,7 +107,8 @@ def run_one(cfg: RunConfig, out: Path) -> int:
     history = out / "history.jsonl"
     history.unlink(missing_ok=True)
     run_info: dict[str, Any] = {"workload": cfg.workload, "nemesis": name, "requested_nemesis": cfg.nemesis,
-                                "seed": cfg.seed, "nodes": cfg.nodes, "note": note}  # fmt: skip
+                                "seed": cfg.seed, "nodes": cfg.nodes, "note": note,
+                                "read_mode": cfg.read_mode}  # fmt: skip
     abort: str | None = None
     interrupted = False
     net = Net(cfg.nodes)
@@ -121,7 +124,8 @@ def run_one(cfg: RunConfig, out: Path) -> int:
             raise Aborted(f"cannot build the test network: {e}") from None
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
         cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
-                                                   faketime=name == "clock-skew"))  # fmt: skip
+                                                   faketime=name == "clock-skew",
+                                                   unsafe_local_reads=cfg.read_mode == "local"))  # fmt: skip
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)
@@ -138,7 +142,8 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         addresses = [n.http for n in cluster.nodes]
 
         def make_client(rng: random.Random) -> Client:
-            return Client(addresses, hint, rng, token=cluster.token)  # sync-state-data is an admin endpoint
+            # the token: sync-state-data is an admin endpoint
+            return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.read_mode == "local")
 
         driver = Mix(cfg.workload.split(","), recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
         runner = Runner(ctx, make_nemesis(name), steps, t0=recorder.t0_s)
@@ -254,6 +259,8 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
     lines = [f"run: {out}",
              f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
              f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}"]  # fmt: skip
+    if cfg.read_mode != "read-index":
+        lines.append(f"read mode {cfg.read_mode}: a negative control (reads skip ReadIndex); expect invalid")
     if info.get("note"):
         lines.append(f"note: {info['note']}")
     if abort is not None:
@@ -322,12 +329,15 @@ def _workloads(spec: str) -> list[str]:
               help="statemachineSnapshotThreshold of the nodes (small: snapshots and log truncation happen).")
 @click.option("--budget", type=click.FloatRange(min=1), default=60, show_default=True,
               help="Seconds the linearizability checker may spend.")
+@click.option("--read-mode", type=click.Choice(["read-index", "local"]), default="read-index", show_default=True,
+              help="local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
+                   "a negative control that must come out invalid.")
 @click.option("--keep-data", is_flag=True, help="Keep the nodes' data directories even when the run passes.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run folder (default ./jepsen-runs/<timestamp>-<workload>-<nemesis>).")  # fmt: skip
 def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, rate: float, concurrency: int,
-        seed: int | None, interval: float, recovery: float, snapshot_threshold: int, budget: float, keep_data: bool,
-        out: Path | None) -> int:  # fmt: skip
+        seed: int | None, interval: float, recovery: float, snapshot_threshold: int, budget: float, read_mode: str,
+        keep_data: bool, out: Path | None) -> int:  # fmt: skip
     """Run WORKLOAD under each nemesis in turn against a real cluster in network namespaces, and check it.
 
     Exit codes: 0 valid, 1 invalid, 2 unknown, 4 aborted (the run proves nothing), 130 interrupted.
@@ -339,25 +349,26 @@ def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, ra
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = "all" if nemesis_spec == "all" else ("+".join(names) if len(names) > 1 else names[0])
     base = out or Path("jepsen-runs") / f"{stamp}-{workload.replace(',', '+')}-{label}"
+    template = RunConfig(workload=workload, nemesis=names[0], time_limit=time_limit, nodes=int(nodes), rate=rate,
+                         concurrency=concurrency, seed=seed, interval=interval, recovery=recovery,
+                         snapshot_threshold=snapshot_threshold, keep_data=keep_data, budget=budget,
+                         read_mode=read_mode)  # fmt: skip
     global _interrupted
     _interrupted = False
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     try:
         if len(names) == 1:
-            return run_one(_config(workload, names[0], time_limit, nodes, rate, concurrency, seed, interval, recovery,
-                                   snapshot_threshold, keep_data, budget), base)  # fmt: skip
+            return run_one(template, base)
         combined: list[dict[str, Any]] = []
         worst = 0
         for k, name in enumerate(names, start=1):
             folder = base / f"{k:02d}-{name}"
             _echo(f"=== {k}/{len(names)}: {name} -> {folder}")
-            code = run_one(_config(workload, name, time_limit, nodes, rate, concurrency, seed, interval, recovery,
-                                   snapshot_threshold, keep_data, budget), folder)  # fmt: skip
-            res = json.loads((folder / "results.json").read_text())
-            combined.append({"nemesis": name, "folder": str(folder), "verdict": res.get("verdict"), "exit_code": code,
-                             "abort": res.get("abort")})  # fmt: skip
+            code = run_one(dataclasses.replace(template, nemesis=name), folder)
+            combined.append(run_summary(name, folder, code))
             worst = code if _worse(code, worst) else worst
-            _write_json(base / "results.json", {"workload": workload, "seed": seed, "runs": combined,
+            _write_json(base / "results.json", {"workload": workload, "seed": seed, "time_limit": time_limit,
+                                                "nodes": int(nodes), "read_mode": read_mode, "runs": combined,
                                                 "exit_code": worst})  # fmt: skip
             if code == EXIT_INTERRUPTED:
                 break
@@ -373,8 +384,20 @@ def _worse(a: int, b: int) -> bool:
     return order.get(a, 3) > order.get(b, 3)
 
 
-def _config(workload: str, nemesis: str, time_limit: float, nodes: str, rate: float, concurrency: int, seed: int,
-            interval: float, recovery: float, snapshot_threshold: int, keep_data: bool, budget: float) -> RunConfig:  # fmt: skip
-    return RunConfig(workload=workload, nemesis=nemesis, time_limit=time_limit, nodes=int(nodes), rate=rate,
-                     concurrency=concurrency, seed=seed, interval=interval, recovery=recovery,
-                     snapshot_threshold=snapshot_threshold, keep_data=keep_data, budget=budget)  # fmt: skip
+def run_summary(nemesis: str, folder: Path, code: int) -> dict[str, Any]:
+    """One nemesis's line of the combined results.json: the verdicts and the numbers a reader wants first."""
+    res = json.loads((folder / "results.json").read_text())
+    info = res.get("run", {})
+    return {
+        "nemesis": nemesis,
+        "folder": str(folder),
+        "verdict": res.get("verdict"),
+        "exit_code": code,
+        "abort": res.get("abort"),
+        "checkers": {name: c.get("verdict") for name, c in res.get("checkers", {}).items()},
+        "recovery": (res.get("recovery") or {}).get("verdict"),
+        "ops": info.get("ops"),
+        "faults_applied": info.get("faults_applied"),
+        "recovery_s": (info.get("recovery") or {}).get("seconds"),
+        "counts": {name: c.get("counts") for name, c in res.get("checkers", {}).items()},
+    }

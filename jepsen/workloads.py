@@ -122,7 +122,11 @@ class LeaderHint:
 
 class Client:
     """One process's HTTP client. Follows 2007 redirects and retries on nodes that refuse connections until
-    `op_timeout`; gives up at once when a request may have been delivered."""
+    `op_timeout`; gives up at once when a request may have been delivered.
+
+    With `spread_reads` (the negative control, `--read-mode local`) every GET goes to a random node and its
+    answer does not move the leader hint, as a client of a follower-read system would do: the replicas that
+    a partition cut off are asked too."""
 
     def __init__(
         self,
@@ -135,8 +139,10 @@ class Client:
         connect_timeout: float = 1.0,
         op_timeout: float = 6.0,
         transport: httpx.BaseTransport | None = None,
+        spread_reads: bool = False,
     ) -> None:
         self.addresses = addresses
+        self.spread_reads = spread_reads
         self.hint = hint
         self.rng = rng
         self.op_timeout = op_timeout
@@ -163,7 +169,8 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None) -> Answer:
         deadline = time.monotonic() + self.op_timeout
-        target = self.hint.address or self.rng.choice(self.addresses)
+        anywhere = self.spread_reads and method == "GET"
+        target = self.rng.choice(self.addresses) if anywhere else self.hint.address or self.rng.choice(self.addresses)
         last = "no attempt"
         while True:
             try:
@@ -188,7 +195,8 @@ class Client:
                     status = "rejected" if 400 <= r.status_code < 500 else "unknown"
                     return Answer(status, node=target, error=f"HTTP {r.status_code}: {r.text[:200]}")
                 if env["code"] != NOT_LEADER:
-                    self.hint.address = target
+                    if not anywhere:
+                        self.hint.address = target
                     return Answer("ok", code=env["code"], env=env, node=target)
                 leader = (env.get("header") or {}).get("controllerLeaderAddress")
                 last = f"{target}: 2007, leader {leader or 'unknown'}"

@@ -26,6 +26,7 @@ from cli.config import (
     parse_properties,
     replicated_defaults,
     to_node_options,
+    to_service_options,
 )
 from cli.controllerd import main
 from statemachine.commands import CONFIG_KEYS, config_value_ok, update_controller_config
@@ -351,6 +352,19 @@ def test_to_node_options() -> None:
     assert to_node_options(parse_config(LOOPBACK, "n.conf")[0]).snapshot.log_margin == 1000
     assert http_address(cfg) == ("127.0.0.1", 9771)
     assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:9772"
+
+
+def test_fault_injection_switches_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Jepsen harness's switches are env vars, never controller.conf keys, and off by default."""
+    cfg, _ = parse_config(LOOPBACK, "n.conf")
+    monkeypatch.delenv("CONTROLLERD_FSYNC_SIDECAR", raising=False)
+    monkeypatch.delenv("CONTROLLERD_UNSAFE_LOCAL_READS", raising=False)
+    opts = to_service_options(cfg)
+    assert not opts.unsafe_local_reads and not opts.node.log.fsync_sidecar
+    monkeypatch.setenv("CONTROLLERD_FSYNC_SIDECAR", "1")
+    monkeypatch.setenv("CONTROLLERD_UNSAFE_LOCAL_READS", "1")
+    opts = to_service_options(cfg)
+    assert opts.unsafe_local_reads and opts.node.log.fsync_sidecar
 
 
 def test_replicated_defaults_are_a_valid_1009() -> None:

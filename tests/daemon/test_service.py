@@ -110,6 +110,31 @@ def test_reads_see_every_acknowledged_write_and_never_enter_the_log(tmp_path: An
     run(body)
 
 
+def test_unsafe_local_reads_answer_from_any_replica_without_a_barrier(tmp_path: Any) -> None:
+    """The Jepsen negative control's switch: a follower answers from its own state instead of a 2007, and a
+    node without a quorum answers instead of timing out; so an isolated replica can serve stale values."""
+
+    async def body() -> None:
+        async with running(make(str(tmp_path), unsafe_local_reads=True)) as svcs:
+            leader = await leader_of(svcs)
+            await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v1"))
+            follower = next(s for s in svcs.values() if s is not leader)
+            await follower.node.wait_applied(leader.node.status()["commit"], 10)
+            last = follower.node.status()["last_index"]
+            r = await follower.read(lambda now: commands.kv_get(now, "ns", "k"))
+            assert r.body == {"value": "v1"} and follower.node.status()["last_index"] == last
+            with pytest.raises(NotLeaderError):  # writes are unchanged
+                await follower.write(lambda now: commands.kv_put(now, "ns", "k", "v2"))
+
+        lonely = next(iter(make(str(tmp_path / "alone"), unsafe_local_reads=True).values()))
+        async with running({lonely.id: lonely}):
+            assert not lonely.node.is_leader()
+            r = await lonely.read(lambda now: commands.kv_get(now, "ns", "k"))
+            assert r.code == C.QUERY_NOT_FOUND  # its (empty) state, at once: no quorum was asked
+
+    run(body)
+
+
 def test_scan_waits_for_a_heartbeat_then_expires_with_the_leaders_time(tmp_path: Any) -> None:
     clock = Clock()
 

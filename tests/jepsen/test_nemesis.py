@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import Counter
@@ -329,3 +330,31 @@ def test_an_abandoned_runner_applies_nothing_more() -> None:
     assert not runner._thread.is_alive()
     assert rec.records == [] and net.applied == [] and runner.applied == 0
     N.Runner(ctx, N.make_nemesis("bridge"), [], t0=0.0).abandon()  # never started: nothing to join
+
+
+def test_only_the_negative_control_turns_on_unsafe_reads(tmp_path: Path) -> None:
+    net = Net(3, tag="t0002")
+    net.prefix = "10.250.8"
+    for unsafe in (False, True):
+        cluster = Cluster(net, tmp_path, ClusterOptions(unsafe_local_reads=unsafe))
+        try:
+            cmd = cluster.command(cluster.node(1))
+            assert ("CONTROLLERD_UNSAFE_LOCAL_READS=1" in cmd) is unsafe
+            assert "CONTROLLERD_FSYNC_SIDECAR=1" in cmd and cmd[:4] == ["ip", "netns", "exec", net.ns(1)]
+        finally:
+            cluster.http.close()
+
+
+def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path) -> None:
+    from jepsen.run import run_summary
+
+    (tmp_path / "results.json").write_text(json.dumps({
+        "verdict": "valid", "exit_code": 0, "recovery": {"verdict": "valid"},
+        "run": {"ops": 1200, "faults_applied": 15, "recovery": {"seconds": 2.5}},
+        "checkers": {"linearizability": {"verdict": "valid", "counts": {"keys": 3}},
+                     "set": {"verdict": "valid", "counts": {"lost": 0}}},
+    }))  # fmt: skip
+    line = run_summary("bridge", tmp_path, 0)
+    assert line["checkers"] == {"linearizability": "valid", "set": "valid"}
+    assert (line["ops"], line["faults_applied"], line["recovery_s"], line["recovery"]) == (1200, 15, 2.5, "valid")
+    assert line["counts"]["set"] == {"lost": 0} and line["abort"] is None

@@ -1,6 +1,7 @@
 """The CI smoke of the Jepsen suite: real `controllerd` processes in network namespaces, the register workload
-under partition-random-halves, kill-random-processes and hammer-time on 3 nodes (~45 s of workload each),
-plus a run stopped with SIGTERM that must leave nothing behind. About 3.5 minutes in all.
+under partition-random-halves, kill-random-processes and hammer-time on 3 nodes (~45 s of workload each), the
+negative control (unsafe local reads, which must come out invalid), and a run stopped with SIGTERM that must
+leave nothing behind. About 4 minutes in all.
 
 Each run must end with a valid verdict, and the faults must really have happened: nemesis events in the
 history, probes of the connectivity matrix that found every partition in effect.
@@ -8,6 +9,7 @@ history, probes of the connectivity matrix that found every partition in effect.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -26,9 +28,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jepsen-smoke")]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def smoke(out: Path, nemesis: str, seed: int) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+def smoke(out: Path, nemesis: str, seed: int, **kw: Any) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     cfg = RunConfig(workload="register", nemesis=nemesis, time_limit=45, nodes=3, rate=20, concurrency=5, seed=seed,
                     interval=8, recovery=30, snapshot_threshold=200, keep_data=False, budget=60)  # fmt: skip
+    cfg = dataclasses.replace(cfg, **kw)
     code = run_one(cfg, out)
     # This run's namespaces (named in each node's generated config) are gone; other runs may share the machine.
     header = (out / "nodes" / "n1.conf").read_text().splitlines()[0]
@@ -84,6 +87,21 @@ def test_register_under_hammer_time(tmp_path: Path) -> None:
     starts = nemesis_events(history, "start")
     assert len(starts) == 3 and all(s["paused"] for s in starts)
     assert all(s["resumed"] for s in nemesis_events(history, "stop"))
+
+
+def test_the_negative_control_is_caught(tmp_path: Path) -> None:
+    """Reads answered from local state without ReadIndex (`--read-mode local`) under partition-random-node: the
+    cut-off replica serves values that the majority has overwritten, and the checker must say invalid. This is
+    what makes every valid verdict above mean something."""
+    code, results, history = smoke(tmp_path, "partition-random-node", seed=21, time_limit=24, interval=5,
+                                   read_mode="local")  # fmt: skip
+    assert code == 1 and results["verdict"] == "invalid", (tmp_path / "summary.txt").read_text()
+    lin = results["checkers"]["linearizability"]
+    assert lin["verdict"] == "invalid" and lin["failures"]
+    assert any(f["op"]["f"] == "read" for f in lin["failures"]), "a stale read is what goes wrong here"
+    assert results["recovery"]["verdict"] == "valid"  # the nodes themselves were fine
+    assert "negative control" in (tmp_path / "summary.txt").read_text()
+    assert (tmp_path / "data").exists(), "a run that did not pass keeps the data directories"
 
 
 def test_sigterm_stops_the_run_and_cleans_up(tmp_path: Path) -> None:

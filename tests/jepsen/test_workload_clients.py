@@ -94,6 +94,26 @@ def test_not_leader_is_followed_to_the_leader() -> None:
     assert hint.address == "n3:9770"
 
 
+def test_spread_reads_ask_every_node_and_leave_the_leader_hint_alone() -> None:
+    """The negative control's client: a GET goes to a random node (a cut-off replica is asked too) and a
+    follower's answer does not become the leader hint; writes still go to the leader."""
+    seen: list[tuple[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, f"{request.url.host}:{request.url.port}"))
+        return env(0, {"value": "7"})
+
+    hint = LeaderHint()
+    hint.address = "n1:9770"
+    c = Client(NODES, hint, random.Random(4), transport=httpx.MockTransport(handler), spread_reads=True)
+    for _ in range(30):
+        assert c.call("GET", "/api/v1/kv/jepsen/k").status == "ok"
+    assert {node for _, node in seen} == set(NODES) and hint.address == "n1:9770"
+    seen.clear()
+    c.call("PUT", "/api/v1/kv/jepsen/k", {"value": "8"})
+    assert seen == [("PUT", "n1:9770")]
+
+
 def test_a_refused_connection_is_retried_on_another_node() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.host == "n1":
