@@ -372,7 +372,7 @@ def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, ra
                                                 "exit_code": worst})  # fmt: skip
             if code == EXIT_INTERRUPTED:
                 break
-        click.echo("\n".join(f"{r['nemesis']:<26} {r['verdict']:<8} exit {r['exit_code']}" for r in combined))
+        click.echo("\n".join(combined_table(combined)))
         return worst
     finally:
         for s, h in previous.items():
@@ -382,6 +382,20 @@ def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, ra
 def _worse(a: int, b: int) -> bool:
     order = {0: 0, 2: 1, 1: 2, EXIT_ABORTED: 3, EXIT_INTERRUPTED: 4}
     return order.get(a, 3) > order.get(b, 3)
+
+
+def combined_table(lines: list[dict[str, Any]]) -> list[str]:
+    """The end-of-run table of a multi-nemesis run: one row per nemesis."""
+    names = sorted({c for r in lines for c in r.get("checkers", {})}, key=["linearizability", "set",
+                                                                          "controller-invariants"].index)  # fmt: skip
+    out = [f"{'nemesis':<26} {'verdict':<8} {'exit':>4} {'ops':>7} {'faults':>6} {'recovery':>8}  "
+           + "  ".join(names)]  # fmt: skip
+    for r in lines:
+        rec = "-" if r.get("recovery_s") is None else f"{r['recovery_s']:.1f} s"
+        checks = "  ".join(f"{r.get('checkers', {}).get(n, '-'):<{len(n)}}" for n in names)
+        out.append(f"{r['nemesis']:<26} {r['verdict']:<8} {r['exit_code']:>4} {r.get('ops') or 0:>7} "
+                   f"{r.get('faults_applied') or 0:>6} {rec:>8}  {checks}".rstrip())  # fmt: skip
+    return out
 
 
 def run_summary(nemesis: str, folder: Path, code: int) -> dict[str, Any]:

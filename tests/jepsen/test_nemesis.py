@@ -358,3 +358,16 @@ def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path)
     assert line["checkers"] == {"linearizability": "valid", "set": "valid"}
     assert (line["ops"], line["faults_applied"], line["recovery_s"], line["recovery"]) == (1200, 15, 2.5, "valid")
     assert line["counts"]["set"] == {"lost": 0} and line["abort"] is None
+
+
+def test_the_combined_table_has_a_row_per_nemesis_and_a_column_per_checker() -> None:
+    from jepsen.run import combined_table
+
+    rows = combined_table([
+        {"nemesis": "bridge", "verdict": "valid", "exit_code": 0, "ops": 18000, "faults_applied": 15,
+         "recovery_s": 2.5, "checkers": {"set": "valid", "linearizability": "valid"}},
+        {"nemesis": "hammer-time", "verdict": "aborted", "exit_code": 4, "checkers": {}},
+    ])  # fmt: skip
+    assert rows[0].split() == ["nemesis", "verdict", "exit", "ops", "faults", "recovery", "linearizability", "set"]
+    assert rows[1].split() == ["bridge", "valid", "0", "18000", "15", "2.5", "s", "valid", "valid"]
+    assert rows[2].split() == ["hammer-time", "aborted", "4", "0", "0", "-", "-", "-"]
