@@ -265,6 +265,11 @@ class BodyLimitMiddleware:
                 await self._drain(receive, length)
             await self._refuse(scope, receive, send, f"Content-Length {length}")
             return
+        if length is not None:
+            # The HTTP parser delivers exactly Content-Length bytes, which is within the limit: nothing to
+            # count or replay (the common case, and the broker heartbeat's hot path).
+            await self.app(scope, receive, send)
+            return
         chunks: list[bytes] = []
         size = 0
         while True:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from api.service import ControllerService, NotLeaderError, ServiceOptions, UnavailableError
+from api.service import CommitTimeout, ControllerService, Deadlines, NotLeaderError, ServiceOptions, UnavailableError
 from raft.options import NodeOptions, RaftOptions
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
@@ -269,5 +269,24 @@ def test_status_documents_use_the_http_api_field_names(tmp_path: Any) -> None:
             assert md["peers"].count(";") == 3
             assert all(ok for _, ok, _ in leader.readiness())
             assert C.code_name(0) == "SUCCESS"
+
+    run(body)
+
+
+def test_deadlines_expire_waiting_proposals_in_order_and_leave_answered_ones_alone() -> None:
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        d = Deadlines(0.05)
+        answered, waiting, late = loop.create_future(), loop.create_future(), loop.create_future()
+        d.watch(answered)
+        d.watch(waiting)
+        answered.set_result("applied")
+        with pytest.raises(CommitTimeout):
+            await waiting  # resolved by the timer, not by a sleep
+        assert answered.result() == "applied" and len(d) == 0 and d._timer is None  # no timer while idle
+        d.watch(late)  # a new proposal re-arms the timer
+        with pytest.raises(CommitTimeout):
+            await late
+        d.close()
 
     run(body)
