@@ -59,6 +59,11 @@ class RunConfig:
     budget: float
     read_mode: str = "read-index"
 
+    @property
+    def unsafe_reads(self) -> bool:
+        """The negative control: nodes answer reads without ReadIndex, clients spread their GETs."""
+        return self.read_mode == "local"
+
 
 class Aborted(Exception):
     """The run cannot prove anything (infrastructure failure); the message says why."""
@@ -125,7 +130,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
         cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
                                                    faketime=name == "clock-skew",
-                                                   unsafe_local_reads=cfg.read_mode == "local"))  # fmt: skip
+                                                   unsafe_local_reads=cfg.unsafe_reads))  # fmt: skip
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)
@@ -143,7 +148,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
 
         def make_client(rng: random.Random) -> Client:
             # the token: sync-state-data is an admin endpoint
-            return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.read_mode == "local")
+            return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.unsafe_reads)
 
         driver = Mix(cfg.workload.split(","), recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
         runner = Runner(ctx, make_nemesis(name), steps, t0=recorder.t0_s)
@@ -259,7 +264,7 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
     lines = [f"run: {out}",
              f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
              f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}"]  # fmt: skip
-    if cfg.read_mode != "read-index":
+    if cfg.unsafe_reads:
         lines.append(f"read mode {cfg.read_mode}: a negative control (reads skip ReadIndex); expect invalid")
     if info.get("note"):
         lines.append(f"note: {info['note']}")

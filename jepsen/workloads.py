@@ -706,26 +706,22 @@ class Driver:
     """Runs `concurrency` workers against a workload at `rate` ops/s in total until told to stop."""
 
     def __init__(self, workload: Workload, recorder: Recorder, make_client: Callable[[random.Random], Client],
-                 concurrency: int, rate: float, seed: int | str, processes: Processes | None = None) -> None:  # fmt: skip
-        """`processes` is shared when several drivers write one history (a combined run): process numbers
-        must then be unique across all of them."""
+                 concurrency: int, rate: float, seed: int | str, processes: Processes | None = None,
+                 halt: threading.Event | None = None) -> None:  # fmt: skip
+        """`processes` and `halt` are shared when several drivers write one history (a combined run): process
+        numbers must then be unique across all of them, and one event stops them all."""
         self.workload = workload
         self.recorder = recorder
-        if processes is None:
-            processes = Processes(concurrency)
-            firsts = list(range(concurrency))
-        else:
-            firsts = [processes.fresh() for _ in range(concurrency)]
-        self.processes = processes
+        self.processes = processes if processes is not None else Processes()
         self.workers = [
-            Worker(i, firsts[i], make_client(random.Random(f"{seed}:client:{i}")), random.Random(f"{seed}:worker:{i}"),
-                   recorder, self.processes)
+            Worker(i, self.processes.fresh(), make_client(random.Random(f"{seed}:client:{i}")),
+                   random.Random(f"{seed}:worker:{i}"), recorder, self.processes)
             for i in range(concurrency)
         ]  # fmt: skip
         self.make_client = make_client
         self.seed = seed
         self.rate = rate
-        self.halt = threading.Event()
+        self.halt = halt if halt is not None else threading.Event()
         self.errors: list[str] = []
         self._threads: list[threading.Thread] = []
 
@@ -781,18 +777,17 @@ class Mix:
         if not names or len(set(names)) != len(names) or any(n not in WORKLOADS for n in names):
             raise ValueError(f"workloads must be distinct names among {', '.join(WORKLOADS)}: {names}")
         self.halt = threading.Event()
-        shared = Processes() if len(names) > 1 else None
+        processes = Processes()
         self.drivers: dict[str, Driver] = {}
         for name in names:
-            # a single workload keeps its historical seeds and process numbers 0..concurrency-1
-            driver_seed: int | str = seed if shared is None else f"{seed}:{name}"
-            d = Driver(WORKLOADS[name](concurrency), recorder, make_client, concurrency, rate, driver_seed, shared)
-            d.halt = self.halt
-            self.drivers[name] = d
+            # a single workload keeps its historical seed (the same run as before combined runs existed)
+            driver_seed: int | str = seed if len(names) == 1 else f"{seed}:{name}"
+            self.drivers[name] = Driver(WORKLOADS[name](concurrency), recorder, make_client, concurrency, rate,
+                                        driver_seed, processes, self.halt)  # fmt: skip
 
     @property
     def errors(self) -> list[str]:
-        return [f"{name}: {e}" if len(self.drivers) > 1 else e for name, d in self.drivers.items() for e in d.errors]
+        return [f"{name}: {e}" for name, d in self.drivers.items() for e in d.errors]
 
     def start(self) -> None:
         for d in self.drivers.values():
@@ -803,15 +798,11 @@ class Mix:
             d.stop()
 
     def final(self, deadline: float) -> dict[str, Any]:
+        """Each workload's final reads; what could not be read, by workload (empty: all done)."""
         missing = {name: d.final(deadline) for name, d in self.drivers.items()}
-        missing = {name: m for name, m in missing.items() if m}
-        if len(self.drivers) == 1:
-            return next(iter(missing.values()), {})
-        return missing
+        return {name: m for name, m in missing.items() if m}
 
     def stats(self) -> dict[str, Any]:
-        if len(self.drivers) == 1:
-            return next(iter(self.drivers.values())).workload.stats()
         return {name: d.workload.stats() for name, d in self.drivers.items()}
 
     def close(self) -> None:
