@@ -82,11 +82,15 @@ def conflict(error: str, message: str) -> ApiError:
     return ApiError(409, error, message)
 
 
+NOT_LEADER_REMARK = "The controller is not in leader state"  # RocketMQ's remark for 2007
+
+
 def not_leader_envelope(e: NotLeaderError) -> dict[str, Any]:
+    """2007 as RocketMQ answers it: its fixed remark; who leads is in the header (null when unknown)."""
     return {
         "code": C.CONTROLLER_NOT_LEADER,
         "codeName": C.code_name(C.CONTROLLER_NOT_LEADER),
-        "remark": str(e),
+        "remark": NOT_LEADER_REMARK,
         "header": {"controllerLeaderId": e.leader_id or None, "controllerLeaderAddress": e.leader_address},
         "body": None,
     }

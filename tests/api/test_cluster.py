@@ -78,6 +78,7 @@ async def test_followers_answer_2007_naming_the_leader(trio: list[Node]) -> None
             env = await follower.ok(method, path, token=True, code=C.CONTROLLER_NOT_LEADER,
                                     **({"json": body} if body is not None else {}))  # fmt: skip
             assert env["codeName"] == "CONTROLLER_NOT_LEADER"
+            assert env["remark"] == "The controller is not in leader state", path
             assert env["header"] == {"controllerLeaderId": leader.id,
                                      "controllerLeaderAddress": http_address(leader.id)}, path  # fmt: skip
         assert (follower.last_index(), leader.last_index()) == before
