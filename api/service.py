@@ -31,14 +31,13 @@ from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from statemachine import codes as C
 from statemachine import commands
-from statemachine.machine import ControllerStateMachine
+from statemachine.machine import READ_ONLY_CODES, ControllerStateMachine
 from statemachine.result import Result
 
 log = logging.getLogger("controllerd")
 
-# The commands `read` may run against local state: they never change it.
-READ_CODES = frozenset({C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO,
-                        C.KV_GET})  # fmt: skip
+# The commands `read` may run against local state: they never change it (nor the state machine's clock).
+READ_CODES = READ_ONLY_CODES
 
 
 @dataclass

@@ -34,17 +34,31 @@ def pack_rows(rows: list[bytes]) -> bytes:
     return array_header(2) + msgpack.packb(SECTION_VERSION) + array_header(len(rows)) + b"".join(rows)
 
 
-def unpack(section_type: int, body: bytes, parts: int) -> list[Any]:
-    """The parts after the version of a section body, checked for shape."""
-    what = SECTION_NAMES[section_type]
+def _doc(what: str, body: bytes) -> list[Any]:
     try:
         doc = msgpack.unpackb(body)
     except Exception as e:  # msgpack raises several exception types for bad bytes
         raise ValueError(f"{what}: not msgpack: {type(e).__name__}: {e}") from None
     if type(doc) is not list or not doc:
         raise ValueError(f"{what}: body is not a msgpack array [version, ...]")
-    if doc[0] != SECTION_VERSION or type(doc[0]) is not int:
-        raise ValueError(f"{what}: unsupported body version {doc[0]!r} (this reader knows {SECTION_VERSION})")
+    return doc
+
+
+def version_of(section_type: int, body: bytes, known: tuple[int, ...]) -> int:
+    """The layout version of a section body that has more than one readable layout; refuses unknown ones."""
+    what = SECTION_NAMES[section_type]
+    v = _doc(what, body)[0]
+    if type(v) is not int or v not in known:
+        raise ValueError(f"{what}: unsupported body version {v!r} (this reader knows {', '.join(map(str, known))})")
+    return v
+
+
+def unpack(section_type: int, body: bytes, parts: int, version: int = SECTION_VERSION) -> list[Any]:
+    """The parts after the version of a section body, checked for shape."""
+    what = SECTION_NAMES[section_type]
+    doc = _doc(what, body)
+    if doc[0] != version or type(doc[0]) is not int:
+        raise ValueError(f"{what}: unsupported body version {doc[0]!r} (this reader knows {version})")
     if len(doc) != 1 + parts:
         raise ValueError(f"{what}: {len(doc) - 1} parts after the version, expected {parts}")
     return doc[1:]

@@ -6,6 +6,9 @@ alive at t  <=>  lastUpdateTimestamp + heartbeatTimeoutMillis >= t;  expired at 
 The section also carries the controller-triggered re-elections still owed retries (see heartbeat.py),
 because they are part of what the scan decides and must survive a snapshot.
 
+The section also carries the state machine's clock: the time of the last applied command. A command's time
+is max(its leader's clock, that clock) (machine.py), so time never runs backwards across leaders.
+
 Each entry is stored as its own snapshot row, a list in the section's field order (LiveRow). Heartbeats
 update it in place, and a snapshot packs the rows as they are, in one msgpack call: with tens of thousands
 of brokers, building fresh rows would take most of the save's time on the apply thread.
@@ -29,6 +32,7 @@ ROW_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "lastUpdate
               "epoch", "maxOffset", "confirmOffset", "electionPriority")  # fmt: skip
 
 _INF = float("inf")
+LIVE_VERSION = 2  # section 3's body layout: [2, live, reelect, clock]; version 1 ([1, live, reelect]) still loads
 
 
 def row_json(row: LiveRow) -> dict[str, Any]:
@@ -45,6 +49,8 @@ class BrokerLiveTable:
         # A lower bound of every entry's deadline (lastUpdateTimestamp + timeout), kept so that "has anything
         # expired?" is usually one comparison. Derived data: not in the snapshot, never affects a result.
         self.deadline_floor: float = _INF
+        # The time (ms) of the last applied command: no command applies at an earlier time (machine.py).
+        self.clock = 0
 
     def section_type(self) -> int:
         return SECTION_BROKER_LIVE_TABLE
@@ -103,10 +109,16 @@ class BrokerLiveTable:
     def encode_snapshot(self) -> bytes:
         table = self.table
         reelect = [[name, self.reelect[name]] for name in sorted(self.reelect)]
-        return msgpack.packb([SECTION_VERSION, [table[k] for k in sorted(table)], reelect])
+        return msgpack.packb([LIVE_VERSION, [table[k] for k in sorted(table)], reelect, self.clock])
 
     def load_snapshot(self, body: bytes) -> None:
-        live, reelect = B.unpack(SECTION_BROKER_LIVE_TABLE, body, 2)
+        version = B.version_of(SECTION_BROKER_LIVE_TABLE, body, (SECTION_VERSION, LIVE_VERSION))
+        if version == LIVE_VERSION:
+            live, reelect, clock = B.unpack(SECTION_BROKER_LIVE_TABLE, body, 3, LIVE_VERSION)
+            B.check(type(clock) is int and clock >= 0, "brokerLiveTable clock {!r}: not an integer >= 0", clock)
+        else:
+            live, reelect = B.unpack(SECTION_BROKER_LIVE_TABLE, body, 2)
+            clock = None  # written before the clock was kept: the latest heartbeat time is a lower bound
         table: dict[Identity, LiveRow] = {}
         for row in B.rows(live, 10, "brokerLiveTable"):
             ok = type(row[0]) is str and type(row[1]) is str and type(row[2]) is int and type(row[3]) is str
@@ -118,11 +130,14 @@ class BrokerLiveTable:
             B.check(B.is_str(name) and B.is_int(left) and left > 0, "brokerLiveTable re-election {!r}: types", name)
             retries[name] = left
         B.ascending([r[0] for r in reelect], "brokerLiveTable re-election names")
-        self.table, self.reelect = table, retries
+        if clock is None:
+            clock = max((r[LAST] for r in live), default=0)
+        self.table, self.reelect, self.clock = table, retries, clock
         self.deadline_floor = self._floor()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "brokers": [row_json(self.table[k]) for k in sorted(self.table)],
             "pendingReelections": {name: self.reelect[name] for name in sorted(self.reelect)},
+            "clockMillis": self.clock,
         }

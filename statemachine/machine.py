@@ -29,6 +29,9 @@ log = logging.getLogger("statemachine")
 
 _unpackb = msgpack.unpackb
 HEARTBEAT_OK = Result(C.SUCCESS, "Heart beat success")  # shared: a heartbeat answer allocates nothing
+# Commands that only read: answered from local state (ReadIndex) outside the log, so they must not move the clock.
+READ_ONLY_CODES = frozenset({C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID,
+                             C.GET_BROKER_LIVE_INFO, C.KV_GET})  # fmt: skip
 
 
 class _Entry(Protocol):
@@ -80,20 +83,33 @@ class ControllerStateMachine:
     # --- applying -------------------------------------------------------------------------------------
 
     def apply(self, data: bytes) -> Result:
-        """Apply one command. Bytes that are not a valid command answer 2015 and change nothing."""
+        """Apply one command. Bytes that are not a valid command answer 2015 and change nothing.
+
+        Time never runs backwards: a command applies at max(its timeMillis, the last applied command's), so a
+        leader whose clock is behind its predecessor's acts at the predecessor's latest time. Reads
+        (READ_ONLY_CODES, answered from local state outside the log) use that time but never move it."""
         try:
             c = _unpackb(data)
         except Exception as e:  # msgpack raises several exception types for bad bytes
             return _malformed(f"not msgpack: {type(e).__name__}: {e}")
+        live = self.live
         # The hot path: a well-formed heartbeat goes straight to the live table.
         if (type(c) is list and len(c) == 12 and c[1] == C.BROKER_HEARTBEAT and type(c[1]) is int
                 and c[0] == FORMAT_VERSION and type(c[0]) is int and type(c[2]) is int and heartbeat_ok(c)):  # fmt: skip
-            self.live.apply_heartbeat(c)
+            if c[2] < live.clock:
+                c[2] = live.clock
+            else:
+                live.clock = c[2]
+            live.apply_heartbeat(c)
             return HEARTBEAT_OK
         try:
             c = check(c)
         except CommandError as e:
             return _malformed(str(e))
+        if c[2] < live.clock:
+            c[2] = live.clock
+        elif c[1] not in READ_ONLY_CODES:
+            live.clock = c[2]
         return self._handlers[c[1]](c)
 
     def on_apply(self, entries: Iterable[_Entry]) -> list[Result]:
@@ -111,8 +127,14 @@ class ControllerStateMachine:
     # --- for the daemon -------------------------------------------------------------------------------
 
     def scan_needed(self, now_ms: int) -> bool:
-        """Whether proposing a scan (commands.check_not_active_broker) at `now_ms` would do anything."""
-        return self.heartbeats.scan_needed(now_ms)
+        """Whether proposing a scan (commands.check_not_active_broker) at `now_ms` would do anything (at the
+        time it would apply: no earlier than the last applied command's)."""
+        return self.heartbeats.scan_needed(max(now_ms, self.live.clock))
+
+    @property
+    def clock_ms(self) -> int:
+        """The time of the last applied command (ms): the earliest time the next one can apply at."""
+        return self.live.clock
 
     def config_values(self) -> dict[str, Any]:
         """The replicated controller config in force (for GET config, 1010; a local, non-linearizable read)."""

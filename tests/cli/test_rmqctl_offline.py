@@ -82,8 +82,8 @@ def test_log_info_text_is_mqadmin_key_value_lines(fx: Fixture) -> None:
         "1018\tRAFT_BROKER_HEART_BEAT_EVENT_REQUEST\t3\t207",
         "#Table\tsnapshots",
         "#Index\t#Term\t#Bytes\t#Status",
-        "16\t2\t572\tok",
-        "8\t1\t508\tok",
+        "16\t2\t577\tok",
+        "8\t1\t517\tok",
     ]  # fmt: skip
 
 
@@ -215,7 +215,7 @@ def test_snapshot_inspect_text_and_json(fx: Fixture) -> None:
     assert text[:13] == [
         f"#Path\t<tmp>/node/{S16}", "#Index\t16", "#Term\t2", "#Voters\tn1", "#Voters\tn2", "#Voters\tn3",
         "#Learners\t", "#CreatedAt\t2023-11-14T22:13:20.000Z", "#UserMeta\t{}", "#SectionCount\t5",
-        "#RawBytes\t343", "#StoredBytes\t372", "#Snapshots\t16",
+        "#RawBytes\t352", "#StoredBytes\t377", "#Snapshots\t16",
     ]  # fmt: skip
     i = text.index("#Table\tsections")
     assert text[i + 1] == "#Type\t#Name\t#Codec\t#Rows\t#RawBytes\t#StoredBytes\t#Offset\t#Crc32c"
@@ -251,10 +251,10 @@ def test_snapshot_verify_all_good(fx: Fixture) -> None:
     r = rmqctl("snapshot", "verify", fx.root)
     assert r.exit_code == 0 and r.stderr == ""
     assert lines(r, fx) == ["#Path\t<tmp>/node", "#Checked\t2", "#Ok\t2", "#Corrupt\t0", "#Table\tsnapshots",
-                            "#Index\t#Term\t#Status\t#Sections\t#Bytes\t#Error", "16\t2\tok\t5\t572\tnull",
-                            "8\t1\tok\t5\t508\tnull"]  # fmt: skip
+                            "#Index\t#Term\t#Status\t#Sections\t#Bytes\t#Error", "16\t2\tok\t5\t577\tnull",
+                            "8\t1\tok\t5\t517\tnull"]  # fmt: skip
     doc = json.loads(rmqctl("snapshot", "verify", fx.snapshot_dir(8), "-o", "json").stdout)
-    assert doc["snapshots"] == [{"index": 8, "term": 1, "status": "ok", "sections": 5, "bytes": 508, "error": None}]
+    assert doc["snapshots"] == [{"index": 8, "term": 1, "status": "ok", "sections": 5, "bytes": 517, "error": None}]
     assert "ok" in rmqctl("snapshot", "verify", fx.root, "-o", "table").stdout
 
 

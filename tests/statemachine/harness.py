@@ -13,6 +13,16 @@ T0 = 1_700_000_000_000
 TIMEOUT = 10_000  # RocketMQ's default heartbeat timeout
 
 
+def tables(sm: ControllerStateMachine) -> dict[int, bytes]:
+    """The snapshot sections as if the clock were 0: what "this command changed nothing" compares, since
+    every applied command may move the state machine's clock (the time of the last applied command)."""
+    clock, sm.live.clock = sm.live.clock, 0
+    try:
+        return sm.encode_sections()
+    finally:
+        sm.live.clock = clock
+
+
 class Ctl:
     def __init__(self, sm: ControllerStateMachine | None = None, now: int = T0) -> None:
         self.sm = sm or ControllerStateMachine()

@@ -4,8 +4,12 @@ and the scan-driven re-election with electMasterMaxRetryCount (spec §6)."""
 
 from __future__ import annotations
 
+import msgpack
+
+from statemachine import ControllerStateMachine
 from statemachine import codes as C
 from statemachine.commands import DEFAULT_ELECTION_PRIORITY
+from statemachine.sections import SECTION_BROKER_LIVE_TABLE as LIVE
 
 from .harness import BROKER, CLUSTER, IPS, T0, TIMEOUT, Ctl
 
@@ -224,3 +228,55 @@ def test_scan_needed() -> None:
     ctl.advance(101)
     ctl.scan()
     assert not ctl.sm.scan_needed(ctl.now)
+
+
+# --- time never runs backwards across leaders (issue 12, bug 6) -------------------------------------------
+
+
+def test_a_leader_whose_clock_is_behind_does_not_turn_time_back() -> None:
+    """Leader A stamps a beat at T0; leader B, its clock a minute behind, stamps the next one; A leads again
+    and scans 5 s after the broker's real last beat. Without the clamp the beat would be stored a minute in
+    the past and A's scan would expire a healthy broker."""
+    ctl = Ctl()
+    ctl.hb(1, IPS[0])
+    behind = Ctl(ctl.sm, now=T0 - 60_000)  # leader B's clock
+    behind.hb(1)
+    assert live(ctl, 1)["lastUpdateTimestamp"] == T0  # applied at max(T0 - 60 s, T0)
+    assert ctl.sm.clock_ms == T0
+    ctl.advance(5_000)  # leader A again
+    r = ctl.scan()
+    assert r.ok and r.body["inactiveBrokers"] == [], r.body
+    assert ctl.sm.clock_ms == T0 + 5_000
+
+
+def test_every_applied_command_moves_the_clock_and_reads_do_not() -> None:
+    ctl = Ctl()
+    ctl.hb(1, IPS[0])
+    ctl.advance(3_000)
+    ctl.live_info((CLUSTER, BROKER, 1))  # a read (answered outside the log): the clock stays
+    ctl.info()
+    ctl.next_id()
+    assert ctl.sm.clock_ms == T0
+    ctl.config(electMasterMaxRetryCount=2)  # any logged command moves it, whatever it answers
+    assert ctl.sm.clock_ms == T0 + 3_000
+    ctl.sm.apply(b"\xc1")  # bytes that are no command change nothing, the clock included
+    assert ctl.sm.clock_ms == T0 + 3_000
+
+
+def test_the_clock_survives_a_snapshot_and_a_version_1_section_loads() -> None:
+    ctl = Ctl()
+    ctl.hb(1, IPS[0])
+    ctl.advance(7_000)
+    ctl.config(electMasterMaxRetryCount=2)
+    sections = ctl.sm.encode_sections()
+    assert msgpack.unpackb(sections[LIVE])[0] == 2 and msgpack.unpackb(sections[LIVE])[-1] == T0 + 7_000
+    restored = ControllerStateMachine()
+    restored.load_sections(sections)
+    assert restored.clock_ms == T0 + 7_000  # a restarted replica still refuses to go back
+    Ctl(restored, now=T0).hb(1)
+    assert live(Ctl(restored), 1)["lastUpdateTimestamp"] == T0 + 7_000
+    # A version 1 body (written before the clock was kept) loads, its clock the latest beat it holds.
+    v1 = msgpack.packb([1, *msgpack.unpackb(sections[LIVE])[1:3]])
+    old = ControllerStateMachine()
+    old.load_sections({**sections, LIVE: v1})
+    assert old.clock_ms == T0 and old.live.table == ctl.sm.live.table
