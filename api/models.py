@@ -299,6 +299,7 @@ class RaftStatusBody(BaseModel):
 class RaftPeerRow(BaseModel):
     id: str
     role: str = Field(description="leader, follower or learner")
+    raftAddress: str | None = Field(None, description="host:port its peers dial (from the log, else the config)")
     httpAddress: str | None
     matchIndex: int | None = Field(description="null on a follower (only the leader tracks progress)")
     lagEntries: int | None

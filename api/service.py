@@ -23,7 +23,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from raft.node import Node
@@ -158,7 +158,10 @@ class ControllerService:
     def __init__(self, options: ServiceOptions, clock: Callable[[], int] = wall_ms) -> None:
         self.opts = options
         self.sm = _Machine(self)
-        self.node = Node(options.node, self.sm)
+        node_opts = options.node
+        if options.http_addresses and not node_opts.http_addresses:
+            node_opts = replace(node_opts, http_addresses=dict(options.http_addresses))
+        self.node = Node(node_opts, self.sm)
         self.id = options.node.node_id
         self.clock = clock
         self.started = False
@@ -226,7 +229,17 @@ class ControllerService:
     def leader(self) -> tuple[str, str | None]:
         """(leader raft id or "", its HTTP address if known)."""
         lid = self.node.leader_id() if self.started else ""
-        return lid, self.opts.http_addresses.get(lid) if lid else None
+        return lid, self.http_address(lid) if lid else None
+
+    def http_address(self, peer: str) -> str | None:
+        """A member's HTTP address: from the log (members added later carry theirs), else the config file."""
+        return self.node.http_address(peer) if self.started else self.opts.http_addresses.get(peer)
+
+    def http_addresses(self) -> dict[str, str]:
+        """id -> HTTP address of every member and configured peer whose address is known."""
+        if not self.started:
+            return dict(self.opts.http_addresses)
+        return {p: h for p, (_, h) in self.node.member_addresses().items() if h}
 
     def _not_leader(self) -> NotLeaderError:
         return NotLeaderError(*self.leader())
@@ -281,7 +294,7 @@ class ControllerService:
     def _map(self, e: RaftException, read: bool = False) -> Exception:
         if e.code == RaftError.EPERM or (read and e.code == RaftError.ELEADERCHANGED):
             lid = e.leader or self.node.leader_id()
-            return NotLeaderError(lid, self.opts.http_addresses.get(lid))
+            return NotLeaderError(lid, self.http_address(lid) if lid else None)
         return UnavailableError(str(e))
 
     def heartbeat_received(self) -> None:
@@ -353,6 +366,7 @@ class ControllerService:
     def raft_status(self) -> dict[str, Any]:
         """GET /api/v1/raft/status (http-api.md field names)."""
         st = self.node.status()
+        addrs = st["addresses"]
         return {
             "nodeId": st["id"],
             "group": self.opts.group_id,
@@ -366,8 +380,7 @@ class ControllerService:
             "lastSnapshotIndex": st["snapshot"]["index"],
             "lastSnapshotTerm": st["snapshot"]["term"],
             "peers": [
-                {"id": p, "raftAddress": p, "httpAddress": self.opts.http_addresses.get(p),
-                 "voter": p in st["voters"]}  # fmt: skip
+                {"id": p, "raftAddress": addrs[p]["raft"], "httpAddress": addrs[p]["http"], "voter": p in st["voters"]}
                 for p in sorted(set(st["voters"]) | set(st["learners"]))
             ],
         }
@@ -376,13 +389,15 @@ class ControllerService:
         """GET /api/v1/raft/peers: per peer role, match index, lag in entries and last contact (leader's view;
         on a follower only the membership and roles are known)."""
         st = self.node.status()
+        addrs = st["addresses"]
         tick = self.tick_ms()
         rows = []
         for p in sorted(set(st["voters"]) | set(st["learners"])):
             pr = st["peers"].get(p)
             role = "leader" if p == st["leader"] else ("learner" if p in st["learners"] else "follower")
-            row: dict[str, Any] = {"id": p, "role": role, "httpAddress": self.opts.http_addresses.get(p),
-                                   "matchIndex": None, "lagEntries": None, "lastContactMs": None}  # fmt: skip
+            row: dict[str, Any] = {"id": p, "role": role, "raftAddress": addrs[p]["raft"],
+                                   "httpAddress": addrs[p]["http"], "matchIndex": None, "lagEntries": None,
+                                   "lastContactMs": None}  # fmt: skip
             if pr is not None:
                 contact = pr.get("contact_ticks", -1)
                 row.update(
@@ -398,7 +413,7 @@ class ControllerService:
         """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus)."""
         lid, laddr = self.leader()
         st = self.node.status()
-        peers = [self.opts.http_addresses.get(p, p) for p in st["voters"]]
+        peers = [st["addresses"][p]["http"] or p for p in st["voters"]]
         return {
             "group": self.opts.group_id,
             "controllerLeaderId": lid or None,

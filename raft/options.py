@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +145,17 @@ class NodeOptions:
     node_id: str
     data_dir: str
     peers: dict[str, tuple[str, int]]
-    """Every node's raft address, this node included (host, port)."""
+    """The raft address (host, port) of every node this node is configured with, itself included: RocketMQ's
+    jRaftInitConf. It seeds the first start; members added later carry their addresses in the log, and a
+    member's address in the log wins over this (docs/raft.md, "Membership addresses")."""
     secret: bytes
     """The cluster secret authenticating every raft frame."""
     voters: tuple[str, ...] = ()
     """Bootstrap configuration; empty means every peer. A node joining an existing cluster lists the
     current voters (not itself) and is added by add_peer."""
+    http_addresses: Mapping[str, str] = field(default_factory=dict)
+    """id -> HTTP address host:port of the configured peers (jRaftControllerRPCAddr), recorded in the log
+    alongside raft addresses by membership changes this node proposes."""
     raft: RaftOptions = RaftOptions()
     log: LogStorageOptions = LogStorageOptions()
     transport: TransportOptions = TransportOptions()

@@ -147,6 +147,7 @@ class SnapshotManager:
         now: float,
         created_at: float,
         user_meta: dict[str, object] | None = None,
+        addresses: tuple[tuple[str, str, str], ...] = (),
     ) -> Future[SnapshotMeta]:
         """Save the state at (index, term): `fill(writer)` now, on this thread; the rest on the manager's
         thread. The returned future completes with the committed meta (or the error). The trigger
@@ -158,7 +159,8 @@ class SnapshotManager:
             self._saving = fut
         t0 = time.perf_counter()
         try:
-            pending = self.storage.create(index, term, voters, learners, created_at=created_at, user_meta=user_meta)
+            pending = self.storage.create(index, term, voters, learners, created_at=created_at, user_meta=user_meta,
+                                          addresses=addresses)  # fmt: skip
             try:
                 writer = pending.writer()
                 fill(writer)

@@ -24,7 +24,7 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -168,12 +168,14 @@ class PendingSnapshot:
         learners: Sequence[str],
         created_at: float,
         user_meta: Mapping[str, Any] | None,
+        addresses: Sequence[tuple[str, str, str]] = (),
     ) -> None:
         self.storage = storage
         self.index = index
         self.term = term
         self.voters = tuple(voters)
         self.learners = tuple(learners)
+        self.addresses = tuple(addresses)
         self.created_at = created_at
         self.user_meta: dict[str, Any] = dict(user_meta or {})
         self.path = storage.directory / TEMP_DIR / snapshot_dir_name(index)
@@ -237,6 +239,8 @@ class PendingSnapshot:
             meta = SnapshotMeta(
                 self.index, self.term, self.voters, self.learners, tuple(files), self.created_at, dict(self.user_meta)
             )
+            if self.addresses:
+                meta = replace(meta, addresses=self.addresses)
             st._step("before_meta")
             write_file(self.path / META_FILE, encode_meta(meta), exclusive=True)
             st._step("before_dir_fsync")
@@ -340,6 +344,7 @@ class SnapshotStorage:
         *,
         created_at: float,
         user_meta: Mapping[str, Any] | None = None,
+        addresses: Sequence[tuple[str, str, str]] = (),
     ) -> PendingSnapshot:
         """Start a snapshot of the state up to `index` (whose entry has `term`) in a fresh temp dir.
         `created_at` comes from the caller's clock; this package reads none."""
@@ -354,7 +359,7 @@ class SnapshotStorage:
                 raise SnapshotExistsError(f"{self.path(index)} already exists")
             if index in self._pending:
                 raise SnapshotExistsError(f"a snapshot at index {index} is already being written")
-            pending = PendingSnapshot(self, index, term, voters, learners, created_at, user_meta)
+            pending = PendingSnapshot(self, index, term, voters, learners, created_at, user_meta, addresses)
             ensure_dir(pending.path.parent)
             shutil.rmtree(pending.path, ignore_errors=True)
             pending.path.mkdir()

@@ -67,7 +67,7 @@ async def take_snapshot(service: ControllerService) -> JSONResponse:
     try:
         meta = await service.node.snapshot()
     except RaftException as e:
-        raise from_raft(e, service.opts.http_addresses) from None
+        raise from_raft(e, service.http_addresses()) from None
     except Exception as e:  # noqa: BLE001 - a failed save (disk full, I/O error) is reported, not a 500
         log.exception("on-demand snapshot failed")
         raise UnavailableError(f"the snapshot failed: {type(e).__name__}: {e}") from None
@@ -128,7 +128,7 @@ async def transfer(gw: Gateway, req: M.TransferLeaderRequest) -> JSONResponse:
     except TimeoutError:
         raise UnavailableError(f"leadership did not move to {target} in time") from None
     except RaftException as e:
-        raise from_raft(e, service.opts.http_addresses) from None
+        raise from_raft(e, service.http_addresses()) from None
     st = service.node.status()
     return ok({"previousLeaderId": st["id"], "leaderId": st["leader"], "term": st["term"], "targetLagEntries": lag,
                "durationMs": round((time.perf_counter() - t0) * 1000, 3)})  # fmt: skip
@@ -151,16 +151,14 @@ async def add_member(gw: Gateway, req: M.AddPeerRequest) -> JSONResponse:
         split_address("httpAddress", req.httpAddress)
     if req.id in service.node.status()["voters"]:
         raise conflict("PEER_EXISTS", f"{req.id} is already a voter")
-    http = service.opts.http_addresses
-    if req.httpAddress is not None and isinstance(http, dict):
-        http[req.id] = req.httpAddress  # for 2007 answers naming it once it leads
     timeout = gw.settings.add_peer_timeout_s if req.timeoutMs is None else req.timeoutMs / 1000
     try:
-        await service.node.add_peer(req.id, address, timeout)
+        # Both addresses go into the CONF entry: every member learns them from the log (docs/raft.md).
+        await service.node.add_peer(req.id, address, timeout, req.httpAddress or "")
     except TimeoutError:
         raise UnavailableError(f"{req.id} did not catch up within {timeout:g}s; it stays a learner") from None
     except RaftException as e:
-        raise from_raft(e, http) from None
+        raise from_raft(e, service.http_addresses()) from None
     return ok(_membership(service, req.id))
 
 
@@ -175,7 +173,7 @@ async def remove_member(gw: Gateway, peer: str) -> JSONResponse:
     except ConfChangeError as e:
         raise conflict("REFUSED", str(e)) from None
     except RaftException as e:
-        raise from_raft(e, service.opts.http_addresses) from None
+        raise from_raft(e, service.http_addresses()) from None
     return ok(_membership(service, peer))
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import msgpack
 
-from raft.core.messages import ConfState
+from raft.core.messages import ConfState, Member
 
 
 class ConfChangeOp(enum.IntEnum):
@@ -24,6 +24,14 @@ class ConfChangeOp(enum.IntEnum):
 class ConfChange:
     op: ConfChangeOp
     node: str
+    raft_address: str = ""
+    """The node's raft address host:port (an add), stored in the CONF entry so that every member learns it
+    from the log; "" keeps what the configuration has."""
+    http_address: str = ""
+    """The node's HTTP address host:port, stored alongside (for 2007 redirects and the metadata answer)."""
+    known: tuple[Member, ...] = ()
+    """Addresses the proposer knows (its own configuration) for members the configuration has none for; the
+    change records them too, so that nodes configured with fewer peers learn them."""
 
 
 class ConfChangeError(ValueError):
@@ -49,15 +57,42 @@ def apply_change(conf: ConfState, change: ConfChange) -> ConfState:
         learners.discard(node)
         if not voters:
             raise ConfChangeError("cannot remove the last voter")
-    return ConfState(tuple(sorted(voters)), tuple(sorted(learners)))
+    members = voters | learners
+    addresses = {a[0]: a for a in conf.addresses if a[0] in members}
+    if change.op is not ConfChangeOp.REMOVE and change.raft_address:
+        addresses[node] = (node, change.raft_address, change.http_address)
+    for a in change.known:
+        if a[0] in members and a[0] not in addresses and a[1]:
+            addresses[a[0]] = a
+    return ConfState(tuple(sorted(voters)), tuple(sorted(learners)), tuple(addresses[i] for i in sorted(addresses)))
+
+
+# CONF entry data (docs/log-format.md): version 1 [1, voters, learners]; version 2 adds the member
+# addresses, [2, voters, learners, [[id, raft, http], ...]]. Version 1 is still written when there are no
+# addresses, so that a log without address-carrying changes stays readable by older nodes.
 
 
 def encode_conf(conf: ConfState) -> bytes:
-    return msgpack.packb([1, list(conf.voters), list(conf.learners)])
+    if not conf.addresses:
+        return msgpack.packb([1, list(conf.voters), list(conf.learners)])
+    return msgpack.packb([2, list(conf.voters), list(conf.learners), [list(a) for a in conf.addresses]])
 
 
 def decode_conf(data: bytes) -> ConfState:
-    version, voters, learners = msgpack.unpackb(data)
-    if version != 1:
-        raise ValueError(f"unknown conf entry version {version}")
-    return ConfState(tuple(voters), tuple(learners))
+    doc = msgpack.unpackb(data)
+    if type(doc) is not list or not doc or doc[0] not in (1, 2) or type(doc[0]) is not int:
+        raise ValueError(f"unknown conf entry version {doc[0] if type(doc) is list and doc else doc!r:.50}")
+    if len(doc) != doc[0] + 2:
+        raise ValueError(f"conf entry version {doc[0]} has {len(doc)} items, expected {doc[0] + 2}")
+    voters, learners = doc[1], doc[2]
+    addresses = doc[3] if doc[0] == 2 else []
+    for ids in (voters, learners):
+        if type(ids) is not list or not all(type(x) is str for x in ids):
+            raise ValueError(f"conf entry voters and learners must be arrays of strings, got {ids!r:.100}")
+    if type(addresses) is not list or not all(_is_member(a) for a in addresses):
+        raise ValueError(f"conf entry addresses must be [id, raft, http] string triples, got {addresses!r:.100}")
+    return ConfState(tuple(voters), tuple(learners), tuple(tuple(a) for a in addresses))  # type: ignore[misc]
+
+
+def _is_member(a: object) -> bool:
+    return type(a) in (list, tuple) and len(a) == 3 and all(type(x) is str for x in a)  # type: ignore[arg-type]

@@ -24,19 +24,39 @@ class Entry:
     data: bytes = b""
 
 
+Member = tuple[str, str, str]  # (node id, raft address "host:port", HTTP address "host:port" or "" if unknown)
+
+
 @dataclass(slots=True, frozen=True)
 class ConfState:
-    """A cluster configuration: voters and non-voting learners, node ids as strings."""
+    """A cluster configuration: voters and non-voting learners, node ids as strings, and the addresses of the
+    members the log has them for (ascending by id). A member without one is reached at the address the
+    node's own configuration gives it (the bootstrap members: jRaftInitConf)."""
 
     voters: tuple[str, ...] = ()
     learners: tuple[str, ...] = ()
+    addresses: tuple[Member, ...] = ()
 
     def __post_init__(self) -> None:
         if set(self.voters) & set(self.learners):
             raise ValueError(f"a node is both voter and learner: {set(self.voters) & set(self.learners)}")
+        if self.addresses:
+            ids = [a[0] for a in self.addresses]
+            if ids != sorted(set(ids)):
+                raise ValueError(f"member addresses must be ascending by id without repeats, got {ids}")
+            strangers = set(ids) - set(self.voters) - set(self.learners)
+            if strangers:
+                raise ValueError(f"addresses of nodes that are not members: {sorted(strangers)}")
 
     def members(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.voters) | set(self.learners)))
+
+    def address(self, node: str) -> tuple[str, str] | None:
+        """(raft address, HTTP address) of `node` as the log has them, or None."""
+        for i, raft, http in self.addresses:
+            if i == node:
+                return raft, http
+        return None
 
 
 @dataclass(slots=True, frozen=True)

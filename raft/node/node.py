@@ -19,6 +19,7 @@ import os
 import random
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 from raft.core import (
@@ -44,6 +45,7 @@ from raft.status import RaftError, RaftException
 from raft.storage import FileMetaStorage, LogWriter, SegmentLog
 from raft.storage.dirlock import DataDirLock
 from raft.transport import TcpTransport
+from raft.transport.tcp import Address, format_address, parse_address
 from snapshot import format as snapshot_format
 from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
 from snapshot.storage import SnapshotStorage
@@ -93,6 +95,7 @@ class Node:
         self._error: BaseException | None = None
         self._stopped = False
         self._role_waiters: list[asyncio.Future[None]] = []
+        self._peers_conf: ConfState | None = None  # the configuration the transport's peer map follows
         self.applied_index = 0
         self._storage: SnapshotStorage | None = None
         self._snapshots: SnapshotManager | None = None
@@ -131,7 +134,9 @@ class Node:
         self.core = RaftCore(core_config(o), ConfState(tuple(sorted(voters))), hs, snap, entries, random.Random())
         self.applied_index = self.core.log.applied
         self.writer = LogWriter(self._log, self._meta, name=f"raft-log-{self.id}")
-        self.transport = TcpTransport(self.id, o.peers[self.id], o.peers, o.secret, self._on_messages, o.transport)
+        self._peers_conf = self.core.conf
+        self.transport = TcpTransport(self.id, o.peers[self.id], self.transport_peers(), o.secret, self._on_messages,
+                                      o.transport)  # fmt: skip
         self.transport.on_snapshot_frame = self._on_snapshot_frame
         self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so)
         self._downloader = SnapshotDownloader(
@@ -183,7 +188,7 @@ class Node:
         if lg.last_index() < s or (lg.first_index() <= s and lg.term(s) != t):
             # The log ends before the snapshot, or holds another (never committed) branch at its index.
             lg.reset(s + 1)
-        return SnapshotMeta(s, t, ConfState(tuple(m.voters), tuple(m.learners)))
+        return SnapshotMeta(s, t, ConfState(tuple(m.voters), tuple(m.learners), m.addresses))
 
     def _snapshots_mgr(self) -> SnapshotManager:
         assert self._snapshots is not None
@@ -279,15 +284,14 @@ class Node:
                 continue
         return out
 
-    async def add_peer(self, peer: str, address: tuple[str, int], timeout: float = 30.0) -> None:
-        """Add a server: first as a learner, promoted to voter once it is within catchup_margin."""
+    async def add_peer(
+        self, peer: str, address: tuple[str, int], timeout: float = 30.0, http_address: str = ""
+    ) -> None:
+        """Add a server: first as a learner, promoted to voter once it is within catchup_margin. Its raft and
+        HTTP addresses go into the CONF entry, so every member learns them from the log."""
         core = self._core()
         self._require_leader()
-        peers = dict(self.transport_peers())
-        peers[peer] = address
-        assert self.transport is not None
-        self.transport.update_peers(peers)
-        await self._conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, peer))
+        await self._conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, peer, format_address(address), http_address))
         margin = self.opts.raft.catchup_margin
 
         def caught_up() -> bool:
@@ -301,6 +305,28 @@ class Node:
 
     async def remove_peer(self, peer: str) -> None:
         await self._conf_change(ConfChange(ConfChangeOp.REMOVE, peer))
+
+    def member_addresses(self) -> dict[str, tuple[str, str | None]]:
+        """id -> (raft address, HTTP address or None) of every member of the latest configuration and every
+        configured peer: the log's addresses first, then this node's configuration (jRaftInitConf)."""
+        conf = self._core().conf
+        o = self.opts
+        out: dict[str, tuple[str, str | None]] = {
+            pid: (format_address(addr), o.http_addresses.get(pid)) for pid, addr in o.peers.items()
+        }
+        for pid in conf.members():
+            out.setdefault(pid, (pid, None))  # unknown: RocketMQ's ids are raft addresses
+        for pid, raft, http in conf.addresses:
+            out[pid] = (raft, http or out[pid][1])
+        return out
+
+    def http_address(self, peer: str) -> str | None:
+        """The HTTP address of `peer` (for 2007 answers), from the log or this node's configuration."""
+        core = self.core
+        found = core.conf.address(peer) if core is not None else None
+        if found is not None and found[1]:
+            return found[1]
+        return self.opts.http_addresses.get(peer)
 
     def status(self) -> dict[str, Any]:
         core = self._core()
@@ -317,6 +343,7 @@ class Node:
             "voters": list(st.conf.voters),
             "learners": list(st.conf.learners),
             "peers": st.progress,
+            "addresses": {p: {"raft": r, "http": h} for p, (r, h) in sorted(self.member_addresses().items())},
         }
         snap = self.core.snapshot if self.core is not None else None
         mgr = self._snapshots
@@ -364,8 +391,31 @@ class Node:
     def leader_id(self) -> str:
         return self.core.leader if self.core is not None else ""
 
-    def transport_peers(self) -> dict[str, tuple[str, int]]:
-        return dict(self.opts.peers)
+    def transport_peers(self) -> dict[str, Address]:
+        """Where the transport reaches each node: the configured peers, overridden and extended by the
+        addresses the latest configuration in the log carries (so it follows every appended, truncated or
+        installed configuration)."""
+        peers = dict(self.opts.peers)
+        conf = self._peers_conf
+        for pid, raft, _ in conf.addresses if conf is not None else ():
+            if pid == self.id:
+                continue  # we listen where our own configuration says
+            try:
+                peers[pid] = parse_address(raft)
+            except ValueError:
+                log.error("node %s: the log's address %r for %s is unusable; keeping the configured one",
+                          self.id, raft, pid)  # fmt: skip
+        return peers
+
+    def _follow_conf(self, core: RaftCore) -> None:
+        """Point the transport at the members of the latest configuration before sending anything: the
+        core may just have appended (or received, truncated or installed) one naming a new member."""
+        conf = core.conf
+        if conf is not self._peers_conf:
+            addresses_changed = self._peers_conf is None or conf.addresses != self._peers_conf.addresses
+            self._peers_conf = conf
+            if addresses_changed:
+                self._transport().update_peers(self.transport_peers())
 
     # ------------------------------------------------------------------ the loop
 
@@ -491,6 +541,7 @@ class Node:
         self._proposed.append((first + len(batch) - 1, self._loop_or_raise().time()))
 
     def _handle_ready(self, core: RaftCore, rd: Ready) -> None:
+        self._follow_conf(core)
         if rd.messages:
             self._transport().send(rd.messages)
             for m in rd.messages:
@@ -577,6 +628,7 @@ class Node:
                 self.fsm.on_snapshot_save,
                 now=loop.time(),
                 created_at=time.time(),
+                addresses=conf.addresses,
             )
         except SnapshotBusyError:
             return self._save_future
@@ -696,7 +748,11 @@ class Node:
 
     async def _conf_change(self, change: ConfChange) -> None:
         core = self._core()
-        index, term = core.propose_conf_change(change)
+        # Record the configured addresses of members the log has none for (the bootstrap members), so that a
+        # node configured with fewer peers, or a new one, reaches them too.
+        o = self.opts
+        known = tuple((p, format_address(a), o.http_addresses.get(p, "")) for p, a in sorted(o.peers.items()))
+        index, term = core.propose_conf_change(replace(change, known=known))
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()
         self._waiters[index] = (term, fut)
         self._kick()

@@ -55,9 +55,16 @@ def _message_tuple(m: Message) -> tuple[object, ...]:
         m.reject_hint,
         m.hint_term,
         m.seq,
-        None if snap is None else (snap.index, snap.term, snap.conf.voters, snap.conf.learners),
+        None if snap is None else _snapshot_tuple(snap),
         bool(m.force),
     )
+
+
+def _snapshot_tuple(snap: SnapshotMeta) -> tuple[object, ...]:
+    conf = snap.conf
+    if conf.addresses:  # the 5-element form only when there is something to carry (older peers read 4)
+        return (snap.index, snap.term, conf.voters, conf.learners, conf.addresses)
+    return (snap.index, snap.term, conf.voters, conf.learners)
 
 
 def encode_message(m: Message) -> bytes:
@@ -132,16 +139,21 @@ def _is_entry(e: Sequence[object]) -> bool:
 
 
 def _snapshot_from(s: object) -> SnapshotMeta:
-    if type(s) is not tuple or len(s) != 4:
-        raise CodecError(f"snapshot meta must be [index, term, voters, learners], got {_describe(s)}")
-    index, term, voters, learners = s
+    if type(s) is not tuple or len(s) not in (4, 5):
+        raise CodecError(f"snapshot meta must be [index, term, voters, learners(, addresses)], got {_describe(s)}")
+    index, term, voters, learners = s[:4]
+    addresses = s[4] if len(s) == 5 else ()
     if type(index) is not int or type(term) is not int:
         raise CodecError(f"snapshot index and term must be integers, got {index!r}, {term!r}")
     for ids in (voters, learners):
         if type(ids) is not tuple or not all(type(x) is str for x in ids):
             raise CodecError(f"snapshot voters and learners must be arrays of strings, got {ids!r:.200}")
+    if type(addresses) is not tuple or not all(
+        type(a) is tuple and len(a) == 3 and all(type(x) is str for x in a) for a in addresses
+    ):
+        raise CodecError(f"snapshot addresses must be an array of [id, raft, http] strings, got {addresses!r:.200}")
     try:
-        conf = ConfState(voters, learners)  # type: ignore[arg-type]  # checked just above
+        conf = ConfState(voters, learners, addresses)  # type: ignore[arg-type]  # checked just above
     except ValueError as e:  # a node both voter and learner
         raise CodecError(str(e)) from e
     return SnapshotMeta(index, term, conf)

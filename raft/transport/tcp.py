@@ -58,6 +58,22 @@ COUNTERS = (
 )
 
 
+def format_address(addr: Address) -> str:
+    """(host, port) as host:port, an IPv6 host in brackets."""
+    host, port = addr
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_address(text: str) -> Address:
+    """host:port (an IPv6 host in brackets) as (host, port); ValueError naming the text otherwise."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not a host:port address: {text!r}")
+    return host, int(port)
+
+
 class TcpTransport:
     def __init__(
         self,

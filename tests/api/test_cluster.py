@@ -150,6 +150,17 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
         assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id), "voter": True} in status[
             "peers"
         ]
+        # Issue 12, bug 5: the followers' configuration never named it; they learn both addresses from the log.
+        for n in trio:
+            await until(n, lambda n=n: new.id in n.service.node.status()["voters"])
+            status = (await n.ok("GET", "/api/v1/raft/status", token=True))["body"]
+            assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id), "voter": True} in (
+                status["peers"]), n.id  # fmt: skip
+            rows = (await n.ok("GET", "/api/v1/raft/peers", token=True))["body"]["peers"]
+            row = next(p for p in rows if p["id"] == new.id)
+            assert (row["raftAddress"], row["httpAddress"]) == (new.id, http_address(new.id)), n.id
+            meta = (await n.ok("GET", "/api/v1/controller/metadata"))["header"]
+            assert f"{http_address(new.id)};" in meta["peers"], n.id
         r = await leader.call("POST", "/api/v1/raft/peers", token=True, json={"id": new.id})
         assert r.status_code == 409 and r.json()["error"] == "PEER_EXISTS"
         env = await leader.ok("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)

@@ -67,11 +67,11 @@ STATUS = envelope(body={
     "peers": [{"id": RAFT[a], "raftAddress": RAFT[a], "httpAddress": a, "voter": True} for a in (L, F1, F2)],
 })  # fmt: skip
 PEERS = envelope(body={"leaderId": RAFT[L], "lastLogIndex": 1042, "peers": [
-    {"id": RAFT[L], "role": "leader", "httpAddress": L, "matchIndex": 1042, "lagEntries": 0, "lastContactMs": 0,
+    {"id": RAFT[L], "raftAddress": RAFT[L], "role": "leader", "httpAddress": L, "matchIndex": 1042, "lagEntries": 0, "lastContactMs": 0,
      "state": "replicate"},
-    {"id": RAFT[F1], "role": "follower", "httpAddress": F1, "matchIndex": 1041, "lagEntries": 1, "lastContactMs": 12,
+    {"id": RAFT[F1], "raftAddress": RAFT[F1], "role": "follower", "httpAddress": F1, "matchIndex": 1041, "lagEntries": 1, "lastContactMs": 12,
      "state": "replicate"},
-    {"id": RAFT[F2], "role": "follower", "httpAddress": F2, "matchIndex": 830, "lagEntries": 212,
+    {"id": RAFT[F2], "raftAddress": RAFT[F2], "role": "follower", "httpAddress": F2, "matchIndex": 830, "lagEntries": 212,
      "lastContactMs": 4810, "state": "snapshot"},
 ]})  # fmt: skip
 FOLLOWER_PEERS = envelope(body={"leaderId": RAFT[L], "lastLogIndex": 1042, "peers": [

@@ -42,7 +42,9 @@ entries = st.builds(Entry, u64, u64, st.sampled_from(EntryType) | i64, st.binary
 def conf_states(draw: st.DrawFn) -> ConfState:
     members = draw(st.lists(ids, unique=True, max_size=7))
     split = draw(st.integers(0, len(members)))
-    return ConfState(tuple(members[:split]), tuple(members[split:]))
+    known = sorted(draw(st.sets(st.sampled_from(members)))) if members else []
+    http = draw(st.sampled_from(["", "10.0.0.1:9770"]))
+    return ConfState(tuple(members[:split]), tuple(members[split:]), tuple((m, f"{m}:9880", http) for m in known))
 
 
 snapshots = st.none() | st.builds(SnapshotMeta, u64, u64, conf_states())
@@ -290,3 +292,24 @@ def test_reader_buffers_a_large_frame_in_linear_time() -> None:
     reader = FrameReader(max_frame_bytes=len(payload))
     got = [f for i in range(0, len(stream), 4096) for f in reader.feed(stream[i : i + 4096])]
     assert len(got) == 1 and got[0][1] == payload
+
+
+def test_snapshot_meta_carries_member_addresses_in_a_fifth_element_only_when_there_are_some() -> None:
+    """Issue 12, bug 5: a SNAP installs the leader's configuration, addresses included; without addresses
+    the meta keeps its 4-element form (docs/wire-format.md), so older peers still read it."""
+    plain = SnapshotMeta(100, 2, ConfState(("n1", "n2"), ("n3",)))
+    m = Message(MsgType.SNAP, "n1", "n2", 3, snapshot=plain)
+    assert encode_message(m).hex(" ") == (
+        "9e 09 a2 6e 31 a2 6e 32 03 00 00 90 00 c2 00 00 00 94 64 02 92 a2 6e 31 a2 6e 32 91 a2 6e 33 c2"
+    )
+    conf = ConfState(("n1", "n2"), ("n3",), (("n3", "h3:1", "h3:2"),))
+    m.snapshot = SnapshotMeta(100, 2, conf)
+    data = encode_message(m)
+    assert "95 64 02 92 a2 6e 31 a2 6e 32 91 a2 6e 33 91 93 a2 6e 33 a4 68 33 3a 31 a4 68 33 3a 32" in data.hex(" ")
+    (back,) = decode_messages(encode_messages([m]))
+    assert back.snapshot == SnapshotMeta(100, 2, conf)
+    fields = list(msgpack.unpackb(data, use_list=False))
+    for bad in ((("n3", "h3:1"),), (("n3", "h3:1", 2),), "n3", (("n9", "h:1", ""),)):
+        fields[12] = (100, 2, ("n1", "n2"), ("n3",), bad)
+        with pytest.raises(CodecError):
+            decode_messages(msgpack.packb([fields]))

@@ -157,3 +157,57 @@ def test_add_peer_never_promotes_a_learner_that_has_not_answered(tmp_path) -> No
             await ld.apply(put("still-writable", 1))
 
     run(main)
+
+
+def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the_log(tmp_path) -> None:
+    """Issue 12, bug 5. n1-n3 are configured with each other only; n4 and n5 each with n1-n3 and themselves.
+    Adding n4 then n5 must not cut n4 off (the leader once rebuilt its peer map from its file plus the newest
+    member), and a node whose file never named a member reaches it through the address in the CONF entry."""
+
+    async def main() -> None:
+        ids = ["n1", "n2", "n3", "n4", "n5"]
+        ports = dict(zip(ids, free_ports(5), strict=True))
+        addr = {i: ("127.0.0.1", ports[i]) for i in ids}
+        boot = ("n1", "n2", "n3")
+
+        def node(i: str, known: tuple[str, ...]) -> Node:
+            peers = {p: addr[p] for p in known}
+            return Node(NodeOptions(i, f"{tmp_path}/{i}", peers, b"secret", voters=boot, raft=FAST), Recorder())
+
+        nodes = {i: node(i, boot) for i in boot}
+        nodes["n4"] = node("n4", (*boot, "n4"))
+        nodes["n5"] = node("n5", (*boot, "n5"))
+        async with running(nodes):
+            ld = await leader_of({i: nodes[i] for i in boot})
+            await ld.apply(put("before", 1))
+            await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14")
+            await ld.add_peer("n5", addr["n5"], http_address="127.0.0.1:15")
+            assert ld.status()["voters"] == ids
+            barrier = await ld.apply(put("after-both", 1))
+            for i in ids:  # both new members are reachable and caught up
+                await nodes[i].wait_applied(barrier, 10)
+            for i in ids:  # every node knows both addresses, whatever its file says
+                st = nodes[i].status()["addresses"]
+                assert st["n4"] == {"raft": f"127.0.0.1:{ports['n4']}", "http": "127.0.0.1:14"}, i
+                assert st["n5"] == {"raft": f"127.0.0.1:{ports['n5']}", "http": "127.0.0.1:15"}, i
+                assert nodes[i].http_address("n5") == "127.0.0.1:15"
+            # n5 leads; its file never named n4, yet n4 gets its entries.
+            await ld.transfer_leadership("n5")
+            n5 = nodes["n5"]
+            assert n5.is_leader()
+            barrier = await n5.apply(put("n5-leads", 1))
+            await nodes["n4"].wait_applied(barrier, 10)
+            fsm4 = nodes["n4"].fsm
+            assert isinstance(fsm4, Recorder) and fsm4.data["n5-leads"] == 1
+            # A snapshot keeps the addresses, and a restart from it (no CONF entry left after it) knows them.
+            meta = await nodes["n2"].snapshot()
+            assert meta is not None and dict((a[0], a[1:]) for a in meta.addresses)["n4"] == (
+                f"127.0.0.1:{ports['n4']}", "127.0.0.1:14")  # fmt: skip
+            await nodes["n2"].stop()
+            nodes["n2"] = node("n2", boot)
+            await nodes["n2"].start()
+            assert nodes["n2"].core is not None and nodes["n2"].core.log.confs == []
+            assert nodes["n2"].status()["addresses"]["n5"]["raft"] == f"127.0.0.1:{ports['n5']}"
+            assert nodes["n2"].transport_peers()["n4"] == addr["n4"]
+
+    run(main)

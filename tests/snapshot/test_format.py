@@ -12,6 +12,7 @@ import struct
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import lz4.frame
@@ -549,6 +550,22 @@ def test_meta_schema_errors(doc: object, reason: str) -> None:
     with pytest.raises(SnapshotFormatError) as info:
         decode_meta(_meta_with_body(msgpack.packb(doc)), "m")
     assert info.value.offset == META_HEAD_SIZE and reason in info.value.reason
+
+
+def test_meta_member_addresses_round_trip_and_are_optional() -> None:
+    """Issue 12, bug 5: the configuration's member addresses ride in the optional `addresses` key; a meta
+    without them is byte for byte the layout before the key existed, and such a meta still loads."""
+    with_addrs = replace(META, addresses=(("n1", "10.0.0.1:9880", "10.0.0.1:9770"), ("n4", "10.0.0.4:9880", "")))
+    raw = encode_meta(with_addrs)
+    assert decode_meta(raw, "m") == with_addrs
+    assert msgpack.unpackb(raw[META_HEAD_SIZE:-4])["addresses"] == [["n1", "10.0.0.1:9880", "10.0.0.1:9770"],
+                                                                   ["n4", "10.0.0.4:9880", ""]]  # fmt: skip
+    assert "addresses" not in msgpack.unpackb(encode_meta(META)[META_HEAD_SIZE:-4])
+    assert decode_meta(encode_meta(META), "m").addresses == ()
+    for bad in ("n1", [["n1", "a:1"]], [["n1", "a:1", 3]]):
+        doc = msgpack.unpackb(encode_meta(META)[META_HEAD_SIZE:-4]) | {"addresses": bad}
+        with pytest.raises(SnapshotFormatError, match="field 'addresses'"):
+            decode_meta(_meta_with_body(msgpack.packb(doc)), "m")
 
 
 def test_meta_unknown_fields_are_ignored_and_bad_msgpack_is_an_error() -> None:
