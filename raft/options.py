@@ -44,6 +44,21 @@ class TransportOptions:
     """First reconnect delay after a failed connect or a lost connection; doubled per failure..."""
     backoff_max: float = 1.0
     """...up to this. While backing off, messages for the peer are dropped (counted)."""
+    max_unauthenticated_connections: int = 32
+    """Inbound connections that have not yet sent a frame header that authenticates. One more is closed at
+    once (counted `refused`). A peer authenticates with its first frame, within a round trip, so this only
+    bites a flood of connections from something that does not know the cluster secret."""
+    auth_timeout_s: float = 5.0
+    """An inbound connection whose first header has not authenticated within this long is closed."""
+    idle_timeout_s: float = 120.0
+    """An inbound connection that sent nothing for this long is closed. Its sender reconnects, without
+    backoff, when it next has something to send. Should be the same on every node."""
+
+    def __post_init__(self) -> None:
+        if self.max_unauthenticated_connections < 1:
+            raise ValueError(f"max_unauthenticated_connections must be >= 1, got {self.max_unauthenticated_connections}")
+        if self.auth_timeout_s <= 0 or self.idle_timeout_s <= 0:
+            raise ValueError("auth_timeout_s and idle_timeout_s must be positive")
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,8 +108,14 @@ def _message_from(a: object) -> Message:
             raise CodecError(f"{mtype.name} message has a non-integer field {v!r}")
     if type(reject) is not bool or type(force) is not bool:
         raise CodecError(f"{mtype.name} message has non-boolean flags reject={reject!r} force={force!r}")
+    entries = _entries_from(ents)
+    if entries and mtype is MsgType.APP and (
+        entries[0].index != index + 1 or any(e.index != index + 1 + k for k, e in enumerate(entries))
+    ):
+        # The core appends them as a run after `index`; a gap or a repeat would corrupt its log.
+        raise CodecError(f"APP after index {index} carries non-contiguous entries {[e.index for e in entries][:8]}")
     return Message(
-        mtype, frm, to, term, log_term, index, _entries_from(ents), commit, reject, reject_hint, hint_term, seq,
+        mtype, frm, to, term, log_term, index, entries, commit, reject, reject_hint, hint_term, seq,
         None if snap is None else _snapshot_from(snap),
         force,
     )  # fmt: skip
@@ -227,13 +233,22 @@ def batch_overhead(sender: str) -> int:
     return 1 + 1 + len(_packer.pack(sender)) + 5  # kind, outer array, sender, array32 header
 
 
-# --- frames: length | tag | payload ------------------------------------------------------------------------
+# --- frames: authenticated header | payload -------------------------------------------------------------
+#
+#   length u32 | sender_len u8 | sender | body_tag[16] | header_tag[16] | payload (length bytes)
+#
+# The header tag covers every header byte before it, the body tag included, so a receiver authenticates
+# (sender, length) from at most MAX_HEADER_BYTES before it buffers any payload, and the body tag then binds
+# the payload to that header. Layout byte by byte: docs/wire-format.md.
 
-_LENGTH = struct.Struct(">I")
+_PREFIX = struct.Struct(">IB")  # length, sender_len
+PREFIX_BYTES = _PREFIX.size  # 5
 TAG_BYTES = 16
-HEADER_BYTES = _LENGTH.size + TAG_BYTES
+MAX_SENDER_BYTES = 255
+MAX_HEADER_BYTES = PREFIX_BYTES + MAX_SENDER_BYTES + 2 * TAG_BYTES  # 292
 MAX_FRAME_BYTES = 2**32 - 1  # the length field is 32 bits
-_PERSON = b"raft-frame-v1"  # BLAKE2b personalisation: a tag made for another purpose never verifies here
+_PERSON = b"raft-frame-v2"  # BLAKE2b personalisation of the body tag: a tag made for another purpose never verifies
+_HEAD_PERSON = b"raft-head-v2"  # ... and of the header tag
 
 
 def frame_key(secret: bytes) -> bytes:
@@ -250,59 +265,134 @@ def frame_key(secret: bytes) -> bytes:
 
 
 def frame_tag(payload: bytes | memoryview, key: bytes) -> bytes:
-    # Keyed BLAKE2b is a PRF by design (no length extension), so it needs no HMAC wrapper, and it is faster.
+    """The body tag. Keyed BLAKE2b is a PRF by design (no length extension), so it needs no HMAC wrapper."""
     return hashlib.blake2b(payload, key=key, digest_size=TAG_BYTES, person=_PERSON).digest()
 
 
-def frame_header(payload: bytes, key: bytes) -> bytes:
-    """The 20 bytes that precede payload on the wire: big-endian length, then the tag."""
-    return _LENGTH.pack(len(payload)) + frame_tag(payload, key)
+def _header_tag(head: bytes | memoryview, key: bytes) -> bytes:
+    return hashlib.blake2b(head, key=key, digest_size=TAG_BYTES, person=_HEAD_PERSON).digest()
 
 
-def verify(tag: bytes, payload: bytes, key: bytes) -> bool:
+def sender_bytes(sender: str) -> bytes:
+    """The sender id as it goes into a header; ValueError when it is longer than 255 bytes of UTF-8."""
+    raw = sender.encode()
+    if len(raw) > MAX_SENDER_BYTES:
+        raise ValueError(f"node id {sender[:40]!r}... is {len(raw)} bytes of UTF-8; a frame header holds at most 255")
+    return raw
+
+
+def header_bytes(sender: str) -> int:
+    """The size of a frame header from `sender`."""
+    return PREFIX_BYTES + len(sender_bytes(sender)) + 2 * TAG_BYTES
+
+
+def frame_header(sender: bytes, payload: bytes, key: bytes) -> bytes:
+    """The header that precedes `payload` on the wire; `sender` as returned by sender_bytes()."""
+    head = _PREFIX.pack(len(payload), len(sender)) + sender + frame_tag(payload, key)
+    return head + _header_tag(head, key)
+
+
+def verify(tag: bytes, payload: bytes | memoryview, key: bytes) -> bool:
     return hmac.compare_digest(tag, frame_tag(payload, key))  # constant time: no tag-guessing oracle
 
 
 class FrameReader:
-    """Splits a byte stream into (tag, payload) frames.
+    """Splits a byte stream into authenticated (sender, payload) frames.
+
+    Each header is authenticated before anything else about it is believed: its length decides nothing and no
+    payload byte is kept until the header tag verifies, so an unauthenticated peer never makes us hold more
+    than one header (MAX_HEADER_BYTES). Then the payload is buffered and checked against the body tag the
+    header carried. Every frame of a connection must name the same sender.
 
     Total work is linear in the bytes fed: data is appended to one bytearray and complete frames are cut off
-    its front once per feed(). While a large frame is incomplete, feed() only appends (no re-parsing).
-    After a frame that is too large, `error` is set and the reader returns nothing more: the stream is lost.
+    its front once per feed(). While a large payload is incomplete, feed() only appends (no re-parsing).
+    After a failure `error` is set (and `auth_failed` when a tag did not verify), and the reader returns
+    nothing more: the stream is lost.
     """
 
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, key: bytes) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self._key = key
         self.error: str | None = None
+        self.auth_failed = False
+        self.sender: str | None = None  # set by the first authenticated header
         self._buf = bytearray()
-        self._need = HEADER_BYTES  # buffered bytes needed before parsing can make progress
+        self._need = PREFIX_BYTES  # buffered bytes needed before parsing can make progress
+        self._body: tuple[int, bytes] | None = None  # (length, body tag) of the authenticated header in hand
 
-    def feed(self, data: bytes) -> list[tuple[bytes, bytes]]:
+    @property
+    def authenticated(self) -> bool:
+        """Whether a header has verified on this stream."""
+        return self.sender is not None
+
+    def feed(self, data: bytes) -> list[tuple[str, bytes]]:
         if self.error is not None:
             return []
         buf = self._buf
         buf += data
         if len(buf) < self._need:
             return []
-        frames: list[tuple[bytes, bytes]] = []
+        frames: list[tuple[str, bytes]] = []
         pos, end = 0, len(buf)
         with memoryview(buf) as view:  # slices of a view copy once; a released view lets buf resize again
-            while end - pos >= HEADER_BYTES:
-                (length,) = _LENGTH.unpack_from(view, pos)
-                if length > self.max_frame_bytes:
-                    self.error = f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes}"
+            while True:
+                if self._body is None:
+                    if end - pos < PREFIX_BYTES:
+                        break
+                    length, slen = _PREFIX.unpack_from(view, pos)
+                    size = PREFIX_BYTES + slen + 2 * TAG_BYTES
+                    if end - pos < size:
+                        break
+                    if not self._header(view[pos : pos + size], length, slen):
+                        break
+                    pos += size
+                assert self._body is not None
+                length, tag = self._body
+                if end - pos < length:
                     break
-                stop = pos + HEADER_BYTES + length
-                if stop > end:
+                payload = bytes(view[pos : pos + length])
+                if not hmac.compare_digest(tag, frame_tag(payload, self._key)):
+                    self._fail("payload failed authentication", auth=True)
                     break
-                frames.append((bytes(view[pos + 4 : pos + HEADER_BYTES]), bytes(view[pos + HEADER_BYTES : stop])))
-                pos = stop
+                assert self.sender is not None
+                frames.append((self.sender, payload))
+                self._body = None
+                pos += length
         if self.error is not None:
             buf.clear()
             return frames
         del buf[:pos]  # O(1) amortised: bytearray keeps an offset to its start
-        self._need = HEADER_BYTES if len(buf) < HEADER_BYTES else HEADER_BYTES + _LENGTH.unpack_from(buf)[0]
+        if self._body is not None:
+            self._need = self._body[0]
+        elif len(buf) < PREFIX_BYTES:
+            self._need = PREFIX_BYTES
+        else:
+            self._need = PREFIX_BYTES + buf[4] + 2 * TAG_BYTES
         return frames
+
+    def _header(self, head: memoryview, length: int, slen: int) -> bool:
+        cut = PREFIX_BYTES + slen + TAG_BYTES
+        if not hmac.compare_digest(bytes(head[cut:]), _header_tag(head[:cut], self._key)):
+            self._fail("frame header failed authentication", auth=True)
+            return False
+        try:
+            sender = bytes(head[PREFIX_BYTES : PREFIX_BYTES + slen]).decode()
+        except UnicodeDecodeError:
+            self._fail("authenticated header with a sender that is not UTF-8")
+            return False
+        if self.sender is not None and sender != self.sender:
+            self._fail(f"sender changed from {self.sender!r} to {sender!r} on one connection")
+            return False
+        if length > self.max_frame_bytes:
+            self._fail(f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes}")
+            return False
+        self.sender = sender
+        self._body = (length, bytes(head[PREFIX_BYTES + slen : cut]))
+        return True
+
+    def _fail(self, why: str, auth: bool = False) -> None:
+        self.error = why
+        self.auth_failed = auth
 
     @property
     def buffered(self) -> int:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from raft.core.messages import Message
 from raft.options import TransportOptions
 from raft.transport.codec import (
-    HEADER_BYTES,
     KIND_SNAPSHOT,
     MAX_FRAME_BYTES,
     CodecError,
@@ -33,7 +32,8 @@ from raft.transport.codec import (
     frame_header,
     frame_key,
     frame_kind,
-    verify,
+    header_bytes,
+    sender_bytes,
 )
 
 logger = logging.getLogger(__name__)
@@ -49,12 +49,15 @@ COUNTERS = (
     "messages_received",  # delivered to on_messages
     "bytes_sent",
     "bytes_received",  # every inbound byte, authenticated or not
-    "auth_failures",
+    "auth_failures",  # a header or payload tag that did not verify (the connection is closed)
     "decode_failures",  # oversized frames, and authenticated frames we cannot decode
     "dropped",  # outbound: unknown or unreachable peer, full buffer, oversized message, closed transport
     "spoofed",  # inbound: message whose frm is not the frame's authenticated sender
     "misdirected",  # inbound: message whose to is not this node
     "connects",  # outbound connections established
+    "refused",  # inbound: closed at once, max_unauthenticated_connections already waiting to authenticate
+    "unauthenticated_closed",  # inbound: no authenticated header within auth_timeout_s
+    "idle_closed",  # inbound: nothing received for idle_timeout_s
 )
 
 
@@ -88,11 +91,13 @@ class TcpTransport:
         self.options = options or TransportOptions()
         self._listen = listen
         self._key = frame_key(secret)
+        self._sender = sender_bytes(node_id)  # ValueError for an id a frame header cannot hold
+        self._header_bytes = header_bytes(node_id)
         self._on_messages = on_messages
         self.on_snapshot_frame: OnSnapshotFrame | None = None  # InstallSnapshot chunk traffic (raft.node.install)
         self._peers: dict[str, _Peer] = {}
         # Room for packed messages in one frame; a single message bigger than this can never be sent.
-        self._frame_room = self.options.max_frame_bytes - HEADER_BYTES - batch_overhead(node_id)
+        self._frame_room = self.options.max_frame_bytes - self._header_bytes - batch_overhead(node_id)
         if not 0 < self._frame_room <= MAX_FRAME_BYTES:
             raise ValueError(f"max_frame_bytes={self.options.max_frame_bytes} leaves no room or exceeds 2**32-1")
         self._counters = dict.fromkeys(COUNTERS, 0)
@@ -100,6 +105,7 @@ class TcpTransport:
         self._server: asyncio.AbstractServer | None = None
         self._address: Address | None = None
         self._inbound: set[_Inbound] = set()
+        self._unauthenticated: set[_Inbound] = set()  # inbound connections whose first header has not verified
         self._dirty: set[_Peer] = set()  # peers with messages to flush this turn
         self._flush_handle: asyncio.Handle | None = None
         self._closed = False
@@ -195,7 +201,7 @@ class TcpTransport:
             self._counters["dropped"] += 1
             return False
         payload = encode_snapshot_payload(self.node_id, body)
-        if HEADER_BYTES + len(payload) > self.options.max_frame_bytes or (
+        if self._header_bytes + len(payload) > self.options.max_frame_bytes or (
             peer.pending_bytes + peer.frame_bytes + len(payload) > self.options.max_pending_bytes
         ):
             self._counters["dropped"] += 1
@@ -259,20 +265,26 @@ class TcpTransport:
         n = 0
         while n < len(frames) and not (conn.paused or conn.closed or conn.transport.is_closing()):
             payload = frames[n]
-            conn.transport.writelines((frame_header(payload, self._key), payload))
+            conn.transport.writelines((frame_header(self._sender, payload, self._key), payload))
+            conn.last_write = self._loop_time()
             self._counters["frames_sent"] += 1
-            self._counters["bytes_sent"] += HEADER_BYTES + len(payload)
+            self._counters["bytes_sent"] += self._header_bytes + len(payload)
             peer.frame_bytes -= len(payload)
             n += 1
         del frames[:n]
 
     def _write_frame(self, conn: _Outbound, packed: list[bytes]) -> None:
         payload = encode_batch(self.node_id, packed)
-        conn.transport.writelines((frame_header(payload, self._key), payload))
+        conn.transport.writelines((frame_header(self._sender, payload, self._key), payload))
+        conn.last_write = self._loop_time()
         counters = self._counters
         counters["frames_sent"] += 1
         counters["messages_sent"] += len(packed)
-        counters["bytes_sent"] += HEADER_BYTES + len(payload)
+        counters["bytes_sent"] += self._header_bytes + len(payload)
+
+    def _loop_time(self) -> float:
+        assert self._loop is not None
+        return self._loop.time()
 
     def _connect(self, peer: _Peer) -> None:
         assert self._loop is not None
@@ -304,7 +316,12 @@ class TcpTransport:
         peer.conn = None
         self._dirty.discard(peer)
         assert self._loop is not None
-        if self._loop.time() - conn.since >= self.options.backoff_max:
+        now = self._loop.time()
+        if exc is None and not peer.pending and not peer.frames and now - conn.last_write >= self.options.idle_timeout_s / 2:
+            # The peer closed a connection we had left idle (idle_timeout_s): no failure, reconnect on demand.
+            peer.backoff, peer.retry_at = self.options.backoff_min, 0.0
+            return
+        if now - conn.since >= self.options.backoff_max:
             peer.backoff = self.options.backoff_min  # it was healthy for a while: retry soon
         self._backoff(peer, f"connection lost: {exc!r}")
 
@@ -339,23 +356,26 @@ class TcpTransport:
 
     # --- inbound ----------------------------------------------------------------------------------------
 
-    def _on_frame(self, tag: bytes, payload: bytes) -> bool:
-        """Verify, decode and deliver one inbound frame; False means close the connection."""
+    def _on_frame(self, head_sender: str, payload: bytes) -> None:
+        """Decode and deliver one authenticated inbound frame (FrameReader checked both tags)."""
         counters = self._counters
-        if not verify(tag, payload, self._key):
-            counters["auth_failures"] += 1
-            return False
         counters["frames_received"] += 1
         if self._closed:
-            return True
+            return
         if frame_kind(payload) == KIND_SNAPSHOT:
-            return self._on_snapshot_payload(payload)
+            self._on_snapshot_payload(payload)
+            return
         try:
             sender, msgs = decode_batch(payload)
         except CodecError as e:  # an authenticated peer on another version, or a bug: skip just this frame
             counters["decode_failures"] += 1
-            logger.warning("%s: undecodable frame dropped: %s", self.node_id, e)
-            return True
+            logger.warning("%s: undecodable frame from %s dropped: %s", self.node_id, head_sender, e)
+            return
+        if sender != head_sender:
+            counters["spoofed"] += len(msgs)
+            logger.warning("%s: dropped a frame whose header names %r and payload %r", self.node_id, head_sender,
+                           sender)  # fmt: skip
+            return
         me = self.node_id
         for m in msgs:
             if m.frm != sender or m.to != me:
@@ -367,25 +387,23 @@ class TcpTransport:
                 self._on_messages(msgs)
             except Exception:  # the node's bug; the stream itself is fine, so keep reading
                 logger.exception("%s: on_messages raised", self.node_id)
-        return True
 
-    def _on_snapshot_payload(self, payload: bytes) -> bool:
+    def _on_snapshot_payload(self, payload: bytes) -> None:
         try:
             sender, body = decode_snapshot_payload(payload)
         except CodecError as e:
             self._counters["decode_failures"] += 1
             logger.warning("%s: undecodable snapshot frame dropped: %s", self.node_id, e)
-            return True
+            return
         if sender not in self._peers:
             self._counters["spoofed"] += 1
-            return True
+            return
         handler = self.on_snapshot_frame
         if handler is not None:
             try:
                 handler(sender, body)
             except Exception:  # the node's bug; keep reading
                 logger.exception("%s: on_snapshot_frame raised", self.node_id)
-        return True
 
     def _screen(self, sender: str, msgs: list[Message]) -> list[Message]:
         """Drop messages forging another sender (the cluster secret authenticates membership, the sender id
@@ -443,6 +461,7 @@ class _Outbound(asyncio.Protocol):
         self.paused = False
         self.closed = False
         self.since = loop.time()
+        self.last_write = self.since
         self.lost: asyncio.Future[None] = loop.create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -470,42 +489,87 @@ class _Outbound(asyncio.Protocol):
 
 
 class _Inbound(asyncio.Protocol):
-    """A connection from a peer: read frames, hand each to the owner."""
+    """A connection from a peer: read frames, hand each to the owner.
+
+    Until its first header authenticates, a connection is one of at most max_unauthenticated_connections and
+    holds at most one header's bytes; it must authenticate within auth_timeout_s. After that it is closed
+    when it has sent nothing for idle_timeout_s. One timer per connection does both."""
 
     def __init__(self, owner: TcpTransport) -> None:
         self._owner = owner
-        self._reader = FrameReader(owner.options.max_frame_bytes)
+        self._reader = FrameReader(owner.options.max_frame_bytes, owner._key)
         self.transport: asyncio.Transport = None  # type: ignore[assignment]  # set by connection_made
-        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        self.lost: asyncio.Future[None] = self._loop.create_future()
         self._closing = False
+        self._last_data = self._loop.time()
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        owner = self._owner
+        owner._inbound.add(self)
+        if len(owner._unauthenticated) >= owner.options.max_unauthenticated_connections:
+            owner._counters["refused"] += 1
+            logger.warning("%s: %d connections are waiting to authenticate; refusing one from %s", owner.node_id,
+                           len(owner._unauthenticated), self._peer_name())  # fmt: skip
+            self.close()
+            return
         _set_nodelay(transport)
-        self._owner._inbound.add(self)
+        owner._unauthenticated.add(self)
+        self._timer = self._loop.call_later(owner.options.auth_timeout_s, self._check_time)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:  # the rest of a stream we have given up on
             return
         owner = self._owner
         owner._counters["bytes_received"] += len(data)
-        for tag, payload in self._reader.feed(data):
-            if not owner._on_frame(tag, payload):
-                logger.warning("%s: frame from %s failed authentication; closing", owner.node_id, self._peer_name())
-                self.close()
-                return
-        if self._reader.error is not None:
-            owner._counters["decode_failures"] += 1
-            logger.warning("%s: %s from %s; closing", owner.node_id, self._reader.error, self._peer_name())
+        self._last_data = self._loop.time()
+        reader = self._reader
+        for sender, payload in reader.feed(data):
+            owner._on_frame(sender, payload)
+        if reader.authenticated and self in owner._unauthenticated:
+            owner._unauthenticated.discard(self)  # from now on the timer watches for idleness
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self._loop.call_at(self._last_data + owner.options.idle_timeout_s, self._check_time)
+        if reader.error is not None:
+            owner._counters["auth_failures" if reader.auth_failed else "decode_failures"] += 1
+            logger.warning("%s: %s from %s; closing", owner.node_id, reader.error, self._peer_name())
             self.close()
+
+    def _check_time(self) -> None:
+        """Close a connection that did not authenticate in time, or that has been idle too long."""
+        self._timer = None
+        if self._closing:
+            return
+        owner, now = self._owner, self._loop.time()
+        if not self._reader.authenticated:
+            owner._counters["unauthenticated_closed"] += 1
+            logger.warning("%s: no authenticated frame from %s within %.1fs; closing", owner.node_id,
+                           self._peer_name(), owner.options.auth_timeout_s)  # fmt: skip
+            self.close()
+            return
+        idle = owner.options.idle_timeout_s
+        if now - self._last_data >= idle:
+            owner._counters["idle_closed"] += 1
+            logger.debug("%s: connection from %s idle for %.0fs; closing", owner.node_id, self._peer_name(), idle)
+            self.close()
+            return
+        self._timer = self._loop.call_at(self._last_data + idle, self._check_time)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._owner._inbound.discard(self)
+        self._owner._unauthenticated.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self.lost.done():
             self.lost.set_result(None)
 
     def close(self) -> None:
         self._closing = True
+        self._owner._unauthenticated.discard(self)
         self.transport.close()
 
     def _peer_name(self) -> object:

@@ -16,7 +16,7 @@ from raft.core.messages import (
     SnapshotMeta,
 )
 from raft.transport.codec import (
-    HEADER_BYTES,
+    MAX_HEADER_BYTES,
     CodecError,
     FrameReader,
     decode_batch,
@@ -27,6 +27,7 @@ from raft.transport.codec import (
     frame_header,
     frame_key,
     frame_tag,
+    header_bytes,
     verify,
 )
 
@@ -48,6 +49,16 @@ def conf_states(draw: st.DrawFn) -> ConfState:
 
 
 snapshots = st.none() | st.builds(SnapshotMeta, u64, u64, conf_states())
+
+
+def as_sent(m: Message) -> Message:
+    """The core sends an APP's entries as one run after `index` (the codec refuses anything else)."""
+    if m.type == MsgType.APP and m.entries:
+        m.index = min(m.index, 2**64 - 1 - len(m.entries))
+        m.entries = [Entry(e.term, m.index + 1 + k, e.type, e.data) for k, e in enumerate(m.entries)]
+    return m
+
+
 messages = st.builds(
     Message,
     type=st.sampled_from(MsgType),
@@ -64,7 +75,7 @@ messages = st.builds(
     seq=u64,
     snapshot=snapshots,
     force=st.booleans(),
-)
+).map(as_sent)
 
 
 def app(n: int = 64, size: int = 256) -> Message:
@@ -227,21 +238,21 @@ def test_mutated_encodings_never_raise_anything_else(m: Message, data: st.DataOb
         pass
 
 
-# --- frames -------------------------------------------------------------------------------------------------
+# --- frames ---------------------------------------------------------------------------------------------------
 
 KEY = frame_key(b"cluster secret")
 
 
-def frame(payload: bytes, key: bytes = KEY) -> bytes:
-    return frame_header(payload, key) + payload
+def frame(payload: bytes, key: bytes = KEY, sender: str = "n1") -> bytes:
+    return frame_header(sender.encode(), payload, key) + payload
 
 
 def test_frame_layout() -> None:
     payload = b"\x01hello"
     f = frame(payload)
-    assert f[:4] == len(payload).to_bytes(4, "big")
-    assert f[4:HEADER_BYTES] == frame_tag(payload, KEY) and len(f[4:HEADER_BYTES]) == 16
-    assert f[HEADER_BYTES:] == payload
+    assert f[:4] == len(payload).to_bytes(4, "big") and f[4] == 2 and f[5:7] == b"n1"
+    assert f[7:23] == frame_tag(payload, KEY)  # the body tag, inside the authenticated header
+    assert len(f) - len(payload) == header_bytes("n1") == 4 + 1 + 2 + 16 + 16 and f[39:] == payload
 
 
 def test_tags_depend_on_key_and_every_payload_byte() -> None:
@@ -255,43 +266,83 @@ def test_tags_depend_on_key_and_every_payload_byte() -> None:
         assert not verify(tag, bytes(tampered), KEY)
 
 
+def test_every_header_and_payload_byte_is_authenticated() -> None:
+    """Issue 12, bug 7: flipping any byte of a frame (header or payload) fails authentication, and a header
+    is judged on its own bytes, before its payload arrives."""
+    payload = b"\x01" + bytes(range(40))
+    good = frame(payload)
+    for i in range(len(good)):
+        bad = bytearray(good)
+        bad[i] ^= 0x01
+        reader = FrameReader(max_frame_bytes=1 << 20, key=KEY)
+        cut = header_bytes("n1") if i < header_bytes("n1") and i != 4 else len(bad)
+        assert reader.feed(bytes(bad[:cut])) == [], i
+        if i == 4:  # the sender length: the header is now longer or shorter; the rest decides
+            reader.feed(bytes(bad[cut:]) + bytes(300))
+        assert reader.error is not None and reader.auth_failed, i
+        assert reader.authenticated == (i >= header_bytes("n1")) and reader.buffered == 0, i
+    assert FrameReader(1 << 20, KEY).feed(good) == [("n1", payload)]
+
+
 def test_frame_key_accepts_any_nonempty_secret() -> None:
     assert frame_key(b"k" * 64) == b"k" * 64
     assert len(frame_key(b"k" * 1000)) == 64 and frame_key(b"k" * 1000) != frame_key(b"k" * 1001)
     with pytest.raises(ValueError):
         frame_key(b"")
+    with pytest.raises(ValueError, match="255"):
+        header_bytes("x" * 256)
+    assert header_bytes("\u00e9" * 127) == MAX_HEADER_BYTES - 1  # 254 bytes of UTF-8
 
 
 def test_reader_splits_a_stream_fed_byte_by_byte() -> None:
     payloads = [b"", b"a", b"x" * 1000, encode_batch("n", [encode_message(app(3, 5))])]
     stream = b"".join(frame(p) for p in payloads)
-    reader = FrameReader(max_frame_bytes=4096)
+    reader = FrameReader(max_frame_bytes=4096, key=KEY)
     got = [f for i in range(len(stream)) for f in reader.feed(stream[i : i + 1])]
-    assert got == [(frame_tag(p, KEY), p) for p in payloads]
-    assert reader.buffered == 0 and reader.error is None
+    assert got == [("n1", p) for p in payloads]
+    assert reader.buffered == 0 and reader.error is None and reader.sender == "n1"
 
 
 def test_reader_returns_all_frames_of_one_chunk() -> None:
-    reader = FrameReader(max_frame_bytes=100)
+    reader = FrameReader(max_frame_bytes=100, key=KEY)
     frames = reader.feed(frame(b"1") + frame(b"22") + frame(b"333")[:-1])
     assert [p for _, p in frames] == [b"1", b"22"]
     assert [p for _, p in reader.feed(b"3")] == [b"333"]
 
 
 def test_reader_rejects_an_oversized_frame_but_keeps_earlier_ones() -> None:
-    reader = FrameReader(max_frame_bytes=10)
-    frames = reader.feed(frame(b"ok") + (11).to_bytes(4, "big") + bytes(16 + 11))
+    reader = FrameReader(max_frame_bytes=10, key=KEY)
+    big = frame_header(b"n1", bytes(11), KEY)  # authenticated, too long: refused on the header alone
+    frames = reader.feed(frame(b"ok") + big)
     assert [p for _, p in frames] == [b"ok"]
-    assert reader.error is not None and "11 bytes" in reader.error
+    assert reader.error is not None and "11 bytes" in reader.error and not reader.auth_failed
     assert reader.feed(frame(b"later")) == []  # the stream is lost
+
+
+def test_reader_refuses_a_second_sender_on_one_connection() -> None:
+    reader = FrameReader(max_frame_bytes=100, key=KEY)
+    assert reader.feed(frame(b"a") + frame(b"b", sender="n2")) == [("n1", b"a")]
+    assert reader.error is not None and "sender changed" in reader.error
 
 
 def test_reader_buffers_a_large_frame_in_linear_time() -> None:
     payload = bytes(range(256)) * (32 * 1024)  # 8 MiB in 4 KiB chunks: quadratic copying would take minutes
     stream = frame(payload)
-    reader = FrameReader(max_frame_bytes=len(payload))
+    reader = FrameReader(max_frame_bytes=len(payload), key=KEY)
     got = [f for i in range(0, len(stream), 4096) for f in reader.feed(stream[i : i + 4096])]
     assert len(got) == 1 and got[0][1] == payload
+
+
+def test_app_entries_must_run_on_from_index() -> None:
+    """Issue 12, bug 7: the core appends an APP's entries as a run after `index`; anything else is refused."""
+    def app_with(indexes: list[int], kind: MsgType = MsgType.APP) -> bytes:
+        return encode_messages([Message(kind, "a", "b", 1, 1, 10, [Entry(1, i, 0, b"") for i in indexes])])
+
+    assert [e.index for e in decode_messages(app_with([11, 12, 13]))[0].entries] == [11, 12, 13]
+    for bad in ([11, 13], [12, 13], [11, 11], [10], [11, 12, 12]):
+        with pytest.raises(CodecError, match="non-contiguous"):
+            decode_messages(app_with(bad))
+    assert len(decode_messages(app_with([5, 3], MsgType.HEARTBEAT))[0].entries) == 2  # only APP entries are a run
 
 
 def test_snapshot_meta_carries_member_addresses_in_a_fifth_element_only_when_there_are_some() -> None:
@@ -313,3 +364,13 @@ def test_snapshot_meta_carries_member_addresses_in_a_fifth_element_only_when_the
         fields[12] = (100, 2, ("n1", "n2"), ("n3",), bad)
         with pytest.raises(CodecError):
             decode_messages(msgpack.packb([fields]))
+
+
+def test_the_heartbeat_frame_of_docs_wire_format() -> None:
+    m = Message(MsgType.HEARTBEAT, "n1", "n2", 3, commit=9, seq=7)
+    payload = encode_batch("n1", [encode_message(m)])
+    f = frame_header(b"n1", payload, frame_key(b"example-secret")) + payload
+    assert f.hex(" ") == (
+        "00 00 00 19 02 6e 31 17 b2 bb 19 6c d1 03 11 94 7a 4e c9 c5 f0 bb 64 29 a5 28 f8 1e 39 f5 41 54 d9 24 06 6c "
+        "fe d1 08 01 92 a2 6e 31 91 9e 07 a2 6e 31 a2 6e 32 03 00 00 90 09 c2 00 00 07 c0 c2"
+    )

@@ -114,7 +114,7 @@ async def raw_connection(t: TcpTransport) -> tuple[asyncio.StreamReader, asyncio
 
 def raw_frame(sender: str, msgs: list[Message], secret: bytes = SECRET) -> bytes:
     payload = encode_batch(sender, [encode_message(m) for m in msgs])
-    return frame_header(payload, frame_key(secret)) + payload
+    return frame_header(sender.encode(), payload, frame_key(secret)) + payload
 
 
 async def deliver_eventually(t: TcpTransport, inbox: Inbox, make: Callable[[], Message]) -> None:
@@ -354,7 +354,8 @@ def test_oversized_frame_closes_the_connection(run: Callable[[Awaitable[None]], 
         async with Cluster(["b"], TransportOptions(max_frame_bytes=1024)) as c:
             b = c.t["b"]
             reader, writer = await raw_connection(b)
-            writer.write((1025).to_bytes(4, "big") + bytes(16))  # the header alone is enough to refuse
+            # An authenticated header saying 1025 bytes is enough to refuse: no payload byte is sent.
+            writer.write(frame_header(b"a", bytes(1025), frame_key(SECRET)))
             assert await closed_by_peer(reader)
             writer.close()
             assert b.stats()["decode_failures"] == 1 and b.stats()["auth_failures"] == 0
@@ -368,9 +369,90 @@ def test_undecodable_authenticated_frame_is_skipped(run: Callable[[Awaitable[Non
             b = c.t["b"]
             _, writer = await raw_connection(b)
             junk = b"\x09future frame kind"
-            writer.write(frame_header(junk, frame_key(SECRET)) + junk + raw_frame("a", [hb("a", "b", 5)]))
+            writer.write(frame_header(b"a", junk, frame_key(SECRET)) + junk + raw_frame("a", [hb("a", "b", 5)]))
             assert (await c.inbox["b"].wait(1))[0].seq == 5  # same connection, still in sync
             assert b.stats()["decode_failures"] == 1
+            writer.close()
+
+    run(main())
+
+
+def test_a_huge_length_with_a_bad_header_tag_is_closed_before_any_payload(run: Callable[[Awaitable[None]], None]) -> None:
+    """Issue 12, bug 7: the header (sender, length) authenticates before a payload byte is buffered. A forged
+    header claiming the largest frame is refused on its own 50 bytes; nothing waits for the 64 MiB."""
+
+    async def main() -> None:
+        async with Cluster(["b"], TransportOptions(auth_timeout_s=60)) as c:
+            b = c.t["b"]
+            reader, writer = await raw_connection(b)
+            forged = bytearray(frame_header(b"a", b"", frame_key(b"not the cluster secret")))
+            forged[:4] = (64 * 1024 * 1024).to_bytes(4, "big")
+            writer.write(bytes(forged))
+            assert await closed_by_peer(reader)
+            writer.close()
+            stats = b.stats()
+            assert stats["auth_failures"] == 1 and stats["bytes_received"] == len(forged)
+            # A header that authenticates but names another sender than the payload delivers nothing.
+            reader, writer = await raw_connection(b)
+            payload = encode_batch("c", [encode_message(hb("c", "b", 1))])
+            writer.write(frame_header(b"a", payload, frame_key(SECRET)) + payload + raw_frame("a", [hb("a", "b", 2)]))
+            assert [m.seq for m in await c.inbox["b"].wait(1)] == [2]
+            assert b.stats()["spoofed"] == 1
+            writer.close()
+
+    run(main())
+
+
+def test_connections_that_do_not_authenticate_are_capped_and_timed_out(run: Callable[[Awaitable[None]], None]) -> None:
+    async def main() -> None:
+        opts = TransportOptions(max_unauthenticated_connections=2, auth_timeout_s=0.3)
+        async with Cluster(["b"], opts) as c:
+            b = c.t["b"]
+            silent = [await raw_connection(b) for _ in range(2)]
+            await eventually(lambda: len(b._unauthenticated) == 2)
+            reader, writer = await raw_connection(b)  # a third one is refused at once
+            assert await closed_by_peer(reader)
+            writer.close()
+            assert b.stats()["refused"] == 1
+            for r, w in silent:  # the two others are closed once auth_timeout_s passes without a header
+                assert await closed_by_peer(r)
+                w.close()
+            assert b.stats()["unauthenticated_closed"] == 2 and not b._unauthenticated
+            reader, writer = await raw_connection(b)  # a peer that authenticates is served
+            writer.write(raw_frame("a", [hb("a", "b", 3)]))
+            assert (await c.inbox["b"].wait(1))[0].seq == 3
+            writer.close()
+
+    run(main())
+
+
+def test_idle_connections_are_closed_and_the_sender_reconnects_without_backoff(
+    run: Callable[[Awaitable[None]], None],
+) -> None:
+    async def main() -> None:
+        opts = TransportOptions(idle_timeout_s=0.2, backoff_min=5.0, backoff_max=10.0)  # a backoff would be seen
+        async with Cluster(["a", "b"], opts) as c:
+            a, b = c.t["a"], c.t["b"]
+            a.send([hb("a", "b", 1)])
+            await c.inbox["b"].wait(1)
+            await eventually(lambda: b.stats()["idle_closed"] == 1 and a._peers["b"].conn is None)
+            a.send([hb("a", "b", 2)])  # an idle close is no failure: this goes out at once on a new connection
+            assert [m.seq for m in await c.inbox["b"].wait(2)] == [1, 2]
+            assert a.stats()["connects"] == 2 and a.stats()["dropped"] == 0
+
+    run(main())
+
+
+def test_app_with_non_contiguous_entries_is_rejected(run: Callable[[Awaitable[None]], None]) -> None:
+    async def main() -> None:
+        async with Cluster(["b"]) as c:
+            b = c.t["b"]
+            _, writer = await raw_connection(b)
+            gap = app("a", "b", 10, n=3)
+            gap.entries[2].index = 14  # 11, 12, 14
+            writer.write(raw_frame("a", [gap]) + raw_frame("a", [app("a", "b", 10, n=2)]))
+            (m,) = await c.inbox["b"].wait(1)  # the damaged frame is skipped, the stream stays in sync
+            assert [e.index for e in m.entries] == [11, 12] and b.stats()["decode_failures"] == 1
             writer.close()
 
     run(main())
