@@ -49,6 +49,13 @@ NEMESES = (
 PARTITIONS = ("partition-random-node", "partition-random-halves", "partition-majorities-ring", "bridge")
 MAX_BUMP_S = 8.0  # see ClockSkew: a backward jump of the monotonic clock stalls a node's timers this long
 RAFT_PORT_PROBE = 9880
+MEMBERSHIP_MODES = ("remove", "add-new", "shrink")  # see Membership
+SPARES = {"membership": 2}  # brand-new servers (extra namespaces) a nemesis needs beyond the group
+
+
+def spare_nodes(name: str) -> int:
+    """How many spare servers (not in the group, never started) a run of nemesis `name` needs."""
+    return SPARES.get(name, 0)
 
 Grudge = dict[int, set[int]]
 
@@ -203,7 +210,7 @@ def plan(name: str, rng: random.Random, nodes: Sequence[int], interval: float) -
     if name == "snapshot-storm":
         return {"victim_rank": rng.randrange(len(nodes)), "period": 0.5}
     if name == "membership":
-        return {"node": rng.choice(list(nodes)), "wipe": rng.random() < 0.5}
+        return {"mode": rng.choice(MEMBERSHIP_MODES), "node": rng.choice(list(nodes)), "wipe": rng.random() < 0.5}
     raise ValueError(f"unknown nemesis {name!r} (known: {', '.join(NEMESES)})")
 
 
@@ -543,16 +550,27 @@ class SnapshotStorm(Nemesis):
 
 
 class Membership(Nemesis):
-    """Remove a node from the group (DELETE /api/v1/raft/peers/{id} on the leader) and add it back on stop
-    (POST /api/v1/raft/peers). With `wipe` the removed node is also killed and wiped, and rejoins empty, as an
-    operator replaces a server; without, it keeps running and rejoins with its old log."""
+    """Membership changes through the leader's HTTP API (DELETE / POST /api/v1/raft/peers), one mode per fault:
+
+    * `remove`: remove a node and add it back on stop. With `wipe` the removed node is also killed and wiped,
+      and rejoins empty, as an operator replaces a server; without, it keeps running and rejoins with its log.
+    * `add-new`: start two spare servers (brand-new: empty data directory, an id the group has never seen,
+      named in no member's config file) and add them back to back; on stop remove them and retire them.
+    * `shrink`: remove voters one at a time until the leader is the only voter; on stop add them all back.
+    """
 
     name = "membership"
 
     def __init__(self) -> None:
         self.removed: list[tuple[int, bool]] = []
+        self.joined: list[int] = []  # spares added by `add-new`, removed and retired on stop
 
     def start(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        mode = params.get("mode", "remove")
+        if mode == "add-new":
+            return {**params, **self._add_new(ctx)}
+        if mode == "shrink":
+            return {**params, **self._shrink(ctx)}
         i, wipe = params["node"], params["wipe"]
         node = ctx.cluster.node(i)
         ok, detail = change_membership(ctx, "remove", i)
@@ -562,6 +580,46 @@ class Membership(Nemesis):
                 ctx.cluster.kill(i)
                 ctx.cluster.wipe(i)
         return {**params, "removed": node.name if ok else None, "detail": detail}
+
+    def _add_new(self, ctx: Context) -> dict[str, Any]:
+        c = ctx.cluster
+        spares = [n for n in c.nodes if n.spare][:2]
+        leader = ctx.leader(wait=15.0)
+        members = voters(ctx, leader) if leader is not None else None
+        if not spares or not members:
+            return {"added": [], "detail": "no spare server" if not spares else "no leader"}
+        for s in spares:
+            c.join_spare(s.i, members)
+            self.joined.append(s.i)
+        added, failed = [], {}
+        for s in spares:  # back to back: the second add starts as soon as the first one is committed
+            ok, detail = change_membership(ctx, "add", s.i, wait=45.0)
+            if ok:
+                added.append(f"{s.name} ({s.raft})")
+            else:
+                failed[s.name] = detail
+        return {"added": added, "failed": failed, "seeds": members}
+
+    def _shrink(self, ctx: Context) -> dict[str, Any]:
+        leader = ctx.leader(wait=15.0)
+        members = voters(ctx, leader) if leader is not None else None
+        if leader is None or not members:
+            return {"removed": [], "detail": "no leader"}
+        keep = ctx.cluster.node(leader)
+        removed, failed = [], {}
+        for raft in members:
+            node = ctx.cluster.by_raft_id(raft)
+            if node is None or node is keep:
+                continue
+            ok, detail = change_membership(ctx, "remove", node.i)
+            if ok:
+                self.removed.append((node.i, False))
+                removed.append(node.name)
+            else:
+                failed[node.name] = detail
+        now = ctx.leader(wait=5.0)
+        left = voters(ctx, now) if now is not None else None
+        return {"kept": keep.name, "removed": removed, "failed": failed, "voters_left": left}
 
     def stop(self, ctx: Context) -> dict[str, Any]:
         added, failed = [], {}
@@ -574,7 +632,17 @@ class Membership(Nemesis):
             else:
                 failed[ctx.cluster.node(i).name] = detail
         self.removed = [(i, w) for i, w in self.removed if ctx.cluster.node(i).name in failed]
-        return {"added": added, "failed": failed}
+        retired = []
+        for i in list(self.joined):
+            name = ctx.cluster.node(i).name
+            ok, detail = change_membership(ctx, "remove", i)
+            if ok:
+                ctx.cluster.retire(i)
+                self.joined.remove(i)
+                retired.append(name)
+            else:
+                failed[name] = detail
+        return {"added": added, "retired": retired, "failed": failed}
 
 
 def voters(ctx: Context, leader: int) -> list[str] | None:
@@ -710,7 +778,7 @@ def heal_all(ctx: Context) -> dict[str, Any]:
     ctx.net.heal()
     resumed = [n.name for n in c.nodes if n.paused and c.resume(n.i)]
     started = []
-    for n in c.nodes:
+    for n in c.members():  # spares stay down unless a nemesis joined them
         if not c.alive(n.i):
             c.start(n.i)
             started.append(n.name)
@@ -721,7 +789,7 @@ def heal_all(ctx: Context) -> dict[str, Any]:
     leader = ctx.leader(wait=15.0)
     if leader is not None:
         vs = voters(ctx, leader) or []
-        missing = [n.i for n in c.nodes if n.raft not in vs]
+        missing = [n.i for n in c.members() if n.raft not in vs]
         readded = {}
         for i in missing:
             ok, detail = change_membership(ctx, "add", i, wait=30.0)

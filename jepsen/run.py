@@ -34,7 +34,16 @@ from jepsen.checker import EXIT_CODE, CheckOptions, check_history, summary
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID
 from jepsen.db import Cluster, ClusterOptions, DBError
 from jepsen.history import HistoryError, read_history
-from jepsen.nemesis import NEMESES, Context, NemesisAbort, Runner, effective_nemesis, make_nemesis, make_schedule
+from jepsen.nemesis import (
+    NEMESES,
+    Context,
+    NemesisAbort,
+    Runner,
+    effective_nemesis,
+    make_nemesis,
+    make_schedule,
+    spare_nodes,
+)
 from jepsen.net import Net, NetError
 from jepsen.workloads import WORKLOADS, Client, LeaderHint, Mix, Recorder
 
@@ -116,7 +125,8 @@ def run_one(cfg: RunConfig, out: Path) -> int:
                                 "read_mode": cfg.read_mode}  # fmt: skip
     abort: str | None = None
     interrupted = False
-    net = Net(cfg.nodes)
+    spares = spare_nodes(name)  # brand-new servers the membership nemesis adds: extra namespaces, not started
+    net = Net(cfg.nodes + spares)
     cluster: Cluster | None = None
     recorder: Recorder | None = None
     driver: Mix | None = None
@@ -130,7 +140,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
         cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
                                                    faketime=name == "clock-skew",
-                                                   unsafe_local_reads=cfg.unsafe_reads))  # fmt: skip
+                                                   unsafe_local_reads=cfg.unsafe_reads, spares=spares))  # fmt: skip
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)

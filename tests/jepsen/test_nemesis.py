@@ -371,3 +371,35 @@ def test_the_combined_table_has_a_row_per_nemesis_and_a_column_per_checker() -> 
     assert rows[0].split() == ["nemesis", "verdict", "exit", "ops", "faults", "recovery", "linearizability", "set"]
     assert rows[1].split() == ["bridge", "valid", "0", "18000", "15", "2.5", "s", "valid", "valid"]
     assert rows[2].split() == ["hammer-time", "aborted", "4", "0", "0", "-", "-", "-"]
+
+
+def test_spare_servers_are_in_no_config_file_until_they_join_and_come_back_with_new_ids(tmp_path: Path) -> None:
+    """The membership nemesis's brand-new servers (issue 12): the group's config files never name a spare; a
+    joining spare's names the members it was told of and itself; a retired spare rejoins under a new id."""
+    net = Net(5, tag="t0003")
+    net.prefix = "10.250.9"  # as setup() would choose; nothing is created
+    cluster = Cluster(net, tmp_path, ClusterOptions(spares=N.spare_nodes("membership")))
+    try:
+        assert [n.name for n in cluster.members()] == ["n1", "n2", "n3"] and cluster.node(4).spare
+        spare_ids = {cluster.node(4).raft, cluster.node(5).raft}
+        for node in cluster.members():
+            cfg, _ = parse_config(cluster.config_text(node), str(node.conf))
+            assert not spare_ids & set(cfg.init_conf) and len(cfg.init_conf) == 3
+        spare = cluster.node(4)
+        spare.seeds = [cluster.node(1).raft, cluster.node(3).raft]
+        cfg, warnings = parse_config(cluster.config_text(spare), str(spare.conf))
+        assert warnings == [] and cfg.init_conf == (*spare.seeds, spare.raft)
+        assert cfg.rpc_addrs == (cluster.node(1).http, cluster.node(3).http, spare.http)
+        first = spare.raft
+        spare.spare = False  # as join_spare leaves it, without starting a process
+        cluster.retire(4)
+        assert spare.spare and spare.raft != first and spare.raft.rsplit(":", 1)[0] == first.rsplit(":", 1)[0]
+    finally:
+        cluster.http.close()
+
+
+def test_membership_faults_remove_add_brand_new_servers_and_shrink_to_one() -> None:
+    modes = {s.params["mode"] for seed in range(20) for s in N.make_schedule("membership", 3, seed, 60, 10)
+             if s.f == "start"}  # fmt: skip
+    assert modes == set(N.MEMBERSHIP_MODES) == {"remove", "add-new", "shrink"}
+    assert N.spare_nodes("membership") == 2 and N.spare_nodes("partition-random-node") == 0
