@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from jepsen.db import Cluster, DBError
+from jepsen.db import Cluster, DBError, Node
 from jepsen.net import Net, NetError, format_matrix
 
 NEMESES = (
@@ -598,7 +598,37 @@ class Membership(Nemesis):
                 added.append(f"{s.name} ({s.raft})")
             else:
                 failed[s.name] = detail
-        return {"added": added, "failed": failed, "seeds": members}
+        out: dict[str, Any] = {"added": added, "failed": failed, "seeds": members}
+        if not failed:
+            out.update(self._lead_from_an_old_member(ctx, leader, spares))
+        return out
+
+    def _lead_from_an_old_member(self, ctx: Context, leader: int, spares: list[Node]) -> dict[str, Any]:
+        """Hand leadership to a member whose config file names neither new server: it can only reach them
+        through the addresses in their CONF entries. It must replicate to both, or the run is aborted."""
+        c = ctx.cluster
+        target = next((n for n in c.bootstrap if n.i != leader and c.alive(n.i)), None)
+        if target is None:
+            return {"transfer": "no other old member"}
+        try:
+            env = c.admin(leader, "POST", "/api/v1/raft/transfer-leader", {"to": target.raft}, timeout=10.0)
+        except (httpx.HTTPError, DBError) as e:
+            return {"transfer": f"to {target.name} failed: {e}"}
+        if env.get("code") != 0:
+            return {"transfer": f"to {target.name} refused: {env.get('remark')}"}
+        deadline = time.monotonic() + 15.0
+        rows: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                body = c.admin(target.i, "GET", "/api/v1/raft/peers", timeout=2.0).get("body") or {}
+            except (httpx.HTTPError, DBError):
+                body = {}
+            rows = {p["id"]: p for p in body.get("peers", [])}
+            if all(_replicating(rows.get(s.raft)) for s in spares):
+                return {"transfer": f"to {target.name}", "reached": {s.name: rows[s.raft]["matchIndex"] for s in spares}}
+            time.sleep(0.2)  # polling the new leader's view with a deadline
+        raise NemesisAbort(f"{target.name} leads but never caught up the new servers "
+                           f"{[s.name for s in spares]} (its view: {rows})")  # fmt: skip
 
     def _shrink(self, ctx: Context) -> dict[str, Any]:
         leader = ctx.leader(wait=15.0)
@@ -643,6 +673,14 @@ class Membership(Nemesis):
             else:
                 failed[name] = detail
         return {"added": added, "retired": retired, "failed": failed}
+
+
+def _replicating(row: dict[str, Any] | None) -> bool:
+    """A leader's /raft/peers row of a member it replicates to: heard within an election timeout, a few entries
+    behind at most (writes go on meanwhile)."""
+    if not row or row.get("matchIndex") is None or row.get("lastContactMs") is None:
+        return False
+    return row["matchIndex"] > 0 and row["lastContactMs"] <= 1000 and row["lagEntries"] <= 100
 
 
 def voters(ctx: Context, leader: int) -> list[str] | None:
