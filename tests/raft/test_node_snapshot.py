@@ -240,3 +240,45 @@ def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
                 await n.stop()
 
     run(main)
+
+
+def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(tmp_path: Path) -> None:
+    """Issue 12, bug 5: the addresses of the configuration travel with a snapshot (the SNAP message's meta and
+    the meta file). n5, configured with n1-n3 only, installs a snapshot taken after n4 joined: the
+    configuration it installs names n4's address, and so does its own copy of the snapshot."""
+    ids = ["n1", "n2", "n3", "n4", "n5"]
+    ports = dict(zip(ids, free_ports(5), strict=True))
+    addr = {i: ("127.0.0.1", ports[i]) for i in ids}
+    boot = ("n1", "n2", "n3")
+    opts = snap_opts(threshold_entries=200, chunk_bytes=4096, window=3)
+
+    def node(i: str, known: tuple[str, ...]) -> Node:
+        peers = {p: addr[p] for p in known}
+        return Node(NodeOptions(i, str(tmp_path / i), peers, b"s", voters=boot, raft=FAST, snapshot=opts),
+                    KvStateMachine())  # fmt: skip
+
+    async def main() -> None:
+        nodes = {i: node(i, boot) for i in boot}
+        nodes["n4"] = node("n4", (*boot, "n4"))
+        nodes["n5"] = node("n5", (*boot, "n5"))
+        for n in nodes.values():
+            await n.start()
+        try:
+            leaders = await asyncio.gather(*(nodes[i].wait_for_leader(10) for i in boot))
+            ld = nodes[leaders[0]]
+            await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14")
+            await fill(ld, 0, 600)
+            await ld._wait_for(lambda: ld.status()["first_index"] > 1)
+            await ld.add_peer("n5", addr["n5"])
+            n5 = nodes["n5"]
+            await n5.wait_applied(ld.status()["commit"], 30)
+            assert n5.status()["snapshot"]["installs"] == 1
+            assert n5.core is not None and n5.core.snapshot.conf.address("n4") == (f"127.0.0.1:{ports['n4']}",
+                                                                                   "127.0.0.1:14")  # fmt: skip
+            (meta,) = [m for m in n5.snapshots() if m.last_included_index == n5.core.snapshot.index]
+            assert ("n4", f"127.0.0.1:{ports['n4']}", "127.0.0.1:14") in meta.addresses
+        finally:
+            for n in nodes.values():
+                await n.stop()
+
+    run(main)
