@@ -208,21 +208,29 @@ def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
 
 
 @click.command("getSyncStateSet")
-@click.option("-b", "--brokerName", "broker_names", multiple=True, required=True, metavar="NAME[,NAME...]",
+@click.option("-b", "--brokerName", "broker_names", multiple=True, metavar="NAME[,NAME...]",
               help="Broker set(s) to show; repeatable, or a comma list.")  # fmt: skip
+@click.option("-c", "--clusterName", "cluster", metavar="CLUSTER",
+              help="Every broker set of this cluster (instead of -b).")  # fmt: skip
+@click.option("--all", "all_sets", is_flag=True, help="Every broker set the controller knows, of every cluster.")
 @click.option("-i", "--interval", type=click.FloatRange(min=0, min_open=True), is_flag=False, flag_value=3.0,
               default=None, metavar="[SECONDS]", help="Repeat every SECONDS (3 when no value is given) until "
               "interrupted (or --count rounds).")  # fmt: skip
 @click.option("--count", type=click.IntRange(min=1), default=None, help="With -i: stop after this many rounds.")
 @connection_options()
 @pass_out
-def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], interval: float | None,
-                       count: int | None) -> None:  # fmt: skip
-    """Master, epochs and SyncStateSet of broker sets, with each replica's liveness
-    (POST /api/v1/admin/sync-state-data, a linearizable read on the leader)."""
+def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], cluster: str | None, all_sets: bool,
+                       interval: float | None, count: int | None) -> None:  # fmt: skip
+    """Master, epochs and SyncStateSet of broker sets, with each replica's liveness: those named with -b
+    (POST /api/v1/admin/sync-state-data), every set of a cluster with -c, or all with --all
+    (GET /api/v1/admin/broker-sets); a linearizable read on the leader."""
     names = _names(broker_names)
-    if not names:
+    if sum([bool(broker_names), cluster is not None, all_sets]) != 1:
+        raise BadUsage("pass one of -b NAME[,NAME...], -c CLUSTER or --all")
+    if broker_names and not names:
         raise BadUsage("-b needs at least one broker name")
+    if cluster is not None and not cluster.strip():
+        raise BadUsage("-c needs a cluster name")
     if count is not None and interval is None:
         raise BadUsage("--count only makes sense with -i")
     with conn.client() as c:
@@ -230,14 +238,23 @@ def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], inte
             for n in counter():
                 if n:
                     c.hooks.sleep(interval or 0)
-                reply = c.post("/api/v1/admin/sync-state-data", {"brokerNames": names})
+                if names:
+                    reply = c.post("/api/v1/admin/sync-state-data", {"brokerNames": names})
+                else:
+                    query = f"?clusterName={quote(cluster.strip(), safe='')}" if cluster is not None else ""
+                    reply = c.get(f"/api/v1/admin/broker-sets{query}")
                 _check(out, reply)
                 _render_sync_state(out, reply, interval is not None)
-                missing = [x for x in names if x not in ((reply.body or {}).get("replicasInfoTable") or {})]
-                if missing and interval is None:
-                    raise Failed(f"no metadata for broker set(s): {', '.join(missing)}")
-                if missing:
-                    _warn(f"no metadata for broker set(s): {', '.join(missing)}")
+                table = (reply.body or {}).get("replicasInfoTable") or {}
+                missing = [x for x in names if x not in table]
+                problem = (f"no metadata for broker set(s): {', '.join(missing)}" if missing
+                           else f"no broker set in cluster {cluster.strip()}" if cluster is not None and not table
+                           else None)  # fmt: skip
+                if problem and interval is None:
+                    # json mode printed the server's envelope as is (SUCCESS: RocketMQ skips unknown names)
+                    raise Failed(problem)
+                if problem:
+                    _warn(problem)
                 sys.stdout.flush()
                 if interval is None or (count is not None and n + 1 >= count):
                     return

@@ -798,6 +798,23 @@ def test_get_sync_state_set_of_an_unknown_broker_set_prints_the_rest_and_exits_1
     assert r.stderr == "rmqctl: error: no metadata for broker set(s): broker-x\n"
 
 
+def test_get_sync_state_set_of_a_cluster_or_of_all_lists_every_broker_set(leader: Cluster) -> None:
+    leader.nodes[L][("GET", "/api/v1/admin/broker-sets?clusterName=DefaultCluster")] = SYNC
+    leader.nodes[L][("GET", "/api/v1/admin/broker-sets")] = SYNC
+    leader.nodes[L][("GET", "/api/v1/admin/broker-sets?clusterName=nope")] = envelope(body={"replicasInfoTable": {}})
+    r = rmqctl("getSyncStateSet", "-a", f"{F1},{L}", "-c", "DefaultCluster")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == GOLDEN["getSyncStateSet"].text
+    assert [(s.node, s.path) for s in leader.sent] == [(F1, "/api/v1/admin/broker-sets?clusterName=DefaultCluster"),
+                                                       (L, "/api/v1/admin/broker-sets?clusterName=DefaultCluster")]  # fmt: skip
+    assert rmqctl("getSyncStateSet", "-a", L, "--all").stdout == GOLDEN["getSyncStateSet"].text
+    r = rmqctl("getSyncStateSet", "-a", L, "-c", "nope")
+    assert (r.exit_code, r.stdout, r.stderr) == (1, "", "rmqctl: error: no broker set in cluster nope\n")
+    for args in (("-c", "c1", "-b", "broker-a"), ("--all", "-c", "c1"), ()):
+        r = rmqctl("getSyncStateSet", "-a", L, *args)
+        assert (r.exit_code, r.stderr) == (2, "rmqctl: usage error: pass one of -b NAME[,NAME...], -c CLUSTER or --all\n")
+
+
 def test_get_controller_config_asks_every_listed_node(leader: Cluster) -> None:
     leader.nodes[F1][("GET", "/api/v1/admin/config")] = envelope(body={"electMasterMaxRetryCount": "3"})
     r = rmqctl("getControllerConfig", "-a", f"{L};{F1}")
