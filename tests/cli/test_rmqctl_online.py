@@ -931,6 +931,15 @@ def test_raft_snapshot_all_asks_every_member(leader: Cluster) -> None:
     assert leader.time.sleeps == []
 
 
+def test_table_output_off_a_terminal_does_not_wrap_long_values(leader: Cluster) -> None:
+    long = "x" * 300
+    leader.nodes[L][("GET", "/api/v1/kv/ns/k")] = envelope(body={"value": long})
+    r = rmqctl("-o", "table", "kv", "get", "ns", "k", "-a", L, env={"COLUMNS": None})  # piped, no COLUMNS
+    assert f"Value   {long}" in r.stdout
+    narrow = rmqctl("-o", "table", "kv", "get", "ns", "k", "-a", L, env={"COLUMNS": "80"})  # as told
+    assert long not in narrow.stdout and long[:60] in narrow.stdout
+
+
 def test_raft_snapshot_shows_the_servers_remark(leader: Cluster) -> None:
     leader.nodes[L][("POST", "/api/v1/raft/snapshot")] = envelope(
         body={**SNAP["body"], "created": False}, remark="nothing applied since snapshot 1042: answering it"
