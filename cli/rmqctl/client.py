@@ -298,6 +298,9 @@ class ControllerClient:
 
     def _unreachable(self, problems: dict[str, str]) -> Unreachable:
         said = "; ".join(f"{node}: {why}" for node, why in problems.items()) or "no attempt was made"
-        no_leader = bool(problems) and all(why.startswith("not leader") for why in problems.values())
+        # "no leader" when a node answered that it knows none and the others could not be reached (a lost
+        # majority, an election); a 503 or a lost answer is something else.
+        no_leader = any(why.startswith("not leader") for why in problems.values()) and not any(
+            why.startswith(_UNKNOWN) for why in problems.values())
         what = "no leader" if no_leader else "no controller could serve the request"
         return Unreachable(f"{what} within {self.timeout_s:g}s ({said})")

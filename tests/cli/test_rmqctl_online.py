@@ -599,6 +599,15 @@ def test_without_a_leader_anywhere_rounds_back_off_and_exit_3_at_the_deadline(cl
     assert cluster.nodes_asked() == [L, F1] * 8
 
 
+def test_a_lost_majority_is_no_leader_naming_each_node(cluster: Cluster) -> None:
+    cluster.nodes = {L: {}}  # F1 is down; L answers that it knows no leader
+    cluster.fallback = not_leader(None)
+    r = rmqctl("kv", "put", "ns", "k", "v", "-a", f"{L};{F1}", "--timeout", "5")
+    assert r.exit_code == 3
+    assert r.stderr == (f"rmqctl: unreachable: no leader within 5s ({L}: not leader (leader: unknown); "
+                        f"{F1}: ConnectError: [Errno 111] Connection refused)\n")  # fmt: skip
+
+
 def test_all_nodes_down_is_exit_3_naming_each_error(cluster: Cluster) -> None:
     r = rmqctl("getControllerMetaData", "-a", f"{L};{F1}", "--timeout", "1")
     assert r.exit_code == 3
