@@ -43,7 +43,8 @@ _HELP = """Run a RocketMQ jRaft controller node from a RocketMQ .properties file
                                           comments, secrets not printed) and exit
   controllerd check-config [--strict] -c FILE
                                           validate FILE, print every warning and error and exit
-  controllerd local-cluster               run a 3-node loopback cluster under ./data
+  controllerd local-cluster               run a 3-node loopback cluster under ./data (make run);
+                                          `local-cluster status|stop|start|restart NODE` while it runs
 
 Exit codes: 0 ok, 1 the node failed, 2 usage or config error. See docs/config.md for every key.
 """
