@@ -43,8 +43,15 @@ class PlayedBroker:
         self.cluster, self.name, self.address, self.timeout_ms = cluster, name, address, timeout_ms
         self.id: int | None = None
         self.master: tuple[Any, Any] | None = None  # (masterBrokerId, masterEpoch) last seen
+        self.repeated: dict[str, str] = {}  # event -> its last message, for the events said once while they repeat
 
-    def say(self, event: str, message: str, **fields: Any) -> None:
+    def say(self, event: str, message: str, *, once: bool = False, **fields: Any) -> None:
+        """One event line; with `once`, not again while the same event repeats with the same message (a
+        refused election every heartbeat is said once, until the answer changes)."""
+        if once:
+            if self.repeated.get(event) == message:
+                return
+            self.repeated[event] = message
         if self.out.mode == "json":
             sys.stdout.write(json.dumps({"event": event, "brokerName": self.name, "brokerId": self.id, **fields},
                                         sort_keys=True) + "\n")  # fmt: skip
@@ -86,19 +93,22 @@ class PlayedBroker:
         hb = self.post("heartbeat", {"clusterName": self.cluster, "brokerName": self.name, "brokerAddr": self.address,
                                      "brokerId": self.id, "heartbeatTimeoutMills": self.timeout_ms})  # fmt: skip
         if not hb.ok:
-            self.say("refused", f"heartbeat answered {hb.code} {hb.code_name}: {hb.remark}", code=hb.code)
+            self.say("refused", f"heartbeat answered {hb.code} {hb.code_name}: {hb.remark}", once=True, code=hb.code)
         info = self.post("replica-info", {"brokerName": self.name})
         if not info.ok:
-            self.say("refused", f"replica-info answered {info.code} {info.code_name}: {info.remark}", code=info.code)
+            self.say("refused", f"replica-info answered {info.code} {info.code_name}: {info.remark}", once=True,
+                     code=info.code)  # fmt: skip
             return
         master, epoch = info.header.get("masterBrokerId"), info.header.get("masterEpoch")
         if (master, epoch) != self.master:
-            self.master = (master, epoch)
+            if master is not None:
+                self.repeated.clear()  # a later refusal is news again
             if master is None:
                 text = "no master"
             else:
                 text = f"master is {master} at epoch {epoch}: " + ("I am the master" if master == self.id else "I am a slave")
-            self.say("master", text, masterBrokerId=master, masterEpoch=epoch)
+            self.say("master", text, once=master is None, masterBrokerId=master, masterEpoch=epoch)
+            self.master = (master, epoch)
         if master is None:
             self.elect()
         elif master == self.id:
@@ -108,7 +118,7 @@ class PlayedBroker:
     def elect(self) -> None:
         reply = self.post("elect-master", {"clusterName": self.cluster, "brokerName": self.name, "brokerId": self.id})
         self.say("elect", f"elect-master {self.id} answered {reply.code} {reply.code_name}"
-                 + (f": {reply.remark}" if reply.remark else ""), code=reply.code,
+                 + (f": {reply.remark}" if reply.remark else ""), once=not reply.ok, code=reply.code,
                  masterBrokerId=reply.header.get("masterBrokerId"))  # fmt: skip
 
     def keep_sync_state_set(self, master_epoch: Any, current: list[int], set_epoch: Any) -> None:

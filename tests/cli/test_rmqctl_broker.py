@@ -137,3 +137,22 @@ def test_a_broker_that_cannot_register_exits_1(controller: tuple[Controller, Fak
     assert r.stderr == ("rmqctl: error: register-broker 1: 127.0.0.1:9770 answered 2014 CONTROLLER_BROKER_ID_INVALID: "
                         "the broker id 1 was applied by another broker\n")  # fmt: skip
     assert r.stdout == ""
+
+
+def test_a_refused_election_is_said_once_while_it_repeats(controller: tuple[Controller, FakeTime],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    c, _ = controller
+    answer = c.answer
+
+    def no_master(path: str, body: Any) -> dict[str, Any]:
+        if path.endswith("/elect-master"):  # nobody in the SyncStateSet is alive: every attempt fails
+            c.master_epoch += 1  # a failed election still bumps the epoch
+            return envelope(C.CONTROLLER_ELECT_MASTER_FAILED, remark="Failed to elect a new master")
+        return answer(path, body)
+
+    monkeypatch.setattr(c, "answer", no_master)
+    r = rmqctl("broker", "run", "-a", L, "-b", "broker-a", "--addr", "10.0.0.1:10911", "--count", "4")
+    assert lines(r.stdout)[1:-1] == ["broker-a/1: no master",
+                                     "broker-a/1: elect-master 1 answered 2012 CONTROLLER_ELECT_MASTER_FAILED: "
+                                     "Failed to elect a new master"]  # fmt: skip
+    assert [p for p, _ in c.sent].count("elect-master") == 4  # still asked every round
