@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
@@ -147,11 +148,12 @@ def _ready(client: httpx.Client, node: LocalNode) -> bool:
         return False
 
 
-def wait_ready(nodes: list[LocalNode], timeout: float) -> str | None:
-    """Wait until every node answers /readyz; the leader's raft id (None on timeout or a dead node)."""
+def wait_ready(nodes: list[LocalNode], timeout: float, cancelled: Callable[[], bool] = lambda: False) -> str | None:
+    """Wait until every node answers /readyz; the leader's raft id (None on timeout, a dead node, or once
+    `cancelled()`)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=1.0) as client:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not cancelled():
             if any(n.proc is not None and n.proc.poll() is not None for n in nodes):
                 return None
             if all(_ready(client, n) for n in nodes):
@@ -276,7 +278,7 @@ class Supervisor:
                 if node.running:
                     return False, [f"{name} is already running (pid {node.proc.pid})"]  # type: ignore[union-attr]
                 start(node)
-                ok = wait_ready([node], READY_WAIT_S)
+                ok = wait_ready([node], READY_WAIT_S, cancelled=lambda: self.stopping)
                 if not node.running:
                     return False, [*lines, f"{name} exited with {node.proc.returncode} while starting:",  # type: ignore[union-attr]
                                    *(f"    {x}" for x in last_errors(node))]  # fmt: skip
