@@ -13,9 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen]'
 	touch $(STAMP)
 
-# A 3-node controller group on loopback, data under ./data; Ctrl-C stops it.
+# A 3-node controller group on loopback, data under $(DATA); Ctrl-C stops it. Other ports or sizes:
+# make run RUN_ARGS='--http-port 19770 --raft-port 19880'. From another terminal, while it runs:
+# .venv/bin/controllerd local-cluster [--data DIR] status|stop n2|start n2|restart n2
+DATA ?= ./data
 run: setup
-	$(BIN)/controllerd local-cluster --data ./data
+	$(BIN)/controllerd local-cluster --data $(DATA) $(RUN_ARGS)
 
 # jepsen/setup.sh installs nftables and faketime with apt-get when missing (the Jepsen smoke needs them).
 test: setup
@@ -36,4 +39,4 @@ lint: setup
 	$(BIN)/ruff check raft snapshot statemachine api cli jepsen tests tools
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) $(DATA) .pytest_cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from api.errors import BodyLimitMiddleware, install_handlers
 from api.metrics import ControllerMetrics
@@ -19,6 +20,8 @@ from api.service import ControllerService
 from api.settings import ApiSettings
 
 __all__ = ["ApiSettings", "create_app", "metric_labels"]
+
+DOCS_ASSETS = "/docs-assets"
 
 TAGS = [
     {"name": "controller", "description": "Broker requests (RocketMQ controller request codes)."},
@@ -54,8 +57,10 @@ def create_app(service: ControllerService, settings: ApiSettings | None = None) 
     service.listeners.append(metrics.on_result)
     # FastAPI's native OpenTelemetry hooks would ask the global providers on every request; we export
     # Prometheus metrics instead, so they are off (measured: about 6% of the leader's CPU).
-    app = FastAPI(title="controllerd", version="1", description=DESCRIPTION, openapi_tags=TAGS,
-                  telemetry={"tracing": False, "metrics": False, "logs": False})  # fmt: skip
+    # FastAPIOffline: /docs and /redoc load Swagger UI and ReDoc from the pinned fastapi-offline package
+    # (under /docs-assets), not from a CDN, so they work on an air-gapped network.
+    app = FastAPIOffline(title="controllerd", version="1", description=DESCRIPTION, openapi_tags=TAGS,
+                         static_url=DOCS_ASSETS, telemetry={"tracing": False, "metrics": False, "logs": False})  # fmt: skip
     app.state.gateway = Gateway(service, settings, metrics)
     install_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,

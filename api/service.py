@@ -272,16 +272,25 @@ class ControllerService:
 
     async def read(self, build: Callable[[int], bytes]) -> Result:
         """Linearizable read: a ReadIndex barrier, then the read command against the applied state."""
+
+        def answer(now: int) -> Result:
+            data = build(now)
+            code = commands.decode(data).code
+            if code not in READ_CODES:
+                raise ValueError(f"{C.code_name(code)} is not a read")
+            return self.sm.apply(data)
+
+        return await self.read_state(answer)
+
+    async def read_state(self, answer: Callable[[int], Result]) -> Result:
+        """Linearizable read of the applied state: a ReadIndex barrier, then `answer(now)` (a read that is no
+        RocketMQ command, e.g. every broker set of a cluster, whose names are only known after the barrier)."""
         if not self.opts.unsafe_local_reads:
             self._check_serving()
         elif not self.started or self.stopping:
             raise UnavailableError("the node is starting or stopping")
-        data = build(self.now_ms())
-        code = commands.decode(data).code
-        if code not in READ_CODES:
-            raise ValueError(f"{C.code_name(code)} is not a read")
         if self.opts.unsafe_local_reads:
-            return self.sm.apply(data)  # whatever this replica has applied: possibly stale
+            return answer(self.now_ms())  # whatever this replica has applied: possibly stale
         try:
             async with asyncio.timeout(self.opts.request_timeout_s):
                 await self.node.read_index()
@@ -289,7 +298,7 @@ class ControllerService:
             raise UnavailableError(f"read barrier not confirmed within {self.opts.request_timeout_s:g}s") from None
         except RaftException as e:
             raise self._map(e, read=True) from None
-        return self.sm.apply(data)
+        return answer(self.now_ms())
 
     def _map(self, e: RaftException, read: bool = False) -> Exception:
         if e.code == RaftError.EPERM or (read and e.code == RaftError.ELEADERCHANGED):

@@ -63,7 +63,30 @@ class ConfigError(Exception):
             shown = _shown(key, value if value is not None else "")
             default = "" if line is not None else " (default; not set in the file)"
             text = f"{where}: {key}={shown}{default}: {reason}"
+        self.warnings: tuple[str, ...] = ()  # the file's warnings, when the error comes from parse_config
         super().__init__(text)
+
+    @property
+    def errors(self) -> list[ConfigError]:
+        """Every error found in the file (check-config reports them all), this one first."""
+        return [self]
+
+
+class ConfigErrors(ConfigError):
+    """Several errors in one file: `str()` is one line per error; `errors` lists them."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        first = errors[0]
+        super().__init__(first.reason, path=first.path, line=first.line, key=first.key, value=first.value)
+        self._errors = errors
+        self.args = ("\n".join(str(e) for e in errors),)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    @property
+    def errors(self) -> list[ConfigError]:
+        return list(self._errors)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -455,6 +478,8 @@ def parse_config(
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    errors: list[ConfigError] = []  # every problem is reported, not only the first
+    bad: set[str] = set()  # keys whose value did not parse: the checks that need them are skipped
     for spec in KEYS:
         prop = given.get(spec.key)
         raw = prop.value if prop is not None else spec.default
@@ -467,12 +492,14 @@ def parse_config(
         try:
             values[spec.attr] = _convert(spec, raw)
         except ValueError as e:
-            raise ConfigError(str(e), path=path, line=prop.line if prop else None, key=spec.key, value=raw) from None
+            errors.append(ConfigError(str(e), path=path, line=prop.line if prop else None, key=spec.key, value=raw))
+            values[spec.attr] = None
+            bad.add(spec.key)
 
-    def fail(key: str, reason: str, value: str | None = None) -> ConfigError:
+    def fail(key: str, reason: str, value: str | None = None) -> None:
         prop = given.get(key)
         shown = value if value is not None else (prop.value if prop else BY_KEY[key].default)
-        return ConfigError(reason, path=path, line=prop.line if prop else None, key=key, value=shown)
+        errors.append(ConfigError(reason, path=path, line=prop.line if prop else None, key=key, value=shown))
 
     # controllerType: the flag wins; without it the file must say jRaft.
     if controller_type is not None:
@@ -485,54 +512,71 @@ def parse_config(
         if "controllerType" not in given or values["controller_type"].lower() != JRAFT.lower():
             sources["controllerType"] = "--type"
         values["controller_type"] = JRAFT
+    elif "controllerType" in bad:
+        pass
     elif values["controller_type"].lower() != JRAFT.lower():
-        raise fail("controllerType", "only jRaft is implemented (DLedger is not)")
+        fail("controllerType", "only jRaft is implemented (DLedger is not)")
     else:
         values["controller_type"] = JRAFT
 
+    addresses_ok = not bad & {"jRaftServerId", "jRaftInitConf", "jRaftControllerRPCAddr"}
     init, rpc, me = values["init_conf"], values["rpc_addrs"], values["server_id"]
-    if me not in init:
-        raise fail("jRaftServerId", f"not one of jRaftInitConf ({','.join(init)})")
-    if len(rpc) != len(init):
-        raise fail(
+    if addresses_ok and me not in init:
+        fail("jRaftServerId", f"not one of jRaftInitConf ({','.join(init)})")
+        addresses_ok = False
+    if addresses_ok and len(rpc) != len(init):
+        fail(
             "jRaftControllerRPCAddr",
             f"has {len(rpc)} entries but jRaftInitConf has {len(init)}; they are paired by position",
         )
-    both = sorted(set(init) & set(rpc))
+        addresses_ok = False
+    both = sorted(set(init) & set(rpc)) if addresses_ok else []
     if both:
-        raise fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
+        fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
 
     # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
-    my_http = rpc[init.index(me)]
-    for key, addr in (("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)):
-        host = split_addr(addr)[0]
-        if not is_loopback(host) and values["admin_token"] is None:
-            raise fail(
-                key,
-                f"this node binds non-loopback host {host} ({addr}) but controllerAdminToken is not set; "
-                "set it, or bind localhost/127.0.0.1",
-            )
-    if values["cluster_secret"] is None:
-        for key in ("jRaftInitConf", "jRaftControllerRPCAddr"):
+    if addresses_ok and "controllerAdminToken" not in bad:
+        my_http = rpc[init.index(me)]
+        for key, addr in (("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)):
+            host = split_addr(addr)[0]
+            if not is_loopback(host) and values["admin_token"] is None:
+                fail(
+                    key,
+                    f"this node binds non-loopback host {host} ({addr}) but controllerAdminToken is not set; "
+                    "set it, or bind localhost/127.0.0.1",
+                )
+                break
+    if values["cluster_secret"] is None and "jRaftClusterSecret" not in bad:
+        remote_keys = [k for k in ("jRaftInitConf", "jRaftControllerRPCAddr") if k not in bad]
+        for key in remote_keys:
             remote = [a for a in values[BY_KEY[key].attr] if not is_loopback(split_addr(a)[0])]
             if remote:
-                raise fail(
+                fail(
                     key,
                     f"non-loopback address {remote[0]} but jRaftClusterSecret is not set; "
                     "set the same jRaftClusterSecret on every node",
                 )
-        warnings.append(
-            f"{path}: jRaftClusterSecret is not set; every address is loopback, so the public development "
-            "secret is used (set jRaftClusterSecret before binding any other address)"
-        )
+                break
+        else:
+            if len(remote_keys) == 2:
+                warnings.append(
+                    f"{path}: jRaftClusterSecret is not set; every address is loopback, so the public development "
+                    "secret is used (set jRaftClusterSecret before binding any other address)"
+                )
 
-    cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)
-    try:
-        to_node_options(cfg)  # the raft layer's own checks, so that check-config catches them too
-    except ValueError as e:
-        raise ConfigError(f"rejected by the raft options: {e}", path=path) from None
+    cfg = None
+    if not errors:
+        cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)
+        try:
+            to_node_options(cfg)  # the raft layer's own checks, so that check-config catches them too
+        except ValueError as e:
+            errors.append(ConfigError(f"rejected by the raft options: {e}", path=path))
     for w in warnings:
         log.warning("%s", w)
+    if errors or cfg is None:
+        error = errors[0] if len(errors) == 1 else ConfigErrors(errors)
+        error.warnings = tuple(warnings)
+        raise error
     return cfg, warnings
 
 
@@ -622,3 +666,28 @@ def effective_items(cfg: ControllerConfig) -> list[tuple[str, str, str]]:
             continue
         out.append((s.key, _shown(s.key, text), cfg.sources[s.key]))
     return out
+
+
+def _escape(value: str) -> str:
+    """A value as a .properties file spells it (java.util.Properties#store's escapes for values)."""
+    out = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    out = out.replace("\f", "\\f")
+    return "\\" + out if out.startswith((" ", "#", "!")) else out
+
+
+def properties_lines(cfg: ControllerConfig) -> list[str]:
+    """`controllerd -p`: the effective config as a .properties file that check-config reads back, each
+    value's source in a comment line above it. Secrets are never printed: their lines are comments saying
+    whether they are set and where (copy them from there to use the output as a config)."""
+    lines = [f"# effective config of {cfg.path} (controllerd -p); the comment above each key is its source"]
+    for key, text, source in effective_items(cfg):
+        if key in SECRET_KEYS:
+            if getattr(cfg, BY_KEY[key].attr) is None:
+                dev = " (the public development secret is used: every address is loopback)" \
+                    if key == "jRaftClusterSecret" else ""  # fmt: skip
+                lines.append(f"# {key}: not set{dev}; source: {source}")
+            else:
+                lines.append(f"# {key}: set in {source}, not printed")
+            continue
+        lines += [f"# {source}", f"{key}={_escape(text)}"]
+    return lines

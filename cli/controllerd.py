@@ -1,7 +1,7 @@
 """`controllerd`: the controller daemon's command line (RocketMQ `mqcontroller` conventions).
 
     controllerd --type jraft -c node.conf        start one node (HTTP on its jRaftControllerRPCAddr entry)
-    controllerd --type jraft -c node.conf -p     print the effective config and exit
+    controllerd --type jraft -c node.conf -p     print the effective config (sources as comments) and exit
     controllerd check-config -c node.conf        validate and exit
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
 
@@ -25,6 +25,7 @@ from cli.config import (
     http_address,
     load_config,
     parse_config,
+    properties_lines,
     to_service_options,
 )
 from cli.localcluster import local_cluster
@@ -38,9 +39,12 @@ _HELP = """Run a RocketMQ jRaft controller node from a RocketMQ .properties file
 
 \b
   controllerd --type jraft -c FILE        start the node; SIGTERM/Ctrl-C stops it cleanly
-  controllerd --type jraft -c FILE -p     print the effective config as key=value and exit
-  controllerd check-config -c FILE        validate FILE, print warnings and exit
-  controllerd local-cluster               run a 3-node loopback cluster under ./data
+  controllerd --type jraft -c FILE -p     print the effective config (a .properties file, sources as
+                                          comments, secrets not printed) and exit
+  controllerd check-config [--strict] -c FILE
+                                          validate FILE, print every warning and error and exit
+  controllerd local-cluster               run a 3-node loopback cluster under ./data (make run);
+                                          `local-cluster status|stop|start|restart NODE` while it runs
 
 Exit codes: 0 ok, 1 the node failed, 2 usage or config error. See docs/config.md for every key.
 """
@@ -61,17 +65,24 @@ _type_option = click.option(
 )
 
 
-def _load(config_file: str | None, controller_type: str | None) -> ControllerConfig:
+def _load(config_file: str | None, controller_type: str | None, strict: bool = False) -> ControllerConfig:
+    """The config, every warning on stderr; every error on stderr and exit 2 (also for a warning if strict)."""
     try:
         if config_file is None:
             cfg, warnings = parse_config("", "<defaults>", controller_type=controller_type)
         else:
             cfg, warnings = load_config(config_file, controller_type=controller_type)
     except ConfigError as e:
-        click.echo(f"controllerd: config error: {e}", err=True)
+        for w in e.warnings:
+            click.echo(f"controllerd: warning: {w}", err=True)
+        for error in e.errors:
+            click.echo(f"controllerd: config error: {error}", err=True)
         raise SystemExit(EXIT_CONFIG) from None
     for w in warnings:
         click.echo(f"controllerd: warning: {w}", err=True)
+    if strict and warnings:
+        click.echo(f"controllerd: config error: {len(warnings)} warning(s), fatal with --strict", err=True)
+        raise SystemExit(EXIT_CONFIG)
     return cfg
 
 
@@ -107,8 +118,7 @@ def main(
         return
     if print_config:
         cfg = _load(config_file, controller_type)
-        for key, value, _source in effective_items(cfg):
-            click.echo(f"{key}={value}")
+        click.echo("\n".join(properties_lines(cfg)))
         return
     if config_file is None:
         raise click.UsageError("starting a node needs -c FILE (a RocketMQ controller .properties file)")
@@ -182,13 +192,15 @@ def _run(coro: object) -> int:
 @main.command("check-config")
 @_type_option
 @click.option("-c", "--configFile", "config_file", metavar="FILE", help="The .properties config file.")
+@click.option("--strict", is_flag=True, help="Warnings (unknown or ignored keys, duplicates, ...) are errors too.")
 @click.pass_context
-def check_config(ctx: click.Context, controller_type: str | None, config_file: str | None) -> None:
-    """Validate a config file: warnings on stderr; exit 0 if it can start a node, 2 if not."""
+def check_config(ctx: click.Context, controller_type: str | None, config_file: str | None, strict: bool) -> None:
+    """Validate a config file: every warning and every error on stderr; exit 0 if it can start a node, 2 if
+    not (or, with --strict, if there is any warning)."""
     config_file = config_file or ctx.obj["config_file"]
     if config_file is None:
         raise click.UsageError("check-config needs -c FILE")
-    _load(config_file, controller_type or ctx.obj["controller_type"])
+    _load(config_file, controller_type or ctx.obj["controller_type"], strict)
     click.echo(f"{config_file}: OK")
 
 

@@ -3,16 +3,29 @@
 Each node gets a generated RocketMQ config under `<data>/conf/nK.conf` (the same keys a production node
 reads), its store under `<data>/nK/` and its JSON log in `<data>/logs/nK.log`. Ports are RocketMQ's
 defaults (raft 9880.., HTTP 9770..) unless told otherwise, so a restart finds the same cluster again.
-Ctrl-C or SIGTERM stops every node with SIGTERM (leader transfer, flush) and waits for them.
+
+The supervisor prints each node's PID, addresses and data directory. Ctrl-C, SIGTERM or SIGHUP stops every
+node with SIGTERM (leader transfer, flush) and waits for them; SIGINT and SIGHUP are handled explicitly, so
+that a cluster started in the background of a non-interactive script (which starts with SIGINT ignored)
+still stops on `kill -INT`. A node that fails has the last error lines of its log printed.
+
+While it runs, the supervisor answers on a control socket (`<data>/local-cluster.sock`): from another
+terminal `controllerd local-cluster stop|start|restart NODE` and `controllerd local-cluster status`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
@@ -20,6 +33,10 @@ import httpx
 
 STOP_WAIT_S = 20.0
 READY_WAIT_S = 60.0
+ERROR_LINES = 5  # how many of a failed node's last error lines are printed
+CONTROL_TIMEOUT_S = STOP_WAIT_S + READY_WAIT_S + 10.0
+_SOCKET_NAME = "local-cluster.sock"
+_MAX_SOCKET_PATH = 100  # sockaddr_un's sun_path is 108 bytes on Linux (104 on BSDs)
 
 
 @dataclass
@@ -29,7 +46,14 @@ class LocalNode:
     http: str
     conf: str
     log: str
+    data: str
     proc: subprocess.Popen[bytes] | None = None
+    log_offset: int = 0  # where this run's lines start in the (appended) log file
+    stopped_on_request: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
 
 def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> list[LocalNode]:
@@ -57,12 +81,15 @@ def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, conf)
-        nodes.append(LocalNode(name, rafts[i], https[i], conf, os.path.join(data, "logs", f"{name}.log")))
+        log = os.path.join(data, "logs", f"{name}.log")
+        nodes.append(LocalNode(name, rafts[i], https[i], conf, log, os.path.join(data, name)))
     return nodes
 
 
 def start(node: LocalNode) -> None:
     logf = open(node.log, "ab")  # noqa: SIM115 - owned by the child from here on
+    node.log_offset = logf.tell()
+    node.stopped_on_request = False
     node.proc = subprocess.Popen(
         [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", node.conf, "--log-format", "json"],
         stdout=logf,
@@ -72,28 +99,80 @@ def start(node: LocalNode) -> None:
     logf.close()
 
 
-def wait_ready(nodes: list[LocalNode], timeout: float) -> str | None:
-    """Wait until every node answers /readyz; the leader's raft id (None on timeout or a dead node)."""
+def last_errors(node: LocalNode, limit: int = ERROR_LINES) -> list[str]:
+    """The last `limit` error lines this run of `node` wrote to its log (JSON lines at level error or
+    critical, with their exception's last line, and any line that is not JSON, e.g. a traceback printed
+    before logging was set up); the last lines of any level when there is no error line."""
+    try:
+        with open(node.log, "rb") as f:
+            f.seek(node.log_offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError as e:
+        return [f"(cannot read {node.log}: {e.strerror or e})"]
+    errors: list[str] = []
+    anything: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            anything.append(line.rstrip())
+            if not line.startswith("controllerd: warning:"):  # config warnings come before logging starts
+                errors.append(line.rstrip())
+            continue
+        shown = f"{record.get('level', '?')}: {record.get('msg', '')}"
+        exc = str(record.get("exc") or "").strip()
+        if exc:
+            shown += f" ({exc.splitlines()[-1]})"
+        anything.append(shown)
+        if record.get("level") in ("error", "critical"):
+            errors.append(shown)
+    return (errors or anything)[-limit:]
+
+
+def report_exit(node: LocalNode, what: str) -> None:
+    """`what` about a node that exited, with the last error lines of its log, on stderr."""
+    code = node.proc.returncode if node.proc is not None else None
+    click.echo(f"{node.name} {what} (exit {code}); its last log lines ({node.log}):", err=True)
+    for line in last_errors(node):
+        click.echo(f"    {line}", err=True)
+
+
+def _ready(client: httpx.Client, node: LocalNode) -> bool:
+    try:
+        return client.get(f"http://{node.http}/readyz").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_ready(nodes: list[LocalNode], timeout: float, cancelled: Callable[[], bool] = lambda: False) -> str | None:
+    """Wait until every node answers /readyz; the leader's raft id (None on timeout, a dead node, or once
+    `cancelled()`)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(timeout=1.0) as client:
-        while time.monotonic() < deadline:
-            dead = [n for n in nodes if n.proc is not None and n.proc.poll() is not None]
-            if dead:
+        while time.monotonic() < deadline and not cancelled():
+            if any(n.proc is not None and n.proc.poll() is not None for n in nodes):
                 return None
-            try:
-                if all(client.get(f"http://{n.http}/readyz").status_code == 200 for n in nodes):
-                    st = client.get(f"http://{nodes[0].http}/api/v1/raft/status").json()["body"]
-                    return st.get("leaderId")
-            except httpx.HTTPError:
-                pass
+            if all(_ready(client, n) for n in nodes):
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    return client.get(f"http://{nodes[0].http}/api/v1/raft/status").json()["body"].get("leaderId")
             time.sleep(0.2)  # polling a child process's readiness; not a test
     return None
 
 
+def stop(node: LocalNode) -> None:
+    """SIGTERM one node and wait for it (SIGKILL after STOP_WAIT_S)."""
+    stop_all([node])
+
+
 def stop_all(nodes: list[LocalNode]) -> None:
     for n in nodes:
-        if n.proc is not None and n.proc.poll() is None:
-            n.proc.send_signal(signal.SIGTERM)
+        if n.running:
+            n.stopped_on_request = True
+            n.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
     deadline = time.monotonic() + STOP_WAIT_S
     for n in nodes:
         if n.proc is None:
@@ -106,52 +185,249 @@ def stop_all(nodes: list[LocalNode]) -> None:
             n.proc.wait()
 
 
-@click.command("local-cluster")
-@click.option("--data", default="./data", show_default=True, help="Configs, stores and logs go here.")
-@click.option("--nodes", "n", default=3, show_default=True, type=click.IntRange(1, 9))
-@click.option("--raft-port", default=9880, show_default=True, help="First raft port (RocketMQ's default).")
-@click.option("--http-port", default=9770, show_default=True, help="First HTTP port (RocketMQ's default).")
-@click.option("--election-ms", default=1000, show_default=True)
-def local_cluster(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> None:
-    """Run N nodes on 127.0.0.1 until Ctrl-C (a local cluster to try the controller)."""
-    nodes = write_configs(data, n, raft_port, http_port, election_ms)
-    stopping = False
+def describe(node: LocalNode, leader: str | None = None) -> list[str]:
+    pid = f"pid {node.proc.pid}" if node.running else "stopped"  # type: ignore[union-attr]
+    mark = "  <- leader" if leader is not None and node.raft == leader else ""
+    return [f"  {node.name}  {pid}  http://{node.http}  raft {node.raft}{mark}",
+            f"      data {node.data}  log {node.log}"]  # fmt: skip
 
-    def on_signal(_sig: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+
+# --- the control socket -------------------------------------------------------------------------------------
+
+
+def socket_path(data: str) -> str:
+    """`<data>/local-cluster.sock`, or a short path under the temp dir named after the data dir when that one
+    is too long for a Unix socket (both sides compute the same one)."""
+    data = os.path.abspath(data)
+    path = os.path.join(data, _SOCKET_NAME)
+    if len(path.encode()) <= _MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return os.path.join("/tmp", f"controllerd-local-{digest}.sock")
+
+
+class Supervisor:
+    """The running nodes, changed by the main thread (start, failures, stop) and by control requests."""
+
+    def __init__(self, nodes: list[LocalNode], data: str) -> None:
+        self.nodes = {n.name: n for n in nodes}
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.path = socket_path(data)
+        self.server: socket.socket | None = None
+
+    def listen(self) -> None:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.connect(self.path)
+            raise click.ClickException(f"a local cluster is already running on this data directory ({self.path})")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # left by a supervisor that was killed
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(self.path)
+        server.listen(4)
+        self.server = server
+        threading.Thread(target=self._serve, name="local-cluster-control", daemon=True).start()
+
+    def close(self) -> None:
+        if self.server is not None:
+            with contextlib.suppress(OSError):
+                self.server.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self.server = None
+
+    def _serve(self) -> None:
+        while self.server is not None:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                try:
+                    conn.settimeout(5.0)
+                    request = conn.makefile("r").readline().split()
+                    ok, lines = self.handle(request)
+                    conn.sendall("".join(f"{line}\n" for line in [*lines, "ok" if ok else "failed"]).encode())
+                except OSError:
+                    continue
+
+    def handle(self, request: list[str]) -> tuple[bool, list[str]]:
+        """One control request: (succeeded, the lines to show)."""
+        if request == ["status"]:
+            with self.lock:
+                leader = _leader_of(list(self.nodes.values()))
+                return True, [line for n in self.nodes.values() for line in describe(n, leader)]
+        if len(request) != 2 or request[0] not in ("stop", "start", "restart"):
+            return False, [f"unknown request {' '.join(request)!r}: status, stop NODE, start NODE, restart NODE"]
+        verb, name = request
+        node = self.nodes.get(name)
+        if node is None:
+            return False, [f"no node {name!r}; the nodes are {', '.join(self.nodes)}"]
+        with self.lock:
+            if self.stopping:
+                return False, ["the cluster is stopping"]
+            lines: list[str] = []
+            if verb in ("stop", "restart"):
+                if not node.running and verb == "stop":
+                    return False, [f"{name} is not running"]
+                if node.running:
+                    stop(node)
+                    lines.append(f"{name} stopped (exit {node.proc.returncode})")  # type: ignore[union-attr]
+                    click.echo(f"{name} stopped on request (exit {node.proc.returncode})")  # type: ignore[union-attr]
+            if verb in ("start", "restart"):
+                if node.running:
+                    return False, [f"{name} is already running (pid {node.proc.pid})"]  # type: ignore[union-attr]
+                start(node)
+                ok = wait_ready([node], READY_WAIT_S, cancelled=lambda: self.stopping)
+                if not node.running:
+                    return False, [*lines, f"{name} exited with {node.proc.returncode} while starting:",  # type: ignore[union-attr]
+                                   *(f"    {x}" for x in last_errors(node))]  # fmt: skip
+                click.echo(f"{name} started on request: pid {node.proc.pid}")  # type: ignore[union-attr]
+                state = "ready" if ok is not None else f"not ready within {READY_WAIT_S:g}s (see its log)"
+                lines += [f"{name} started, {state}", *describe(node)]
+            return True, lines
+
+
+def _leader_of(nodes: list[LocalNode]) -> str | None:
+    with httpx.Client(timeout=1.0) as client:
+        for node in nodes:
+            if node.running:
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, AttributeError):
+                    leader = client.get(f"http://{node.http}/api/v1/raft/status").json()["body"].get("leaderId")
+                    if leader:
+                        return str(leader)
+    return None
+
+
+def control(data: str, request: str) -> None:
+    """Send one request to the supervisor running on `data`; print its answer; exit 1 if it failed."""
+    path = socket_path(data)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(CONTROL_TIMEOUT_S)
+        try:
+            conn.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            raise click.ClickException(
+                f"no local cluster is running on {os.path.abspath(data)} (no control socket at {path}); "
+                "start one with `make run` or `controllerd local-cluster`, or pass the --data it was started with"
+            ) from None
+        conn.sendall(f"{request}\n".encode())
+        lines = conn.makefile("r").read().splitlines()
+    if not lines:
+        raise click.ClickException("the supervisor closed the control connection without an answer")
+    for line in lines[:-1]:
+        click.echo(line)
+    if lines[-1] != "ok":
+        raise SystemExit(1)
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+
+
+def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> None:
+    nodes = write_configs(data, n, raft_port, http_port, election_ms)
+    supervisor = Supervisor(nodes, data)
+    supervisor.listen()
+    interrupted = False
+
+    def on_signal(sig: int, _frame: object) -> None:
+        nonlocal interrupted
+        if interrupted:  # a second Ctrl-C while stopping: the stop goes on
+            return
+        interrupted = True
+        click.echo(f"\n{signal.Signals(sig).name}: stopping the cluster ...", err=True)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_signal)
+    # Explicitly: a background job of a non-interactive shell starts with SIGINT ignored, and Python then
+    # installs no handler of its own; SIGHUP (the terminal went away) would kill us and orphan the nodes.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
     try:
         for node in nodes:
             start(node)
         leader = wait_ready(nodes, READY_WAIT_S)
         if leader is None:
-            dead = [f"{x.name} (exit {x.proc.returncode})" for x in nodes if x.proc and x.proc.poll() is not None]
-            click.echo(f"the cluster did not become ready within {READY_WAIT_S:g}s"
-                       + (f"; stopped: {', '.join(dead)}" if dead else "")
-                       + f"; see the logs in {os.path.join(os.path.abspath(data), 'logs')}", err=True)  # fmt: skip
+            dead = [x for x in nodes if x.proc is not None and x.proc.poll() is not None]
+            why = (f"stopped: {', '.join(f'{x.name} (exit {x.proc.returncode})' for x in dead)}" if dead  # type: ignore[union-attr]
+                   else f"not ready within {READY_WAIT_S:g}s")  # fmt: skip
+            click.echo(f"the cluster did not start ({why}); the logs are in {os.path.join(os.path.abspath(data), 'logs')}",
+                       err=True)  # fmt: skip
+            for x in dead:
+                report_exit(x, "exited")
             stop_all(nodes)
             raise SystemExit(1)
         first = nodes[0].http
         click.echo(f"A {n}-node RocketMQ jRaft controller group is running (data under {os.path.abspath(data)}).")
         for node in nodes:
-            mark = "  <- leader" if node.raft == leader else ""
-            click.echo(f"  {node.name}  http://{node.http}  raft {node.raft}  log {node.log}{mark}")
+            for line in describe(node, leader):
+                click.echo(line)
+        here = "" if os.path.abspath(data) == os.path.abspath("./data") else f" --data {data}"
         click.echo("\nTry:")
-        click.echo(f"  rmqctl -a {first} raft status")
+        click.echo(f"  rmqctl -a {','.join(x.http for x in nodes)} raft status")
         click.echo(f"  rmqctl -a {first} getControllerMetaData")
-        click.echo(f"  curl -s -XPOST http://{first}/api/v1/controller/next-broker-id "
-                   "-H 'content-type: application/json' -d '{\"clusterName\":\"c1\",\"brokerName\":\"b1\"}'")  # fmt: skip
-        click.echo("Ctrl-C stops the cluster.")
+        click.echo(f"  controllerd local-cluster{here} restart {nodes[-1].name}     (also: stop, start, status)")
+        click.echo("Ctrl-C stops the cluster.", nl=True)
+        sys.stdout.flush()
         while True:
-            for node in nodes:
-                if node.proc is not None and node.proc.poll() is not None:
-                    click.echo(f"{node.name} exited with {node.proc.returncode}; see {node.log}", err=True)
-                    node.proc = None
+            with supervisor.lock:
+                for node in nodes:
+                    if node.proc is not None and node.proc.poll() is not None and not node.stopped_on_request:
+                        report_exit(node, "exited")
+                        node.stopped_on_request = True  # reported once
             time.sleep(1.0)
     except KeyboardInterrupt:
-        click.echo("\nstopping the cluster ...")
-        stop_all(nodes)
+        supervisor.stopping = True
+        supervisor.close()
+        if not interrupted:
+            click.echo("\nstopping the cluster ...", err=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            acquired = supervisor.lock.acquire(timeout=CONTROL_TIMEOUT_S)  # a control request finishes first
+            stop_all(nodes)
+            if acquired:
+                supervisor.lock.release()
         click.echo("stopped.")
+    finally:
+        supervisor.close()
+        stop_all(nodes)  # whatever ended the run, no node outlives the supervisor
+
+
+@click.group("local-cluster", invoke_without_command=True)
+@click.option("--data", default="./data", show_default=True, help="Configs, stores and logs go here.")
+@click.option("--nodes", "n", default=3, show_default=True, type=click.IntRange(1, 9))
+@click.option("--raft-port", default=9880, show_default=True, help="First raft port (RocketMQ's default).")
+@click.option("--http-port", default=9770, show_default=True, help="First HTTP port (RocketMQ's default).")
+@click.option("--election-ms", default=1000, show_default=True)
+@click.pass_context
+def local_cluster(ctx: click.Context, data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> None:
+    """Run N nodes on 127.0.0.1 until Ctrl-C (a local cluster to try the controller).
+
+    \b
+    From another terminal, while it runs (same --data):
+      controllerd local-cluster status           each node's PID, addresses, data dir
+      controllerd local-cluster stop n2          SIGTERM one node and wait for it
+      controllerd local-cluster start n2         start it again and wait until it is ready
+      controllerd local-cluster restart n2       both
+    """
+    ctx.obj = {"data": data}
+    if ctx.invoked_subcommand is None:
+        _run(data, n, raft_port, http_port, election_ms)
+
+
+@local_cluster.command("status")
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """Each node of the running local cluster: PID (or stopped), addresses, data dir, the leader."""
+    control(ctx.obj["data"], "status")
+
+
+def _node_verb(verb: str, doc: str) -> None:
+    @local_cluster.command(verb, help=doc)
+    @click.argument("node", metavar="NODE")
+    @click.pass_context
+    def command(ctx: click.Context, node: str) -> None:
+        control(ctx.obj["data"], f"{verb} {node}")
+
+
+_node_verb("stop", "Stop one node (SIGTERM: a leader hands over first) of the running local cluster.")
+_node_verb("start", "Start a stopped node of the running local cluster again; wait until it is ready.")
+_node_verb("restart", "Stop one node and start it again; wait until it is ready.")

@@ -121,6 +121,16 @@ class ReplicasInfoManager:
     def get_sync_state_data(self, names: list[str], t: int) -> Result:
         if not names:  # RocketMQ's processor never reaches the controller with an empty list
             return Result(C.SYSTEM_ERROR, "not set any response code")
+        return Result(C.SUCCESS, body={"replicasInfoTable": self._sync_state_table(names, t)})
+
+    def broker_sets(self, cluster_name: str | None, t: int) -> Result:
+        """1006's answer for every broker set of `cluster_name` (of every cluster when None), by name: what
+        mqadmin's `getSyncStateSet -c` asks for after resolving the cluster's broker names. Not a command:
+        the HTTP layer calls it on the applied state after a ReadIndex barrier."""
+        names = sorted(n for n, info in self.replicas.sets.items() if cluster_name is None or info.cluster_name == cluster_name)
+        return Result(C.SUCCESS, body={"replicasInfoTable": self._sync_state_table(names, t)})
+
+    def _sync_state_table(self, names: list[str], t: int) -> dict[str, Any]:
         table: dict[str, Any] = {}
         for name in names:
             if not self.contains(name):
@@ -140,7 +150,7 @@ class ReplicasInfoManager:
                 "inSyncReplicas": in_sync,
                 "notInSyncReplicas": not_in_sync,
             }
-        return Result(C.SUCCESS, body={"replicasInfoTable": table})
+        return table
 
     # --- 4.5 alterSyncStateSet --------------------------------------------------------------------------
 

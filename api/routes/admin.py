@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from api import models as M
 from api.auth import require_admin
@@ -92,6 +92,18 @@ async def sync_state_data(req: M.SyncStateDataRequest, gw: GatewayDep) -> Respon
     """1006: masters, epochs and in-sync / not-in-sync replicas of broker sets (a linearizable read)."""
     return await gw.read("CONTROLLER_GET_SYNC_STATE_DATA",
                          lambda now: commands.get_sync_state_data(now, req.brokerNames))  # fmt: skip
+
+
+@router.get("/broker-sets", response_model=M.SyncStateDataAnswer)
+async def broker_sets(
+    gw: GatewayDep,
+    clusterName: Annotated[M.Text | None, Query(description="only this cluster's broker sets (default: all)")] = None,
+) -> Response:
+    """Every broker set the controller knows, or those of `clusterName`: 1006's answer (master, epochs, in-sync
+    and not-in-sync replicas with liveness) for all of them, a linearizable read. mqadmin's
+    `getSyncStateSet -c` resolves a cluster's broker names through the NameServer; this needs none."""
+    return await gw.read_state("CONTROLLER_GET_SYNC_STATE_DATA",
+                               lambda now: gw.service.sm.manager.broker_sets(clusterName, now))  # fmt: skip
 
 
 @router.post(

@@ -50,6 +50,10 @@ class Gateway:
         """A linearizable read (ReadIndex barrier, then the read command on the local state)."""
         return await self._run(request_type, lambda: self.service.read(checked(build)))
 
+    async def read_state(self, request_type: str, answer: Callable[[int], Result]) -> JSONResponse:
+        """A linearizable read answered from the applied state after the ReadIndex barrier (no command)."""
+        return await self._run(request_type, lambda: self.service.read_state(answer))
+
     async def local(self, request_type: str | None, answer: Callable[[], Result]) -> JSONResponse:
         """An answer from this node's own state (no consensus): metadata, config, raft status."""
         self.require_started()

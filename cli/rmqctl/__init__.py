@@ -177,3 +177,7 @@ main.add_command(log)
 from cli.rmqctl.online import register  # noqa: E402
 
 register(main)
+
+from cli.rmqctl.broker import broker  # noqa: E402
+
+main.add_command(broker)

@@ -5,9 +5,13 @@ a request goes to the leader without the operator having to know which node lead
 
 * an envelope with code 2007 CONTROLLER_NOT_LEADER names the leader (`header.controllerLeaderAddress`):
   the request is sent there next, at once (nothing was proposed, so resending is safe);
+* a verb that must see the leader's own answer to a read any node serves (`raft status`, `raft peers`)
+  passes `redirect`: an answer it judges to come from a follower is treated like a 2007 (followed to the
+  leader it names, else the next address);
 * a connection error, an HTTP 503, or a 2007 that names no leader (an election is running) moves on to the
-  next address; once every address failed in a round, the client sleeps a short backoff (doubling, capped)
-  and starts a new round, the last leader it heard of first;
+  next address at once (a refused connection costs nothing; a connection attempt gives up after
+  `CONNECT_TIMEOUT_S`, so a silent host costs at most that); once every address failed in a round, the
+  client sleeps a short backoff (doubling, capped) and starts a new round, the last leader it heard of first;
 * all within one overall deadline (`--timeout`): then `Unreachable` (exit 3), naming what each node said.
 
 A 503 or a lost answer leaves a write's outcome unknown; it is resent (as RocketMQ clients retry a
@@ -37,6 +41,8 @@ ENV_ADDRESS = "RMQCTL_ADDRESS"
 ENV_TOKEN = "RMQCTL_TOKEN"
 ENV_TIMEOUT = "RMQCTL_TIMEOUT"
 DEFAULT_TIMEOUT_S = 10.0
+# A connection attempt to one address gives up after this (a host that drops SYNs must not eat the deadline).
+CONNECT_TIMEOUT_S = 2.0
 NOT_LEADER = 2007  # CONTROLLER_NOT_LEADER
 # Why a node could not serve, when the request may still take effect there: a 503 (not committed in time)
 # or no answer after the request was sent. Resent unless the verb says not to (`resend_unknown`).
@@ -202,11 +208,14 @@ class ControllerClient:
         follow: bool = True,
         retry: bool = True,
         resend_unknown: bool = True,
+        redirect: Callable[[Reply], str | None] | None = None,
     ) -> Reply:
         """Send until a node answers, following the leader (see the module doc). `targets` replaces the
         configured addresses for this request; `follow=False` returns a 2007 answer instead of following it;
         `retry=False` makes one round with no backoff; `resend_unknown=False` ends with `Unreachable` at the
-        first 503 instead of sending again (for operations that must not run twice: the outcome is unknown)."""
+        first 503 instead of sending again (for operations that must not run twice: the outcome is unknown).
+        `redirect(reply)` is None to accept a SUCCESS answer, or says it came from a node that is not the
+        leader: the leader's address to ask next ("" when it knows none), as a 2007 would."""
         clock = self.hooks.clock
         deadline = clock() + self.timeout_s
         pool = [_node(a) if "://" not in a else a for a in (targets or self.addresses)]
@@ -231,8 +240,9 @@ class ControllerClient:
                     if outcome.startswith(_UNKNOWN) and not resend_unknown:
                         raise Unreachable(f"{_node(address)} answered {outcome}; the outcome is unknown, not resending")
                     continue
-                if outcome.code == NOT_LEADER and follow:
-                    leader = outcome.header.get("controllerLeaderAddress")
+                elsewhere = redirect(outcome) if redirect is not None and outcome.ok else None
+                if (outcome.code == NOT_LEADER or elsewhere is not None) and follow:
+                    leader = elsewhere if elsewhere is not None else outcome.header.get("controllerLeaderAddress")
                     problems[outcome.node] = f"not leader (leader: {leader or 'unknown'})"
                     self.say(
                         f"{outcome.node}: not the leader; "
@@ -259,7 +269,8 @@ class ControllerClient:
         node = _node(address)
         self.say(f"{method} {self._url(address, path)}")
         try:
-            response = self._http.request(method, self._url(address, path), json=body, timeout=remaining)
+            timeout = httpx.Timeout(remaining, connect=min(remaining, CONNECT_TIMEOUT_S))
+            response = self._http.request(method, self._url(address, path), json=body, timeout=timeout)
         except httpx.TransportError as e:
             what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             sent = not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol)
@@ -287,6 +298,9 @@ class ControllerClient:
 
     def _unreachable(self, problems: dict[str, str]) -> Unreachable:
         said = "; ".join(f"{node}: {why}" for node, why in problems.items()) or "no attempt was made"
-        no_leader = bool(problems) and all(why.startswith("not leader") for why in problems.values())
+        # "no leader" when a node answered that it knows none and the others could not be reached (a lost
+        # majority, an election); a 503 or a lost answer is something else.
+        no_leader = any(why.startswith("not leader") for why in problems.values()) and not any(
+            why.startswith(_UNKNOWN) for why in problems.values())
         what = "no leader" if no_leader else "no controller could serve the request"
         return Unreachable(f"{what} within {self.timeout_s:g}s ({said})")

@@ -208,21 +208,29 @@ def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
 
 
 @click.command("getSyncStateSet")
-@click.option("-b", "--brokerName", "broker_names", multiple=True, required=True, metavar="NAME[,NAME...]",
+@click.option("-b", "--brokerName", "broker_names", multiple=True, metavar="NAME[,NAME...]",
               help="Broker set(s) to show; repeatable, or a comma list.")  # fmt: skip
+@click.option("-c", "--clusterName", "cluster", metavar="CLUSTER",
+              help="Every broker set of this cluster (instead of -b).")  # fmt: skip
+@click.option("--all", "all_sets", is_flag=True, help="Every broker set the controller knows, of every cluster.")
 @click.option("-i", "--interval", type=click.FloatRange(min=0, min_open=True), is_flag=False, flag_value=3.0,
               default=None, metavar="[SECONDS]", help="Repeat every SECONDS (3 when no value is given) until "
               "interrupted (or --count rounds).")  # fmt: skip
 @click.option("--count", type=click.IntRange(min=1), default=None, help="With -i: stop after this many rounds.")
 @connection_options()
 @pass_out
-def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], interval: float | None,
-                       count: int | None) -> None:  # fmt: skip
-    """Master, epochs and SyncStateSet of broker sets, with each replica's liveness
-    (POST /api/v1/admin/sync-state-data, a linearizable read on the leader)."""
+def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], cluster: str | None, all_sets: bool,
+                       interval: float | None, count: int | None) -> None:  # fmt: skip
+    """Master, epochs and SyncStateSet of broker sets, with each replica's liveness: those named with -b
+    (POST /api/v1/admin/sync-state-data), every set of a cluster with -c, or all with --all
+    (GET /api/v1/admin/broker-sets); a linearizable read on the leader."""
     names = _names(broker_names)
-    if not names:
+    if sum([bool(broker_names), cluster is not None, all_sets]) != 1:
+        raise BadUsage("pass one of -b NAME[,NAME...], -c CLUSTER or --all")
+    if broker_names and not names:
         raise BadUsage("-b needs at least one broker name")
+    if cluster is not None and not cluster.strip():
+        raise BadUsage("-c needs a cluster name")
     if count is not None and interval is None:
         raise BadUsage("--count only makes sense with -i")
     with conn.client() as c:
@@ -230,14 +238,23 @@ def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], inte
             for n in counter():
                 if n:
                     c.hooks.sleep(interval or 0)
-                reply = c.post("/api/v1/admin/sync-state-data", {"brokerNames": names})
+                if names:
+                    reply = c.post("/api/v1/admin/sync-state-data", {"brokerNames": names})
+                else:
+                    query = f"?clusterName={quote(cluster.strip(), safe='')}" if cluster is not None else ""
+                    reply = c.get(f"/api/v1/admin/broker-sets{query}")
                 _check(out, reply)
                 _render_sync_state(out, reply, interval is not None)
-                missing = [x for x in names if x not in ((reply.body or {}).get("replicasInfoTable") or {})]
-                if missing and interval is None:
-                    raise Failed(f"no metadata for broker set(s): {', '.join(missing)}")
-                if missing:
-                    _warn(f"no metadata for broker set(s): {', '.join(missing)}")
+                table = (reply.body or {}).get("replicasInfoTable") or {}
+                missing = [x for x in names if x not in table]
+                problem = (f"no metadata for broker set(s): {', '.join(missing)}" if missing
+                           else f"no broker set in cluster {cluster.strip()}" if cluster is not None and not table
+                           else None)  # fmt: skip
+                if problem and interval is None:
+                    # json mode printed the server's envelope as is (SUCCESS: RocketMQ skips unknown names)
+                    raise Failed(problem)
+                if problem:
+                    _warn(problem)
                 sys.stdout.flush()
                 if interval is None or (count is not None and n + 1 >= count):
                     return
@@ -328,6 +345,38 @@ def clean_broker_metadata(out: Out, conn: Conn, broker_name: str, ids: str | Non
         emit_document(out, doc, title="broker metadata cleaned")
 
 
+# --- per-node verbs ---------------------------------------------------------------------------------------
+
+
+def _ask_each(c: ControllerClient, method: str, path: str, addresses: Sequence[str], what: str, *,
+              keep_failed: bool = False) -> tuple[dict[str, Reply], list[click.ClickException]]:  # fmt: skip
+    """One request to each address in turn, no leader following and no retry round (a dead node costs one
+    refused connection): the answers by node (failed ones too with `keep_failed`), and the errors."""
+    answers: dict[str, Reply] = {}
+    errors: list[click.ClickException] = []
+    for address in addresses:
+        try:
+            reply = c.request(method, path, targets=[address], follow=False, retry=False)
+        except Unreachable as e:
+            errors.append(e)
+            continue
+        if reply.ok or keep_failed:
+            answers[reply.node] = reply
+        if not reply.ok:
+            errors.append(reply.failure(what))
+    return answers, errors
+
+
+def _raise_all(errors: Sequence[click.ClickException]) -> None:
+    """Every failure on stderr; the exit code is 3 if a node was unreachable, else 1."""
+    if errors:
+        final = next((e for e in errors if isinstance(e, Unreachable)), errors[-1])
+        for e in errors:
+            if e is not final:
+                e.show()
+        raise final
+
+
 # --- getControllerConfig / updateControllerConfig --------------------------------------------------------
 
 
@@ -337,21 +386,9 @@ def clean_broker_metadata(out: Out, conn: Conn, broker_name: str, ids: str | Non
 def get_controller_config(out: Out, conn: Conn) -> None:
     """Each listed controller's config: the replicated keys and its node-local keys (GET /api/v1/admin/config,
     asked of every -a address, like mqadmin)."""
-    answers: dict[str, Reply] = {}
-    errors: list[click.ClickException] = []
     with conn.client() as c:
-        for address in c.addresses:
-            try:
-                reply = c.get("/api/v1/admin/config", targets=[address], follow=False, retry=False)
-            except Unreachable as e:
-                errors.append(e)
-                continue
-            if reply.ok:
-                answers[reply.node] = reply
-            else:
-                errors.append(reply.failure("getControllerConfig"))
-                if out.mode == "json":
-                    answers[reply.node] = reply
+        answers, errors = _ask_each(c, "GET", "/api/v1/admin/config", c.addresses, "getControllerConfig",
+                                    keep_failed=out.mode == "json")  # fmt: skip
     if out.mode == "json":
         emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
     else:
@@ -363,12 +400,7 @@ def get_controller_config(out: Out, conn: Conn) -> None:
                 _write([f"============{node}============", *(f"{k:<50}=  {fmt(body[k])}" for k in sorted(body))])
             else:
                 emit_rows(out, [{"key": k, "value": body[k]} for k in sorted(body)], ["key", "value"], title=node)
-    if errors:  # every failure on stderr; the exit code is 3 if a node was unreachable, else 1
-        final = next((e for e in errors if isinstance(e, Unreachable)), errors[-1])
-        for e in errors:
-            if e is not final and isinstance(e, click.ClickException):
-                e.show()
-        raise final
+    _raise_all(errors)
 
 
 @click.command("updateControllerConfig")
@@ -402,34 +434,56 @@ def raft() -> None:
     """Online Raft operations: status, peers and lag, snapshots, leadership transfer, membership."""
 
 
-def _leader_address(c: ControllerClient) -> str:
-    reply = c.get("/api/v1/controller/metadata")
-    leader = reply.header.get("controllerLeaderAddress")
-    if not reply.ok or not leader:
-        raise Unreachable(f"no leader known to {reply.node}")
-    return str(leader)
+def _peer_http(peers: Any, peer_id: Any) -> str:
+    """The HTTP address a status body's peer list gives for `peer_id` ("" when unknown)."""
+    for p in peers or []:
+        if isinstance(p, Mapping) and p.get("id") == peer_id and p.get("httpAddress"):
+            return str(p["httpAddress"])
+    return ""
+
+
+def _status_redirect(reply: Reply) -> str | None:
+    """For `raft status --leader`: accept the leader's own answer; a follower's points at the leader it names."""
+    body = reply.body or {}
+    if body.get("role") == "leader":
+        return None
+    return _peer_http(body.get("peers"), body.get("leaderId"))
 
 
 @raft.command("status")
-@click.option("--leader", is_flag=True, help="Ask the leader rather than the first node that answers.")
+@click.option("--leader/--first", "leader", default=None,
+              help="Ask the leader (the default when several addresses are given), or the first node that answers "
+              "(the default with one address).")  # fmt: skip
 @connection_options()
 @pass_out
-def raft_status(out: Out, conn: Conn, leader: bool) -> None:
-    """One node's Raft state: role, term, leader, commit/applied index, log range, snapshot, peers."""
+def raft_status(out: Out, conn: Conn, leader: bool | None) -> None:
+    """One node's Raft state: role, term, leader, commit/applied index, log range, snapshot, peers. The first
+    lines say which node answered and its role."""
     with conn.client() as c:
-        targets = [_leader_address(c)] if leader else None
-        reply = c.get("/api/v1/raft/status", targets=targets)
+        if leader is None:
+            leader = len(c.addresses) > 1
+        # --leader: every address is asked in turn (a dead one is skipped at once) until the leader answers.
+        reply = c.get("/api/v1/raft/status", redirect=_status_redirect if leader else None)
     _check(out, reply)
     body = reply.body or {}
     peers = [p for p in body.get("peers") or [] if isinstance(p, Mapping)]
-    doc = {k: v for k, v in body.items() if k != "peers"}
+    doc = {"answeredBy": reply.node, **{k: v for k, v in body.items() if k != "peers"}}
     if out.mode == "text":
         _write([*(f"{k}\t{fmt(v)}" for k, v in doc.items()),
                 *(f"peer\t{p.get('id')}\t{fmt(p.get('httpAddress'))}\t{'voter' if p.get('voter') else 'learner'}"
                   for p in peers)])  # fmt: skip
         return
     block = Block("peers", [dict(p) for p in peers], ["id", "raftAddress", "httpAddress", "voter"])
-    _show_kv(out, reply, doc, [block], title=f"raft status of {reply.node}")
+    _show_kv(out, reply, doc, [block], title=f"raft status of {reply.node} ({body.get('role', 'unknown role')})")
+
+
+def _peers_redirect(reply: Reply) -> str | None:
+    """For `raft peers`: the leader's view; a node that knows no leader is shown as is (with a warning)."""
+    rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+    leader = next((p for p in rows if p.get("role") == "leader"), None)
+    if leader is None or not leader.get("httpAddress") or leader["httpAddress"] == reply.node:
+        return None
+    return str(leader["httpAddress"])
 
 
 PEER_COLUMNS = ("id", "role", "matchIndex", "lagEntries", "lastContactMs", "httpAddress")
@@ -442,15 +496,10 @@ PEER_COLUMNS = ("id", "role", "matchIndex", "lagEntries", "lastContactMs", "http
 def raft_peers(out: Out, conn: Conn, local: bool) -> None:
     """Every peer's role, match index, lag in entries and last contact, as the leader sees them."""
     with conn.client() as c:
-        reply = c.get("/api/v1/raft/peers")
-        _check(out, reply)
-        rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
-        leader = next((p for p in rows if p.get("role") == "leader"), None)
-        if not local and leader is not None and leader.get("httpAddress") and leader["httpAddress"] != reply.node:
-            c.say(f"{reply.node} is not the leader; asking {leader['httpAddress']}")
-            reply = c.get("/api/v1/raft/peers", targets=[str(leader["httpAddress"])])
-            _check(out, reply)
-            rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+        reply = c.get("/api/v1/raft/peers", redirect=None if local else _peers_redirect)
+    _check(out, reply)
+    rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+    leader = next((p for p in rows if p.get("role") == "leader"), None)
     if leader is None and not local:
         _warn(f"{reply.node} knows no leader: match index, lag and last contact are unknown")
     if out.mode == "json":
@@ -460,17 +509,46 @@ def raft_peers(out: Out, conn: Conn, local: bool) -> None:
 
 
 @raft.command("snapshot")
+@click.option("--all", "all_nodes", is_flag=True,
+              help="On every member of the group (their HTTP addresses from raft status), one after another.")  # fmt: skip
 @connection_options()
 @pass_out
-def raft_snapshot(out: Out, conn: Conn) -> None:
-    """Take a snapshot now on the node asked (the first that answers): its index, term, size and duration."""
+def raft_snapshot(out: Out, conn: Conn, all_nodes: bool) -> None:
+    """Take a snapshot now on the node asked (the first that answers), or on every member with --all: index,
+    term, size and duration."""
     with conn.client() as c:
+        if all_nodes:
+            _snapshot_all(out, c)
+            return
         reply = c.post("/api/v1/raft/snapshot")
     _check(out, reply, "snapshot")
     doc = {"node": reply.node, **(reply.body or {})}
     if reply.remark:  # e.g. nothing applied since the newest snapshot, which is answered instead
         doc["remark"] = reply.remark
     _show_kv(out, reply, doc, title="snapshot")
+
+
+SNAPSHOT_ALL_COLUMNS = ("node", "created", "index", "term", "bytes", "durationMs", "remark")
+
+
+def _snapshot_all(out: Out, c: ControllerClient) -> None:
+    """`raft snapshot --all`: the members from one node's raft status, then one snapshot request per member; a
+    row per member that answered, every failure on stderr (exit 3 if a member was unreachable, else 1)."""
+    status = c.get("/api/v1/raft/status")
+    _check(out, status)
+    members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+    addresses = [str(p["httpAddress"]) for p in members if p.get("httpAddress")]
+    answers, errors = _ask_each(c, "POST", "/api/v1/raft/snapshot", addresses, "snapshot",
+                                keep_failed=out.mode == "json")  # fmt: skip
+    errors += [Failed(f"snapshot: member {p.get('id')} has no known HTTP address; not asked")
+               for p in members if not p.get("httpAddress")]  # fmt: skip
+    if out.mode == "json":
+        emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
+    else:
+        rows = [{"node": node, **{k: (r.body or {}).get(k) for k in SNAPSHOT_ALL_COLUMNS[1:-1]}, "remark": r.remark}
+                for node, r in answers.items() if r.ok]  # fmt: skip
+        emit_rows(out, rows, SNAPSHOT_ALL_COLUMNS, title="snapshots taken")
+    _raise_all(errors)
 
 
 @raft.command("snapshots")

@@ -30,6 +30,7 @@ from rich.table import Table
 
 Mode = Literal["table", "json", "text"]
 MODES: tuple[Mode, ...] = ("table", "json", "text")
+UNWRAPPED_WIDTH = 10_000  # the console width off a terminal: nothing wraps
 
 
 def default_mode() -> Mode:
@@ -52,7 +53,11 @@ class Out:
 
     def console(self, stderr: bool = False) -> Console:
         # file=None: Rich looks sys.stdout/sys.stderr up at write time (click's test runner swaps them).
-        return Console(stderr=stderr, no_color=not self.color, highlight=False, emoji=False)
+        # Off a terminal (`-o table | less`, a file) Rich would wrap at 80 columns: there tables take the
+        # width they need instead, unless COLUMNS says otherwise.
+        stream = sys.stderr if stderr else sys.stdout
+        width = None if stream.isatty() or os.environ.get("COLUMNS") else UNWRAPPED_WIDTH
+        return Console(stderr=stderr, no_color=not self.color, highlight=False, emoji=False, width=width)
 
 
 @dataclass

@@ -130,7 +130,9 @@ def classify(path: str | os.PathLike[str]) -> Source:
         return Source(p, "logdir", parent if p.name == LOG_DIR and _is_data_dir(parent) else None, p)
     if p.name == SNAPSHOT_DIR or any(SNAPSHOT_NAME.fullmatch(n) for n in os.listdir(p)):
         return Source(p, "snaproot", parent if p.name == SNAPSHOT_DIR and _is_data_dir(parent) else None, p)
-    raise BadUsage(f"{p}: not a data dir, snapshot root, snapshot_<N> dir or log dir")
+    inside = sorted(n for n in os.listdir(p) if (p / n).is_dir() and _is_data_dir(p / n))
+    hint = f"; it holds the data dirs {', '.join(inside)}: pass one, e.g. {p / inside[0]}" if inside else ""
+    raise BadUsage(f"{p}: not a data dir, snapshot root, snapshot_<N> dir or log dir{hint}")
 
 
 def storage(root: Path) -> SnapshotStorage:

@@ -67,6 +67,31 @@ async def test_admin_sync_state_data_and_designated_election(node: Node, unique:
     M.ElectMasterAnswer.model_validate(env)
 
 
+async def test_admin_broker_sets_lists_every_set_of_a_cluster_or_of_all(node: Node, unique: Counter) -> None:
+    cluster, other = unique("cluster"), unique("cluster")
+    a, b, c = unique("broker"), unique("broker"), unique("broker")
+    await register(node, cluster, a, 1, "10.4.0.1:10911")
+    await register(node, cluster, b, 1, "10.4.0.2:10911")
+    await register(node, other, c, 1, "10.4.0.3:10911")
+    await node.ok("POST", "/api/v1/controller/elect-master", json={"clusterName": cluster, "brokerName": a, "brokerId": 1})
+
+    env = await node.ok("GET", f"{ADMIN}/broker-sets?clusterName={cluster}", token=True)
+    table = M.SyncStateDataAnswer.model_validate(env).body.replicasInfoTable  # type: ignore[union-attr]
+    assert list(table) == sorted([a, b])
+    assert table[a].masterBrokerId == 1 and [r.brokerId for r in table[a].inSyncReplicas] == [1]
+    assert table[b].masterBrokerId is None and [r.brokerAddress for r in table[b].notInSyncReplicas] == ["10.4.0.2:10911"]
+    # the same rows as 1006 asked by name
+    named = await node.ok("POST", f"{ADMIN}/sync-state-data", token=True, json={"brokerNames": [a, b]})
+    assert env["body"] == named["body"]
+
+    everything = (await node.ok("GET", f"{ADMIN}/broker-sets", token=True))["body"]["replicasInfoTable"]
+    assert {a, b, c} <= set(everything)
+    empty = await node.ok("GET", f"{ADMIN}/broker-sets?clusterName={unique('cluster')}", token=True)
+    assert (empty["code"], empty["body"]) == (0, {"replicasInfoTable": {}})
+    r = await node.client.get(f"{ADMIN}/broker-sets")  # admin endpoints need the token
+    assert r.status_code == 401
+
+
 async def test_admin_clean_broker_metadata(node: Node, unique: Counter) -> None:
     name = unique("broker")
     await register(node, "c1", name, 1, "10.2.0.1:10911")

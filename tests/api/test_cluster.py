@@ -64,6 +64,7 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/api/v1/controller/replica-info", {"brokerName": "b"}),
     ("POST", "/api/v1/controller/next-broker-id", {"clusterName": "c", "brokerName": "b"}),
     ("POST", "/api/v1/admin/sync-state-data", {"brokerNames": ["b"]}),
+    ("GET", "/api/v1/admin/broker-sets?clusterName=c", None),
     ("POST", "/api/v1/raft/transfer-leader", {}),
     ("POST", "/api/v1/raft/peers", {"id": "127.0.0.1:1"}),
 ]

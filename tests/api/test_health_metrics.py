@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,16 @@ async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None
         assert value(samples, "election_total", cluster="sc", broker_set="s", election_result="new_master_elected") == 2
         assert value(samples, "active_broker_num", cluster="sc", broker_set="s") == 1
         assert value(samples, "controllerd_inactive_broker_scans_total") == 1
+
+
+async def test_docs_load_swagger_ui_and_redoc_from_the_node_itself_not_a_cdn(node: Node) -> None:
+    for page, assets in (("/docs", ("swagger-ui-bundle.js", "swagger-ui.css")), ("/redoc", ("redoc.standalone.js",))):
+        r = await node.client.get(page)
+        assert r.status_code == 200
+        urls = re.findall(r'(?:src|href)=["\']?([^"\'\s>]+)', r.text) + re.findall(r"url: ?'([^']+)'", r.text)
+        assert urls and all(u.startswith("/") for u in urls), urls  # no http(s):// anywhere: works air-gapped
+        for name in assets:
+            assert f"/docs-assets/{name}" in urls
+            asset = await node.client.get(f"/docs-assets/{name}")
+            assert asset.status_code == 200 and len(asset.content) > 10_000
+    assert (await node.client.get("/openapi.json")).json()["info"]["title"] == "controllerd"

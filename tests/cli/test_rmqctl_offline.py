@@ -258,6 +258,13 @@ def test_snapshot_verify_all_good(fx: Fixture) -> None:
     assert "ok" in rmqctl("snapshot", "verify", fx.root, "-o", "table").stdout
 
 
+def test_the_parent_of_the_local_clusters_data_dirs_is_refused_naming_one_to_pass(fx: Fixture) -> None:
+    r = rmqctl("snapshot", "verify", fx.root.parent)  # `make run` keeps data/n1, data/n2, ...: `data` is none
+    assert r.exit_code == 2
+    assert norm(r.stderr, fx) == ("rmqctl: usage error: <tmp>: not a data dir, snapshot root, snapshot_<N> dir or "
+                                  "log dir; it holds the data dirs node: pass one, e.g. <tmp>/node\n")  # fmt: skip
+
+
 def test_snapshot_verify_names_the_flipped_section_byte(fx: Fixture) -> None:
     data = fx.snapshot_dir(16) / "data"
     with SnapshotReader(data) as reader:

@@ -337,14 +337,15 @@ controller config updated
     ),
     "raft status": Golden(
         ("raft", "status"), ("GET", "/api/v1/raft/status"),
-        f"nodeId{T}127.0.0.1:9880\ngroup{T}jRaft-Controller\nrole{T}leader\nterm{T}7\nleaderId{T}127.0.0.1:9880\n"
+        f"answeredBy{T}127.0.0.1:9770\nnodeId{T}127.0.0.1:9880\ngroup{T}jRaft-Controller\nrole{T}leader\nterm{T}7\nleaderId{T}127.0.0.1:9880\n"
         f"commitIndex{T}1042\nappliedIndex{T}1042\nfirstLogIndex{T}901\nlastLogIndex{T}1042\n"
         f"lastSnapshotIndex{T}900\nlastSnapshotTerm{T}6\n"
         f"peer{T}127.0.0.1:9880{T}127.0.0.1:9770{T}voter\npeer{T}127.0.0.1:9881{T}127.0.0.1:9771{T}voter\n"
         f"peer{T}127.0.0.1:9882{T}127.0.0.1:9772{T}voter\n",
         """\
-raft status of 127.0.0.1:9770
+raft status of 127.0.0.1:9770 (leader)
 
+  AnsweredBy          127.0.0.1:9770
   NodeId              127.0.0.1:9880
   Group               jRaft-Controller
   Role                leader
@@ -598,6 +599,15 @@ def test_without_a_leader_anywhere_rounds_back_off_and_exit_3_at_the_deadline(cl
     assert cluster.nodes_asked() == [L, F1] * 8
 
 
+def test_a_lost_majority_is_no_leader_naming_each_node(cluster: Cluster) -> None:
+    cluster.nodes = {L: {}}  # F1 is down; L answers that it knows no leader
+    cluster.fallback = not_leader(None)
+    r = rmqctl("kv", "put", "ns", "k", "v", "-a", f"{L};{F1}", "--timeout", "5")
+    assert r.exit_code == 3
+    assert r.stderr == (f"rmqctl: unreachable: no leader within 5s ({L}: not leader (leader: unknown); "
+                        f"{F1}: ConnectError: [Errno 111] Connection refused)\n")  # fmt: skip
+
+
 def test_all_nodes_down_is_exit_3_naming_each_error(cluster: Cluster) -> None:
     r = rmqctl("getControllerMetaData", "-a", f"{L};{F1}", "--timeout", "1")
     assert r.exit_code == 3
@@ -797,6 +807,23 @@ def test_get_sync_state_set_of_an_unknown_broker_set_prints_the_rest_and_exits_1
     assert r.stderr == "rmqctl: error: no metadata for broker set(s): broker-x\n"
 
 
+def test_get_sync_state_set_of_a_cluster_or_of_all_lists_every_broker_set(leader: Cluster) -> None:
+    leader.nodes[L][("GET", "/api/v1/admin/broker-sets?clusterName=DefaultCluster")] = SYNC
+    leader.nodes[L][("GET", "/api/v1/admin/broker-sets")] = SYNC
+    leader.nodes[L][("GET", "/api/v1/admin/broker-sets?clusterName=nope")] = envelope(body={"replicasInfoTable": {}})
+    r = rmqctl("getSyncStateSet", "-a", f"{F1},{L}", "-c", "DefaultCluster")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == GOLDEN["getSyncStateSet"].text
+    assert [(s.node, s.path) for s in leader.sent] == [(F1, "/api/v1/admin/broker-sets?clusterName=DefaultCluster"),
+                                                       (L, "/api/v1/admin/broker-sets?clusterName=DefaultCluster")]  # fmt: skip
+    assert rmqctl("getSyncStateSet", "-a", L, "--all").stdout == GOLDEN["getSyncStateSet"].text
+    r = rmqctl("getSyncStateSet", "-a", L, "-c", "nope")
+    assert (r.exit_code, r.stdout, r.stderr) == (1, "", "rmqctl: error: no broker set in cluster nope\n")
+    for args in (("-c", "c1", "-b", "broker-a"), ("--all", "-c", "c1"), ()):
+        r = rmqctl("getSyncStateSet", "-a", L, *args)
+        assert (r.exit_code, r.stderr) == (2, "rmqctl: usage error: pass one of -b NAME[,NAME...], -c CLUSTER or --all\n")
+
+
 def test_get_controller_config_asks_every_listed_node(leader: Cluster) -> None:
     leader.nodes[F1][("GET", "/api/v1/admin/config")] = envelope(body={"electMasterMaxRetryCount": "3"})
     r = rmqctl("getControllerConfig", "-a", f"{L};{F1}")
@@ -831,14 +858,95 @@ def test_raft_peers_asks_the_leader_when_a_follower_answers(leader: Cluster) -> 
     assert leader.nodes_asked() == [F1]
 
 
+def follower_status(node: str, leader_id: str | None) -> dict[str, Any]:
+    return envelope(body={**STATUS["body"], "nodeId": RAFT[node], "role": "follower", "leaderId": leader_id})
+
+
 def test_raft_status_leader_asks_the_leader(leader: Cluster) -> None:
-    leader.nodes[F1][("GET", "/api/v1/controller/metadata")] = META
-    leader.nodes[F1][("GET", "/api/v1/raft/status")] = envelope(body={**STATUS["body"], "role": "follower"})
+    leader.nodes[F1][("GET", "/api/v1/raft/status")] = follower_status(F1, RAFT[L])
     assert f"role{T}follower" in rmqctl("raft", "status", "-a", F1).stdout
     leader.sent.clear()
     r = rmqctl("raft", "status", "-a", F1, "--leader")
-    assert f"role{T}leader" in r.stdout
-    assert [(s.node, s.path) for s in leader.sent] == [(F1, "/api/v1/controller/metadata"), (L, "/api/v1/raft/status")]
+    assert r.stdout.splitlines()[:4] == [f"answeredBy{T}{L}", f"nodeId{T}{RAFT[L]}", f"group{T}jRaft-Controller",
+                                         f"role{T}leader"]  # fmt: skip
+    assert [(s.node, s.path) for s in leader.sent] == [(F1, "/api/v1/raft/status"), (L, "/api/v1/raft/status")]
+
+
+def test_raft_status_with_several_addresses_asks_the_leader_unless_told_first(leader: Cluster) -> None:
+    leader.nodes[F1][("GET", "/api/v1/raft/status")] = follower_status(F1, RAFT[L])
+    r = rmqctl("raft", "status", "-a", f"{F1},{L}")
+    assert r.exit_code == 0, r.stderr
+    assert f"answeredBy{T}{L}" in r.stdout and f"role{T}leader" in r.stdout
+    leader.sent.clear()
+    r = rmqctl("-o", "table", "raft", "status", "-a", f"{F1},{L}", "--first")
+    assert table(r).startswith(f"raft status of {F1} (follower)\n\n  AnsweredBy          {F1}\n")
+    assert leader.nodes_asked() == [F1]
+
+
+def test_raft_status_leader_moves_past_a_killed_leader_at_once(cluster: Cluster) -> None:
+    # L was SIGKILLed (refuses connections); F1 has not noticed yet and still names it; F2 won the election.
+    cluster.nodes = {F1: {("GET", "/api/v1/raft/status"): follower_status(F1, RAFT[L])},
+                     F2: {("GET", "/api/v1/raft/status"): envelope(body={**STATUS["body"], "nodeId": RAFT[F2],
+                                                                         "leaderId": RAFT[F2], "term": 8})}}  # fmt: skip
+    start = cluster.time.now
+    r = rmqctl("raft", "status", "-a", f"{L},{F1},{F2}", "--leader")
+    assert r.exit_code == 0, r.stderr
+    assert f"answeredBy{T}{F2}" in r.stdout and f"role{T}leader" in r.stdout
+    assert cluster.nodes_asked() == [L, F1, F2]  # the dead L once, not again when F1 names it
+    assert cluster.time.sleeps == [] and cluster.time.now == start
+
+
+def test_raft_status_leader_waits_out_an_election_in_rounds_not_on_one_dead_address(cluster: Cluster) -> None:
+    elected = iter([follower_status(F2, None), envelope(body={**STATUS["body"], "nodeId": RAFT[F2], "leaderId": RAFT[F2]})])
+    cluster.nodes = {F1: {("GET", "/api/v1/raft/status"): follower_status(F1, RAFT[L])},
+                     F2: {("GET", "/api/v1/raft/status"): lambda _request: next(elected)}}  # fmt: skip
+    r = rmqctl("raft", "status", "-a", f"{L},{F1},{F2}")
+    assert r.exit_code == 0, r.stderr
+    assert f"answeredBy{T}{F2}" in r.stdout
+    assert cluster.time.sleeps == [0.1]  # one backoff between two rounds, then the new leader answers
+    assert cluster.nodes_asked() == [L, F1, F2, L, F1, F2]
+
+
+def test_a_connection_attempt_gives_up_after_the_connect_timeout(leader: Cluster) -> None:
+    seen: list[dict[str, float]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"])
+        return leader.handler(request)
+
+    hooks = Hooks(transport=httpx.MockTransport(handler), clock=leader.time.clock, sleep=leader.time.sleep)
+    with ControllerClient([L], timeout_s=30, hooks=hooks) as c:
+        c.get("/api/v1/raft/status")
+    assert seen[0]["connect"] == client_module.CONNECT_TIMEOUT_S < 30 == seen[0]["read"]
+
+
+def test_raft_peers_skips_a_dead_leader_a_follower_still_names(cluster: Cluster) -> None:
+    cluster.nodes = {F1: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS}, F2: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS}}
+    r = rmqctl("raft", "peers", "-a", f"{F1},{F2}", "--timeout", "2")
+    assert r.exit_code == 3  # nobody can give the leader's view; each round costs two refused connections
+    assert cluster.nodes_asked()[:4] == [F1, L, F2, L]
+    assert sum(cluster.time.sleeps) == pytest.approx(2.0)
+
+
+def test_raft_snapshot_all_asks_every_member(leader: Cluster) -> None:
+    leader.nodes[F1][("POST", "/api/v1/raft/snapshot")] = envelope(body={**SNAP["body"], "index": 1041})
+    del leader.nodes[F2]  # down
+    r = rmqctl("-o", "text", "raft", "snapshot", "--all", "-a", L)
+    assert r.exit_code == 3
+    assert r.stdout == (f"#Node{T}#Created{T}#Index{T}#Term{T}#Bytes{T}#DurationMs{T}#Remark\n"
+                        f"{L}{T}true{T}1042{T}7{T}18234{T}12.5{T}null\n{F1}{T}true{T}1041{T}7{T}18234{T}12.5{T}null\n")  # fmt: skip
+    assert r.stderr.startswith(f"rmqctl: unreachable: no controller could serve the request within 10s ({F2}: ConnectError")
+    assert leader.nodes_asked() == [L, L, F1, F2]  # the status, then one request per member, no retry round
+    assert leader.time.sleeps == []
+
+
+def test_table_output_off_a_terminal_does_not_wrap_long_values(leader: Cluster) -> None:
+    long = "x" * 300
+    leader.nodes[L][("GET", "/api/v1/kv/ns/k")] = envelope(body={"value": long})
+    r = rmqctl("-o", "table", "kv", "get", "ns", "k", "-a", L, env={"COLUMNS": None})  # piped, no COLUMNS
+    assert f"Value   {long}" in r.stdout
+    narrow = rmqctl("-o", "table", "kv", "get", "ns", "k", "-a", L, env={"COLUMNS": "80"})  # as told
+    assert long not in narrow.stdout and long[:60] in narrow.stdout
 
 
 def test_raft_snapshot_shows_the_servers_remark(leader: Cluster) -> None:

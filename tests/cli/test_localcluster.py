@@ -1,0 +1,178 @@
+"""`controllerd local-cluster` (make run) as real processes: SIGINT and SIGHUP stop every node even when the
+supervisor was started with SIGINT ignored (a background job of a non-interactive shell), one node is
+stopped and restarted through the control socket, and a node that fails to start has its error printed.
+One-node clusters on free loopback ports: each test is bounded by its own deadlines."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cli.localcluster import LocalNode, last_errors, socket_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTROLLERD = [sys.executable, "-m", "cli.controllerd"]
+
+
+def consecutive_free_ports(n: int) -> int:
+    """A first port such that `n` ports from it are free on 127.0.0.1."""
+    for _ in range(200):
+        base = random.randrange(20000, 60000)
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+@pytest.fixture
+def data() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="lc") as d:  # short: the control socket lives in it
+        yield os.path.join(d, "data")
+
+
+def supervisor(data: str, *, ignore_sigint: bool = False, http_port: int | None = None) -> subprocess.Popen[str]:
+    base = consecutive_free_ports(2)
+    args = [*CONTROLLERD, "local-cluster", "--data", data, "--nodes", "1", "--raft-port", str(base),
+            "--http-port", str(http_port or base + 1), "--election-ms", "300"]  # fmt: skip
+    if ignore_sigint:  # what `cmd &` in a script does: the job starts with SIGINT ignored
+        args = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *args]
+    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+
+
+def read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60) -> list[str]:
+    """stdout lines up to the one containing `marker` (the supervisor prints it once the cluster is ready)."""
+    deadline = time.monotonic() + timeout
+    lines: list[str] = []
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if marker in line:
+            return lines
+    proc.kill()
+    raise AssertionError(f"no {marker!r} from the supervisor: {lines} {proc.stderr.read() if proc.stderr else ''}")
+
+
+def node_pid(lines: list[str]) -> int:
+    row = next(line for line in lines if line.startswith("  n1  pid "))
+    return int(row.split()[2])
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def control(data: str, *verb: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CONTROLLERD, "local-cluster", "--data", data, *verb], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored(data: str, sig: int) -> None:
+    proc = supervisor(data, ignore_sigint=True)
+    try:
+        lines = read_until(proc, "Ctrl-C stops the cluster.")
+        pid = node_pid(lines)
+        assert any(line.strip() == f"data {data}/n1  log {data}/logs/n1.log" for line in lines)
+        os.killpg(proc.pid, sig)  # `kill -INT -PGID`, or the terminal hanging up
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out.rstrip().endswith("stopped.")
+    assert f"{signal.Signals(sig).name}: stopping the cluster" in err
+    assert gone(pid)
+    assert not os.path.exists(socket_path(data))
+
+
+def test_one_node_is_stopped_started_and_restarted_through_the_control_socket(data: str) -> None:
+    proc = supervisor(data)
+    try:
+        first = node_pid(read_until(proc, "Ctrl-C stops the cluster."))
+        status = control(data, "status")
+        assert status.returncode == 0, status.stderr
+        assert status.stdout.splitlines()[0].startswith(f"  n1  pid {first}  http://127.0.0.1:")
+        assert status.stdout.splitlines()[0].endswith("<- leader")
+
+        restarted = control(data, "restart", "n1")
+        assert restarted.returncode == 0, restarted.stderr
+        assert restarted.stdout.splitlines()[:2] == ["n1 stopped (exit 0)", "n1 started, ready"]
+        second = int(restarted.stdout.splitlines()[2].split()[2])
+        assert second != first and gone(first)
+
+        stopped = control(data, "stop", "n1")
+        assert (stopped.returncode, stopped.stdout) == (0, "n1 stopped (exit 0)\n")
+        assert gone(second)
+        again = control(data, "stop", "n1")
+        assert (again.returncode, again.stdout) == (1, "n1 is not running\n")
+        assert control(data, "status").stdout.splitlines()[0].startswith("  n1  stopped  http://")
+        unknown = control(data, "restart", "n7")
+        assert (unknown.returncode, unknown.stdout) == (1, "no node 'n7'; the nodes are n1\n")
+        started = control(data, "start", "n1")
+        assert started.returncode == 0 and started.stdout.startswith("n1 started, ready\n")
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    late = control(data, "status")
+    assert late.returncode == 1 and "no local cluster is running on" in late.stderr
+
+
+def test_a_node_that_cannot_start_has_its_last_error_lines_printed(data: str) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        proc = supervisor(data, http_port=taken.getsockname()[1])
+        out, err = proc.communicate(timeout=60)
+    finally:
+        taken.close()
+    assert proc.returncode == 1
+    assert "the cluster did not start (stopped: n1 (exit 1))" in err
+    assert f"n1 exited (exit 1); its last log lines ({data}/logs/n1.log):" in err
+    assert "Address already in use" in err.split("its last log lines", 1)[1]
+
+
+def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
+    log = tmp_path / "n1.log"
+    old = '{"level":"error","msg":"from an earlier run"}\n'
+    log.write_text(old + 'controllerd: warning: x.conf: jRaftClusterSecret is not set\n'
+                   '{"level":"info","msg":"starting"}\n'
+                   '{"level":"error","msg":"the controller failed","exc":"Traceback ...\\nOSError: disk full"}\n'
+                   'Traceback (most recent call last):\n')  # fmt: skip
+    node = LocalNode("n1", "r", "h", "c", str(log), "d", log_offset=len(old))
+    assert last_errors(node) == ["error: the controller failed (OSError: disk full)", "Traceback (most recent call last):"]
+    log.write_text('{"level":"info","msg":"starting"}\n{"level":"warning","msg":"slow disk"}\n')
+    assert last_errors(LocalNode("n1", "r", "h", "c", str(log), "d"), limit=1) == ["warning: slow disk"]
