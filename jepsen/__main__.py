@@ -1,6 +1,6 @@
 """`python -m jepsen`: the Jepsen suite's command line (docs/jepsen.md).
 
-    python -m jepsen check HISTORY [--out results.json] [--budget SECONDS]
+    python -m jepsen check HISTORY [--out results.json] [--budget SECONDS] [--shrink-budget SECONDS]
 
 Exit codes (docs/jepsen.md): 0 valid, 1 invalid, 2 unknown, 3 malformed input. A bad command line or an
 unreadable file counts as malformed input too (3), so that 2 always means "unknown".
@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from jepsen.checker import EXIT_CODE, EXIT_MALFORMED, CheckOptions, check_history, summary
-from jepsen.checker.linearizable import DEFAULT_BUDGET_S, DEFAULT_MAX_CONFIGS
+from jepsen.checker.linearizable import DEFAULT_BUDGET_S, DEFAULT_MAX_CONFIGS, DEFAULT_SHRINK_BUDGET_S
 from jepsen.history import HistoryError, read_history
 
 
@@ -73,7 +73,14 @@ def cli() -> None:
     show_default=True,
     help="Configurations the linearizability search may cache before it answers 'unknown'.",
 )
-def check(history: Path, out: Path | None, budget: float, max_configs: int) -> int:
+@click.option(
+    "--shrink-budget",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_SHRINK_BUDGET_S,
+    show_default=True,
+    help="Seconds for shrinking the counterexamples of invalid keys, after every verdict is known.",
+)
+def check(history: Path, out: Path | None, budget: float, max_configs: int, shrink_budget: float) -> int:
     """Check HISTORY (history.jsonl) with the checkers of the workloads found in it.
 
     Prints a one-screen summary and writes the results JSON. Exits 0 when valid, 1 when invalid,
@@ -81,7 +88,9 @@ def check(history: Path, out: Path | None, budget: float, max_configs: int) -> i
     """
     try:
         hist = read_history(history)
-        results = check_history(hist, CheckOptions(budget_s=budget, max_configs=max_configs))
+        results = check_history(
+            hist, CheckOptions(budget_s=budget, max_configs=max_configs, shrink_budget_s=shrink_budget)
+        )
     except HistoryError as e:
         click.echo(f"{history}: {e}", err=True)
         return EXIT_MALFORMED

@@ -64,7 +64,8 @@ class Op:
 
     `type` is the completion's type; an invoke the history never completes counts as `info` (its outcome is
     unknown) with `complete_time` None. `value` is what the invoke carried, `result` what the completion
-    carried (the value read, for an ok read).
+    carried (the value read, for an ok read), `extra` the completion's other fields (such as `node`,
+    `error`, or `current` of a cas that did not apply).
     """
 
     index: int
@@ -78,6 +79,7 @@ class Op:
     complete_time: int | None
     invoke_line: int
     complete_line: int | None
+    extra: dict[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def end(self) -> float:
@@ -91,8 +93,9 @@ class Op:
         return f"{self.invoke_line}" if self.complete_line is None else f"{self.invoke_line}-{self.complete_line}"
 
     def to_json(self) -> dict[str, Any]:
-        """`value` is the invoke's value, `result` the completion's; `lines` the two line numbers."""
-        return {
+        """`value` is the invoke's value, `result` the completion's; `lines` the two line numbers; `extra`
+        (only when there is any) the completion's other fields."""
+        out: dict[str, Any] = {
             "index": self.index,
             "process": self.process,
             "type": self.type,
@@ -104,6 +107,9 @@ class Op:
             "complete_time": self.complete_time,
             "lines": [self.invoke_line, self.complete_line],
         }
+        if self.extra:
+            out["extra"] = self.extra
+        return out
 
     @classmethod
     def from_json(cls, o: dict[str, Any]) -> Op:
@@ -119,6 +125,7 @@ class Op:
             complete_time=o["complete_time"],
             invoke_line=o["lines"][0],
             complete_line=o["lines"][1],
+            extra=o.get("extra") or {},
         )
 
 
@@ -249,6 +256,7 @@ def pair_ops(records: Iterable[Record]) -> tuple[list[Op], list[Record]]:
                 complete_time=None if done is None else done.time,
                 invoke_line=inv.line,
                 complete_line=None if done is None else done.line,
+                extra={} if done is None else done.extra,
             )
         )
     return ops, nemesis

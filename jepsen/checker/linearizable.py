@@ -3,7 +3,9 @@
 P-compositional: linearizability is local (Herlihy & Wing), so each key is checked on its own with the
 WGL search (`wgl.py`) against the KV register model. Failed ops surely did not happen and are dropped; a
 read whose outcome is unknown constrains nothing and is dropped; any other op whose outcome is unknown
-may take effect at any time after its call, or never.
+may take effect at any time after its call, or never. A cas whose precondition failed is no failed op:
+it happened and saw the register hold something other than what it expected (an ok cas with the result
+false, as in Porcupine's etcd model, and the value it saw when the history has it).
 
 Timed-out writes nobody ever reads are dropped before the search (models.unobserved): with unique
 written values they can never matter, and each one would double the configurations to explore.
@@ -12,6 +14,10 @@ When a key is not linearizable, the checker reports the op the search could not 
 state after the longest linearizable prefix, the ops concurrent with it, and the smallest failing
 window: the ops returning after some time e, up to that op, which are not linearizable from any state
 the ops called before e could have left (`smallest_window`). That window alone is a counterexample.
+
+Verdicts come first: every key is judged within the check budget. Only then are counterexamples shrunk,
+within a budget of their own, so a slow shrink never makes any key `unknown`. A shrink cut short keeps
+the smallest failing window found so far (at worst the whole prefix, which the search proved invalid).
 """
 
 from __future__ import annotations
@@ -23,13 +29,26 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jepsen.checker.models import CAS, DELETE, READ, WRITE, Action, Model, RegisterModel, describe_action, unobserved
+from jepsen.checker.models import (
+    CAS,
+    CAS_NOT_APPLIED,
+    DELETE,
+    READ,
+    UNRECORDED,
+    WRITE,
+    Action,
+    Model,
+    RegisterModel,
+    describe_action,
+    unobserved,
+)
 from jepsen.checker.models import FAIL as MODEL_FAIL
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID, Call, SearchResult, combine, search
-from jepsen.history import FAIL, INFO, Key, Op
+from jepsen.history import FAIL, INFO, OK, Key, Op
 
 NAME = "linearizability"
 DEFAULT_BUDGET_S = 60.0
+DEFAULT_SHRINK_BUDGET_S = 30.0  # for all counterexamples of one check, after every verdict is known
 DEFAULT_MAX_CONFIGS = 5_000_000  # about a gigabyte of cached configurations at most
 _MAX_LISTED = 20  # ops listed in the prefix and concurrent parts of a counterexample
 _MAX_WINDOW = 500
@@ -37,7 +56,7 @@ _MAX_WINDOW = 500
 
 def register_action(op: Op) -> Action | None:
     """The model action of a register op, or None when the op constrains nothing (failed, or a read
-    with an unknown outcome)."""
+    with an unknown outcome). An ok cas whose result is false did not apply: it observed the register."""
     if op.type == FAIL:
         return None
     if op.f == "read":
@@ -46,6 +65,8 @@ def register_action(op: Op) -> Action | None:
         return (WRITE, op.value, None)
     if op.f == "cas":
         expected, new = op.value
+        if op.type == OK and op.result is False:
+            return (CAS_NOT_APPLIED, expected, op.extra.get("current", UNRECORDED))
         return (CAS, expected, new)
     if op.f == "delete":
         deleted = op.result if op.type != INFO and isinstance(op.result, bool) else None
@@ -92,24 +113,34 @@ def check_register(
     ops: Iterable[Op],
     *,
     budget_s: float = DEFAULT_BUDGET_S,
+    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S,
     model: Model | None = None,
     action: Callable[[Op], Any] = register_action,
     prune: Callable[[list[Any]], list[bool]] | None = unobserved,
     max_configs: int = DEFAULT_MAX_CONFIGS,
 ) -> LinearizabilityResult:
-    """Check every key of a register history. `budget_s` bounds the whole check; keys not finished in
-    time are `unknown`. `prune` tells which actions' effects nothing observes (see models.unobserved):
-    such ops are dropped when their outcome is unknown."""
+    """Check every key of a register history. `budget_s` bounds the verdicts; keys not judged in time are
+    `unknown`. Then `shrink_budget_s` bounds the shrinking of every invalid key's counterexample, each key
+    getting an equal share of what is left. `prune` tells which actions' effects nothing observes (see
+    models.unobserved): such ops are dropped when their outcome is unknown."""
     started = time.monotonic()
     deadline = started + budget_s
     model = model or RegisterModel()
     by_key: dict[Key, list[Op]] = defaultdict(list)
     for op in ops:
         by_key[op.key].append(op)
-    results = []
-    for key in sorted(by_key, key=repr):
-        results.append(check_key(key, by_key[key], model, action, prune, deadline, max_configs))
+    keys = sorted(by_key, key=repr)
+    judged = [check_key(key, by_key[key], model, action, prune, deadline, max_configs) for key in keys]
+    to_shrink = [(out, shrink) for out, shrink in judged if shrink is not None]
+    shrink_deadline = time.monotonic() + shrink_budget_s
+    for n, (out, shrink) in enumerate(to_shrink):
+        now = time.monotonic()
+        out.failure = shrink(now + max(shrink_deadline - now, 0.0) / (len(to_shrink) - n))
+    results = [out for out, _ in judged]
     return LinearizabilityResult(combine(r.verdict for r in results), results, time.monotonic() - started)
+
+
+Shrink = Callable[[float], dict[str, Any]]
 
 
 def check_key(
@@ -120,7 +151,9 @@ def check_key(
     prune: Callable[[list[Any]], list[bool]] | None,
     deadline: float,
     max_configs: int,
-) -> KeyResult:
+) -> tuple[KeyResult, Shrink | None]:
+    """The verdict of one key, and when it is invalid, a function of a deadline that builds its
+    counterexample (the verdict does not wait for the shrinking)."""
     kept = [(op, a) for op in key_ops if (a := action(op)) is not None]
     if prune is not None:
         droppable = prune([a for _, a in kept])
@@ -136,10 +169,11 @@ def check_key(
         if res.verdict != INVALID:
             res = doomed
     out = KeyResult(key, res.verdict, len(kept), res.configs, res.reason)
-    if res.verdict == INVALID:
-        assert res.failed is not None
-        out.failure = _counterexample(key, [op for op, _ in kept], calls, res, model, deadline, max_configs)
-    return out
+    if res.verdict != INVALID:
+        return out, None
+    assert res.failed is not None
+    ops = [op for op, _ in kept]
+    return out, lambda shrink_deadline: _counterexample(key, ops, calls, res, model, shrink_deadline, max_configs)
 
 
 QUICK_SEARCH_CONFIGS = 50_000
@@ -176,9 +210,9 @@ def _counterexample(
     f = ops[res.failed]
     prefix = [ops[i] for i in res.prefix]
     if res.reason == FAILS_FROM_ANY_STATE:  # the op alone is the smallest failing window
-        window, cut = [res.failed], None
+        window = Window([res.failed], None, minimal=True)
     else:
-        window, _, cut = smallest_window(calls, res.failed, model, deadline, max_configs)
+        window = smallest_window(calls, res.failed, model, deadline, max_configs)
     concurrent = [o for o in ops if o is not f and o.invoke_time <= f.end and f.invoke_time <= o.end]
     return {
         "key": key,
@@ -187,16 +221,27 @@ def _counterexample(
         "linearized": [o.to_json() for o in prefix[-_MAX_LISTED:]],
         "linearized_count": len(prefix),
         "concurrent": [o.to_json() for o in concurrent[:_MAX_LISTED]],
-        "window": [ops[i].to_json() for i in window[:_MAX_WINDOW]],
-        "window_count": len(window),
-        "window_from": cut,
+        "window": [ops[i].to_json() for i in window.ops[:_MAX_WINDOW]],
+        "window_count": len(window.ops),
+        "window_from": window.cut,
+        "window_minimal": window.minimal,
     }
 
 
-def smallest_window(
-    calls: Sequence[Call], failed: int, model: Model, deadline: float, max_configs: int
-) -> tuple[list[int], SearchResult, float | None]:
-    """The shortest non-linearizable window ending at the return of `calls[failed]`.
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A failing window: `ops` (indices into the calls) returning after `cut` (None: the whole prefix).
+    `minimal` is False when the shrink budget ran out first: the window fails on its own, but a later cut
+    (a smaller window) may fail too."""
+
+    ops: list[int]
+    cut: float | None
+    minimal: bool
+
+
+def smallest_window(calls: Sequence[Call], failed: int, model: Model, deadline: float, max_configs: int) -> Window:
+    """The shortest non-linearizable window ending at the return of `calls[failed]`, the op the search of
+    `calls` could not get past.
 
     The history is cut at that return T: later calls are dropped and ops still in flight at T become
     optional (the search proved this prefix invalid). A window after time e keeps the ops returning after
@@ -204,45 +249,50 @@ def smallest_window(
     by e), and the window starts from any state the ops called by e could have left
     (`model.unknown_state`). If the history is linearizable, so is every such window: a failing window
     is a counterexample on its own. A window only fails more as e moves back, so a gallop and a bisection
-    over the return times find the latest e that still fails. Returns (indices into calls, the search on
-    that window, e or None when only the whole prefix fails).
+    over the return times find the latest e that still fails. Past `deadline` (or `max_configs` in one
+    search) it stops and answers the latest cut known to fail, or the whole prefix, as not minimal.
     """
     t_end = calls[failed].end
     cuts = sorted({c.end for c in calls if c.end < calls[failed].invoke})
+    tried: dict[int, str] = {}
 
-    def window_at(e: float | None) -> tuple[list[int], SearchResult]:
-        chosen, window, init = cut_window(calls, t_end, e, model)
-        return chosen, search(window, model, init, deadline=deadline, max_configs=max_configs)
-
-    tried: dict[int, tuple[list[int], SearchResult]] = {}
-
-    def fails(k: int) -> bool:
+    def verdict(k: int) -> str:
         if k not in tried:
-            tried[k] = window_at(cuts[k])
-        return tried[k][1].verdict == INVALID
+            if time.monotonic() >= deadline:
+                return UNKNOWN
+            _, window, init = cut_window(calls, t_end, cuts[k], model)
+            tried[k] = search(window, model, init, deadline=deadline, max_configs=max_configs).verdict
+        return tried[k]
+
+    def found(k: int | None, minimal: bool) -> Window:
+        cut = None if k is None else cuts[k]
+        return Window(cut_window(calls, t_end, cut, model)[0], cut, minimal)
 
     hi = len(cuts)  # cuts[hi:] are known not to fail
-    found = None
+    lo = None  # the latest cut known to fail
     step = 1
     while hi > 0:
         k = max(len(cuts) - step, 0)
-        if fails(k):
-            found = k
+        v = verdict(k)
+        if v == UNKNOWN:
+            return found(None, minimal=False)
+        if v == INVALID:
+            lo = k
             break
         hi = k
         step *= 2
-    if found is None:
-        chosen, r = window_at(None)
-        return chosen, r, None
-    lo = found  # fails; bisect (lo, hi) for the latest failing cut
-    while hi - lo > 1:
+    if lo is None:
+        return found(None, minimal=True)
+    while hi - lo > 1:  # bisect (lo, hi) for the latest failing cut
         mid = (lo + hi) // 2
-        if fails(mid):
+        v = verdict(mid)
+        if v == UNKNOWN:
+            return found(lo, minimal=False)
+        if v == INVALID:
             lo = mid
         else:
             hi = mid
-    chosen, r = tried[lo]
-    return chosen, r, cuts[lo]
+    return found(lo, minimal=True)
 
 
 def cut_window(calls: Sequence[Call], t_end: float, e: float | None, model: Model) -> tuple[list[int], list[Call], Any]:

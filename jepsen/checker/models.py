@@ -13,8 +13,9 @@ from typing import Any, Protocol
 FAIL: Any = object()  # "this action cannot happen in this state"
 
 # Register actions are small tuples, cheap to build and to dispatch on.
-READ, WRITE, CAS, DELETE = 0, 1, 2, 3
+READ, WRITE, CAS, DELETE, CAS_NOT_APPLIED = 0, 1, 2, 3, 4
 Action = tuple[int, Any, Any]
+UNRECORDED: Any = object()  # the value a not-applied cas saw, when the history does not say
 
 
 class Model(Protocol):
@@ -47,8 +48,11 @@ class RegisterModel:
     """The KV register of `/api/v1/kv/jepsen/<key>`: GET reads (None when absent), PUT writes, POST cas
     applies only if the current value equals `expect` (None meaning "only if absent"), DELETE removes.
 
-    Actions: (READ, value_read, _), (WRITE, v, _), (CAS, expected, new), (DELETE, deleted_or_None, _).
-    A delete's `deleted` answer, when recorded, says whether the key existed.
+    Actions: (READ, value_read, _), (WRITE, v, _), (CAS, expected, new), (DELETE, deleted_or_None, _),
+    (CAS_NOT_APPLIED, expected, current_or_UNRECORDED). A delete's `deleted` answer, when recorded, says
+    whether the key existed. A cas whose precondition failed is an observation, as in Porcupine's etcd
+    model: the register did not hold `expected`; and when the answer carried the value it held
+    (`current`), it held exactly that, as a read would have seen.
     """
 
     def init(self) -> Hashable:
@@ -64,6 +68,8 @@ class RegisterModel:
             return a
         if code == CAS:
             return b if state == a else FAIL
+        if code == CAS_NOT_APPLIED:
+            return FAIL if state == a or (b is not UNRECORDED and state != b) else state
         if a is not None and a != (state is not None):
             return FAIL
         return None
@@ -76,6 +82,11 @@ class RegisterModel:
             return a
         if code == CAS:
             return b if a in state.values else FAIL
+        if code == CAS_NOT_APPLIED:
+            if b is not UNRECORDED:
+                return b if b != a and b in state.values else FAIL
+            rest = state.values - {a}
+            return FAIL if not rest else next(iter(rest)) if len(rest) == 1 else AnyOf(rest)
         if a is True and not any(v is not None for v in state.values):
             return FAIL
         if a is False and None not in state.values:
@@ -105,6 +116,8 @@ def describe_action(action: Action) -> str:
         return f"write {a!r}"
     if code == CAS:
         return f"cas {a!r} -> {b!r}"
+    if code == CAS_NOT_APPLIED:
+        return f"cas {a!r} not applied" + ("" if b is UNRECORDED else f", held {b!r}")
     return "delete" if a is None else f"delete -> {'deleted' if a else 'absent'}"
 
 
@@ -114,14 +127,20 @@ def unobserved(actions: list[Action]) -> list[bool]:
     With unique written values, an optional write or cas whose value nobody reads or expects can be
     dropped: in any linearization the next op on the register ignores the old state (a write, or a delete
     whose answer was not recorded), so the linearization without it is valid too. A recorded `deleted`
-    answer observes "some value", which keeps every non-null value observed. This is what keeps timed-out
-    writes from making the search exponential.
+    answer observes "some value", which keeps every non-null value observed. A cas that did not apply and
+    carries the value it saw is a read of that value; one that does not carry it observes "not `expected`",
+    which any other value satisfies, so nothing is dropped then. This is what keeps timed-out writes from
+    making the search exponential.
     """
     seen: set[Any] = set()
     any_value = False
-    for code, a, _ in actions:
+    for code, a, b in actions:
         if code == READ or code == CAS:
             seen.add(a)
+        elif code == CAS_NOT_APPLIED:
+            if b is UNRECORDED:
+                return [code in (READ, CAS_NOT_APPLIED) for code, _, _ in actions]
+            seen.add(b)
         elif code == DELETE and a is not None:
             if a:
                 any_value = True
@@ -130,7 +149,7 @@ def unobserved(actions: list[Action]) -> list[bool]:
     out = []
     for code, a, b in actions:
         after = a if code == WRITE else b if code == CAS else None
-        if code == READ:
+        if code == READ or code == CAS_NOT_APPLIED:
             out.append(True)
         else:
             out.append(after not in seen and not (any_value and after is not None))

@@ -17,6 +17,7 @@ from jepsen.history import History, Op
 class CheckOptions:
     budget_s: float = linearizable.DEFAULT_BUDGET_S  # the linearizability checker's time budget
     max_configs: int = linearizable.DEFAULT_MAX_CONFIGS  # ... and its memory budget, in cached configurations
+    shrink_budget_s: float = linearizable.DEFAULT_SHRINK_BUDGET_S  # shrinking counterexamples, after the verdicts
 
 
 def check_history(history: History, options: CheckOptions | None = None) -> dict[str, Any]:
@@ -28,7 +29,10 @@ def check_history(history: History, options: CheckOptions | None = None) -> dict
     checkers: dict[str, Any] = {}
     if REGISTER in by_workload:
         lin = linearizable.check_register(
-            by_workload[REGISTER], budget_s=options.budget_s, max_configs=options.max_configs
+            by_workload[REGISTER],
+            budget_s=options.budget_s,
+            shrink_budget_s=options.shrink_budget_s,
+            max_configs=options.max_configs,
         )
         checkers[linearizable.NAME] = lin.to_json()
     if SET in by_workload:
@@ -45,7 +49,11 @@ def check_history(history: History, options: CheckOptions | None = None) -> dict
             "nemesis_events": len(history.nemesis),
         },
         "workloads": list(by_workload),
-        "options": {"budget_s": options.budget_s, "max_configs": options.max_configs},
+        "options": {
+            "budget_s": options.budget_s,
+            "max_configs": options.max_configs,
+            "shrink_budget_s": options.shrink_budget_s,
+        },
         "checkers": checkers,
         "elapsed_s": round(time.monotonic() - started, 3),
     }
@@ -128,7 +136,9 @@ def _failure_lines(f: dict[str, Any]) -> list[str]:
     out = [
         f"key {f['key']!r}: cannot linearize {describe_op(Op.from_json(op)).strip()}",
         f"state after the longest linearizable prefix ({f['linearized_count']} ops): {f['state']!r}",
-        f"smallest failing window ({f['window_count']} ops):",
+        f"smallest failing window ({f['window_count']} ops):"
+        if f.get("window_minimal", True)
+        else f"failing window ({f['window_count']} ops; the shrink budget ran out, a smaller one may exist):",
     ]
     out.extend("  " + describe_op(Op.from_json(o)) for o in f["window"][:12])
     if f["window_count"] > 12:

@@ -1,7 +1,8 @@
 """Which workload each op belongs to, and the shape of its values (docs/jepsen.md, "Workloads").
 
 - register: `read`, `write`, `cas`, `delete` on a key; values are strings or integers, a read of an
-  absent key is null, a cas value is [expected-or-null, new].
+  absent key is null, a cas value is [expected-or-null, new]. An ok cas completes with `false` when its
+  precondition failed (with `current`, the value it saw, when known), else `true`, its invoke's value or null.
 - set: `add` of one element, `read` of the whole set (an ok read's value is a list). The key names the
   set and may be null. A key belongs to the set workload when it has an add or a read returning a list.
 - controller: the broker endpoints' names; the key is the brokerName (null for `sync-state-data`).
@@ -34,6 +35,10 @@ CONTROLLER_FS = frozenset(
 
 def _scalar(v: Any) -> bool:
     return isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
+
+
+def _scalar_or_null(v: Any) -> bool:
+    return v is None or _scalar(v)
 
 
 def classify(ops: Iterable[Op]) -> dict[str, list[Op]]:
@@ -87,6 +92,19 @@ def _check_register(op: Op) -> None:
     if op.f == "read" and not (op.result is None or _scalar(op.result)):
         raise HistoryError(
             op.complete_line or 0, "value", f"a read's value must be a string, integer or null, got {op.result!r}"
+        )
+    if op.f == "cas" and not (op.result is None or isinstance(op.result, bool) or op.result == op.value):
+        raise HistoryError(
+            op.complete_line or 0,
+            "value",
+            f"an ok cas's value must be false (not applied), true or its invoke's [expected, new], got {op.result!r}",
+        )
+    if op.f == "cas" and "current" in op.extra and not (op.result is False and _scalar_or_null(op.extra["current"])):
+        raise HistoryError(
+            op.complete_line or 0,
+            "current",
+            "only a cas that did not apply (value false) carries `current`, the value it saw: a string, an "
+            f"integer or null, got {op.extra['current']!r}",
         )
     if op.f == "delete" and not (op.result is None or isinstance(op.result, bool)):
         raise HistoryError(

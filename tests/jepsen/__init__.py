@@ -22,6 +22,7 @@ class HOp:
     type: str = "ok"
     result: Any = None
     key: Any = "k"
+    extra: tuple[tuple[str, Any], ...] = ()  # the completion's other fields
 
 
 def w(p: int, v: Any, start: int, end: int | None, type: str = "ok", key: Any = "k") -> HOp:
@@ -36,6 +37,12 @@ def cas(p: int, expected: Any, new: Any, start: int, end: int | None, type: str 
     return HOp(p, "cas", [expected, new], start, end, type, [expected, new], key)
 
 
+def cas_not_applied(p: int, expected: Any, new: Any, start: int, end: int, *current: Any, key: Any = "k") -> HOp:
+    """An ok cas whose precondition failed: the value false and, when given, `current` (the value it saw)."""
+    extra = (("current", current[0]),) if current else ()
+    return HOp(p, "cas", [expected, new], start, end, "ok", False, key, extra)
+
+
 def records(*ops: HOp) -> list[dict[str, Any]]:
     """The JSON lines of `ops`, in time order (a completion before an invoke at the same time)."""
     rows: list[tuple[int, int, dict[str, Any]]] = []
@@ -43,7 +50,7 @@ def records(*ops: HOp) -> list[dict[str, Any]]:
         base = {"process": o.process, "f": o.f, "key": o.key}
         rows.append((o.start, 1, base | {"type": "invoke", "value": o.value, "time": o.start}))
         if o.end is not None:
-            rows.append((o.end, 0, base | {"type": o.type, "value": o.result, "time": o.end}))
+            rows.append((o.end, 0, base | {"type": o.type, "value": o.result, "time": o.end} | dict(o.extra)))
     rows.sort(key=lambda row: (row[0], row[1]))
     return [row[2] for row in rows]
 
@@ -70,7 +77,8 @@ def register_history(
     delete_rate: float = 0.0,
 ) -> list[dict[str, Any]]:
     """A random register history produced by a sequential in-memory register: each op takes effect at
-    one instant between its invoke and its completion, so the history is linearizable.
+    one instant between its invoke and its completion, so the history is linearizable. A cas that does
+    not apply completes ok with the value false and `current`, the value it saw, as the harness records it.
 
     A thread whose op ends `info` takes a new process number; such an op took effect before, or takes
     effect later (a zombie), or never."""
@@ -98,7 +106,7 @@ def register_history(
         if reg.get(k) == v[0]:
             reg[k] = v[1]
             return True, v
-        return False, v
+        return False, reg.get(k)
 
     while invoked < n_ops or any(x is not None for x in inflight):
         t += rng.randint(1, 10)
@@ -142,7 +150,8 @@ def register_history(
                 out.append(op | {"type": "info", "time": t})
                 proc[i] += concurrency
             else:
-                out.append(op | {"type": "ok" if ok else "fail", "value": result, "time": t})
+                done = {"type": "ok", "value": result} if ok else {"type": "ok", "value": False, "current": result}
+                out.append(op | done | {"time": t})
             inflight[i] = None
     return out
 

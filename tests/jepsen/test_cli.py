@@ -60,6 +60,16 @@ def test_invalid_history_prints_the_counterexample(tmp_path: Path) -> None:
     assert not (tmp_path / "results.json").exists()
 
 
+def test_a_shrink_budget_of_zero_keeps_the_verdict_and_says_the_window_is_not_minimal(tmp_path: Path) -> None:
+    path = write(tmp_path, records(w(1, 1, 0, 10), w(1, 2, 20, 30), r(2, 1, 40, 50)))
+    res = run(str(path), "--shrink-budget", "0")
+    assert res.exit_code == 1
+    assert "failing window (3 ops; the shrink budget ran out, a smaller one may exist):" in res.stdout
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["options"]["shrink_budget_s"] == 0
+    assert results["checkers"]["linearizability"]["failures"][0]["window_minimal"] is False
+
+
 def test_unknown_when_the_budget_runs_out(tmp_path: Path) -> None:
     path = write(tmp_path, records(*pathological()))
     res = run(str(path), "--budget", "0")

@@ -144,4 +144,13 @@ def test_op_json_round_trip() -> None:
     h = history_from_records(parse_lines(DOC_EXAMPLE.splitlines()))
     for op in h.ops:
         assert Op.from_json(json.loads(json.dumps(op.to_json()))) == op
+        assert "extra" not in op.to_json()
     assert isinstance(h.records[0], Record)
+
+
+def test_an_op_keeps_the_other_fields_of_its_completion() -> None:
+    refused = line(type="ok", f="cas", value=False, time=5, current=7, node="n1:9770")
+    h = history_from_records(parse_lines([line(f="cas", value=[6, 8]), refused]))
+    (op,) = h.ops
+    assert (op.value, op.result, op.extra) == ([6, 8], False, {"current": 7, "node": "n1:9770"})
+    assert Op.from_json(json.loads(json.dumps(op.to_json()))) == op

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from jepsen.checker import linearizable, wgl
 from jepsen.checker.linearizable import LinearizabilityResult, check_register
 from jepsen.history import History
-from tests.jepsen import HOp, cas, history, pathological, r, w
+from tests.jepsen import HOp, cas, cas_not_applied, history, pathological, r, register_history, w
 
 
 def check(*ops: HOp | dict[str, Any], **kw: Any) -> LinearizabilityResult:
@@ -84,8 +87,46 @@ def test_cas_succeeds_only_on_the_expected_value() -> None:
     assert verdict(w(1, 1, 0, 10), cas(2, 1, 3, 20, 30), r(3, 3, 40, 50)) == "valid"
     f = failure(w(1, 1, 0, 10), cas(2, 2, 3, 20, 30))  # the register held 1, not 2
     assert f["op"]["f"] == "cas" and f["state"] == 1
-    # a cas that did not apply is recorded as fail and is dropped
+    # a cas recorded as fail surely did not happen and is dropped: histories of earlier harnesses recorded a
+    # refused cas so, with the value it saw in `current`, and they read as they did
     assert verdict(w(1, 1, 0, 10), cas(2, 2, 3, 20, 30, "fail"), r(3, 1, 40, 50)) == "valid"
+    old = HOp(2, "cas", [2, 3], 20, 30, "fail", [2, 3], extra=(("current", 9), ("error", "cas: the value differs")))
+    assert verdict(w(1, 1, 0, 10), old, r(3, 1, 40, 50)) == "valid"
+
+
+def test_a_cas_that_did_not_apply_is_an_observation() -> None:
+    # Writes 1 then 2 are acknowledged; a later cas expecting 2 is refused. Nothing else saw the register,
+    # yet the refusal says it did not hold 2: the acknowledged write was lost or the answer was stale.
+    f = failure(w(1, 1, 0, 10), w(2, 2, 20, 30), cas_not_applied(3, 2, 3, 40, 50))  # as Porcupine records it
+    assert f["op"]["f"] == "cas" and f["op"]["result"] is False and f["state"] == 2
+    # with the value the refusal saw (as our harness records it): a stale state, the only evidence of it
+    f = failure(w(1, 1, 0, 10), w(2, 2, 20, 30), cas_not_applied(3, 7, 3, 40, 50, 1))
+    assert f["op"]["extra"] == {"current": 1} and f["window_count"] == 2  # write 2, then the refusal
+    assert verdict(w(1, 1, 0, 10), cas_not_applied(2, None, 3, 20, 30, None)) == "invalid"  # not absent
+    # a refusal that saw the very value it expected contradicts itself
+    assert verdict(w(1, 1, 0, 10), cas_not_applied(2, 1, 3, 20, 30, 1)) == "invalid"
+    # and it wrote nothing: a later read of its new value is not explained by it
+    assert verdict(w(1, 1, 0, 10), cas_not_applied(2, 5, 3, 20, 30, 1), r(3, 3, 40, 50)) == "invalid"
+
+
+def test_cas_refusals_of_a_valid_history_stay_valid() -> None:
+    assert verdict(w(1, 1, 0, 10), cas_not_applied(2, 2, 3, 20, 30, 1), r(3, 1, 40, 50)) == "valid"
+    assert verdict(cas_not_applied(1, 5, 3, 0, 10, None), cas_not_applied(2, None, 3, 20, 30)) == "invalid"
+    assert verdict(cas_not_applied(1, 5, 3, 0, 10, None), w(2, 2, 20, 30), cas_not_applied(3, None, 4, 40, 50, 2)) \
+        == "valid"  # fmt: skip
+    # concurrent with write 2: the refusal may come before it (saw 1) or after it (saw 2)
+    for seen in (1, 2):
+        assert verdict(w(1, 1, 0, 10), w(2, 2, 20, 60), cas_not_applied(3, 9, 4, 30, 50, seen)) == "valid"
+    assert verdict(w(1, 1, 0, 10), w(2, 2, 20, 60), cas_not_applied(3, 1, 4, 30, 50)) == "valid"
+
+
+def test_a_timed_out_write_may_explain_a_refusal() -> None:
+    # The register held 1; write 5 timed out and nothing read 5; the cas expecting 1 was then refused. Only
+    # write 5 explains the refusal, so it must not be dropped as unobserved.
+    ops = [w(1, 1, 0, 10), w(2, 5, 20, 30, "info"), cas_not_applied(3, 1, 4, 40, 50)]
+    assert verdict(*ops) == "valid"
+    assert verdict(*ops[:2], cas_not_applied(3, 1, 4, 40, 50, 5)) == "valid"
+    assert verdict(ops[0], cas_not_applied(3, 1, 4, 40, 50)) == "invalid"
 
 
 def test_cas_expecting_absent() -> None:
@@ -197,6 +238,50 @@ def test_configuration_budget_is_unknown_too() -> None:
     res = check(*pathological(), max_configs=1000)
     assert res.verdict == "unknown"
     assert "configurations" in (res.keys[0].reason or "")
+
+
+def stale_read_and_a_valid_key(n_ops: int) -> list[HOp | dict[str, Any]]:
+    """Key "a": a stale read with a window to shrink; key "b", checked after it: a valid history."""
+    records = [d | {"key": "b"} for d in register_history(3, n_ops, keys=1, concurrency=5)]
+    return [w(900, 1, 0, 10, key="a"), w(901, 2, 20, 30, key="a"), r(902, 1, 40, 50, key="a"), *records]
+
+
+def test_a_shrink_out_of_budget_still_reports_the_key_invalid() -> None:
+    res = check(*stale_read_and_a_valid_key(50), shrink_budget_s=0.0)
+    assert {k.key: k.verdict for k in res.keys} == {"a": "invalid", "b": "valid"}
+    (f,) = res.to_json()["failures"]
+    # not shrunk: the whole prefix, which the search proved invalid
+    assert (f["window_minimal"], f["window_from"], f["window_count"]) == (False, None, 3)
+    shrunk = check(*stale_read_and_a_valid_key(50)).to_json()["failures"][0]
+    assert (shrunk["window_minimal"], shrunk["window_from"], shrunk["window_count"]) == (True, 10, 2)
+
+
+class FakeTime:
+    """`time` for the checker's modules: a clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_slow_shrink_never_makes_a_later_key_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeTime()
+    monkeypatch.setattr(linearizable, "time", clock)
+    monkeypatch.setattr(wgl, "time", clock)
+    real_search = linearizable.search
+
+    def search(*args: Any, **kw: Any) -> wgl.SearchResult:
+        if len(args) > 2 and args[2] is not None:  # a window of a counterexample: each takes an hour
+            clock.now += 3600
+        return real_search(*args, **kw)
+
+    monkeypatch.setattr(linearizable, "search", search)
+    res = check(*stale_read_and_a_valid_key(1500), budget_s=60, shrink_budget_s=10)
+    assert {k.key: k.verdict for k in res.keys} == {"a": "invalid", "b": "valid"}
+    (f,) = res.to_json()["failures"]
+    assert f["key"] == "a" and f["op"]["result"] == 1 and f["window_count"] >= 2
 
 
 def test_invalid_beats_unknown() -> None:

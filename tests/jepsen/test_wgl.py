@@ -13,7 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jepsen.checker.linearizable import cut_window, smallest_window
-from jepsen.checker.models import CAS, DELETE, FAIL, READ, WRITE, AnyOf, RegisterModel, unobserved
+from jepsen.checker.models import (
+    CAS,
+    CAS_NOT_APPLIED,
+    DELETE,
+    FAIL,
+    READ,
+    UNRECORDED,
+    WRITE,
+    AnyOf,
+    RegisterModel,
+    unobserved,
+)
 from jepsen.checker.wgl import INVALID, VALID, Call, search
 
 MODEL = RegisterModel()
@@ -46,14 +57,16 @@ def random_calls(rng: random.Random, n: int) -> list[Call]:
     for _ in range(n):
         start = rng.randint(0, 12)
         end: float = start + rng.randint(0, 8)
-        kind = rng.choice([READ, READ, WRITE, WRITE, CAS, DELETE])
+        kind = rng.choice([READ, READ, WRITE, WRITE, CAS, DELETE, CAS_NOT_APPLIED])
         if kind == DELETE:
             action = (DELETE, rng.choice([None, True, False]), None)
+        elif kind == CAS_NOT_APPLIED:  # an ok cas whose precondition failed, with or without the value it saw
+            action = (CAS_NOT_APPLIED, rng.choice(VALUES), rng.choice([*VALUES, UNRECORDED]))
         elif kind == CAS:
             action = (CAS, rng.choice(VALUES), rng.choice(VALUES[1:]))
         else:
             action = (kind, rng.choice(VALUES if kind == READ else VALUES[1:]), None)
-        optional = kind != READ and rng.random() < 0.3
+        optional = kind not in (READ, CAS_NOT_APPLIED) and rng.random() < 0.3
         if optional and rng.random() < 0.5:
             end = math.inf
         calls.append(Call(start, end, action, optional))
@@ -86,13 +99,20 @@ def test_the_smallest_window_fails_on_its_own(seed: int, n: int) -> None:
     if res.verdict != INVALID:
         return
     assert res.failed is not None and not calls[res.failed].optional
-    window, wres, cut = smallest_window(calls, res.failed, MODEL, math.inf, 10**6)
-    assert wres.verdict == INVALID
-    assert res.failed in window
-    # the oracle agrees, on the window exactly as it was cut
-    chosen, cut_calls, init = cut_window(calls, calls[res.failed].end, cut, MODEL)
-    assert chosen == window
+    window = smallest_window(calls, res.failed, MODEL, math.inf, 10**6)
+    assert window.minimal
+    assert res.failed in window.ops
+    # the search and the oracle agree, on the window exactly as it was cut
+    chosen, cut_calls, init = cut_window(calls, calls[res.failed].end, window.cut, MODEL)
+    assert chosen == window.ops
+    assert search(cut_calls, MODEL, init).verdict == INVALID
     assert brute_force(cut_calls, init) == INVALID, (seed, calls)
+    # a shrink out of budget answers the whole prefix, which fails too (and is minimal when nothing returned
+    # before the failing op was called: there is no cut to try)
+    whole = smallest_window(calls, res.failed, MODEL, -math.inf, 10**6)
+    no_cut = all(c.end >= calls[res.failed].invoke for c in calls)
+    assert (whole.cut, whole.minimal) == (None, no_cut)
+    assert brute_force(cut_window(calls, calls[res.failed].end, None, MODEL)[1]) == INVALID, (seed, calls)
 
 
 @settings(max_examples=300, derandomize=True, deadline=None)

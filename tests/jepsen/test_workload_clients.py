@@ -231,7 +231,7 @@ def test_a_stale_read_is_caught(tmp_path: Path) -> None:
     assert check_history(read_history(tmp_path / "history.jsonl"))["verdict"] == "invalid"
 
 
-def test_cas_that_does_not_apply_is_a_fail(tmp_path: Path) -> None:
+def test_cas_that_does_not_apply_is_an_ok_observation(tmp_path: Path) -> None:
     kv = FakeKV()
     ws, rec = workers(tmp_path, kv, 1)
     reg = Register(1)
@@ -240,8 +240,35 @@ def test_cas_that_does_not_apply_is_a_fail(tmp_path: Path) -> None:
     reg.cas(ws[0], "k1", 1, 4)
     rec.close()
     done = [json.loads(x) for x in (tmp_path / "history.jsonl").read_text().splitlines() if '"invoke"' not in x]
-    assert [(d["f"], d["type"]) for d in done] == [("write", "ok"), ("cas", "fail"), ("cas", "ok")]
-    assert done[1]["current"] == 1 and done[1]["value"] == [2, 3]
+    assert [(d["f"], d["type"], d["value"]) for d in done] == [("write", "ok", 1), ("cas", "ok", False),
+                                                               ("cas", "ok", [1, 4])]  # fmt: skip
+    assert done[1]["current"] == 1 and "error" not in done[1]
+    assert check_history(read_history(tmp_path / "history.jsonl"))["verdict"] == "valid"
+
+
+def test_a_refused_cas_is_the_evidence_of_a_lost_write(tmp_path: Path) -> None:
+    """No read sees the lost write; the cas refused on the old value does, and the checker uses it."""
+    kv = FakeKV()
+    ws, rec = workers(tmp_path, kv, 2)
+    reg = Register(2)
+    reg.write(ws[0], "k1", 1)
+    reg.write(ws[0], "k1", 2)
+    kv.data["k1"] = "1"  # write 2 is lost
+    reg.cas(ws[1], "k1", 2, 3)
+    rec.close()
+    res = check_history(read_history(tmp_path / "history.jsonl"))
+    assert res["verdict"] == "invalid"
+    (f,) = res["checkers"]["linearizability"]["failures"]
+    assert f["op"]["f"] == "cas" and f["op"]["result"] is False and f["op"]["extra"]["current"] == 1
+
+
+def test_a_cas_answer_without_succeeded_is_an_unknown_outcome(tmp_path: Path) -> None:
+    ws, rec = workers(tmp_path, FakeKV(), 1)
+    ws[0].client = client(lambda r: env(0, {"value": "1"}))
+    Register(1).cas(ws[0], "k1", None, 3)
+    rec.close()
+    (inv, done) = [json.loads(x) for x in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert (done["type"], done["value"]) == ("info", [None, 3]) and "succeeded" in done["error"]
 
 
 def test_set_history_is_checked_valid_and_reports_lost_elements(tmp_path: Path) -> None:
