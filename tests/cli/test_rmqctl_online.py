@@ -32,7 +32,7 @@ def envelope(code: int = 0, header: Any = None, body: Any = None, remark: str | 
 
 def not_leader(leader: str | None) -> dict[str, Any]:
     header = {"controllerLeaderId": RAFT.get(leader or ""), "controllerLeaderAddress": leader}
-    return envelope(2007, header, remark=f"not leader; leader is {RAFT.get(leader or '', 'unknown')}")
+    return envelope(2007, header, remark="The controller is not in leader state")
 
 
 # --- canned answers (shapes of api/models.py, values as a 3-node group would answer) ------------------------
