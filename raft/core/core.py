@@ -562,6 +562,10 @@ class RaftCore:
 
     # ------------------------------------------------------------------ roles
 
+    def _sole_voter(self) -> bool:
+        # Not len(voters) == 1: a leader that has appended its own removal from {a, b} sees {b}.
+        return self.conf.voters == (self.id,)
+
     def _promotable(self) -> bool:
         return self.id in self.conf.voters and self.pending_install is None
 
@@ -676,7 +680,7 @@ class RaftCore:
             if pid != self.id:
                 commit = min(pr.match, self.log.committed)
                 self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit=commit, seq=seq))
-        if len(self.conf.voters) == 1:
+        if self._sole_voter():
             self._advance_reads()
 
     # ------------------------------------------------------------------ reads
@@ -693,7 +697,7 @@ class RaftCore:
         if self.log.term(self.log.committed) != self.term:
             return  # JRaft/etcd: no reads until the leader's first entry of this term has committed
         commit = self.log.committed
-        if len(self.conf.voters) == 1 or (self.cfg.lease_read and self.lease_valid()):
+        if self._sole_voter() or (self.cfg.lease_read and self.lease_valid()):
             self.read_states.extend(ReadState(ctx, commit) for ctx in self.waiting_reads)
             self.waiting_reads = []
             return

@@ -359,6 +359,20 @@ def test_lease_read_answers_without_a_round_while_lease_valid() -> None:
     assert not a.lease_valid()
 
 
+def test_leader_removing_itself_does_not_serve_reads_alone() -> None:
+    """Issue 12, bug 2: once `a` appends "remove a" to voters {a, b}, its configuration is {b}: one voter,
+    but not `a`. The single-voter shortcut must not answer from `a` alone, since `b` may already lead."""
+    net = Network(["a", "b"])
+    a = net.elect("a")
+    net.filter = lambda m: not (m.frm == "b" and m.to == "a")  # b -> a is cut
+    a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
+    assert a.conf.voters == ("b",) and a.role == LEADER
+    a.read_index("r")
+    net.deliver()
+    net.tick_all(3 * a.cfg.heartbeat_tick)
+    assert a.role == LEADER and net.read_states["a"] == []
+
+
 # ---------------------------------------------------------------- leadership transfer
 
 
