@@ -403,9 +403,7 @@ class RaftCore:
                 pr.read_ack = m.seq
                 self._advance_reads()
             if m.reject and m.reject_hint < pr.match:
-                pr.become_probe()  # the follower lost entries it acknowledged: probe from where its log ends
-                pr.match = m.reject_hint
-                pr.next = m.reject_hint + 1
+                pr.lost_entries(m.reject_hint)
             if pr.match < self.log.last_index():
                 self._send_append(m.frm)
 

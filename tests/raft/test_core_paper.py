@@ -525,3 +525,31 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     a.report_snapshot("c", True)
     net.propose("a", b"after")
     assert net.cores["c"].log.committed == a.log.committed
+
+
+def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
+    """Issue 12, bug 4: c's disk is replaced by a stale copy holding an uncommitted entry of an old leader.
+    A heartbeat reject says where c's log ends, not that it matches ours: the leader must not raise match to
+    it, or the next heartbeat's commit makes c commit (and apply) the old leader's entry."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose([b"x"])  # never committed: only a has it
+    net.deliver()
+    stale = net.durable["a"]
+    assert [e.data for e in stale[1]] == [b"", b"x"]
+    net.crash("a")
+    b = net.elect("b")
+    net.propose("b", b"y", b"z")
+    assert b.prs["c"].match == b.log.last_index() == b.log.committed == 4
+    net.durable["c"] = stale  # c's disk is replaced by a copy of a's
+    net.applied["c"] = []
+    net.start("c")
+    net.filter = lambda m: m.type != MsgType.APP  # only heartbeats reach c for a while
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert b.prs["c"].match == 0
+    for e in net.applied["c"]:
+        assert (e.term, e.data) == (b.log.term(e.index), b.log.slice(e.index, e.index + 1, 1, 0)[0].data), e
+    net.filter = None
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
