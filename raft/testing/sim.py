@@ -128,6 +128,8 @@ class SimNode:
             self._write(p)
         for p in pend:
             self.sim.send_all(p.msgs)
+            if p.hard is not None:
+                self.core.on_hard_state_persisted(p.hard)
             self.core.on_persisted(*p.last)
 
     def _write(self, p: _Pending) -> None:
