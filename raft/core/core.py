@@ -21,11 +21,10 @@ from raft.status import RaftError, RaftException
 
 FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre_candidate", "candidate", "leader"
 
-# Messages a leader (or pre-candidate) may send before its own Ready is durable: they promise nothing
-# about local state that a crash could take back. Everything else waits for persistence.
-_SEND_NOW = frozenset(
-    {MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW, MsgType.PRE_VOTE, MsgType.PRE_VOTE_RESP}
-)
+# Messages a leader (or pre-candidate) may send before its own Ready is durable, provided its term and
+# vote already are (see `ready`): they promise nothing about local entries that a crash could take back.
+# Answers to votes and appends (and, as in etcd, to pre-votes) wait for persistence.
+_SEND_NOW = frozenset({MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW, MsgType.PRE_VOTE})
 
 
 @dataclass(frozen=True)
@@ -122,6 +121,7 @@ class RaftCore:
         self.msgs: list[Message] = []
         self.msgs_after: list[Message] = []
         self.prev_hard = HardState(self.term, self.vote)
+        self.durable_hard = self.prev_hard  # the latest hard state the driver reported durable
         self.pending_install: SnapshotMeta | None = None
 
     @property
@@ -232,6 +232,10 @@ class RaftCore:
             if self.prs[self.id].maybe_update(self.log.stable):
                 self._maybe_commit()
 
+    def on_hard_state_persisted(self, hs: HardState) -> None:
+        """The driver made hard state `hs` durable (with everything handed out before it)."""
+        self.durable_hard = hs
+
     def has_ready(self) -> bool:
         lg = self.log
         return bool(
@@ -251,6 +255,8 @@ class RaftCore:
         if self.waiting_reads and self._reads_startable():
             self._start_read_round()
         hs = HardState(self.term, self.vote)
+        if self.msgs and hs != self.durable_hard:
+            self._hold_messages()
         return Ready(
             hard_state=hs if hs != self.prev_hard else None,
             entries=self.log.unstable(),
@@ -264,6 +270,13 @@ class RaftCore:
             role=self.role,
             term=self.term,
         )
+
+    def _hold_messages(self) -> None:
+        """etcd's rule: nothing leaves before the term and vote it is stamped with are durable. A lone voter
+        wins in one call; had its appends left before the meta fsync, a crash and restart would let it win
+        the same term again and write other entries at the same indexes."""
+        self.msgs_after = self.msgs + self.msgs_after
+        self.msgs = []
 
     def advance(self, rd: Ready) -> None:
         if rd.hard_state is not None:
@@ -403,9 +416,7 @@ class RaftCore:
                 pr.read_ack = m.seq
                 self._advance_reads()
             if m.reject and m.reject_hint < pr.match:
-                pr.become_probe()  # the follower lost entries it acknowledged: probe from where its log ends
-                pr.match = m.reject_hint
-                pr.next = m.reject_hint + 1
+                pr.lost_entries(m.reject_hint)
             if pr.match < self.log.last_index():
                 self._send_append(m.frm)
 
@@ -562,6 +573,10 @@ class RaftCore:
 
     # ------------------------------------------------------------------ roles
 
+    def _sole_voter(self) -> bool:
+        # Not len(voters) == 1: a leader that has appended its own removal from {a, b} sees {b}.
+        return self.conf.voters == (self.id,)
+
     def _promotable(self) -> bool:
         return self.id in self.conf.voters and self.pending_install is None
 
@@ -676,7 +691,7 @@ class RaftCore:
             if pid != self.id:
                 commit = min(pr.match, self.log.committed)
                 self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit=commit, seq=seq))
-        if len(self.conf.voters) == 1:
+        if self._sole_voter():
             self._advance_reads()
 
     # ------------------------------------------------------------------ reads
@@ -693,7 +708,7 @@ class RaftCore:
         if self.log.term(self.log.committed) != self.term:
             return  # JRaft/etcd: no reads until the leader's first entry of this term has committed
         commit = self.log.committed
-        if len(self.conf.voters) == 1 or (self.cfg.lease_read and self.lease_valid()):
+        if self._sole_voter() or (self.cfg.lease_read and self.lease_valid()):
             self.read_states.extend(ReadState(ctx, commit) for ctx in self.waiting_reads)
             self.waiting_reads = []
             return

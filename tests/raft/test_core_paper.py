@@ -210,6 +210,24 @@ def test_conflicting_follower_suffix_is_overwritten_by_the_leader() -> None:
     assert b"lost1" not in [e.data for e in net.cores["a"].log.entries]
 
 
+def test_follower_commits_up_to_the_last_new_entry_never_its_stale_tail() -> None:
+    """Raft Figure 2, AppendEntries rule 5: commit = min(leaderCommit, index of the last new entry). The
+    follower's entries past what the leader just sent are a stale, uncommitted tail of an old term: the
+    leader's commit index says nothing about them, so they must not commit (or be applied)."""
+    stale = [Entry(1, 1), Entry(1, 2), Entry(1, 3, data=b"stale"), Entry(1, 4, data=b"stale")]
+    b = RaftCore(CoreConfig(id="b"), ConfState(tuple(IDS)), HardState(1, ""), entries=stale)
+    # The term-2 leader's log is 1@1 2@1 3@2 4@2, committed to 4; it probes b at index 2, then sends entry 3.
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=2, log_term=1, entries=[], commit=4))
+    assert b.log.committed == 2, "no new entries: commit stops at the matched prefix, not at b's last index"
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=1, log_term=1, entries=[Entry(1, 2)], commit=4))
+    assert b.log.committed == 2 and b.log.last_index() == 4, "a matching entry does not cut the tail"
+    rd = b.ready()
+    assert [e.index for e in rd.committed] == [1, 2]
+    b.advance(rd)
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=2, log_term=1, entries=[Entry(2, 3)], commit=4))
+    assert b.log.committed == 3 and b.log.last_index() == 3 and b.log.term(3) == 2
+
+
 def test_leader_never_overwrites_or_deletes_its_own_entries() -> None:
     net = Network(IDS)
     a = net.elect("a")
@@ -357,6 +375,20 @@ def test_lease_read_answers_without_a_round_while_lease_valid() -> None:
         a.tick()
         net.deliver()
     assert not a.lease_valid()
+
+
+def test_leader_removing_itself_does_not_serve_reads_alone() -> None:
+    """Issue 12, bug 2: once `a` appends "remove a" to voters {a, b}, its configuration is {b}: one voter,
+    but not `a`. The single-voter shortcut must not answer from `a` alone, since `b` may already lead."""
+    net = Network(["a", "b"])
+    a = net.elect("a")
+    net.filter = lambda m: not (m.frm == "b" and m.to == "a")  # b -> a is cut
+    a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
+    assert a.conf.voters == ("b",) and a.role == LEADER
+    a.read_index("r")
+    net.deliver()
+    net.tick_all(3 * a.cfg.heartbeat_tick)
+    assert a.role == LEADER and net.read_states["a"] == []
 
 
 # ---------------------------------------------------------------- leadership transfer
@@ -511,3 +543,31 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     a.report_snapshot("c", True)
     net.propose("a", b"after")
     assert net.cores["c"].log.committed == a.log.committed
+
+
+def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
+    """Issue 12, bug 4: c's disk is replaced by a stale copy holding an uncommitted entry of an old leader.
+    A heartbeat reject says where c's log ends, not that it matches ours: the leader must not raise match to
+    it, or the next heartbeat's commit makes c commit (and apply) the old leader's entry."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose([b"x"])  # never committed: only a has it
+    net.deliver()
+    stale = net.durable["a"]
+    assert [e.data for e in stale[1]] == [b"", b"x"]
+    net.crash("a")
+    b = net.elect("b")
+    net.propose("b", b"y", b"z")
+    assert b.prs["c"].match == b.log.last_index() == b.log.committed == 4
+    net.durable["c"] = stale  # c's disk is replaced by a copy of a's
+    net.applied["c"] = []
+    net.start("c")
+    net.filter = lambda m: m.type != MsgType.APP  # only heartbeats reach c for a while
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert b.prs["c"].match == 0
+    for e in net.applied["c"]:
+        assert (e.term, e.data) == (b.log.term(e.index), b.log.slice(e.index, e.index + 1, 1, 0)[0].data), e
+    net.filter = None
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
