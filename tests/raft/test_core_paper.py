@@ -346,17 +346,19 @@ def test_read_index_on_follower_is_dropped_as_not_leader() -> None:
 
 def test_lease_read_answers_without_a_round_while_lease_valid() -> None:
     net = Network(IDS, lease_read=True, election_tick=10, heartbeat_tick=1)
+    net.started_long_ago()
     a = net.elect("a")
     net.tick_all(2)  # one heartbeat round confirms the lease
-    assert a.lease_valid()
+    assert a.lease_valid(net.clock)
     net.isolate("a")
-    a.read_index("fast")
+    a.read_index("fast", net.clock)
     net.process("a")
     assert [c for c, _ in net.read_states["a"]] == ["fast"]
-    for _ in range(10):  # 0.9 x election timeout later the lease has lapsed
-        a.tick()
-        net.deliver()
-    assert not a.lease_valid()
+    net.tick("a", 10)  # 0.9 x election timeout later (less the drift bound) the lease has lapsed
+    assert not a.lease_valid(net.clock)
+    a.read_index("slow", net.clock)
+    net.process("a")
+    assert [c for c, _ in net.read_states["a"]] == ["fast"]  # now it needs a quorum round, which cannot finish
 
 
 # ---------------------------------------------------------------- leadership transfer
