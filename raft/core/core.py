@@ -325,10 +325,9 @@ class RaftCore:
             self.pending_install = None
         if rd.committed:
             self.log.applied = rd.committed[-1].index
-            if self.role == LEADER and self.id not in self.conf.voters:
-                if any(e.type == EntryType.CONF for e in rd.committed):
-                    # Our removal is committed: step down; the remaining voters elect a leader.
-                    self._become_follower(self.term, "")
+            if self.role == LEADER and self.id not in self.conf.voters and self.log.applied >= self.log.conf_index():
+                # Our removal is committed: step down; the remaining voters elect a leader.
+                self._become_follower(self.term, "")
         if rd.messages is self.msgs:
             self.msgs = []
         if rd.persisted_messages is self.msgs_after:
@@ -619,7 +618,15 @@ class RaftCore:
     # ------------------------------------------------------------------ roles
 
     def _promotable(self) -> bool:
-        return self.id in self.conf.voters and self.pending_install is None
+        """A voter of the latest configuration campaigns; so does one that the latest configuration removes
+        while that removal is not known to be committed (thesis §4.2.2): otherwise a leader that appended its
+        own removal and lost leadership before it committed could deadlock the group, its newer log refusing
+        every other candidate. Either way the votes are counted in the latest configuration, never its own."""
+        if self.pending_install is not None:
+            return False
+        return self.id in self.conf.voters or (
+            self.log.conf_index() > self.log.committed and self.id in self.log.conf_at(self.log.committed).voters
+        )
 
     def _in_lease(self) -> bool:
         """A follower that heard from a live leader within the election timeout refuses (pre)votes
@@ -677,7 +684,7 @@ class RaftCore:
         self.role = LEADER
         self.leader = self.id
         last = self.log.last_index()
-        for pid in self.conf.members():
+        for pid in (*self.conf.members(), *(() if self.id in self.conf.members() else (self.id,))):  # also when outside it
             pr = Progress(last + 1, self.cfg.max_inflight, pid in self.conf.learners)
             if pid == self.id:
                 pr.match = self.log.stable

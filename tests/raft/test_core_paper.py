@@ -439,7 +439,12 @@ def test_restarted_node_uses_latest_configuration_in_its_log() -> None:
     assert c.conf.voters == ("a", "b")
     for _ in range(100):
         c.tick()
-    assert c.role == FOLLOWER  # no longer a voter: it must not campaign
+    # It may campaign (it does not know whether its removal committed), but only under {a, b}: it asks a and
+    # b and never counts its own vote, so alone it never wins.
+    assert c.role != LEADER
+    rd = c.ready()
+    asked = {m.to for m in rd.messages + rd.persisted_messages if m.type in (MsgType.PRE_VOTE, MsgType.VOTE)}
+    assert asked == {"a", "b"}
 
 
 # ---------------------------------------------------------------- compaction and InstallSnapshot
@@ -513,3 +518,28 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     a.report_snapshot("c", True)
     net.propose("a", b"after")
     assert net.cores["c"].log.committed == a.log.committed
+
+
+def test_a_leader_whose_own_removal_did_not_commit_can_lead_again() -> None:
+    """Found by the simulation (profile remove-leader): a, leading {a, b}, appended its own removal (config {b})
+    and more entries that never reached b, then lost leadership. b cannot win (a's log is newer, a refuses
+    its vote) and a, outside its latest configuration, never campaigned: no leader ever again. A server still
+    in the committed configuration campaigns (thesis §4.2.2: it counts the votes of the new configuration,
+    not its own) and steps down once its removal commits."""
+    net = Network(["a", "b"])
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
+    net.propose("a", b"only on a")
+    net.tick("a", 50)  # check quorum: a steps down
+    net.deliver()
+    assert a.role == FOLLOWER and a.conf.voters == ("b",)
+    net.heal()
+    for _ in range(200):
+        net.tick_all()
+        if net.cores["b"].role == LEADER:
+            break
+    b = net.cores["b"]
+    assert b.role == LEADER and b.conf.voters == ("b",)
+    assert b.log.committed >= a.log.last_index() - 1 and a.role == FOLLOWER
+    assert b"only on a" in net.normal_applied("b")
