@@ -72,7 +72,7 @@ class SimOptions:
     conf_change: float = 0.0
     lease_read: bool = False
     clock_drift: float = 0.0  # each node's clock rate is drawn from [1 - d, 1 + d] (the core's bound is d too)
-    pause: float = 0.0  # chance per step of pausing a node (the leader half the time) for up to 4 elections
+    pause: float = 0.0  # chance per step of pausing a node (the leader half the time) for up to 6 elections
     wipe: float = 0.0  # chance per step of a follower losing its disk (term and vote kept), when that is safe
     plan: tuple[str, ...] = ()  # membership goals reached one after another, see Simulation._plan_step
     plan_rate: float = 0.05  # chance per step of the next change towards the current goal
@@ -356,6 +356,8 @@ class Simulation:
                     self._log(f"restart {n.id}")
         for n in self.nodes.values():
             n.advance_clock()
+            if n.paused_until == self.step_no and n.alive and n.core.role == LEADER and rng.random() < 0.5:
+                self._read(n)  # a client's read waited in the socket of a paused leader: first thing it sees
         if plan and o.plan and self.plan_at < len(o.plan) and rng.random() < o.plan_rate:
             self._plan_step()
         if self.faults and rng.random() < 0.5:
@@ -400,8 +402,8 @@ class Simulation:
             return
         self.proposed[(idx, term)] = data
 
-    def _read(self) -> None:
-        ld = self._any_leader()
+    def _read(self, to: SimNode | None = None) -> None:
+        ld = to or self._any_leader()
         if ld is None:
             return
         self.counter += 1
@@ -501,14 +503,16 @@ class Simulation:
         self.faults = True
 
     def _pause_one(self) -> None:
-        """SIGSTOP a node (the leader half the time) for half an election timeout up to four of them."""
+        """SIGSTOP a node (the leader half the time) for half an election timeout up to six of them."""
         alive = [n for n in self.nodes.values() if n.alive and not n.paused()]
         ld = self._leader()
         if not alive:
             return
         n = ld if ld is not None and ld in alive and self.rng.random() < 0.5 else self.rng.choice(alive)
-        election_steps = int(ELECTION_TICK * TICK_MS / STEP_MS)
-        n.paused_until = self.step_no + self.rng.randint(election_steps // 2, 4 * election_steps)
+        e = int(ELECTION_TICK * TICK_MS / STEP_MS)  # one election timeout in steps
+        # Mostly long enough for the others to elect a new leader and commit without it.
+        lo, hi = (3 * e, 6 * e) if self.rng.random() < 0.7 else (e // 2, 2 * e)
+        n.paused_until = self.step_no + self.rng.randint(lo, hi)
         self._log(f"pause {n.id} until step {n.paused_until}")
 
     def _wipe_one(self) -> None:
