@@ -104,6 +104,9 @@ class Node:
     clock: FakeClock | None = None
 
 
+LEASE_DRIFT_PERCENT = 50  # the clock-skew nemesis's rates span 0.5..1.5 (jepsen/nemesis.py)
+
+
 @dataclass
 class ClusterOptions:
     snapshot_threshold: int = 500
@@ -113,6 +116,8 @@ class ClusterOptions:
     extra: dict[str, str] = field(default_factory=dict)  # more controller.conf keys
     faketime: bool = False
     unsafe_local_reads: bool = False  # the negative control: CONTROLLERD_UNSAFE_LOCAL_READS=1 on every node
+    lease_read: bool = False  # jRaftReadOnlyOption=ReadOnlyLeaseBased, with the drift bound of the clock nemesis
+    unsafe_tick_lease: bool = False  # the lease negative control: CONTROLLERD_UNSAFE_TICK_LEASE=1 on every node
 
 
 class Cluster:
@@ -173,6 +178,9 @@ class Cluster:
             f"controllerAdminToken={self.token}",
             f"jRaftClusterSecret={self.secret}",
         ]
+        if o.lease_read or o.unsafe_tick_lease:
+            # The clock-skew nemesis runs clocks at 0.5x..1.5x: the lease must allow for 50 % drift.
+            lines += ["jRaftReadOnlyOption=ReadOnlyLeaseBased", f"jRaftMaxClockDriftPercent={LEASE_DRIFT_PERCENT}"]
         lines += [f"{k}={v}" for k, v in sorted(o.extra.items())]
         return "\n".join(lines) + "\n"
 
@@ -190,6 +198,8 @@ class Cluster:
         env = ["CONTROLLERD_FSYNC_SIDECAR=1", f"PYTHONPATH={REPO}", "PYTHONUNBUFFERED=1"]
         if self.opts.unsafe_local_reads:
             env.append("CONTROLLERD_UNSAFE_LOCAL_READS=1")
+        if self.opts.unsafe_tick_lease:
+            env.append("CONTROLLERD_UNSAFE_TICK_LEASE=1")
         if self.opts.faketime:
             env += [
                 f"LD_PRELOAD={faketime_library()}",

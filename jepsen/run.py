@@ -64,6 +64,13 @@ class RunConfig:
         """The negative control: nodes answer reads without ReadIndex, clients spread their GETs."""
         return self.read_mode == "local"
 
+    @property
+    def negative_control(self) -> str | None:
+        """What a negative-control read mode breaks (such a run should come out invalid), or None."""
+        return {"local": "reads skip ReadIndex", "tick-lease": "the lease counts ticks, which a paused node drops"}.get(
+            self.read_mode
+        )
+
 
 class Aborted(Exception):
     """The run cannot prove anything (infrastructure failure); the message says why."""
@@ -130,7 +137,9 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
         cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
                                                    faketime=name == "clock-skew",
-                                                   unsafe_local_reads=cfg.unsafe_reads))  # fmt: skip
+                                                   unsafe_local_reads=cfg.unsafe_reads,
+                                                   lease_read=cfg.read_mode == "lease",
+                                                   unsafe_tick_lease=cfg.read_mode == "tick-lease"))  # fmt: skip
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)
@@ -264,8 +273,8 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
     lines = [f"run: {out}",
              f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
              f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}"]  # fmt: skip
-    if cfg.unsafe_reads:
-        lines.append(f"read mode {cfg.read_mode}: a negative control (reads skip ReadIndex); expect invalid")
+    if cfg.negative_control:
+        lines.append(f"read mode {cfg.read_mode}: a negative control ({cfg.negative_control}); expect invalid")
     if info.get("note"):
         lines.append(f"note: {info['note']}")
     if abort is not None:
@@ -334,8 +343,11 @@ def _workloads(spec: str) -> list[str]:
               help="statemachineSnapshotThreshold of the nodes (small: snapshots and log truncation happen).")
 @click.option("--budget", type=click.FloatRange(min=1), default=60, show_default=True,
               help="Seconds the linearizability checker may spend.")
-@click.option("--read-mode", type=click.Choice(["read-index", "local"]), default="read-index", show_default=True,
-              help="local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
+@click.option("--read-mode", type=click.Choice(["read-index", "lease", "tick-lease", "local"]), default="read-index",
+              show_default=True,
+              help="lease: jRaftReadOnlyOption=ReadOnlyLeaseBased (drift bound 50 %, the clock nemesis's range). "
+                   "tick-lease: the same with the old tick-counted lease (CONTROLLERD_UNSAFE_TICK_LEASE=1), a negative "
+                   "control. local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
                    "a negative control that must come out invalid.")
 @click.option("--keep-data", is_flag=True, help="Keep the nodes' data directories even when the run passes.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,

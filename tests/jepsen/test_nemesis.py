@@ -345,6 +345,27 @@ def test_only_the_negative_control_turns_on_unsafe_reads(tmp_path: Path) -> None
             cluster.http.close()
 
 
+def test_lease_read_modes_configure_the_lease_and_only_the_control_uses_the_tick_lease(tmp_path: Path) -> None:
+    from jepsen.run import RunConfig
+
+    net = Net(3, tag="t0003")
+    net.prefix = "10.250.9"
+    for lease, tick in ((False, False), (True, False), (False, True)):
+        cluster = Cluster(net, tmp_path, ClusterOptions(lease_read=lease, unsafe_tick_lease=tick))
+        try:
+            text = cluster.config_text(cluster.node(1))
+            assert ("jRaftReadOnlyOption=ReadOnlyLeaseBased" in text) is (lease or tick)
+            assert ("jRaftMaxClockDriftPercent=50" in text) is (lease or tick)
+            assert ("CONTROLLERD_UNSAFE_TICK_LEASE=1" in cluster.command(cluster.node(1))) is tick
+        finally:
+            cluster.http.close()
+    cfg = dict(workload="register", nemesis="pause-leader", time_limit=1, nodes=3, rate=1, concurrency=1, seed=1,
+               interval=1, recovery=1, snapshot_threshold=0, keep_data=False, budget=1)  # fmt: skip
+    assert RunConfig(**cfg, read_mode="tick-lease").negative_control  # type: ignore[arg-type]
+    assert RunConfig(**cfg, read_mode="lease").negative_control is None  # type: ignore[arg-type]
+    assert not RunConfig(**cfg, read_mode="tick-lease").unsafe_reads  # type: ignore[arg-type]
+
+
 def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path) -> None:
     from jepsen.run import run_summary
 
