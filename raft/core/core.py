@@ -458,9 +458,7 @@ class RaftCore:
                 pr.read_ack = m.seq
                 self._advance_reads()
             if m.reject and m.reject_hint < pr.match:
-                pr.become_probe()  # the follower lost entries it acknowledged: probe from where its log ends
-                pr.match = m.reject_hint
-                pr.next = m.reject_hint + 1
+                pr.lost_entries(m.reject_hint)
             if pr.match < self.log.last_index():
                 self._send_append(m.frm)
 
@@ -617,6 +615,10 @@ class RaftCore:
 
     # ------------------------------------------------------------------ roles
 
+    def _sole_voter(self) -> bool:
+        # Not len(voters) == 1: a leader that has appended its own removal from {a, b} sees {b}.
+        return self.conf.voters == (self.id,)
+
     def _promotable(self) -> bool:
         """A voter of the latest configuration campaigns; so does one that the latest configuration removes
         while that removal is not known to be committed (thesis §4.2.2): otherwise a leader that appended its
@@ -744,7 +746,7 @@ class RaftCore:
             if pid != self.id:
                 commit = min(pr.match, self.log.committed)
                 self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit=commit, seq=seq))
-        if len(self.conf.voters) == 1:
+        if self._sole_voter():
             self._advance_reads()
 
     # ------------------------------------------------------------------ reads
@@ -761,7 +763,7 @@ class RaftCore:
         if self.log.term(self.log.committed) != self.term:
             return  # JRaft/etcd: no reads until the leader's first entry of this term has committed
         commit = self.log.committed
-        if len(self.conf.voters) == 1:
+        if self._sole_voter():
             self.read_states.extend(ReadState(ctx, commit) for ctx in self.waiting_reads)
             self.waiting_reads = []
             return

@@ -94,6 +94,14 @@ class Progress:
             inflights.popleft()
         return updated
 
+    def lost_entries(self, last_index: int) -> None:
+        """The follower no longer holds what it acknowledged (its disk was wiped or replaced); its log now
+        ends at last_index. Where that log agrees with ours is unknown, so match is forgotten, never set
+        from the reject (etcd's MaybeDecrTo moves only next): probing from its end finds the real match."""
+        self.match = 0
+        self.become_probe()
+        self.next = last_index + 1
+
     def maybe_decrease(self, rejected: int, next_guess: int) -> bool:
         """A follower rejected an append whose previous index was `rejected`. Returns whether the
         rejection was fresh (not a stale or duplicate answer) and next was moved back."""

@@ -361,6 +361,20 @@ def test_lease_read_answers_without_a_round_while_lease_valid() -> None:
     assert [c for c, _ in net.read_states["a"]] == ["fast"]  # now it needs a quorum round, which cannot finish
 
 
+def test_leader_removing_itself_does_not_serve_reads_alone() -> None:
+    """Issue 12, bug 2: once `a` appends "remove a" to voters {a, b}, its configuration is {b}: one voter,
+    but not `a`. The single-voter shortcut must not answer from `a` alone, since `b` may already lead."""
+    net = Network(["a", "b"])
+    a = net.elect("a")
+    net.filter = lambda m: not (m.frm == "b" and m.to == "a")  # b -> a is cut
+    a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
+    assert a.conf.voters == ("b",) and a.role == LEADER
+    a.read_index("r")
+    net.deliver()
+    net.tick_all(3 * a.cfg.heartbeat_tick)
+    assert a.role == LEADER and net.read_states["a"] == []
+
+
 # ---------------------------------------------------------------- leadership transfer
 
 
@@ -543,3 +557,31 @@ def test_a_leader_whose_own_removal_did_not_commit_can_lead_again() -> None:
     assert b.role == LEADER and b.conf.voters == ("b",)
     assert b.log.committed >= a.log.last_index() - 1 and a.role == FOLLOWER
     assert b"only on a" in net.normal_applied("b")
+
+
+def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
+    """Issue 12, bug 4: c's disk is replaced by a stale copy holding an uncommitted entry of an old leader.
+    A heartbeat reject says where c's log ends, not that it matches ours: the leader must not raise match to
+    it, or the next heartbeat's commit makes c commit (and apply) the old leader's entry."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose([b"x"])  # never committed: only a has it
+    net.deliver()
+    stale = net.durable["a"]
+    assert [e.data for e in stale[1]] == [b"", b"x"]
+    net.crash("a")
+    b = net.elect("b")
+    net.propose("b", b"y", b"z")
+    assert b.prs["c"].match == b.log.last_index() == b.log.committed == 4
+    net.durable["c"] = stale  # c's disk is replaced by a copy of a's
+    net.applied["c"] = []
+    net.start("c")
+    net.filter = lambda m: m.type != MsgType.APP  # only heartbeats reach c for a while
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert b.prs["c"].match == 0
+    for e in net.applied["c"]:
+        assert (e.term, e.data) == (b.log.term(e.index), b.log.slice(e.index, e.index + 1, 1, 0)[0].data), e
+    net.filter = None
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
