@@ -291,11 +291,18 @@ class Simulation:
                 sender.core.report_snapshot(m.to, False)
 
     def _deliver_due(self) -> None:
-        # A paused node's inbound messages wait in its socket buffers until it resumes.
-        due = [x for x in self.net if x[0] <= self.step_no and not self._held(x[2])]
+        now = self.step_no
+        if any(n.paused() for n in self.nodes.values()):
+            # A paused node's inbound messages wait in its socket buffers until it resumes.
+            due = [x for x in self.net if x[0] <= now and not self._held(x[2])]
+            if due:
+                self.net = [x for x in self.net if x[0] > now or self._held(x[2])]
+        else:
+            due = [x for x in self.net if x[0] <= now]
+            if due:
+                self.net = [x for x in self.net if x[0] > now]
         if not due:
             return
-        self.net = [x for x in self.net if x[0] > self.step_no or self._held(x[2])]
         self.rng.shuffle(due)  # reordering among messages due at once
         for _, _, m in due:
             dst = self.nodes.get(m.to)
@@ -309,7 +316,8 @@ class Simulation:
             dst.core.step(m)
             if m.type == MsgType.SNAP and src.alive:
                 src.core.report_snapshot(m.to, True)
-            self._drain()
+                self._drain_node(src)
+            self._drain_node(dst)  # only the nodes touched can have work (their output goes to the network)
 
     # ------------------------------------------------------------------ events
 
@@ -380,6 +388,10 @@ class Simulation:
                 if n.alive and not n.paused() and n.core.has_ready():
                     n.handle_ready()
                     progress = True
+
+    def _drain_node(self, n: SimNode) -> None:
+        while n.alive and not n.paused() and n.core.has_ready():
+            n.handle_ready()
 
     def _leader(self) -> SimNode | None:
         leaders = [n for n in self.nodes.values() if n.alive and n.core.role == LEADER]

@@ -364,6 +364,7 @@ def test_lease_read_modes_configure_the_lease_and_only_the_control_uses_the_tick
     assert RunConfig(**cfg, read_mode="tick-lease").negative_control  # type: ignore[arg-type]
     assert RunConfig(**cfg, read_mode="lease").negative_control is None  # type: ignore[arg-type]
     assert not RunConfig(**cfg, read_mode="tick-lease").unsafe_reads  # type: ignore[arg-type]
+    assert RunConfig(**cfg, read_mode="lease").spread_reads and not RunConfig(**cfg).spread_reads  # type: ignore[arg-type]
 
 
 def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path) -> None:
