@@ -15,7 +15,8 @@ PROFILES: dict[str, SimOptions] = {
     "powerloss": SimOptions(crash=0.03, lose_unsynced=1.0, partition=0.01, steps=800),
     # One voter plus learners grown to five voters, with power losses while the lone voter leads.
     "grow": SimOptions(
-        nodes=1, learners=2, spare_nodes=2, plan=("voters=5",), plan_rate=0.02, crash=0.03, lose_unsynced=0.8, sync_rate=0.3
+        nodes=1, learners=2, spare_nodes=2, plan=("voters=5",), plan_rate=0.02, crash=0.03, lose_unsynced=0.8, sync_rate=0.3,
+        stall_new_leader=0.3
     ),
     # Five voters shrunk to one and grown back (removals may pick the leader itself).
     "shrink-grow": SimOptions(nodes=5, plan=("voters=1", "voters=5"), plan_rate=0.08, partition=0.01, crash=0.006),

@@ -79,6 +79,7 @@ class SimOptions:
     script: str = ""  # "figure8": run the Raft paper's Figure 8 schedule first
     tick_lease: bool = False  # negative control: nodes measure the lease in ticks (the old, unsafe lease)
     sync_rate: float = 0.5  # chance per step that a node's queued writes become durable (while faults run)
+    stall_new_leader: float = 0.0  # chance that a new leader's disk stalls a few steps, then it loses power
     settle_steps: int = 4000
 
 
@@ -119,6 +120,7 @@ class SimNode:
         self.ticks = 0
         self.paused_until = 0  # step at which a pause ends
         self.max_entries = 0  # a script's override of max_entries_per_msg
+        self.stalled_until = 0  # step until which this node's disk does not complete writes
 
     def paused(self) -> bool:
         return self.paused_until > self.sim.step_no
@@ -165,13 +167,17 @@ class SimNode:
         if self.max_entries:
             self.core.cfg = replace(self.core.cfg, max_entries_per_msg=self.max_entries)
 
-    def crash(self, lose_unsynced: bool) -> None:
+    def crash(self, lose_unsynced: bool, keep: int | None = None) -> None:
         """kill -9 keeps everything handed to the OS; a power loss keeps a random prefix of the persistence
-        steps, so it can fall between any two of them (also inside one Ready)."""
+        steps (or the first `keep`), so it can fall between any two of them (also inside one Ready)."""
         steps = [(p, part) for p in self.pending for part in ("snap", "hard", "entries") if _has(p, part)]
-        keep = self.sim.rng.randrange(len(steps) + 1) if lose_unsynced else len(steps)
+        if keep is None:
+            keep = self.sim.rng.randrange(len(steps) + 1) if lose_unsynced else len(steps)
         for p, part in steps[:keep]:
             self._write(p, part)
+        for p, part in steps[keep:]:
+            if part == "entries":
+                self.sim.forget_unseen(self, p.entries)
         self.pending = []
         self.alive = False
         self.paused_until = 0
@@ -265,6 +271,7 @@ class Simulation:
         self.drop_if: Callable[[Message], bool] | None = None  # scripted message loss (Figure 8)
         self.script_reached = ""  # the last stage a script reached
         self.at: dict[int, Callable[[], None]] = {}  # faults scheduled for a step
+        self.exposed: set[tuple[int, int]] = set()  # (index, term) of entries that ever left their node
         for n in self.nodes.values():
             n.start()
 
@@ -273,6 +280,8 @@ class Simulation:
     def send_all(self, msgs: list[Message]) -> None:
         rng = self.rng
         for m in msgs:
+            if m.type == MsgType.APP:
+                self.exposed.update((e.index, e.term) for e in m.entries)
             if self.drop_if is not None and self.drop_if(m):
                 self._dropped(m)
                 continue
@@ -373,6 +382,8 @@ class Simulation:
         if rng.random() < 0.1:
             self._read()
         for n in self.nodes.values():
+            if n.stalled_until > self.step_no:
+                continue
             if n.alive and not n.paused() and n.pending and (not self.faults or rng.random() < o.sync_rate):
                 n.sync()
         self._drain()
@@ -547,6 +558,20 @@ class Simulation:
             if i != v and any(idx > d.snap.index and held.get(idx) != t for idx, t in need.items()):
                 return
         self.wipe(v)
+
+    def _stall_then_power_loss(self, n: SimNode) -> None:
+        """The new leader's disk stalls (its term, vote and first entries stay in the cache) while it works on,
+        then the power fails and everything unsynced is lost: it restarts in its old term."""
+        n.stalled_until = self.step_no + self.rng.randint(6, 16)
+        incarnation = n.core
+
+        def power_loss() -> None:
+            if n.alive and n.core is incarnation:
+                self._log(f"stalled {n.id} loses power")
+                n.crash(True, keep=0)
+
+        self.at[n.stalled_until] = power_loss
+        self._log(f"disk of new leader {n.id} stalls until step {n.stalled_until}")
 
     def _isolate(self, node_id: str) -> None:
         self.partition = {i: int(i == node_id) for i in self.nodes}
@@ -727,6 +752,19 @@ class Simulation:
             if known != prev:
                 raise AssertionError(f"log matching violated at index {e.index} term {e.term} on {n.id}")
 
+    def forget_unseen(self, n: SimNode, lost: list[Entry]) -> None:
+        """A crash lost entries that never became durable and never left n: nobody can ever have seen them,
+        so a later entry at the same index and term (a lone voter that lost its unsynced term and won it
+        again) does not break log matching. Entries that did leave stay recorded."""
+        mine = self.chain[n.id]
+        for e in lost:
+            key = (e.index, e.term)
+            h = self.chain_global.get(key)
+            if key in self.exposed or h is None or mine.get(e.index) != h:
+                continue
+            if not any(self.chain[o].get(e.index) == h for o in self.nodes if o != n.id):
+                del self.chain_global[key]
+
     def chain_rebuild(self, n: SimNode) -> None:
         """After a restart the node's log is what was durable: rebuild its hash chain from that."""
         snap = n.durable.snap
@@ -775,6 +813,8 @@ class Simulation:
                 if n.was_leader_term != core.term:
                     n.was_leader_term = core.term
                     self._check_leader_completeness(n)
+                    if self.faults and self.rng.random() < self.opts.stall_new_leader:
+                        self._stall_then_power_loss(n)
             commit = core.log.committed
             if commit < n.last_commit:
                 raise AssertionError(f"{n.id} commit went back from {n.last_commit} to {commit}")
