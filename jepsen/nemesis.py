@@ -314,35 +314,30 @@ class IsolateLeader(Nemesis):
         return {"healed": "network"}
 
 
-class PauseIsolatedLeader(Nemesis):
+class PauseIsolatedLeader(IsolateLeader):
     """SIGSTOP the current leader and cut it off from its peers. On stop, SIGCONT it first and heal the network
     HOLD_S later: for that while it runs again without its peers' messages (a newer leader's), like a process
     whose peers' packets are late, and answers the requests that waited in its sockets during the pause. Built
     for lease reads: a lease that outlives the pause (the old tick-counted one) answers them stale."""
 
     name = "pause-isolated-leader"
-    network = True
     HOLD_S = 2.0
 
     def __init__(self) -> None:
         self.paused: int | None = None
 
     def start(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
-        leader = ctx.leader()
-        if leader is None:
-            return {"skipped": "no leader known"}
-        g = isolate(leader, ctx.nodes)
-        ctx.net.apply_grudge(g)
-        if ctx.cluster.pause(leader):
+        done = super().start(ctx, params)
+        leader = done.get("isolated")
+        if leader is not None and ctx.cluster.pause(leader):
             self.paused = leader
-        return {"leader": ctx.cluster.node(leader).name, "paused": self.paused is not None, "grudge": _jsonable(g)}
+        return {**done, "paused": self.paused is not None}
 
     def stop(self, ctx: Context) -> dict[str, Any]:
         resumed = self.paused is not None and ctx.cluster.resume(self.paused)
         self.paused = None
         time.sleep(self.HOLD_S)  # the fault itself: resumed but still cut off for HOLD_S
-        ctx.net.heal()
-        return {"resumed": resumed, "healed": "network", "held_s": self.HOLD_S}
+        return {**super().stop(ctx), "resumed": resumed, "held_s": self.HOLD_S}
 
 
 class Kill(Nemesis):
