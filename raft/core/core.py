@@ -490,16 +490,22 @@ class RaftCore:
         elif t == MsgType.HEARTBEAT:
             self.election_elapsed = 0
             self.leader = m.frm
-            last = self.log.last_index()
-            if m.commit <= last:
-                self.log.commit_to(m.commit)
+            lg = self.log
+            last = lg.last_index()
+            if m.commit <= lg.committed or (m.commit <= last and lg.match_term(m.commit, m.log_term)):
+                lg.commit_to(m.commit)
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
-            else:
-                # The leader's commit here is at most what we acknowledged, yet we lack it: our disk lost
-                # acknowledged entries (wiped or replaced). Say where our log ends so the leader backs off
-                # instead of believing our old match forever.
+            elif m.commit > last or m.log_term:
+                # The leader's commit here is at most what we acknowledged, yet we lack it, or hold another
+                # entry there: our disk lost acknowledged entries (wiped, or replaced by a stale copy). Say
+                # where our log surely agrees (its end, or our commit) so the leader probes from there instead
+                # of believing our old match.
+                hint = last if m.commit > last else lg.committed
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=True,
-                                   reject_hint=last))  # fmt: skip
+                                   reject_hint=hint))  # fmt: skip
+            else:
+                # The leader no longer knows the term at its commit (compacted): no commit from this heartbeat.
+                self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
         elif t == MsgType.SNAP:
             self.election_elapsed = 0
             self.leader = m.frm
@@ -745,7 +751,8 @@ class RaftCore:
         for pid, pr in self.prs.items():
             if pid != self.id:
                 commit = min(pr.match, self.log.committed)
-                self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit=commit, seq=seq))
+                commit_term = self.log.term(commit) or 0  # lets the follower check its entry at commit
+                self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit_term, commit=commit, seq=seq))
         if self._sole_voter():
             self._advance_reads()
 

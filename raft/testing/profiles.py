@@ -6,7 +6,8 @@ from raft.testing.sim import SimOptions
 
 PROFILES: dict[str, SimOptions] = {
     "default": SimOptions(pause=0.003),
-    "churn": SimOptions(crash=0.02, partition=0.02, drop=0.2, duplicate=0.1, max_delay=12, transfer=0.01, wipe=0.003),
+    "churn": SimOptions(crash=0.02, partition=0.02, drop=0.2, duplicate=0.1, max_delay=12, transfer=0.01, wipe=0.003,
+                       rollback=0.01),
     "five": SimOptions(nodes=5, crash=0.01, partition=0.01, pause=0.004, steps=1000),
     "membership": SimOptions(spare_nodes=2, conf_change=0.01, crash=0.006),
     # Lease reads with clocks at different rates (within the drift bound the nodes are told), pauses of the

@@ -74,6 +74,7 @@ class SimOptions:
     clock_drift: float = 0.0  # each node's clock rate is drawn from [1 - d, 1 + d] (the core's bound is d too)
     pause: float = 0.0  # chance per step of pausing a node (the leader half the time) for up to 6 elections
     wipe: float = 0.0  # chance per step of a follower losing its disk (term and vote kept), when that is safe
+    rollback: float = 0.0  # chance per step of a follower's disk going back to an older copy, when that is safe
     plan: tuple[str, ...] = ()  # membership goals reached one after another, see Simulation._plan_step
     plan_rate: float = 0.05  # chance per step of the next change towards the current goal
     script: str = ""  # "figure8": run the Raft paper's Figure 8 schedule first
@@ -121,6 +122,7 @@ class SimNode:
         self.paused_until = 0  # step at which a pause ends
         self.max_entries = 0  # a script's override of max_entries_per_msg
         self.stalled_until = 0  # step until which this node's disk does not complete writes
+        self.backups: list[tuple[int, SnapshotMeta, list[Entry]]] = []  # (step, snapshot, log) copies of its disk
 
     def paused(self) -> bool:
         return self.paused_until > self.sim.step_no
@@ -358,12 +360,16 @@ class Simulation:
                 (o.conf_change, self._conf_change),
                 (o.pause, self._pause_one),
                 (o.wipe, self._wipe_one),
+                (o.rollback, self._rollback_one),
             )
             for p, fault in faults:
                 if r < p:
                     fault()
                     break
                 r -= p
+            if o.rollback and self.step_no % 40 == 0:
+                for n in self.nodes.values():  # keep a few old copies of every disk for rollbacks
+                    n.backups = [*n.backups[-2:], (self.step_no, n.durable.snap, list(n.durable.entries))]
             scheduled = self.at.pop(self.step_no, None)
             if scheduled is not None:
                 scheduled()
@@ -539,25 +545,45 @@ class Simulation:
         self._log(f"pause {n.id} until step {n.paused_until}")
 
     def _wipe_one(self) -> None:
-        """A follower's disk is replaced (log and snapshot lost, term and vote kept elsewhere). Only done when
-        every other voter holds every committed entry durably: losing a copy a commit counted on could lose
+        """A follower's disk is replaced by an empty one (term and vote kept elsewhere)."""
+        v = self._disk_loss_victim()
+        if v is not None:
+            self.wipe(v.id)
+
+    def _rollback_one(self) -> None:
+        """A follower's disk is replaced by an older copy of itself (a restored backup; term and vote kept):
+        its log goes back to what it held then, possibly an old leader's entries that were overwritten since."""
+        v = self._disk_loss_victim()
+        if v is None:
+            return
+        copies = [c for c in v.backups if c[1] == v.durable.snap and c[2] != v.durable.entries]
+        if not copies:
+            return
+        taken, _, entries = self.rng.choice(copies)
+        v.crash(False)
+        v.durable.entries = list(entries)
+        self._log(f"rollback {v.id} to its log of step {taken}")
+        v.start()
+
+    def _disk_loss_victim(self) -> SimNode | None:
+        """A follower that may lose what its disk holds: only when every other voter holds every committed
+        entry and everything the victim acknowledged, durably. Losing a copy a commit counted on could lose
         the entry for good, which no protocol survives."""
         ld = self._leader()
         if ld is None:
-            return
+            return None
         voters = ld.core.conf.voters
         victims = [i for i in voters if i != ld.id and self.nodes[i].alive]
         if not victims:
-            return
+            return None
         v = self.rng.choice(victims)
-        # What a leader may have counted on v: every committed entry and everything v acknowledged (durable).
         need = {i: t for i, (t, _) in self.committed.items()} | {e.index: e.term for e in self.nodes[v].durable.entries}
         for i in voters:
             d = self.nodes[i].durable
             held = {e.index: e.term for e in d.entries}
             if i != v and any(idx > d.snap.index and held.get(idx) != t for idx, t in need.items()):
-                return
-        self.wipe(v)
+                return None
+        return self.nodes[v]
 
     def _stall_then_power_loss(self, n: SimNode) -> None:
         """The new leader's disk stalls (its term, vote and first entries stay in the cache) while it works on,

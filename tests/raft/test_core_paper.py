@@ -585,3 +585,31 @@ def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
     net.filter = None
     net.tick_all(3 * b.cfg.heartbeat_tick)
     assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
+
+
+def test_reseeded_follower_with_a_long_stale_log_never_commits_it() -> None:
+    """Found by the simulation (profile churn, disk rollbacks): like the test above, but the stale copy is as
+    long as the leader's commit, so no heartbeat is rejected for being beyond c's log. A heartbeat carries the
+    term of the entry at its commit index; c commits only if its own entry there has that term, and otherwise
+    rejects, so that the leader probes where c's log really agrees."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose([b"x1", b"x2", b"x3"])  # never committed: only a has them
+    net.deliver()
+    stale = net.durable["a"]
+    assert [e.data for e in stale[1]] == [b"", b"x1", b"x2", b"x3"]
+    net.crash("a")
+    b = net.elect("b")
+    net.propose("b", b"y", b"z")
+    assert b.prs["c"].match == b.log.last_index() == b.log.committed == 4
+    net.durable["c"] = stale  # c's disk is replaced by a copy of a's, as long as b's commit
+    net.applied["c"] = []
+    net.start("c")
+    net.filter = lambda m: m.type != MsgType.APP  # only heartbeats reach c for a while
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert [e.data for e in net.applied["c"] if e.type == EntryType.NORMAL] == []
+    assert net.cores["c"].log.committed == 0 and b.prs["c"].match == 0
+    net.filter = None
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
