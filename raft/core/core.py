@@ -21,11 +21,10 @@ from raft.status import RaftError, RaftException
 
 FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre_candidate", "candidate", "leader"
 
-# Messages a leader (or pre-candidate) may send before its own Ready is durable: they promise nothing
-# about local state that a crash could take back. Everything else waits for persistence.
-_SEND_NOW = frozenset(
-    {MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW, MsgType.PRE_VOTE, MsgType.PRE_VOTE_RESP}
-)
+# Messages a leader (or pre-candidate) may send before its own Ready is durable, provided its term and
+# vote already are (see `ready`): they promise nothing about local entries that a crash could take back.
+# Answers to votes and appends (and, as in etcd, to pre-votes) wait for persistence.
+_SEND_NOW = frozenset({MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW, MsgType.PRE_VOTE})
 
 
 @dataclass(frozen=True)
@@ -149,6 +148,7 @@ class RaftCore:
         self.msgs: list[Message] = []
         self.msgs_after: list[Message] = []
         self.prev_hard = HardState(self.term, self.vote)
+        self.durable_hard = self.prev_hard  # the latest hard state the driver reported durable
         self.pending_install: SnapshotMeta | None = None
 
     @property
@@ -283,6 +283,10 @@ class RaftCore:
             if self.prs[self.id].maybe_update(self.log.stable):
                 self._maybe_commit()
 
+    def on_hard_state_persisted(self, hs: HardState) -> None:
+        """The driver made hard state `hs` durable (with everything handed out before it)."""
+        self.durable_hard = hs
+
     def has_ready(self) -> bool:
         lg = self.log
         return bool(
@@ -302,6 +306,8 @@ class RaftCore:
         if self.waiting_reads and self._reads_startable():
             self._start_read_round()
         hs = HardState(self.term, self.vote)
+        if self.msgs and hs != self.durable_hard:
+            self._hold_messages()
         return Ready(
             hard_state=hs if hs != self.prev_hard else None,
             entries=self.log.unstable(),
@@ -315,6 +321,13 @@ class RaftCore:
             role=self.role,
             term=self.term,
         )
+
+    def _hold_messages(self) -> None:
+        """etcd's rule: nothing leaves before the term and vote it is stamped with are durable. A lone voter
+        wins in one call; had its appends left before the meta fsync, a crash and restart would let it win
+        the same term again and write other entries at the same indexes."""
+        self.msgs_after = self.msgs + self.msgs_after
+        self.msgs = []
 
     def advance(self, rd: Ready) -> None:
         if rd.hard_state is not None:

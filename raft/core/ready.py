@@ -23,10 +23,13 @@ class Ready:
     1. persist `hard_state` (if set), `entries` (which may replace a stored suffix) and install
        `snapshot` (if set) -- durably, in that order;
     2. `messages` may be sent at once, even before step 1 finishes (the leader writes its own log in
-       parallel with replication, Raft thesis §10.2.1); `persisted_messages` only after step 1;
+       parallel with replication, Raft thesis §10.2.1): the core puts a message there only while the term
+       and vote it is stamped with are reported durable; `persisted_messages` only after step 1 of this
+       Ready and of every earlier one;
     3. apply `committed` in order; serve `read_states` once applied reaches their index; fail
        `dropped_reads`;
-    4. call `advance(ready)`, and `on_persisted(last index, its term)` when step 1 is durable.
+    4. call `advance(ready)`; when step 1 is durable, `on_hard_state_persisted(hard_state)` (if set) and
+       `on_persisted(last index, its term)` (if entries).
     """
 
     hard_state: HardState | None = None

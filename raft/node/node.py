@@ -6,8 +6,9 @@ One event loop owns the core. Work flows as in the architecture notes:
     core Ready --> messages: transport (now)        entries + hard state: LogWriter thread (group commit)
                    persisted messages: after fsync  committed: StateMachine.on_apply -> futures
 
-The leader sends AppendEntries before its own fsync finishes (Raft thesis §10.2.1); everything that
-promises durability (votes, append acknowledgements) leaves only after the write is on disk.
+The leader sends AppendEntries before its own fsync finishes (Raft thesis §10.2.1) once its term and vote
+are on disk; everything that promises durability (votes, append acknowledgements) leaves only after the
+write is on disk. The core sorts messages into the two lists (docs/raft.md, "The persistence rule").
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from raft.core import (
     CoreConfig,
     Entry,
     EntryType,
+    HardState,
     Message,
     MsgType,
     RaftCore,
@@ -86,7 +88,8 @@ class Node:
         self._waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # index -> (term, future)
         self._reads: list[asyncio.Future[int]] = []
         self._read_waiters: list[tuple[int, asyncio.Future[int]]] = []  # (index, future) until applied
-        self._persist_inflight: deque[tuple[list[Message], tuple[int, int] | None]] = deque()
+        # per write in flight: messages waiting for it, its last (index, term), its hard state
+        self._persist_inflight: deque[tuple[list[Message], tuple[int, int] | None, HardState | None]] = deque()
         self._scheduled = False
         self._tick_handle: asyncio.TimerHandle | None = None
         self._ticks = 0  # timer ticks so far (the clock of the unsafe_tick_lease fault injection)
@@ -516,7 +519,7 @@ class Node:
             before = functools.partial(lg.reset, rd.snapshot.index + 1)
         if rd.must_persist():
             last = (rd.entries[-1].index, rd.entries[-1].term) if rd.entries else None
-            self._persist_inflight.append((rd.persisted_messages, last))
+            self._persist_inflight.append((rd.persisted_messages, last, rd.hard_state))
             loop = self._loop_or_raise()
             writer = self.writer
             assert writer is not None
@@ -627,14 +630,17 @@ class Node:
     def _persisted(self, err: BaseException | None) -> None:
         if self._stopped:
             return
-        msgs, last = self._persist_inflight.popleft()
+        msgs, last, hs = self._persist_inflight.popleft()
         if err is not None:
             self._fatal(err)
             return
         if msgs:
             self._transport().send(msgs)
+        core = self._core()
+        if hs is not None:
+            core.on_hard_state_persisted(hs)
         if last is not None:
-            self._core().on_persisted(*last)
+            core.on_persisted(*last)
         self._kick()
 
     def _apply(self, core: RaftCore, committed: list[Entry]) -> None:

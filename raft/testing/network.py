@@ -1,5 +1,6 @@
-"""A tiny synchronous harness for scenario tests of the core: persistence is instant, messages sit in
-a queue until `deliver()`, and links can be cut. Reads like the Raft paper's figures."""
+"""A tiny synchronous harness for scenario tests of the core: persistence is instant (or deferred until
+`sync()` for chosen nodes), messages sit in a queue until `deliver()`, and links can be cut. Reads like
+the Raft paper's figures."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class Network:
         self.dropped_reads: dict[str, list[object]] = {i: [] for i in ids}
         self.clock = 0.0  # one monotonic clock (ms) for every node; each tick advances it by tick_ms
         self.tick_ms = float(cfg.get("tick_ms", 50.0))  # type: ignore[arg-type]
+        self.unsynced: dict[str, list[Ready]] = {}  # nodes whose writes wait for sync()
         for i in ids:
             self.durable[i] = (HardState(), [], None)
             self.start(i)
@@ -37,7 +39,10 @@ class Network:
         return core
 
     def crash(self, i: str) -> None:
+        """Stop node i; its writes not yet synced are lost."""
         self.down.add(i)
+        if i in self.unsynced:
+            self.unsynced[i] = []
 
     def isolate(self, i: str) -> None:
         for j in self.cores:
@@ -48,27 +53,47 @@ class Network:
         self.cut.clear()
 
     def process(self, i: str) -> None:
-        """Run node i's Readies until it has nothing more to do, persisting instantly."""
+        """Run node i's Readies until it has nothing more to do. Writes are durable at once, unless
+        `defer_writes(i)` was called: then they (and `persisted_messages`) wait for `sync(i)`, like the
+        node's log writer, while `messages` go out at once."""
         core = self.cores[i]
         while core.has_ready():
             rd: Ready = core.ready()
-            hs, entries, snap = self.durable[i]
-            if rd.hard_state is not None:
-                hs = rd.hard_state
-            if rd.snapshot is not None:
-                snap, entries = rd.snapshot, []
-            if rd.entries:
-                first = rd.entries[0].index
-                entries = [e for e in entries if e.index < first] + list(rd.entries)
-            self.durable[i] = (hs, entries, snap)
             self.queue.extend(rd.messages)
-            self.queue.extend(rd.persisted_messages)
             self.applied[i].extend(rd.committed)
             self.read_states[i].extend((r.ctx, r.index) for r in rd.read_states)
             self.dropped_reads[i].extend(ctx for ctx, _ in rd.dropped_reads)
             core.advance(rd)
-            if rd.entries:
-                core.on_persisted(rd.entries[-1].index, rd.entries[-1].term)
+            if i in self.unsynced:
+                self.unsynced[i].append(rd)
+            else:
+                self._write(i, rd)
+
+    def defer_writes(self, i: str) -> None:
+        self.unsynced[i] = []
+
+    def sync(self, i: str) -> None:
+        """fsync: node i's deferred writes become durable and their waiting messages leave."""
+        pending, self.unsynced[i] = self.unsynced[i], []
+        for rd in pending:
+            self._write(i, rd)
+
+    def _write(self, i: str, rd: Ready) -> None:
+        hs, entries, snap = self.durable[i]
+        if rd.hard_state is not None:
+            hs = rd.hard_state
+        if rd.snapshot is not None:
+            snap, entries = rd.snapshot, []
+        if rd.entries:
+            first = rd.entries[0].index
+            entries = [e for e in entries if e.index < first] + list(rd.entries)
+        self.durable[i] = (hs, entries, snap)
+        self.queue.extend(rd.persisted_messages)
+        core = self.cores[i]
+        if rd.hard_state is not None:
+            core.on_hard_state_persisted(rd.hard_state)
+        if rd.entries:
+            core.on_persisted(rd.entries[-1].index, rd.entries[-1].term)
 
     def send_pending(self) -> list[Message]:
         for i in self.cores:

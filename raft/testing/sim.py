@@ -194,6 +194,8 @@ class SimNode:
                 self._write(p, part)
         for p in pend:
             self.sim.send_all(p.msgs)
+            if p.hard is not None:
+                self.core.on_hard_state_persisted(p.hard)
             self.core.on_persisted(*p.last)
 
     def _write(self, p: _Pending, part: str) -> None:
@@ -212,6 +214,8 @@ class SimNode:
         core = self.core
         rd: Ready = core.ready()
         self.sim.check_new_entries(self, rd)
+        if rd.messages and (rd.hard_state is not None or any(p.hard is not None for p in self.pending)):
+            raise AssertionError(f"{self.id} sends {rd.messages[0]} before its term and vote are durable")
         self.sim.send_all(rd.messages)
         snap_app = None
         if rd.snapshot is not None:

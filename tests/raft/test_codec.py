@@ -186,14 +186,61 @@ def test_trailing_bytes_and_deep_nesting() -> None:
         decode_messages(b"\x91" * 100_000)  # nested arrays beyond msgpack's stack limit
 
 
+def _exact(x: object) -> object:
+    """x with every scalar tagged by its exact type, so that True and 1, or b"a" and "a", compare unequal."""
+    if type(x) in (list, tuple):
+        return ("array", tuple(_exact(v) for v in x))  # type: ignore[attr-defined]
+    return (type(x).__name__, x)
+
+
+def _generic(data: bytes) -> object:
+    return _exact(msgpack.unpackb(data, raw=False))
+
+
+def _is_well_formed(m: Message) -> bool:
+    ints = (m.term, m.log_term, m.index, m.commit, m.reject_hint, m.hint_term, m.seq)
+    snap = m.snapshot
+    return (
+        type(m.type) is MsgType
+        and type(m.frm) is str
+        and type(m.to) is str
+        and all(type(v) is int for v in ints)
+        and type(m.reject) is bool
+        and type(m.force) is bool
+        and type(m.entries) is list
+        and all([type(v) for v in (e.term, e.index, e.type, e.data)] == [int, int, int, bytes] for e in m.entries)
+        and (
+            snap is None
+            or (type(snap.index) is int and type(snap.term) is int and all(type(i) is str for i in snap.conf.members()))
+        )
+    )
+
+
+def assert_rejected_unless_valid(data: bytes) -> None:
+    """Damaged input is rejected with CodecError. Only bytes that happen to be a valid encoding are accepted,
+    and then they decode to well-formed messages saying exactly what the bytes say: nothing dropped,
+    repaired or coerced (re-encoding them gives the same msgpack value, types included)."""
+    try:
+        msgs = decode_messages(data)
+    except CodecError:
+        pass
+    else:
+        assert all(_is_well_formed(m) for m in msgs), msgs
+        assert _generic(encode_messages(msgs)) == _generic(data)
+    try:
+        sender, msgs = decode_batch(data)
+    except CodecError:
+        pass
+    else:
+        assert type(sender) is str and all(_is_well_formed(m) for m in msgs), msgs
+        again = encode_batch(sender, [encode_message(m) for m in msgs])
+        assert again[0] == data[0] and _generic(again[1:]) == _generic(data[1:])
+
+
 @settings(max_examples=300)
 @given(st.binary(max_size=200))
-def test_garbage_never_raises_anything_else(data: bytes) -> None:
-    for decode in (decode_messages, decode_batch):
-        try:
-            decode(data)
-        except CodecError:
-            pass
+def test_garbage_is_rejected_unless_valid(data: bytes) -> None:
+    assert_rejected_unless_valid(data)
 
 
 msgpack_values = st.recursive(
@@ -205,24 +252,38 @@ msgpack_values = st.recursive(
 
 @settings(max_examples=300)
 @given(msgpack_values)
-def test_arbitrary_msgpack_never_raises_anything_else(obj: object) -> None:
+def test_arbitrary_msgpack_is_rejected_unless_valid(obj: object) -> None:
     data = msgpack.packb(obj, use_bin_type=True)
-    for decode in (decode_messages, decode_batch):
-        try:
-            decode(data)
-        except CodecError:
-            pass
+    assert_rejected_unless_valid(data)
+    assert_rejected_unless_valid(bytes((1,)) + data)  # as a batch payload
 
 
+def _leaves(x: object, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], object]]:
+    if type(x) is list:
+        return [leaf for k, v in enumerate(x) for leaf in _leaves(v, (*path, k))]  # type: ignore[arg-type]
+    return [(path, x)]
+
+
+def _replaced(x: object, path: tuple[int, ...], value: object) -> object:
+    if not path:
+        return value
+    assert type(x) is list
+    return [_replaced(v, path[1:], value) if k == path[0] else v for k, v in enumerate(x)]
+
+
+@settings(max_examples=300)
 @given(messages, st.data())
-def test_mutated_encodings_never_raise_anything_else(m: Message, data: st.DataObject) -> None:
-    encoded = bytearray(encode_messages([m]))
-    i = data.draw(st.integers(0, len(encoded) - 1))
-    encoded[i] = data.draw(st.integers(0, 255))
-    try:
-        decode_messages(bytes(encoded))
-    except CodecError:
-        pass
+def test_mutated_encodings_are_rejected_unless_valid(m: Message, data: st.DataObject) -> None:
+    for encoded in (bytearray(encode_messages([m])), bytearray(encode_batch("a", [encode_message(m)]))):
+        i = data.draw(st.integers(0, len(encoded) - 1))
+        encoded[i] = data.draw(st.integers(0, 255))
+        assert_rejected_unless_valid(bytes(encoded))
+    # A field (or entry part, or snapshot member) of another type than the format's is always damage.
+    tree = msgpack.unpackb(encode_messages([m]), raw=False)
+    path, old = data.draw(st.sampled_from([leaf for leaf in _leaves(tree) if leaf[1] is not None]))
+    value = data.draw(msgpack_values.filter(lambda v: type(v) is not type(old)))
+    with pytest.raises(CodecError):
+        decode_messages(msgpack.packb(_replaced(tree, path, value), use_bin_type=True))
 
 
 # --- frames -------------------------------------------------------------------------------------------------

@@ -210,6 +210,24 @@ def test_conflicting_follower_suffix_is_overwritten_by_the_leader() -> None:
     assert b"lost1" not in [e.data for e in net.cores["a"].log.entries]
 
 
+def test_follower_commits_up_to_the_last_new_entry_never_its_stale_tail() -> None:
+    """Raft Figure 2, AppendEntries rule 5: commit = min(leaderCommit, index of the last new entry). The
+    follower's entries past what the leader just sent are a stale, uncommitted tail of an old term: the
+    leader's commit index says nothing about them, so they must not commit (or be applied)."""
+    stale = [Entry(1, 1), Entry(1, 2), Entry(1, 3, data=b"stale"), Entry(1, 4, data=b"stale")]
+    b = RaftCore(CoreConfig(id="b"), ConfState(tuple(IDS)), HardState(1, ""), entries=stale)
+    # The term-2 leader's log is 1@1 2@1 3@2 4@2, committed to 4; it probes b at index 2, then sends entry 3.
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=2, log_term=1, entries=[], commit=4))
+    assert b.log.committed == 2, "no new entries: commit stops at the matched prefix, not at b's last index"
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=1, log_term=1, entries=[Entry(1, 2)], commit=4))
+    assert b.log.committed == 2 and b.log.last_index() == 4, "a matching entry does not cut the tail"
+    rd = b.ready()
+    assert [e.index for e in rd.committed] == [1, 2]
+    b.advance(rd)
+    b.step(Message(MsgType.APP, "a", "b", term=2, index=2, log_term=1, entries=[Entry(2, 3)], commit=4))
+    assert b.log.committed == 3 and b.log.last_index() == 3 and b.log.term(3) == 2
+
+
 def test_leader_never_overwrites_or_deletes_its_own_entries() -> None:
     net = Network(IDS)
     a = net.elect("a")

@@ -519,3 +519,43 @@ def test_reads_run_concurrently_with_the_writer_thread(tmp_path: Path) -> None:
     writer.close()
     assert writer.error is None and log.last_index() == 400
     log.close()
+
+
+def test_a_new_segment_and_its_directory_entry_are_fsynced_before_append_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment's first append is fdatasynced, which need not make the file's own metadata or its name in the
+    directory durable: without fsync(file) and fsync(directory) a power cut can lose the whole new segment,
+    entries acknowledged from it included. Every append that creates a segment issues both before returning."""
+    events: list[tuple[str, str]] = []
+    names: dict[int, str] = {}
+    real_open, real_close = os.open, os.close
+
+    def rec_open(path: str, flags: int, *args: object, **kw: object) -> int:
+        fd = real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+        names[fd] = os.path.realpath(path)
+        if flags & os.O_CREAT:
+            events.append(("create", names[fd]))
+        return fd
+
+    def rec_close(fd: int) -> None:
+        names.pop(fd, None)
+        real_close(fd)
+
+    monkeypatch.setattr(os, "open", rec_open)
+    monkeypatch.setattr(os, "close", rec_close)
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append(("fsync", names[fd])))  # recorded, not done
+    monkeypatch.setattr(os, "fdatasync", lambda fd: events.append(("fdatasync", names[fd])))
+    directory = os.path.realpath(tmp_path)
+    created = 0
+    with SegmentLog(tmp_path, TINY) as log:
+        for k in range(1, 40, 4):
+            events.clear()
+            log.append(ents(k, k + 3))  # each append returns only once its data is durable
+            new = [p for op, p in events if op == "create" and p.endswith(".wal")]
+            for seg in new:
+                after = events[events.index(("create", seg)) :]
+                assert ("fsync", seg) in after, f"the new segment {seg} was never fsynced: {after}"
+                assert ("fsync", directory) in after, f"the directory entry of {seg} was never fsynced: {after}"
+            created += len(new)
+    assert created >= 3, "the appends did not cross segment boundaries: nothing was tested"
