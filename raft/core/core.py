@@ -1,9 +1,10 @@
 """RaftCore: the consensus algorithm as a pure, deterministic state machine (etcd-raft's RawNode shape).
 
-The driver feeds it time (`tick(now)`: a tick of its timer plus its monotonic clock), messages (`step`) and requests (`propose`, `read_index`,
-`transfer_leader`, `propose_conf_change`), takes a `Ready` of work to do, performs it, and acknowledges
-with `advance(ready)` and `on_persisted(index, term)`. The core never touches a clock, a socket, a file or
-an event loop; randomness comes from the `rng` it is given, so a seeded schedule replays exactly.
+The driver feeds it time (`tick(now)`: a tick of its timer and its monotonic clock), messages (`step`) and
+requests (`propose`, `read_index`, `transfer_leader`, `propose_conf_change`), takes a `Ready` of work to do,
+performs it, and acknowledges with `advance(ready)` and `on_persisted(index, term)`. The core never reads a
+clock or touches a socket, a file or an event loop; randomness comes from the `rng` it is given, so a seeded
+schedule replays exactly.
 """
 
 from __future__ import annotations
@@ -380,8 +381,7 @@ class RaftCore:
 
     def lease_valid(self, now: float | None = None) -> bool:
         """The leader lease holds at `now` (the driver's monotonic clock, ms; None: at the last clock reading)."""
-        if now is not None:
-            self.observe_clock(now)
+        self.observe_clock(now)
         return (
             self.role == LEADER and self.lease_until is not None and self.clock is not None and self.clock < self.lease_until
         )
@@ -705,7 +705,8 @@ class RaftCore:
         self.role = LEADER
         self.leader = self.id
         last = self.log.last_index()
-        for pid in (*self.conf.members(), *(() if self.id in self.conf.members() else (self.id,))):  # also when outside it
+        members = self.conf.members()
+        for pid in members if self.id in members else (*members, self.id):  # a leader outside its config tracks itself
             pr = Progress(last + 1, self.cfg.max_inflight, pid in self.conf.learners)
             if pid == self.id:
                 pr.match = self.log.stable

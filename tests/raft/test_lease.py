@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raft.core import FOLLOWER, LEADER, ConfState, CoreConfig, Message, MsgType, RaftCore
+from raft.core import LEADER, ConfState, CoreConfig, Message, MsgType, RaftCore
 from raft.options import RaftOptions
 from raft.testing.network import Network
 
@@ -134,6 +134,6 @@ def test_a_restarted_follower_keeps_the_lockout_the_lease_relies_on() -> None:
     assert b.vote == "a" and b.term == a.term and net.queue == []  # neither vote counted, term unchanged
     for _ in range(E):
         b.tick(net.clock)
-    assert not b.boot_lockout and b.role == FOLLOWER
+    assert not b.boot_lockout
     b.step(Message(MsgType.VOTE, "c", "b", c.term + 1, c.log.last_term(), c.log.last_index()))
     assert b.vote == "c"  # an election timeout later it votes again
