@@ -35,6 +35,8 @@ log = logging.getLogger("controllerd.config")
 log.addHandler(logging.NullHandler())
 
 JRAFT = "jRaft"
+LEASE_BASED = "ReadOnlyLeaseBased"
+READ_ONLY_OPTIONS = ("ReadOnlySafe", LEASE_BASED)  # JRaft's ReadOnlyOption
 DEV_CLUSTER_SECRET = b"rocketmq-jraft-controller/loopback-only/dev-secret"
 """Used when jRaftClusterSecret is unset and every raft and HTTP address is loopback (a warning says so).
 It is public, so it protects nothing: it exists so that `make run` works without setup, where no other
@@ -238,6 +240,30 @@ KEYS: tuple[KeySpec, ...] = (
     ),
     KeySpec("controllerStorePath", "store_path", "path", "", doc="data directory; empty: ~/jRaftController"),
     KeySpec("jRaftElectionTimeoutMs", "election_timeout_ms", "int", "1000", minimum=20, doc="election timeout"),
+    KeySpec(
+        "jRaftReadOnlyOption",
+        "read_only_option",
+        "str",
+        "ReadOnlySafe",
+        doc="ReadOnlySafe: every read confirms leadership with a heartbeat round (default); ReadOnlyLeaseBased: "
+        "the leader answers from its lease while it holds, which relies on bounded clock drift",
+    ),
+    KeySpec(
+        "jRaftCheckQuorum",
+        "check_quorum",
+        "bool",
+        "true",
+        doc="a leader that has not heard from a quorum for an election timeout steps down; required by "
+        "ReadOnlyLeaseBased",
+    ),
+    KeySpec(
+        "jRaftMaxClockDriftPercent",
+        "max_clock_drift_percent",
+        "int",
+        "1",
+        minimum=0,
+        doc="bound on any node's clock rate error in percent; shortens the lease of ReadOnlyLeaseBased",
+    ),
     KeySpec("jRaftScanWaitTimeoutMs", "scan_wait_timeout_ms", "int", "1000", minimum=1, doc="scan commit wait"),
     KeySpec("jRaftSnapshotIntervalSecs", "snapshot_interval_secs", "int", "3600", minimum=0, doc="0 disables"),
     KeySpec(
@@ -304,6 +330,9 @@ class ControllerConfig:
     rpc_addrs: tuple[str, ...]
     store_path: str
     election_timeout_ms: int
+    read_only_option: str
+    check_quorum: bool
+    max_clock_drift_percent: int
     scan_wait_timeout_ms: int
     snapshot_interval_secs: int
     snapshot_threshold: int
@@ -534,6 +563,17 @@ def parse_config(
     if both:
         fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
 
+    if values["read_only_option"] not in READ_ONLY_OPTIONS:
+        raise fail("jRaftReadOnlyOption", f"must be one of {', '.join(READ_ONLY_OPTIONS)}")
+    if values["read_only_option"] == LEASE_BASED and not values["check_quorum"]:
+        raise fail(
+            "jRaftCheckQuorum",
+            f"jRaftReadOnlyOption={LEASE_BASED} needs jRaftCheckQuorum=true: without it a follower votes for a "
+            "new leader while the old one still answers reads from its lease",
+        )
+    if values["max_clock_drift_percent"] >= 100:
+        raise fail("jRaftMaxClockDriftPercent", "must be below 100")
+
     # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
     if addresses_ok and "controllerAdminToken" not in bad:
         my_http = rpc[init.index(me)]
@@ -600,7 +640,14 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         data_dir=cfg.store_path,
         peers={a: split_addr(a) for a in cfg.init_conf},
         secret=cfg.secret_bytes,
-        raft=RaftOptions(election_timeout_ms=cfg.election_timeout_ms),
+        raft=RaftOptions(
+            election_timeout_ms=cfg.election_timeout_ms,
+            check_quorum=cfg.check_quorum,
+            lease_read=cfg.read_only_option == LEASE_BASED,
+            max_clock_drift=cfg.max_clock_drift_percent / 100,
+            # Fault injection only (the Jepsen lease negative control, docs/jepsen.md): the old tick-counted lease.
+            unsafe_tick_lease=os.environ.get("CONTROLLERD_UNSAFE_TICK_LEASE") == "1",
+        ),
         # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
         log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1"),
         snapshot=SnapshotOptions(

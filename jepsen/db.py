@@ -113,6 +113,9 @@ class Node:
     generation: int = 0  # how many times this spare was retired: its raft port is RAFT_PORT + generation
 
 
+LEASE_DRIFT_PERCENT = 50  # the clock-skew nemesis's rates span 0.5..1.5 (jepsen/nemesis.py)
+
+
 @dataclass
 class ClusterOptions:
     snapshot_threshold: int = 500
@@ -123,6 +126,8 @@ class ClusterOptions:
     faketime: bool = False
     unsafe_local_reads: bool = False  # the negative control: CONTROLLERD_UNSAFE_LOCAL_READS=1 on every node
     spares: int = 0  # the last `spares` namespaces hold brand-new servers, outside the group until joined
+    lease_read: bool = False  # jRaftReadOnlyOption=ReadOnlyLeaseBased, with the drift bound of the clock nemesis
+    unsafe_tick_lease: bool = False  # the lease negative control: CONTROLLERD_UNSAFE_TICK_LEASE=1 on every node
 
 
 class Cluster:
@@ -189,6 +194,9 @@ class Cluster:
             f"controllerAdminToken={self.token}",
             f"jRaftClusterSecret={self.secret}",
         ]
+        if o.lease_read or o.unsafe_tick_lease:
+            # The clock-skew nemesis runs clocks at 0.5x..1.5x: the lease must allow for 50 % drift.
+            lines += ["jRaftReadOnlyOption=ReadOnlyLeaseBased", f"jRaftMaxClockDriftPercent={LEASE_DRIFT_PERCENT}"]
         lines += [f"{k}={v}" for k, v in sorted(o.extra.items())]
         return "\n".join(lines) + "\n"
 
@@ -212,6 +220,8 @@ class Cluster:
         env = ["CONTROLLERD_FSYNC_SIDECAR=1", f"PYTHONPATH={REPO}", "PYTHONUNBUFFERED=1"]
         if self.opts.unsafe_local_reads:
             env.append("CONTROLLERD_UNSAFE_LOCAL_READS=1")
+        if self.opts.unsafe_tick_lease:
+            env.append("CONTROLLERD_UNSAFE_TICK_LEASE=1")
         if self.opts.faketime:
             env += [
                 f"LD_PRELOAD={faketime_library()}",

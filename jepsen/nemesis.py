@@ -43,6 +43,7 @@ NEMESES = (
     "clock-skew",
     "isolate-leader",
     "pause-leader",
+    "pause-isolated-leader",
     "snapshot-storm",
     "membership",
 )
@@ -205,7 +206,7 @@ def plan(name: str, rng: random.Random, nodes: Sequence[int], interval: float) -
         else:
             out["rates"] = {str(v): round(rng.uniform(0.5, 1.5), 3) for v in victims}
         return out
-    if name in ("isolate-leader", "pause-leader"):
+    if name in ("isolate-leader", "pause-leader", "pause-isolated-leader"):
         return {}
     if name == "snapshot-storm":
         return {"victim_rank": rng.randrange(len(nodes)), "period": 0.5}
@@ -318,6 +319,32 @@ class IsolateLeader(Nemesis):
     def stop(self, ctx: Context) -> dict[str, Any]:
         ctx.net.heal()
         return {"healed": "network"}
+
+
+class PauseIsolatedLeader(IsolateLeader):
+    """SIGSTOP the current leader and cut it off from its peers. On stop, SIGCONT it first and heal the network
+    HOLD_S later: for that while it runs again without its peers' messages (a newer leader's), like a process
+    whose peers' packets are late, and answers the requests that waited in its sockets during the pause. Built
+    for lease reads: a lease that outlives the pause (the old tick-counted one) answers them stale."""
+
+    name = "pause-isolated-leader"
+    HOLD_S = 2.0
+
+    def __init__(self) -> None:
+        self.paused: int | None = None
+
+    def start(self, ctx: Context, params: dict[str, Any]) -> dict[str, Any]:
+        done = super().start(ctx, params)
+        leader = done.get("isolated")
+        if leader is not None and ctx.cluster.pause(leader):
+            self.paused = leader
+        return {**done, "paused": self.paused is not None}
+
+    def stop(self, ctx: Context) -> dict[str, Any]:
+        resumed = self.paused is not None and ctx.cluster.resume(self.paused)
+        self.paused = None
+        time.sleep(self.HOLD_S)  # the fault itself: resumed but still cut off for HOLD_S
+        return {**super().stop(ctx), "resumed": resumed, "held_s": self.HOLD_S}
 
 
 class Kill(Nemesis):
@@ -728,6 +755,7 @@ def make_nemesis(name: str) -> Nemesis:
         "crash-random-nodes": lambda: Kill(crash=True),
         "hammer-time": lambda: Pause(leader=False),
         "pause-leader": lambda: Pause(leader=True),
+        "pause-isolated-leader": PauseIsolatedLeader,
         "clock-skew": ClockSkew,
         "snapshot-storm": SnapshotStorm,
         "membership": Membership,

@@ -73,6 +73,19 @@ class RunConfig:
         """The negative control: nodes answer reads without ReadIndex, clients spread their GETs."""
         return self.read_mode == "local"
 
+    @property
+    def spread_reads(self) -> bool:
+        """Clients send each GET to a random node. With leases too: a deposed leader that still believes it
+        leads is then asked by clients that already saw the new leader's writes, so a stale lease shows."""
+        return self.read_mode in ("local", "lease", "tick-lease")
+
+    @property
+    def negative_control(self) -> str | None:
+        """What a negative-control read mode breaks (such a run should come out invalid), or None."""
+        return {"local": "reads skip ReadIndex", "tick-lease": "the lease counts ticks, which a paused node drops"}.get(
+            self.read_mode
+        )
+
 
 class Aborted(Exception):
     """The run cannot prove anything (infrastructure failure); the message says why."""
@@ -140,7 +153,9 @@ def run_one(cfg: RunConfig, out: Path) -> int:
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
         cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
                                                    faketime=name == "clock-skew",
-                                                   unsafe_local_reads=cfg.unsafe_reads, spares=spares))  # fmt: skip
+                                                   unsafe_local_reads=cfg.unsafe_reads,
+                                                   lease_read=cfg.read_mode == "lease",
+                                                   unsafe_tick_lease=cfg.read_mode == "tick-lease", spares=spares))  # fmt: skip
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)
@@ -158,7 +173,7 @@ def run_one(cfg: RunConfig, out: Path) -> int:
 
         def make_client(rng: random.Random) -> Client:
             # the token: sync-state-data is an admin endpoint
-            return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.unsafe_reads)
+            return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.spread_reads)
 
         driver = Mix(cfg.workload.split(","), recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
         runner = Runner(ctx, make_nemesis(name), steps, t0=recorder.t0_s)
@@ -274,8 +289,8 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
     lines = [f"run: {out}",
              f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
              f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}"]  # fmt: skip
-    if cfg.unsafe_reads:
-        lines.append(f"read mode {cfg.read_mode}: a negative control (reads skip ReadIndex); expect invalid")
+    if cfg.negative_control:
+        lines.append(f"read mode {cfg.read_mode}: a negative control ({cfg.negative_control}); expect invalid")
     if info.get("note"):
         lines.append(f"note: {info['note']}")
     if abort is not None:
@@ -344,8 +359,11 @@ def _workloads(spec: str) -> list[str]:
               help="statemachineSnapshotThreshold of the nodes (small: snapshots and log truncation happen).")
 @click.option("--budget", type=click.FloatRange(min=1), default=60, show_default=True,
               help="Seconds the linearizability checker may spend.")
-@click.option("--read-mode", type=click.Choice(["read-index", "local"]), default="read-index", show_default=True,
-              help="local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
+@click.option("--read-mode", type=click.Choice(["read-index", "lease", "tick-lease", "local"]), default="read-index",
+              show_default=True,
+              help="lease: jRaftReadOnlyOption=ReadOnlyLeaseBased (drift bound 50 %, the clock nemesis's range). "
+                   "tick-lease: the same with the old tick-counted lease (CONTROLLERD_UNSAFE_TICK_LEASE=1), a negative "
+                   "control. local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
                    "a negative control that must come out invalid.")
 @click.option("--keep-data", is_flag=True, help="Keep the nodes' data directories even when the run passes.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,

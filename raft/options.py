@@ -78,9 +78,20 @@ class RaftOptions:
     """A leader that has not heard from a quorum within an election timeout steps down; followers ignore
     (pre)votes while they hear from a leader. Required for lease reads."""
     lease_read: bool = False
-    """[ReadOnlyLeaseBased] answer ReadIndex from the leader lease (0.9 x election timeout, JRaft's
-    leaderLeaseTimeRatio=90) instead of a heartbeat round. Relies on bounded clock drift."""
+    """[ReadOnlyLeaseBased] answer ReadIndex from the leader lease instead of a heartbeat round. The lease is
+    measured on the monotonic clock from the send time of the last quorum-confirmed heartbeat round and lasts
+    lease_ratio x election timeout x (1 - max_clock_drift) / (1 + max_clock_drift) (docs/raft.md, "Reads").
+    Needs check_quorum. Off by default: ReadIndex with a quorum round [ReadOnlySafe] needs no clock at all."""
     lease_ratio: float = 0.9
+    """[leaderLeaseTimeRatio = 90] the lease's share of the election timeout, before the drift bound; capped at
+    1 - 1/election ticks (a follower's lockout is at least one tick shorter than its election timeout)."""
+    max_clock_drift: float = 0.01
+    """Bound on how far any node's clock rate strays from real time (0.01: within 1 %). Lease reads are safe
+    only while every node's monotonic clock keeps it; a leader whose clock jumps back drops its lease."""
+    unsafe_tick_lease: bool = False
+    """Fault injection only (the Jepsen negative control; controllerd sets it from the environment variable
+    CONTROLLERD_UNSAFE_TICK_LEASE=1, never from a config key): measure the lease in timer ticks, which a paused
+    process drops, instead of on the monotonic clock. Stale lease reads follow."""
     max_inflight: int = 256
     """[maxReplicatorInflightMsgs] AppendEntries in flight per follower (pipelining)."""
     max_entries_per_msg: int = 1024
@@ -103,6 +114,15 @@ class RaftOptions:
             raise ValueError(f"election_timeout_ms must be >= 10, got {self.election_timeout_ms}")
         if self.heartbeat() >= self.election_timeout_ms:
             raise ValueError("heartbeat_ms must be below election_timeout_ms")
+        if self.lease_read and not self.check_quorum:
+            raise ValueError(
+                "lease_read needs check_quorum: without it a follower votes for a new leader while the old one "
+                "still serves reads from its lease"
+            )
+        if not 0 < self.lease_ratio < 1:
+            raise ValueError(f"lease_ratio must be in (0, 1), got {self.lease_ratio}")
+        if not 0 <= self.max_clock_drift < 1:
+            raise ValueError(f"max_clock_drift must be in [0, 1), got {self.max_clock_drift}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """RaftCore: the consensus algorithm as a pure, deterministic state machine (etcd-raft's RawNode shape).
 
-The driver feeds it time (`tick`), messages (`step`) and requests (`propose`, `read_index`,
-`transfer_leader`, `propose_conf_change`), takes a `Ready` of work to do, performs it, and acknowledges
-with `advance(ready)` and `on_persisted(index, term)`. The core never touches a clock, a socket, a file or
-an event loop; randomness comes from the `rng` it is given, so a seeded schedule replays exactly.
+The driver feeds it time (`tick(now)`: a tick of its timer and its monotonic clock), messages (`step`) and
+requests (`propose`, `read_index`, `transfer_leader`, `propose_conf_change`), takes a `Ready` of work to do,
+performs it, and acknowledges with `advance(ready)` and `on_persisted(index, term)`. The core never reads a
+clock or touches a socket, a file or an event loop; randomness comes from the `rng` it is given, so a seeded
+schedule replays exactly.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ class CoreConfig:
     heartbeat_tick: int = 2  # 100 ms (electionTimeoutMs / electionHeartbeatFactor)
     pre_vote: bool = True
     check_quorum: bool = True
-    lease_ratio: float = 0.9  # JRaft leaderLeaseTimeRatio: lease = 0.9 x election timeout
+    lease_ratio: float = 0.9  # JRaft leaderLeaseTimeRatio: lease = 0.9 x election timeout (before the drift bound)
     lease_read: bool = False  # answer ReadIndex from the lease (True) or with a quorum round (False)
+    tick_ms: float = 50.0  # length of one tick on the driver's clock, the unit of the `now` it passes
+    max_clock_drift: float = 0.01  # bound on how far any node's clock rate strays from real time (0.01 = 1 %)
     max_inflight: int = 256  # JRaft maxReplicatorInflightMsgs
     max_entries_per_msg: int = 1024  # JRaft maxEntriesSize
     max_bytes_per_msg: int = 512 * 1024  # JRaft maxBodySize
@@ -46,6 +49,26 @@ class CoreConfig:
     def __post_init__(self) -> None:
         if self.heartbeat_tick < 1 or self.election_tick <= self.heartbeat_tick:
             raise ValueError("need 1 <= heartbeat_tick < election_tick")
+        if self.lease_read and not self.check_quorum:
+            raise ValueError("lease_read needs check_quorum: without it followers grant votes while a leader holds its lease")
+        if not 0 < self.lease_ratio < 1:
+            raise ValueError(f"lease_ratio must be in (0, 1), got {self.lease_ratio}")
+        if not 0 <= self.max_clock_drift < 1:
+            raise ValueError(f"max_clock_drift must be in [0, 1), got {self.max_clock_drift}")
+        if self.tick_ms <= 0:
+            raise ValueError(f"tick_ms must be positive, got {self.tick_ms}")
+
+    def lease_ms(self) -> float:
+        """How long a quorum-confirmed heartbeat round keeps the lease, on the leader's clock (docs/raft.md).
+
+        A follower refuses votes until `election_tick` of its ticks passed since it last heard from the leader;
+        a heartbeat lands anywhere between two ticks, so that is at least (election_tick - 1) ticks of its clock,
+        and ticks never come faster than its clock (missed ones are dropped). With every clock's rate within
+        [1 - d, 1 + d] of real time, the lease on the leader's clock must end before that lockout on the
+        fastest follower's clock: lease <= (election_tick - 1) x tick x (1 - d) / (1 + d)."""
+        ratio = min(self.lease_ratio, (self.election_tick - 1) / self.election_tick)
+        d = self.max_clock_drift
+        return self.election_tick * self.tick_ms * ratio * (1 - d) / (1 + d)
 
 
 @dataclass
@@ -107,16 +130,21 @@ class RaftCore:
         self.lead_transferee = ""
         self.transfer_elapsed = 0
         self.pending_conf_index = 0
-        self.now = 0  # ticks since start: the core's only notion of time
+        self.now = 0  # ticks since start: the core's logical time (timeouts count ticks)
+        self.clock: float | None = None  # the driver's monotonic clock in ms, as last passed in; None: never
         self._reset_randomized_timeout()
         # read index state
         self.read_seq = 0
-        self.read_sent_tick: dict[int, int] = {}
+        self.read_sent_at: dict[int, float] = {}  # heartbeat round -> clock when sent, for rounds that may lease
         self.pending_reads: list[_PendingRead] = []
         self.waiting_reads: list[object] = []  # not yet given a round (no commit in term yet, or batching)
         self.read_states: list[ReadState] = []
         self.dropped_reads: list[tuple[object, RaftError]] = []
-        self.lease_until = 0
+        self.lease_until: float | None = None  # on self.clock; None: no lease
+        # A node that just started does not know whether some leader holds a lease that relies on this node's
+        # lockout (it may have acknowledged a heartbeat just before it crashed): with lease reads it refuses
+        # (pre)votes for one election timeout after starting, as if it had just heard from a leader.
+        self.boot_lockout = config.lease_read
         # ready bookkeeping
         self.msgs: list[Message] = []
         self.msgs_after: list[Message] = []
@@ -131,12 +159,17 @@ class RaftCore:
 
     # ------------------------------------------------------------------ driver API
 
-    def tick(self) -> None:
+    def tick(self, now: float | None = None) -> None:
+        """One tick of the driver's timer. `now` is the driver's monotonic clock in ms (the unit of
+        `tick_ms`); without it the node has no clock and never holds a lease (reads take a quorum round)."""
         self.now += 1
+        self.observe_clock(now)
         if self.role == LEADER:
             self._tick_leader()
         else:
             self.election_elapsed += 1
+            if self.election_elapsed >= self.cfg.election_tick:
+                self.boot_lockout = False
             if self.election_elapsed >= self.randomized_timeout and self._promotable():
                 self.election_elapsed = 0
                 self.campaign(transfer=False)
@@ -178,13 +211,29 @@ class RaftCore:
         self._broadcast_append()
         return index, term
 
-    def read_index(self, ctx: object) -> None:
+    def read_index(self, ctx: object, now: float | None = None) -> None:
         """Ask for a linearizable read point. The answer arrives as a ReadState in a later Ready (or in
-        `dropped_reads` if this node cannot serve it)."""
+        `dropped_reads` if this node cannot serve it). With `lease_read`, a leader whose lease holds at
+        `now` (the driver's monotonic clock, read when the request arrived) answers without a round; the
+        lease is only ever judged at the time a read arrives, never on a clock reading from earlier."""
         if self.role != LEADER:
             self.dropped_reads.append((ctx, RaftError.EPERM))
             return
+        self.observe_clock(now)
+        if self.cfg.lease_read and now is not None and self._reads_startable() and self.lease_valid(now):
+            self.read_states.append(ReadState(ctx, self.log.committed))
+            return
         self.waiting_reads.append(ctx)
+
+    def observe_clock(self, now: float | None) -> None:
+        """The driver's monotonic clock reads `now`. A clock that went backwards (a jump, a reset) voids the
+        lease and every heartbeat round sent before: their send times are on a scale that no longer holds."""
+        if now is None:
+            return
+        if self.clock is not None and now < self.clock:
+            self.lease_until = None
+            self.read_sent_at = {}
+        self.clock = now
 
     def transfer_leader(self, target: str) -> None:
         if self.role != LEADER:
@@ -195,7 +244,10 @@ class RaftCore:
             raise RaftException(RaftError.EINVAL, f"{target} is not a voter")
         self.lead_transferee = target
         self.transfer_elapsed = 0
-        self.lease_until = 0  # the target will win without waiting for our lease to lapse
+        # The target will win with forced votes that ignore the voters' lockout: the lease ends now, and no
+        # heartbeat round sent before or during the transfer may renew it, even if the transfer is abandoned.
+        self.lease_until = None
+        self.read_sent_at = {}
         if self.prs[target].match == self.log.last_index():
             self._send(Message(MsgType.TIMEOUT_NOW, self.id, target, self.term))
         else:
@@ -287,10 +339,9 @@ class RaftCore:
             self.pending_install = None
         if rd.committed:
             self.log.applied = rd.committed[-1].index
-            if self.role == LEADER and self.id not in self.conf.voters:
-                if any(e.type == EntryType.CONF for e in rd.committed):
-                    # Our removal is committed: step down; the remaining voters elect a leader.
-                    self._become_follower(self.term, "")
+            if self.role == LEADER and self.id not in self.conf.voters and self.log.applied >= self.log.conf_index():
+                # Our removal is committed: step down; the remaining voters elect a leader.
+                self._become_follower(self.term, "")
         if rd.messages is self.msgs:
             self.msgs = []
         if rd.persisted_messages is self.msgs_after:
@@ -328,8 +379,12 @@ class RaftCore:
                 }
         return st
 
-    def lease_valid(self) -> bool:
-        return self.role == LEADER and self.now < self.lease_until
+    def lease_valid(self, now: float | None = None) -> bool:
+        """The leader lease holds at `now` (the driver's monotonic clock, ms; None: at the last clock reading)."""
+        self.observe_clock(now)
+        return (
+            self.role == LEADER and self.lease_until is not None and self.clock is not None and self.clock < self.lease_until
+        )
 
     # ------------------------------------------------------------------ step
 
@@ -448,16 +503,22 @@ class RaftCore:
         elif t == MsgType.HEARTBEAT:
             self.election_elapsed = 0
             self.leader = m.frm
-            last = self.log.last_index()
-            if m.commit <= last:
-                self.log.commit_to(m.commit)
+            lg = self.log
+            last = lg.last_index()
+            if m.commit <= lg.committed or (m.commit <= last and lg.match_term(m.commit, m.log_term)):
+                lg.commit_to(m.commit)
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
-            else:
-                # The leader's commit here is at most what we acknowledged, yet we lack it: our disk lost
-                # acknowledged entries (wiped or replaced). Say where our log ends so the leader backs off
-                # instead of believing our old match forever.
+            elif m.commit > last or m.log_term:
+                # The leader's commit here is at most what we acknowledged, yet we lack it, or hold another
+                # entry there: our disk lost acknowledged entries (wiped, or replaced by a stale copy). Say
+                # where our log surely agrees (its end, or our commit) so the leader probes from there instead
+                # of believing our old match.
+                hint = last if m.commit > last else lg.committed
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=True,
-                                   reject_hint=last))  # fmt: skip
+                                   reject_hint=hint))  # fmt: skip
+            else:
+                # The leader no longer knows the term at its commit (compacted): no commit from this heartbeat.
+                self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
         elif t == MsgType.SNAP:
             self.election_elapsed = 0
             self.leader = m.frm
@@ -578,12 +639,25 @@ class RaftCore:
         return self.conf.voters == (self.id,)
 
     def _promotable(self) -> bool:
-        return self.id in self.conf.voters and self.pending_install is None
+        """A voter of the latest configuration campaigns; so does one that the latest configuration removes
+        while that removal is not known to be committed (thesis §4.2.2): otherwise a leader that appended its
+        own removal and lost leadership before it committed could deadlock the group, its newer log refusing
+        every other candidate. Either way the votes are counted in the latest configuration, never its own."""
+        if self.pending_install is not None:
+            return False
+        return self.id in self.conf.voters or (
+            self.log.conf_index() > self.log.committed and self.id in self.log.conf_at(self.log.committed).voters
+        )
 
     def _in_lease(self) -> bool:
         """A follower that heard from a live leader within the election timeout refuses (pre)votes
-        (CheckQuorum's lease); this is also what makes leader lease reads safe."""
-        return self.cfg.check_quorum and self.leader != "" and self.election_elapsed < self.cfg.election_tick
+        (CheckQuorum's lease); this is also what makes leader lease reads safe. With lease reads a node that
+        just started counts as having heard from a leader at start (`boot_lockout`)."""
+        return (
+            self.cfg.check_quorum
+            and (self.leader != "" or self.boot_lockout)
+            and self.election_elapsed < self.cfg.election_tick
+        )
 
     def _reset(self, term: int) -> None:
         if self.term != term:
@@ -595,14 +669,14 @@ class RaftCore:
         self._reset_randomized_timeout()
         self.votes = {}
         self.lead_transferee = ""
-        self.lease_until = 0
+        self.lease_until = None
         for r in self.pending_reads:
             self.dropped_reads.append((r.ctx, RaftError.ELEADERCHANGED))
         for ctx in self.waiting_reads:
             self.dropped_reads.append((ctx, RaftError.ELEADERCHANGED))
         self.pending_reads = []
         self.waiting_reads = []
-        self.read_sent_tick = {}
+        self.read_sent_at = {}
         self.prs = {}
 
     def _reset_randomized_timeout(self) -> None:
@@ -631,7 +705,8 @@ class RaftCore:
         self.role = LEADER
         self.leader = self.id
         last = self.log.last_index()
-        for pid in self.conf.members():
+        members = self.conf.members()
+        for pid in members if self.id in members else (*members, self.id):  # a leader outside its config tracks itself
             pr = Progress(last + 1, self.cfg.max_inflight, pid in self.conf.learners)
             if pid == self.id:
                 pr.match = self.log.stable
@@ -641,7 +716,6 @@ class RaftCore:
             self.prs[pid] = pr
         # Conf changes wait until everything of earlier terms is applied (the single-server change fix).
         self.pending_conf_index = last + 1
-        self.read_sent_tick = {}
         self._append([Entry(self.term, last + 1, EntryType.NOOP, b"")])
         self._broadcast_append()
 
@@ -686,11 +760,13 @@ class RaftCore:
     def _broadcast_heartbeat(self) -> None:
         self.read_seq += 1
         seq = self.read_seq
-        self.read_sent_tick[seq] = self.now
+        if self.clock is not None and not self.lead_transferee:
+            self.read_sent_at[seq] = self.clock  # rounds sent during a transfer never lease (see transfer_leader)
         for pid, pr in self.prs.items():
             if pid != self.id:
                 commit = min(pr.match, self.log.committed)
-                self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit=commit, seq=seq))
+                commit_term = self.log.term(commit) or 0  # lets the follower check its entry at commit
+                self._send(Message(MsgType.HEARTBEAT, self.id, pid, self.term, commit_term, commit=commit, seq=seq))
         if self._sole_voter():
             self._advance_reads()
 
@@ -708,7 +784,7 @@ class RaftCore:
         if self.log.term(self.log.committed) != self.term:
             return  # JRaft/etcd: no reads until the leader's first entry of this term has committed
         commit = self.log.committed
-        if self._sole_voter() or (self.cfg.lease_read and self.lease_valid()):
+        if self._sole_voter():
             self.read_states.extend(ReadState(ctx, commit) for ctx in self.waiting_reads)
             self.waiting_reads = []
             return
@@ -724,14 +800,13 @@ class RaftCore:
         confirmed = quorum.committed_index(self.conf.voters, acks)
         if confirmed <= 0:
             return
-        sent = self.read_sent_tick.get(confirmed)
-        if sent is not None:
+        sent = self.read_sent_at.get(confirmed)
+        if sent is not None and self.cfg.lease_read and not self.lead_transferee:
             # The lease runs from when the confirmed round was sent, not from when answers came back.
-            self.lease_until = max(self.lease_until, sent + int(self.cfg.election_tick * self.cfg.lease_ratio))
-            if self.lead_transferee:
-                self.lease_until = 0
-            for s in [s for s in self.read_sent_tick if s <= confirmed]:
-                del self.read_sent_tick[s]
+            until = sent + self.cfg.lease_ms()
+            self.lease_until = until if self.lease_until is None else max(self.lease_until, until)
+        for s in [s for s in self.read_sent_at if s <= confirmed]:
+            del self.read_sent_at[s]
         if self.pending_reads and self.pending_reads[0].seq <= confirmed:
             done = [r for r in self.pending_reads if r.seq <= confirmed]
             self.pending_reads = [r for r in self.pending_reads if r.seq > confirmed]

@@ -47,6 +47,10 @@ class RaftLog:
     def conf(self) -> ConfState:
         return self.confs[-1][1] if self.confs else self.base_conf
 
+    def conf_index(self) -> int:
+        """Index of the entry holding the latest configuration (the log's offset for the base one)."""
+        return self.confs[-1][0] if self.confs else self.offset
+
     def conf_at(self, index: int) -> ConfState:
         """The configuration in effect once entries up to index are applied (for snapshots)."""
         conf = self.base_conf

@@ -93,7 +93,7 @@ class Message:
     frm: str
     to: str
     term: int = 0
-    log_term: int = 0  # APP: term of entry `index`; VOTE: candidate's last log term
+    log_term: int = 0  # APP: term of entry `index`; VOTE: candidate's last log term; HEARTBEAT: term at `commit`
     index: int = 0  # APP: index preceding entries; VOTE: candidate's last index; *_RESP: match/hint
     entries: list[Entry] = field(default_factory=list)
     commit: int = 0

@@ -66,6 +66,8 @@ def core_config(opts: NodeOptions) -> CoreConfig:
         check_quorum=r.check_quorum,
         lease_ratio=r.lease_ratio,
         lease_read=r.lease_read,
+        tick_ms=float(tick),
+        max_clock_drift=r.max_clock_drift,
         max_inflight=r.max_inflight,
         max_entries_per_msg=r.max_entries_per_msg,
         max_bytes_per_msg=r.max_bytes_per_msg,
@@ -92,6 +94,7 @@ class Node:
         self._persist_inflight: deque[tuple[list[Message], tuple[int, int] | None, HardState | None]] = deque()
         self._scheduled = False
         self._tick_handle: asyncio.TimerHandle | None = None
+        self._ticks = 0  # timer ticks so far (the clock of the unsafe_tick_lease fault injection)
         self._leader_term = -1  # term for which on_leader_start fired
         self._was_leader = False
         self._known_leader = ""  # the leader last logged: one log line per change, not per round
@@ -470,7 +473,8 @@ class Node:
             return
         loop = self._loop
         assert loop is not None
-        self._core().tick()
+        self._ticks += 1
+        self._core().tick(self._clock_ms())
         self._process()
         if not self._stopped and self._error is None:
             try:
@@ -505,6 +509,13 @@ class Node:
                 core.report_snapshot(peer, False)
                 self._kick()
 
+    def _clock_ms(self) -> float:
+        """The monotonic clock the core measures the leader lease on (ms). Under the fault-injection switch
+        `unsafe_tick_lease`, the old tick count instead: a paused process drops the ticks it missed."""
+        if self.opts.raft.unsafe_tick_lease:
+            return self._ticks * self.opts.raft.tick()
+        return self._loop_or_raise().time() * 1000.0
+
     def _kick(self) -> None:
         if not self._scheduled:
             self._scheduled = True
@@ -520,8 +531,9 @@ class Node:
                 self._propose_batch(core)
             if self._reads:
                 reads, self._reads = self._reads, []
+                now = self._clock_ms()
                 for fut in reads:
-                    core.read_index(fut)
+                    core.read_index(fut, now)
             while core.has_ready():
                 rd = core.ready()
                 self._handle_ready(core, rd)

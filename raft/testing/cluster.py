@@ -70,6 +70,9 @@ class ProcessCluster:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
+    def signal(self, node: str, sig: int) -> None:
+        self.procs[node].send_signal(sig)
+
     def stop_all(self) -> None:
         for node in list(self.procs):
             self.kill(node)
@@ -94,7 +97,7 @@ class ProcessCluster:
             for node in candidates:
                 left = max(0.1, deadline - time.monotonic())
                 resp = self.call(node, {"op": "leader", "timeout": left}, timeout=left + 5)
-                if resp["ok"] and resp["leader"] in self.procs:
+                if resp["ok"] and resp["leader"] in candidates:
                     leader = resp["leader"]
                     if self.call(leader, {"op": "get", "k": "__probe__"}, timeout=left + 5)["ok"]:
                         return leader

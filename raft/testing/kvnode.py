@@ -4,7 +4,7 @@
 
 The client port speaks JSON lines: {"op": "put", "k": .., "v": ..}, {"op": "get", "k": ..},
 {"op": "status"}, {"op": "leader", "timeout": T}, {"op": "wait_applied", "index": I, "timeout": T},
-{"op": "fill", "prefix": P, "n": N, "size": B}, {"op": "snapshot"}, and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
+{"op": "fill", "prefix": P, "n": N, "size": B}, {"op": "snapshot"}, {"op": "isolate"} (drop all raft traffic), and {"op": "bench", "seconds": S, "concurrency": C, "size": B} which drives proposals
 from C coroutines inside this (leader) process and reports committed/s and latency percentiles.
 """
 
@@ -149,7 +149,9 @@ async def serve(args: argparse.Namespace) -> None:
         peers=peers,
         secret=args.secret.encode(),
         voters=tuple(args.voters.split(",")) if args.voters else (),
-        raft=RaftOptions(election_timeout_ms=args.election_ms),
+        raft=RaftOptions(
+            election_timeout_ms=args.election_ms, lease_read=args.lease_read, unsafe_tick_lease=args.unsafe_tick_lease
+        ),
         snapshot=SnapshotOptions(
             threshold_entries=args.snapshot_threshold,
             log_margin=args.log_margin,
@@ -208,6 +210,12 @@ async def serve(args: argparse.Namespace) -> None:
         if op == "snapshot":
             meta = await node.snapshot()
             return {"ok": True, "index": meta.last_included_index if meta else None}
+        if op == "isolate":  # fault injection: from now on every raft message in or out is dropped
+            transport = node.transport
+            assert transport is not None
+            transport._on_messages = lambda msgs: None
+            transport.send = lambda msgs: None  # type: ignore[method-assign]
+            return {"ok": True}
         if op == "status":
             return {"ok": True, "status": node.status(), "keys": len(fsm.data)}
         if op == "bench":
@@ -230,6 +238,8 @@ def main() -> None:
     p.add_argument("--secret", default="test-cluster-secret")
     p.add_argument("--election-ms", type=int, default=1000)
     p.add_argument("--uvloop", action="store_true")
+    p.add_argument("--lease-read", action="store_true", help="answer reads from the leader lease")
+    p.add_argument("--unsafe-tick-lease", action="store_true", help="fault injection: the old tick-counted lease")
     p.add_argument("--snapshot-threshold", type=int, default=0)
     p.add_argument("--log-margin", type=int, default=1000)
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)

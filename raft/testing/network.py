@@ -23,6 +23,8 @@ class Network:
         self.filter: Callable[[Message], bool] | None = None  # return False to drop
         self.read_states: dict[str, list[tuple[object, int]]] = {i: [] for i in ids}
         self.dropped_reads: dict[str, list[object]] = {i: [] for i in ids}
+        self.clock = 0.0  # one monotonic clock (ms) for every node; each tick advances it by tick_ms
+        self.tick_ms = float(cfg.get("tick_ms", 50.0))  # type: ignore[arg-type]
         self.unsynced: dict[str, list[Ready]] = {}  # nodes whose writes wait for sync()
         for i in ids:
             self.durable[i] = (HardState(), [], None)
@@ -116,14 +118,21 @@ class Network:
 
     def tick(self, i: str, n: int = 1) -> None:
         for _ in range(n):
-            self.cores[i].tick()
+            self.clock += self.tick_ms
+            self.cores[i].tick(self.clock)
 
     def tick_all(self, n: int = 1) -> None:
         for _ in range(n):
+            self.clock += self.tick_ms
             for i, c in self.cores.items():
                 if i not in self.down:
-                    c.tick()
+                    c.tick(self.clock)
             self.deliver()
+
+    def started_long_ago(self) -> None:
+        """Every node has been up for more than an election timeout (no lease-read boot lockout left)."""
+        for c in self.cores.values():
+            c.boot_lockout = False
 
     def elect(self, i: str) -> RaftCore:
         core = self.cores[i]

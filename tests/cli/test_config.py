@@ -190,6 +190,9 @@ BAD_VALUES = [
     ("jRaftInitConf", "127.0.0.1:9880,127.0.0.1:x", "entry '127.0.0.1:x': port 'x' is not in 1..65535"),
     ("jRaftControllerRPCAddr", "127.0.0.1:9770,127.0.0.1:9771", "has 2 entries but jRaftInitConf has 3"),
     ("jRaftControllerRPCAddr", "127.0.0.1:9770,127.0.0.1:9880,127.0.0.1:9772", "is also a raft address"),
+    ("jRaftReadOnlyOption", "LeaseBased", "must be one of ReadOnlySafe, ReadOnlyLeaseBased"),
+    ("jRaftMaxClockDriftPercent", "100", "must be below 100"),
+    ("jRaftCheckQuorum", "yes", "must be true or false"),
 ]
 
 
@@ -354,17 +357,38 @@ def test_to_node_options() -> None:
     assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:9772"
 
 
+def test_lease_reads_without_check_quorum_are_refused_naming_the_line() -> None:
+    text = LOOPBACK + "jRaftReadOnlyOption=ReadOnlyLeaseBased\njRaftCheckQuorum=false\n"
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, "n.conf")
+    assert (ei.value.key, ei.value.line) == ("jRaftCheckQuorum", 5)
+    assert "ReadOnlyLeaseBased needs jRaftCheckQuorum=true" in str(ei.value)
+    # Without lease reads, check quorum may be off.
+    cfg, _ = parse_config(LOOPBACK + "jRaftCheckQuorum=false\n", "n.conf")
+    assert not to_node_options(cfg).raft.check_quorum and not to_node_options(cfg).raft.lease_read
+
+
+def test_lease_read_options_map_onto_the_raft_options() -> None:
+    default = to_node_options(parse_config(LOOPBACK, "n.conf")[0]).raft
+    assert not default.lease_read and default.check_quorum and default.max_clock_drift == 0.01
+    cfg, _ = parse_config(LOOPBACK + "jRaftReadOnlyOption=ReadOnlyLeaseBased\njRaftMaxClockDriftPercent=50\n", "n.conf")
+    r = to_node_options(cfg).raft
+    assert r.lease_read and r.check_quorum and r.max_clock_drift == 0.5
+
+
 def test_fault_injection_switches_come_only_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Jepsen harness's switches are env vars, never controller.conf keys, and off by default."""
     cfg, _ = parse_config(LOOPBACK, "n.conf")
     monkeypatch.delenv("CONTROLLERD_FSYNC_SIDECAR", raising=False)
     monkeypatch.delenv("CONTROLLERD_UNSAFE_LOCAL_READS", raising=False)
+    monkeypatch.delenv("CONTROLLERD_UNSAFE_TICK_LEASE", raising=False)
     opts = to_service_options(cfg)
-    assert not opts.unsafe_local_reads and not opts.node.log.fsync_sidecar
+    assert not opts.unsafe_local_reads and not opts.node.log.fsync_sidecar and not opts.node.raft.unsafe_tick_lease
     monkeypatch.setenv("CONTROLLERD_FSYNC_SIDECAR", "1")
     monkeypatch.setenv("CONTROLLERD_UNSAFE_LOCAL_READS", "1")
+    monkeypatch.setenv("CONTROLLERD_UNSAFE_TICK_LEASE", "1")
     opts = to_service_options(cfg)
-    assert opts.unsafe_local_reads and opts.node.log.fsync_sidecar
+    assert opts.unsafe_local_reads and opts.node.log.fsync_sidecar and opts.node.raft.unsafe_tick_lease
 
 
 def test_replicated_defaults_are_a_valid_1009() -> None:

@@ -128,7 +128,7 @@ def test_schedules_are_deterministic_by_seed_and_alternate(name: str, n: int) ->
             assert all(1 <= int(k) <= n and set(v) <= set(range(1, n + 1)) for k, v in s.params["grudge"].items())
         if "nodes" in s.params:
             assert set(s.params["nodes"]) <= set(range(1, n + 1)) and s.params["nodes"]
-    if name not in ("isolate-leader", "pause-leader"):  # those choose at run time
+    if name not in ("isolate-leader", "pause-leader", "pause-isolated-leader"):  # those choose at run time
         others = [N.make_schedule(name, n, seed, 60, 10) for seed in range(8)]
         assert any(o != a for o in others), "the seed changes nothing"
 
@@ -343,6 +343,28 @@ def test_only_the_negative_control_turns_on_unsafe_reads(tmp_path: Path) -> None
             assert "CONTROLLERD_FSYNC_SIDECAR=1" in cmd and cmd[:4] == ["ip", "netns", "exec", net.ns(1)]
         finally:
             cluster.http.close()
+
+
+def test_lease_read_modes_configure_the_lease_and_only_the_control_uses_the_tick_lease(tmp_path: Path) -> None:
+    from jepsen.run import RunConfig
+
+    net = Net(3, tag="t0003")
+    net.prefix = "10.250.9"
+    for lease, tick in ((False, False), (True, False), (False, True)):
+        cluster = Cluster(net, tmp_path, ClusterOptions(lease_read=lease, unsafe_tick_lease=tick))
+        try:
+            text = cluster.config_text(cluster.node(1))
+            assert ("jRaftReadOnlyOption=ReadOnlyLeaseBased" in text) is (lease or tick)
+            assert ("jRaftMaxClockDriftPercent=50" in text) is (lease or tick)
+            assert ("CONTROLLERD_UNSAFE_TICK_LEASE=1" in cluster.command(cluster.node(1))) is tick
+        finally:
+            cluster.http.close()
+    cfg = dict(workload="register", nemesis="pause-leader", time_limit=1, nodes=3, rate=1, concurrency=1, seed=1,
+               interval=1, recovery=1, snapshot_threshold=0, keep_data=False, budget=1)  # fmt: skip
+    assert RunConfig(**cfg, read_mode="tick-lease").negative_control  # type: ignore[arg-type]
+    assert RunConfig(**cfg, read_mode="lease").negative_control is None  # type: ignore[arg-type]
+    assert not RunConfig(**cfg, read_mode="tick-lease").unsafe_reads  # type: ignore[arg-type]
+    assert RunConfig(**cfg, read_mode="lease").spread_reads and not RunConfig(**cfg).spread_reads  # type: ignore[arg-type]
 
 
 def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def test_conflicting_follower_suffix_is_overwritten_by_the_leader() -> None:
     net.deliver()
     net.heal()
     net.crash("a")
-    for _ in range(60):
+    for _ in range(400):  # enough for split votes (1 run in 80 split the first round: 60 ticks were too few)
         net.tick_all()
         if net.cores["b"].role == LEADER or net.cores["c"].role == LEADER:
             break
@@ -364,17 +364,19 @@ def test_read_index_on_follower_is_dropped_as_not_leader() -> None:
 
 def test_lease_read_answers_without_a_round_while_lease_valid() -> None:
     net = Network(IDS, lease_read=True, election_tick=10, heartbeat_tick=1)
+    net.started_long_ago()
     a = net.elect("a")
     net.tick_all(2)  # one heartbeat round confirms the lease
-    assert a.lease_valid()
+    assert a.lease_valid(net.clock)
     net.isolate("a")
-    a.read_index("fast")
+    a.read_index("fast", net.clock)
     net.process("a")
     assert [c for c, _ in net.read_states["a"]] == ["fast"]
-    for _ in range(10):  # 0.9 x election timeout later the lease has lapsed
-        a.tick()
-        net.deliver()
-    assert not a.lease_valid()
+    net.tick("a", 10)  # 0.9 x election timeout later (less the drift bound) the lease has lapsed
+    assert not a.lease_valid(net.clock)
+    a.read_index("slow", net.clock)
+    net.process("a")
+    assert [c for c, _ in net.read_states["a"]] == ["fast"]  # now it needs a quorum round, which cannot finish
 
 
 def test_leader_removing_itself_does_not_serve_reads_alone() -> None:
@@ -469,7 +471,12 @@ def test_restarted_node_uses_latest_configuration_in_its_log() -> None:
     assert c.conf.voters == ("a", "b")
     for _ in range(100):
         c.tick()
-    assert c.role == FOLLOWER  # no longer a voter: it must not campaign
+    # It may campaign (it does not know whether its removal committed), but only under {a, b}: it asks a and
+    # b and never counts its own vote, so alone it never wins.
+    assert c.role != LEADER
+    rd = c.ready()
+    asked = {m.to for m in rd.messages + rd.persisted_messages if m.type in (MsgType.PRE_VOTE, MsgType.VOTE)}
+    assert asked == {"a", "b"}
 
 
 # ---------------------------------------------------------------- compaction and InstallSnapshot
@@ -545,6 +552,31 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     assert net.cores["c"].log.committed == a.log.committed
 
 
+def test_a_leader_whose_own_removal_did_not_commit_can_lead_again() -> None:
+    """Found by the simulation (profile remove-leader): a, leading {a, b}, appended its own removal (config {b})
+    and more entries that never reached b, then lost leadership. b cannot win (a's log is newer, a refuses
+    its vote) and a, outside its latest configuration, never campaigned: no leader ever again. A server still
+    in the committed configuration campaigns (thesis §4.2.2: it counts the votes of the new configuration,
+    not its own) and steps down once its removal commits."""
+    net = Network(["a", "b"])
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
+    net.propose("a", b"only on a")
+    net.tick("a", 50)  # check quorum: a steps down
+    net.deliver()
+    assert a.role == FOLLOWER and a.conf.voters == ("b",)
+    net.heal()
+    for _ in range(200):
+        net.tick_all()
+        if net.cores["b"].role == LEADER:
+            break
+    b = net.cores["b"]
+    assert b.role == LEADER and b.conf.voters == ("b",)
+    assert b.log.committed >= a.log.last_index() - 1 and a.role == FOLLOWER
+    assert b"only on a" in net.normal_applied("b")
+
+
 def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
     """Issue 12, bug 4: c's disk is replaced by a stale copy holding an uncommitted entry of an old leader.
     A heartbeat reject says where c's log ends, not that it matches ours: the leader must not raise match to
@@ -568,6 +600,34 @@ def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
     assert b.prs["c"].match == 0
     for e in net.applied["c"]:
         assert (e.term, e.data) == (b.log.term(e.index), b.log.slice(e.index, e.index + 1, 1, 0)[0].data), e
+    net.filter = None
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
+
+
+def test_reseeded_follower_with_a_long_stale_log_never_commits_it() -> None:
+    """Found by the simulation (profile churn, disk rollbacks): like the test above, but the stale copy is as
+    long as the leader's commit, so no heartbeat is rejected for being beyond c's log. A heartbeat carries the
+    term of the entry at its commit index; c commits only if its own entry there has that term, and otherwise
+    rejects, so that the leader probes where c's log really agrees."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("a")
+    a.propose([b"x1", b"x2", b"x3"])  # never committed: only a has them
+    net.deliver()
+    stale = net.durable["a"]
+    assert [e.data for e in stale[1]] == [b"", b"x1", b"x2", b"x3"]
+    net.crash("a")
+    b = net.elect("b")
+    net.propose("b", b"y", b"z")
+    assert b.prs["c"].match == b.log.last_index() == b.log.committed == 4
+    net.durable["c"] = stale  # c's disk is replaced by a copy of a's, as long as b's commit
+    net.applied["c"] = []
+    net.start("c")
+    net.filter = lambda m: m.type != MsgType.APP  # only heartbeats reach c for a while
+    net.tick_all(3 * b.cfg.heartbeat_tick)
+    assert [e.data for e in net.applied["c"] if e.type == EntryType.NORMAL] == []
+    assert net.cores["c"].log.committed == 0 and b.prs["c"].match == 0
     net.filter = None
     net.tick_all(3 * b.cfg.heartbeat_tick)
     assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4

@@ -1,5 +1,6 @@
 """Deterministic simulation: seeded schedules of loss, delay, duplication, reordering, partitions,
-crashes (with and without losing unsynced writes), snapshots, transfers and membership changes.
+crashes (with and without losing unsynced writes, between any two persistence steps), pauses, clocks at
+different rates, snapshots, transfers, membership plans and the Raft paper's Figure 8.
 
 `make test` runs 500 seeds; set RAFT_SIM_SEEDS=N for more (or `make sim SEEDS=N`). A failing seed is
 printed; `python -m raft.testing.replay SEED` replays it with its event transcript.
@@ -7,10 +8,15 @@ printed; `python -m raft.testing.replay SEED` replays it with its event transcri
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterable
 
 import pytest
 
+from raft.core import LEADER, quorum
+from raft.core.core import RaftCore
+from raft.core.ready import ReadState
 from raft.testing.profiles import PROFILES, profile_for
 from raft.testing.sim import InvariantViolation, SimOptions, Simulation
 
@@ -33,10 +39,17 @@ def run(seed: int) -> Simulation:
 @pytest.mark.parametrize("start", range(0, SEEDS, CHUNK))
 def test_simulation_seeds(start: int) -> None:
     progressed = 0
+    planned: list[bool] = []  # membership plans and scripts carried out to the end
     for seed in range(start, min(start + CHUNK, SEEDS)):
         sim = run(seed)
         progressed += len(sim.acked)
+        if sim.opts.plan:
+            planned.append(sim.plan_done == list(sim.opts.plan))
+        if sim.opts.script:
+            planned.append(sim.script_reached == "d")
     assert progressed > 0, "the schedules made no progress at all: the simulation is not exercising anything"
+    # Faults may keep a plan from finishing; in 10,000 seeds no chunk carried out fewer than 5 of 11.
+    assert sum(planned) * 3 >= len(planned), f"too few membership plans or scripts were carried out: {planned}"
 
 
 def test_same_seed_replays_identically() -> None:
@@ -49,14 +62,7 @@ def test_simulation_detects_a_broken_rule(monkeypatch: pytest.MonkeyPatch) -> No
     from raft.core.log import RaftLog
 
     monkeypatch.setattr(RaftLog, "is_up_to_date", lambda self, i, t: True)
-    caught = 0
-    for seed in range(20):
-        name, opts = profile_for(seed)
-        try:
-            Simulation(seed, opts).run()
-        except (InvariantViolation, AssertionError):
-            caught += 1
-    assert caught > 0
+    assert first_caught(PROFILES["churn"], range(40)) is not None
 
 
 def test_simulation_detects_replies_before_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,13 +71,7 @@ def test_simulation_detects_replies_before_fsync(monkeypatch: pytest.MonkeyPatch
     from raft.core.messages import MsgType
 
     monkeypatch.setattr(core_mod, "_SEND_NOW", core_mod._SEND_NOW | {MsgType.APP_RESP, MsgType.VOTE_RESP})
-    caught = 0
-    for seed in range(150):  # about 1 in 25 powerloss schedules loses an acknowledged write this way
-        try:
-            Simulation(seed, PROFILES["powerloss"]).run()
-        except (InvariantViolation, AssertionError):
-            caught += 1
-    assert caught > 0
+    assert first_caught(PROFILES["powerloss"], range(150)) is not None  # about 1 schedule in 25 loses a write
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -96,6 +96,66 @@ def test_wiped_follower_catches_up_by_install_snapshot(seed: int) -> None:
     assert v.durable.snap.index >= ld.core.snapshot.index > 0  # installed, not replayed from index 1
     assert v.core.log.applied == sim._leader().core.log.committed  # type: ignore[union-attr]
     assert dict(v.app) == dict(sim._leader().app)  # type: ignore[union-attr]
+
+
+def first_caught(opts: SimOptions, seeds: Iterable[int]) -> int | None:
+    """The first seed whose run breaks an invariant, or None."""
+    for seed in seeds:
+        try:
+            Simulation(seed, opts).run()
+        except (InvariantViolation, AssertionError):
+            return seed
+    return None
+
+
+def test_simulation_detects_a_commit_rule_without_the_current_term_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Figure 8: counting replicas of an older term's entry commits it, and the next leader overwrites it."""
+
+    def commit_by_counting(self: RaftCore) -> bool:
+        idx = quorum.committed_index(self.conf.voters, {p: pr.match for p, pr in self.prs.items()})
+        if idx > self.log.committed:
+            self.log.commit_to(idx)
+            self._broadcast_commit()
+            return True
+        return False
+
+    monkeypatch.setattr(RaftCore, "_maybe_commit", commit_by_counting)
+    caught = [first_caught(PROFILES["figure8"], [seed]) for seed in range(6)]
+    assert sum(c is not None for c in caught) >= 5, caught
+
+
+def test_simulation_detects_read_index_without_its_heartbeat_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deposed leader that does not know it yet (paused, partitioned) must not answer alone."""
+    original = RaftCore._start_read_round
+
+    def answer_at_once(self: RaftCore) -> None:
+        if self.role == LEADER and self.log.term(self.log.committed) == self.term:
+            self.read_states.extend(ReadState(ctx, self.log.committed) for ctx in self.waiting_reads)
+            self.waiting_reads = []
+            return
+        original(self)
+
+    monkeypatch.setattr(RaftCore, "_start_read_round", answer_at_once)
+    assert first_caught(PROFILES["lease"], range(40)) is not None
+    assert first_caught(PROFILES["five"], range(40)) is not None
+
+
+def test_simulation_detects_the_tick_counted_lease() -> None:
+    """The old lease counted ticks, which a paused leader drops: it answered from a stale lease."""
+    assert first_caught(dataclasses.replace(PROFILES["lease"], tick_lease=True), range(60)) is not None
+
+
+def test_clocks_run_at_their_own_rates_and_a_pause_drops_ticks() -> None:
+    sim = Simulation(3, dataclasses.replace(PROFILES["lease"], pause=0.0, crash=0.0, steps=400))
+    n1 = sim.nodes["n1"]
+    n1.paused_until = 200
+    for _ in range(400):
+        sim.step()
+    rates = sorted(n.rate for n in sim.nodes.values())
+    assert rates[0] < rates[-1] and 0.95 <= rates[0] and rates[-1] <= 1.05
+    others = [n.ticks for n in sim.nodes.values() if n is not n1]
+    # 400 steps are 200 ticks at rate 1; n1 slept through half of them and did not catch up.
+    assert all(180 < t < 220 for t in others) and 90 < n1.ticks < 115
 
 
 LONE_VOTER = SimOptions(nodes=1, spare_nodes=2, conf_change=0.02, steps=600)  # grows from one voter
