@@ -10,7 +10,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen,audit]'
 	touch $(STAMP)
 
 # A 3-node controller group on loopback, data under ./data; Ctrl-C stops it.
