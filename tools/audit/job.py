@@ -66,7 +66,7 @@ def command(paths: tuple[str, ...], master: str | None, out: str | None, run_id:
         spark.stop()
 
 
-def session(master: str | None, log_level: str = "WARN") -> Any:
+def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> Any:
     """Master precedence: --master, else a master already set (spark-submit, spark-defaults), else local[*]."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -81,6 +81,8 @@ def session(master: str | None, log_level: str = "WARN") -> Any:
     conf.setIfMissing("spark.app.name", "rmq-audit")
     conf.setIfMissing("spark.sql.session.timeZone", "UTC")
     conf.setIfMissing("spark.ui.showConsoleProgress", "true")
+    for key, value in conf_items.items():
+        conf.set(key.replace("_", "."), value)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
