@@ -193,12 +193,15 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group)
     slices = snaps.flatMap(lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v))
                                       for b, v in x[1].items()])  # fmt: skip
-    seeds = sc.parallelize([((g, b), None) for g in plans for b in range(buckets.count)])
-    replays = (
-        routed.union(seeds)
-        .cogroup(slices, numPartitions=max(1, len(plans) * buckets.count))
-        .map(lambda kv: (kv[0][0], replay_bucket(kv[0][1], [p for p in kv[1][0] if p is not None], kv[1][1],
-                                                 b_plans.value[kv[0][0]], b_buckets.value)))  # fmt: skip
+    keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
+    b_part = sc.broadcast({k: p for p, k in enumerate(keys)})
+    seeds = sc.parallelize([(k, ("seed", None)) for k in keys])
+    replays = (  # one partition per (group, bucket): no Python-side grouping of the big blobs
+        routed.mapValues(lambda piece: ("log", piece))
+        .union(slices.mapValues(lambda s: ("snapshot", s)))
+        .union(seeds)
+        .partitionBy(len(keys), lambda k: b_part.value[k])
+        .mapPartitions(lambda items: _replay_partition(items, b_plans.value, b_buckets.value))
         .collect()
     )
     rows = [f.row() for f in findings] + [row for _, r in replays for row in r.findings]
@@ -226,6 +229,19 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         "seconds": round(elapsed, 3),
     }
     return _finish(spark, opts, rows, stats, nodes, by_node, logs, names, progress)
+
+
+def _replay_partition(items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
+    pieces: dict[tuple[str, int], list[Any]] = {}
+    slices: dict[tuple[str, int], list[Any]] = {}
+    for key, (kind, value) in items:
+        pieces.setdefault(key, [])
+        if kind == "log":
+            pieces[key].append(value)
+        elif kind == "snapshot":
+            slices.setdefault(key, []).append(value)
+    for key in sorted(pieces):
+        yield key[0], replay_bucket(key[1], pieces[key], slices.get(key, []), plans[key[0]], buckets)
 
 
 # --- stage helpers -----------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from tools.audit.model import NAME_AT, Buckets, Finding, js, split_state
 from tools.audit.tasks import RECORD
 
 _SET_CHANGING = frozenset(NAME_AT) - {C.BROKER_HEARTBEAT}
+_NEVER = 1 << 63
 
 
 @dataclass
@@ -131,25 +132,23 @@ def replay_bucket(bucket: int, pieces: Iterable[tuple[int, bytes]], slices: Iter
 
     p = 0
     apply, unpack = sm.apply, RECORD.unpack_from
-    size, heartbeat = RECORD.size, C.BROKER_HEARTBEAT
-    for _, blob in sorted(pieces, key=lambda x: x[0]):
+    size, heartbeat, scan = RECORD.size, C.BROKER_HEARTBEAT, C.CHECK_NOT_ACTIVE_BROKER
+    upcoming = points[0][0] if points else _NEVER
+    applied = 0
+    for _, blob in sorted(pieces, key=lambda x: x[0]):  # routed to (base_index, end] only
         off, end = 0, len(blob)
         while off < end:
             index, code, n = unpack(blob, off)
             off += size
-            if index <= plan.base_index:
-                off += n
-                continue
-            if index > plan.end:
-                break
-            while p < len(points) and points[p][0] < index:
+            while index > upcoming:
                 _compare(out, sm, points[p], snap, plan, bucket, buckets)
                 p += 1
+                upcoming = points[p][0] if p < len(points) else _NEVER
             data = blob[off : off + n]
             off += n
             result = apply(data)
-            out.applied += 1
-            if code == heartbeat or code not in _SET_CHANGING and code != C.CHECK_NOT_ACTIVE_BROKER:
+            applied += 1
+            if code == heartbeat or (code not in _SET_CHANGING and code != scan):
                 continue
             names = set()
             if code in NAME_AT:
@@ -158,6 +157,7 @@ def replay_bucket(bucket: int, pieces: Iterable[tuple[int, bytes]], slices: Iter
             names.update(e["brokerName"] for e in body.get("elections", ()))
             for name in sorted(names):
                 inv.check(sm, name, index, emit)
+    out.applied = applied
     while p < len(points):
         _compare(out, sm, points[p], snap, plan, bucket, buckets)
         p += 1

@@ -36,6 +36,7 @@ from raft.storage.walscan import (
 )
 from snapshot.errors import SnapshotError
 from snapshot.storage import SnapshotStorage
+from statemachine import codes as C
 from statemachine.sections import SECTION_NAMES
 from tools.audit.model import Buckets, split_state
 
@@ -106,16 +107,25 @@ def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
 
 def match_pieces(rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group_of: dict[int, str]
                  ) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes, bytes]]]:  # fmt: skip
-    """((group, chunk), (nid, lo, terms, crcs)) for the live entries of one scanned segment."""
-    scans = {rec.pos: rec.scan}
+    """((group, chunk), (nid, lo, terms, crcs)) for the live entries of one scanned segment: contiguous
+    runs joined, then cut at chunk boundaries."""
+    scans = _ScansView({rec.pos: rec.scan})
+    joined: list[tuple[int, array[int], array[int]]] = []
     for run in runs.get((rec.nid, rec.pos), ()):
-        terms, crcs, _, _ = run_arrays(_ScansView(scans), run)
-        lo = run.lo
-        while lo <= run.hi:
+        terms, crcs, _, _ = run_arrays(scans, run)
+        if joined and joined[-1][0] + len(joined[-1][1]) == run.lo:
+            joined[-1][1].extend(terms)
+            joined[-1][2].extend(crcs)
+        else:
+            joined.append((run.lo, array("q", terms), array("I", crcs)))
+    group = group_of[rec.nid]
+    for first, terms, crcs in joined:
+        lo, last = first, first + len(terms) - 1
+        while lo <= last:
             chunk = lo // CHUNK
-            hi = min(run.hi, (chunk + 1) * CHUNK - 1)
-            a, z = lo - run.lo, hi - run.lo + 1
-            yield (group_of[rec.nid], chunk), (rec.nid, lo, terms[a:z].tobytes(), crcs[a:z].tobytes())
+            hi = min(last, (chunk + 1) * CHUNK - 1)
+            a, z = lo - first, hi - first + 1
+            yield (group, chunk), (rec.nid, lo, terms[a:z].tobytes(), crcs[a:z].tobytes())
             lo = hi + 1
 
 
@@ -149,8 +159,16 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
         crcs.frombytes(cb)
         per_node.setdefault(nid, []).append((lo, terms, crcs))
     nids = sorted(per_node)
-    for v in per_node.values():
+    for n, v in per_node.items():  # pieces from several segments: join the contiguous ones
         v.sort(key=lambda p: p[0])
+        merged = [v[0]]
+        for lo, terms, crcs in v[1:]:
+            if merged[-1][0] + len(merged[-1][1]) == lo:
+                merged[-1][1].extend(terms)
+                merged[-1][2].extend(crcs)
+            else:
+                merged.append((lo, terms, crcs))
+        per_node[n] = merged
     out = ChunkResult(group, [], [], {})
     lo_c, hi_c = chunk * CHUNK, (chunk + 1) * CHUNK - 1
     for i in wanted.get(group, ()):
@@ -214,6 +232,8 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
     normal = EntryType.NORMAL
     bufs: dict[int, list[bytes]] = {}
     firsts: dict[int, int] = {}
+    cache: dict[str, int] = {}  # brokerName -> bucket, for the hot heartbeat
+    heartbeat = C.BROKER_HEARTBEAT
     for b, skip, lo, hi in wanted:
         batch = rec.scan.batches[b]
         a, z = skip, skip + hi - lo + 1
@@ -223,17 +243,23 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
             if data[off + 9] == normal:
                 try:
                     c = unpackb(payload)
-                    target = route(c)
+                    if c[1] == heartbeat and type(c[4]) is str:
+                        target = cache.get(c[4])
+                        if target is None:
+                            target = cache[c[4]] = route(c)
+                    else:
+                        target = route(c)
                 except Exception:  # noqa: BLE001 - not a command: applying it changes nothing (2015)
                     target = None
                 if target is not None:
-                    rec_bytes = pack(index, c[1], len(payload)) + payload
+                    head = pack(index, c[1], len(payload))
                     for t in (target,) if type(target) is int else target:
                         buf = bufs.get(t)
                         if buf is None:
                             bufs[t] = buf = []
                             firsts[t] = index
-                        buf.append(rec_bytes)
+                        buf.append(head)
+                        buf.append(payload)
             index += 1
     for t, buf in bufs.items():
         yield t, (firsts[t], b"".join(buf))
