@@ -158,3 +158,14 @@ def test_snapshot_meta_lies_about_its_term(spark: Any, data: tuple[Path, dict[st
     assert (f["check"], f["node"], f["snapshot_index"], f["field"]) == ("snapshot.meta", "n1", index, "lastIncludedTerm")
     assert (f["snapshot_value"], f["replayed_value"]) == (str(meta.last_included_term + 1), str(meta.last_included_term))
     assert r.exit_code == EXIT_CORRUPT
+
+
+def test_torn_tail_is_reported_as_such(spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    root, marks = data
+    path, off, size = frame_of(root / "n0", marks["last"])
+    raw = path.read_bytes()
+    path.write_bytes(raw + raw[off : off + size - 3])  # the start of a next batch that never finished
+    r = audit(spark, root, tmp_path / "out")
+    (f,) = r.findings
+    assert (f["check"], f["severity"], f["node"], f["offset"]) == ("wal.torn_tail", "info", "n0", len(raw))
+    assert r.exit_code == EXIT_OK

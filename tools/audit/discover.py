@@ -77,12 +77,8 @@ class HadoopFs:
     def read(self, uri: str) -> bytes:
         fs, p = self._fs(uri)
         stream = fs.open(p)
-        try:
-            size = int(fs.getFileStatus(p).getLen())
-            buf = self.jvm.java.nio.ByteBuffer.allocate(size).array() if size else b""
-            if size:
-                stream.readFully(0, buf)
-            return bytes(buf)
+        try:  # a Java byte[] returned by a call comes back as Python bytes (one filled in place would not)
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()
 

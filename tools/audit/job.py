@@ -45,6 +45,10 @@ def command(paths: tuple[str, ...], master: str | None, out: str | None, run_id:
     from tools.audit.discover import InputError
     from tools.audit.pipeline import Options, run
 
+    for p in paths:  # local paths are checked before a JVM starts; URIs when Hadoop lists them
+        if "://" not in p and not os.path.isdir(p):
+            click.echo(f"rmq-audit: error: {p}: not a directory (expected a data dir or a dir above some)", err=True)
+            raise SystemExit(EXIT_USAGE)
     run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
     out = out or os.path.join(os.getcwd(), f"rmq-audit-{run_id}")
     spark = session(master, log_level)
@@ -70,9 +74,10 @@ def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> A
     """Master precedence: --master, else a master already set (spark-submit, spark-defaults), else local[*]."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
+    SparkContext._ensure_initialized()  # so that SparkConf reads what spark-submit set (the JVM's properties)
     conf = SparkConf()
     if master:
         conf.setMaster(master)

@@ -42,6 +42,8 @@ from tools.audit.tasks import (
     snapshot_task,
 )
 
+TOP = 100  # findings repeated in summary.json, for a reader without Parquet
+
 
 @dataclass
 class Options:
@@ -74,7 +76,10 @@ class Result:
 
 
 def _by_path(uri: str) -> str:
-    return urlparse(uri).path if "://" in uri else os.path.abspath(uri)
+    """A file's path without scheme and authority: how a task is matched with what binaryFiles read (which
+    writes file:///x as file:/x)."""
+    parsed = urlparse(uri)
+    return os.path.normpath(parsed.path) if parsed.scheme else os.path.abspath(uri)
 
 
 def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: None) -> Result:
@@ -121,8 +126,8 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         for r in live.runs:
             runs.setdefault((nid, r.seg), []).append(r)
     wanted: dict[str, list[int]] = {}
-    for (nid, index), _ in metas.items():
-        wanted.setdefault(group_of[nid], []).append(index)
+    for n in nodes:
+        wanted.setdefault(group_of[n.nid], []).extend(n.snapshots)
     progress("log matching")
     b_runs, b_group, b_wanted = sc.broadcast(runs), sc.broadcast(group_of), sc.broadcast(wanted)
     chunks: list[ChunkResult] = (
@@ -159,7 +164,7 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
                   for n in nodes for i, (sdir, files) in sorted(n.snapshots.items())]  # fmt: skip
     progress(f"{len(snap_tasks)} snapshot(s): verifying and decoding")
     b_buckets = sc.broadcast(buckets)
-    snaps = _snapshot_rdd(sc, snap_tasks, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
+    snaps = _snapshot_rdd(sc, fs, snap_tasks, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
     snap_outs = snaps.map(lambda x: x[0]).collect()
     readable = {(s.nid, s.index): s for s in snap_outs if s.error is None}
     for s in snap_outs:
@@ -275,18 +280,23 @@ def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any) 
     return rdd
 
 
-def _snapshot_rdd(sc: Any, tasks: list[SnapshotTask], b_buckets: Any) -> Any:
+def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, tasks: list[SnapshotTask], b_buckets: Any) -> Any:
     local = [t for t in tasks if local_path(t.uri) is not None]
     remote = [t for t in tasks if local_path(t.uri) is None]
     rdd = sc.parallelize(local, max(1, len(local))).map(lambda t: snapshot_task(t, b_buckets.value))
     if remote:
+        # Hadoop's input formats skip names starting with "_" or "." (the meta is __raft_snapshot_meta):
+        # those small files are read here and shipped with the task, the rest by the executors.
         by_dir = {_by_path(t.uri): t for t in remote}
         b = sc.broadcast(by_dir)
-        paths = ",".join(join(t.uri, f) for t in remote for f in t.files)
-        files = (sc.binaryFiles(paths).map(lambda kv: (os.path.dirname(_by_path(kv[0])),
-                                                        (os.path.basename(_by_path(kv[0])), kv[1])))
-                 .groupByKey())  # fmt: skip
-        rdd = rdd.union(files.map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value, dict(kv[1]))))
+        hidden = [(_by_path(t.uri), (f, fs.read(join(t.uri, f)))) for t in remote for f in t.files if f[0] in "_."]
+        files = sc.parallelize(hidden, max(1, min(len(hidden), sc.defaultParallelism)))
+        shown = [join(t.uri, f) for t in remote for f in t.files if f[0] not in "_."]
+        if shown:
+            files = files.union(sc.binaryFiles(",".join(shown)).map(
+                lambda kv: (os.path.dirname(_by_path(kv[0])), (os.path.basename(_by_path(kv[0])), kv[1]))))  # fmt: skip
+        rdd = rdd.union(files.groupByKey().map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value,
+                                                                        dict(kv[1]))))  # fmt: skip
     return rdd
 
 
@@ -500,7 +510,8 @@ def _finish(spark: Any, opts: Options, rows: list[dict[str, Any]], stats: dict[s
     failing = [r for r in rows if SEVERITIES.index(r["severity"]) >= opts.fail_on]
     code = EXIT_CORRUPT if any(CHECKS[r["check"]][1] == 3 for r in failing) else EXIT_DIVERGENCE if failing else EXIT_OK
     summary = {"schemaVersion": SCHEMA_VERSION, "runId": opts.run_id, "runDate": run_date, "exitCode": code,
-               "findings": len(rows), "checks": checks, **stats, "out": opts.out}  # fmt: skip
+               "findings": len(rows), "checks": checks, **stats, "out": opts.out,
+               "topFindings": [{k: v for k, v in r.items() if v is not None} for r in rows[:TOP]]}  # fmt: skip
 
     str_, long_ = T.StringType(), T.LongType()
     longs = {"snapshot_index", "snapshot_term", "log_index", "first_divergent_index", "offset"}
