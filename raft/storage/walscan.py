@@ -33,6 +33,7 @@ from raft.storage.segment import (
     read_header,
     scan_segment,
 )
+from raft.storage.wal import _header_ok  # the crashed-creation rule, shared with recovery
 
 _U32 = struct.Struct("<I")
 
@@ -112,7 +113,7 @@ def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None
     out = SegmentScan(path, seg.seg_id, seg.first_index, len(data), seg.status)
     if seg.status == "void":
         return out
-    if seg.is_last and len(data) <= HEADER_SIZE and not _header_only(data, path):
+    if seg.is_last and len(data) <= HEADER_SIZE and not _header_ok(data, path):
         out.status = "crashed creation"
         return out
     try:
@@ -139,14 +140,6 @@ def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None
     out.valid_end = scan.valid_end
     out.torn_bytes = len(data) - scan.valid_end if scan.torn else 0
     return out
-
-
-def _header_only(data: bytes, path: str) -> bool:
-    try:
-        read_header(data, path)
-    except LogCorruptionError:
-        return False
-    return len(data) == HEADER_SIZE
 
 
 def _lost_index(data: bytes, path: str, batches: list[Batch], committed: int, bad: int, first: int) -> int:
