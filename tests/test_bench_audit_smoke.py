@@ -12,7 +12,6 @@ import pytest
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.xdist_group("spark-audit")
 def test_audit_benchmark_runs_on_tiny_input(tmp_path) -> None:
     out = tmp_path / "audit.json"
     proc = subprocess.run(

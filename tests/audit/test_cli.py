@@ -18,7 +18,7 @@ from tools.audit.job import main
 from tools.audit.model import EXIT_CORRUPT, EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.xdist_group("spark-audit")
+
 
 
 def test_missing_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
