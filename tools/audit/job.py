@@ -74,8 +74,12 @@ def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> A
     """Master precedence: --master, else a master already set (spark-submit, spark-defaults), else local[*]."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
+    try:
+        from pyspark import SparkConf, SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        click.echo("rmq-audit: error: pyspark is not installed (pip install -e '.[audit]', or make setup)", err=True)
+        raise SystemExit(EXIT_USAGE) from None
 
     SparkContext._ensure_initialized()  # so that SparkConf reads what spark-submit set (the JVM's properties)
     conf = SparkConf()
