@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from cli.datadir import probe
 from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
@@ -92,6 +93,11 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     nodes = [describe(fs, k, d) for k, d in enumerate(dirs)]
     name_nodes(nodes)
     names = {n.nid: n.name for n in nodes}
+    for n in nodes:
+        held, pid = probe(n.uri) if local_path(n.uri) is not None else (False, None)
+        if held:
+            progress(f"warning: {n.uri} is held by a running node (pid {pid or '?'}); its files may change under "
+                     "the audit: audit a copy or a stopped node")  # fmt: skip
     buckets = Buckets(opts.buckets or max(2, 2 * sc.defaultParallelism), max(1, sc.defaultParallelism // 2))
     findings: list[Finding] = []
     metas = _read_snapshot_metas(fs, nodes, findings)
