@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast sim bench lint clean
+.PHONY: setup run test test-fast sim bench audit lint clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ sim: setup
 
 bench: setup
 	$(BIN)/python -m tools.bench raft --seconds 10 --peer pysyncobj
+
+# The offline Spark audit of data dirs (docs/audit.md): make audit DATA=./data OUT=/tmp/audit
+audit: setup
+	$(BIN)/rmq-audit $(if $(OUT),--out $(OUT)) $(or $(DATA),./data)
 
 lint: setup
 	$(BIN)/ruff check raft snapshot statemachine api cli jepsen tests tools
