@@ -189,8 +189,12 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         plans[g] = plan
         for nid, index in sorted(readable):
             if group_of[nid] == g and not plan.base_index < index <= plan.end:
-                why = "it is the replay's starting point" if index == plan.base_index else \
-                    "the log before it is compacted" if index < plan.base_index else "the log does not reach it"  # fmt: skip
+                if plan.base_index < 0:
+                    why = "the log does not start at 1 and no readable snapshot is where it continues from"
+                elif index == plan.base_index:
+                    why = "it is the replay's starting point"
+                else:
+                    why = "the log before it is compacted" if index < plan.base_index else "the log does not reach it"
                 unverified.append({"group": g, "node": names[nid], "index": index, "why": why})
         for lo, hi, nid in plan.source_of:
             lo, hi = max(lo, plan.base_index + 1), min(hi, plan.end)
