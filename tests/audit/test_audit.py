@@ -169,3 +169,19 @@ def test_torn_tail_is_reported_as_such(spark: Any, data: tuple[Path, dict[str, i
     (f,) = r.findings
     assert (f["check"], f["severity"], f["node"], f["offset"]) == ("wal.torn_tail", "info", "n0", len(raw))
     assert r.exit_code == EXIT_OK
+
+
+def test_compacted_logs_replay_from_the_snapshot_they_continue_from(spark: Any, data: tuple[Path, dict[str, int]],
+                                                                    tmp_path: Path) -> None:  # fmt: skip
+    """Every node compacted its log up to the first snapshot (the WAL's own truncate_prefix): the replay
+    starts from that snapshot, split by bucket, and the second snapshot is still checked value by value."""
+    root, marks = data
+    for n in ("n0", "n1", "n2"):
+        with SegmentLog(root / n / "log") as log:
+            log.truncate_prefix(marks["first"] + 1)
+    r = audit(spark, root, tmp_path / "out")
+    assert r.findings == [] and r.exit_code == EXIT_OK
+    (group,) = r.summary["groups"].values()
+    assert group == {"baseIndex": marks["first"], "replayedTo": marks["last"], "snapshotPoints": [marks["second"]]}
+    assert sorted((u["node"], u["index"]) for u in r.summary["snapshotsNotReplayVerified"]) == [
+        (n, marks["first"]) for n in ("n0", "n1", "n2")]
