@@ -3,14 +3,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast sim bench lint clean
+.PHONY: setup run test test-fast sim bench audit lint clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen,audit]'
 	touch $(STAMP)
 
 # A 3-node controller group on loopback, data under $(DATA); Ctrl-C stops it. Other ports or sizes:
@@ -34,6 +34,10 @@ sim: setup
 
 bench: setup
 	$(BIN)/python -m tools.bench raft --seconds 10 --peer pysyncobj
+
+# The offline Spark audit of data dirs (docs/audit.md): make audit DATA=./data OUT=/tmp/audit
+audit: setup
+	$(BIN)/rmq-audit $(if $(OUT),--out $(OUT)) $(or $(DATA),./data)
 
 lint: setup
 	$(BIN)/ruff check raft snapshot statemachine api cli jepsen tests tools

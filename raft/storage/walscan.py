@@ -1,0 +1,261 @@
+"""A pure, read-only scan of a WAL directory that *reports* instead of raising: segments, torn tails, the
+live index ranges, gaps and damage with file and byte offset. For offline tools (the Spark audit) that
+must keep going past the first problem and say where every one is.
+
+Built from the format module's own pieces (`read_header`, `scan_segment`, `decode_entry`,
+`decode_wal_meta`) and the replay rules of `SegmentLog._recover` (docs/log-format.md, *Replay*); the WAL's
+recovery itself is untouched. Nothing here opens a file: callers pass names, sizes and bytes, so the same
+code serves local files and bytes read through Hadoop.
+
+    listing = list_segments(names_and_sizes, wal_meta_bytes)
+    scans = [scan_segment_bytes(read(s.name), s) for s in listing.segments]
+    live = merge_scans(listing, scans)            # runs of live entries, gaps, first/last index
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from raft.storage.segment import (
+    ENTRY_OVERHEAD,
+    FRAME_ENTRY,
+    FRAME_TRUNCATE,
+    HEADER_SIZE,
+    SEGMENT_NAME,
+    TRUNCATE_SIZE,
+    Batch,
+    LogCorruptionError,
+    decode_entry,
+    decode_wal_meta,
+    read_header,
+    scan_segment,
+)
+from raft.storage.wal import _header_ok  # the crashed-creation rule, shared with recovery
+
+_U32 = struct.Struct("<I")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentListing:
+    name: str
+    seg_id: int
+    first_index: int  # from the name
+    size: int
+    status: str  # "live" | "void" (below wal_meta's min_seg_id: a node start deletes it unread)
+    is_last: bool  # the last live segment: the only one that may end in a torn batch
+
+
+@dataclass(frozen=True, slots=True)
+class WalListing:
+    wal_first: int  # wal_meta's first_index (1 without the file)
+    min_seg_id: int
+    segments: tuple[SegmentListing, ...]  # by seg_id
+
+
+def list_segments(files: Iterable[tuple[str, int]], wal_meta: bytes | None, meta_path: str = "wal_meta") -> WalListing:
+    """Classify a directory's segment files from (name, size) pairs (other names are ignored) and the
+    bytes of its wal_meta file (None if absent). Raises LogCorruptionError for a damaged wal_meta."""
+    wal_first, min_seg_id = decode_wal_meta(wal_meta, meta_path) if wal_meta is not None else (1, 0)
+    found = sorted((int(m.group(2), 16), int(m.group(1)), n, size) for n, size in files if (m := SEGMENT_NAME.match(n)))
+    live = [f for f in found if f[0] >= min_seg_id]
+    out = tuple(
+        SegmentListing(name, seg_id, first, size, "live" if seg_id >= min_seg_id else "void", bool(live) and
+                       (seg_id, first, name, size) == live[-1])  # fmt: skip
+        for seg_id, first, name, size in found
+    )
+    return WalListing(wal_first, min_seg_id, out)
+
+
+@dataclass(slots=True)
+class Damage:
+    """Bytes that are not a valid log: where (file, byte offset), why, and the first index they cost."""
+
+    path: str
+    offset: int
+    reason: str
+    index: int | None  # the first entry index lost at `offset`, when the bytes before it tell
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A committed batch without its arrays: enough to apply the replay rules."""
+
+    truncate_from: int | None
+    first_index: int
+    count: int
+    offset: int  # of its first entry frame (or of the batch, when it has none)
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """One segment, scanned: its committed batches (with each entry's frame CRC), a torn tail, damage."""
+
+    path: str
+    seg_id: int
+    first_index: int
+    size: int
+    status: str  # "live" | "void" | "crashed creation" | "damaged"
+    batches: list[Batch] = field(default_factory=list)
+    crcs: list[array[int]] = field(default_factory=list)  # per batch: each entry frame's CRC32C
+    valid_end: int = 0
+    torn_bytes: int = 0  # bytes after the last commit frame of the last segment (a torn write)
+    damage: Damage | None = None
+    spans: list[Span] = field(default_factory=list)  # one per batch
+
+
+def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None) -> SegmentScan:
+    """Scan one segment's bytes with the WAL's own rules; damage is recorded (with the batches before it)
+    instead of raised."""
+    path = path or seg.name
+    out = SegmentScan(path, seg.seg_id, seg.first_index, len(data), seg.status)
+    if seg.status == "void":
+        return out
+    if seg.is_last and len(data) <= HEADER_SIZE and not _header_ok(data, path):
+        out.status = "crashed creation"
+        return out
+    try:
+        header = read_header(data, path)
+        if header != (seg.first_index, seg.seg_id):
+            raise LogCorruptionError(path, 0, f"header (first_index, seg_id) {header} contradicts the name")
+        scan = scan_segment(data, path, seg.is_last)
+    except LogCorruptionError as e:
+        out.status = "damaged"
+        out.damage = Damage(path, e.offset, e.reason, None)
+        if e.offset < HEADER_SIZE:
+            out.damage.index = seg.first_index
+            return out
+        try:  # the committed batches before the damage are intact
+            scan = scan_segment(data[: e.offset], path, True)
+        except LogCorruptionError:
+            return out
+        out.damage.index = _lost_index(data, path, scan.batches, scan.valid_end, e.offset, seg.first_index)
+        scan.torn = False
+    out.batches = scan.batches
+    out.spans = [Span(b.truncate_from, b.first_index, len(b.terms), b.offsets[0] if len(b.offsets) else 0)
+                 for b in scan.batches]  # fmt: skip
+    out.crcs = [array("I", [_U32.unpack_from(data, o)[0] for o in b.offsets]) for b in scan.batches]
+    out.valid_end = scan.valid_end
+    out.torn_bytes = len(data) - scan.valid_end if scan.torn else 0
+    return out
+
+
+def _lost_index(data: bytes, path: str, batches: list[Batch], committed: int, bad: int, first: int) -> int:
+    """The index the damage at `bad` costs: the first index not where the frames before it say it must be."""
+    expect = first
+    for b in reversed(batches):
+        if len(b.terms):
+            expect = b.first_index + len(b.terms)
+            break
+    off = committed
+    while off < bad:  # the uncommitted frames of the damaged batch: valid, but their batch never closed
+        if data[off + 8] == FRAME_TRUNCATE:
+            (expect,) = struct.unpack_from("<Q", data, off + 9)
+            off += TRUNCATE_SIZE
+            continue
+        if data[off + 8] != FRAME_ENTRY:
+            break
+        e = decode_entry(data, off, path, off)
+        if e.index != expect:
+            return expect
+        expect += 1
+        off += ENTRY_OVERHEAD + len(e.data)
+    return expect
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRun:
+    """Live entries lo..hi, which are entries [skip, skip + hi - lo] of batch `batch` of segment `seg`."""
+
+    seg: int  # position in the scans list
+    batch: int
+    skip: int
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Entries lo..hi are missing from the log: the next entry found (at path/offset) skips them."""
+
+    lo: int
+    hi: int
+    path: str
+    offset: int
+    after_damage: bool  # the previous segment ended in damage, which already accounts for it
+
+
+@dataclass
+class LiveLog:
+    first: int
+    runs: list[LiveRun]
+    gaps: list[Gap]
+    overlaps: list[Damage]  # a batch that restarts below the end without a truncate frame
+
+    @property
+    def last(self) -> int:
+        return self.runs[-1].hi if self.runs else self.first - 1
+
+    def indexes(self) -> int:
+        return sum(r.hi - r.lo + 1 for r in self.runs)
+
+
+def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
+    """Apply the recovery's replay rules across segments, in seg_id order: a truncate frame voids the
+    suffix, entries below wal_first are compacted. Where SegmentLog would stop (a missing index, an
+    overlap), this records a Gap or an overlap and carries on with what follows."""
+    live = LiveLog(listing.wal_first, [], [], [])
+    runs = live.runs
+    damaged = False
+    for k, scan in enumerate(scans):
+        if scan.status in ("void", "crashed creation"):
+            continue
+        for b, batch in enumerate(scan.spans):
+            if batch.truncate_from is not None:
+                _cut(runs, batch.truncate_from)
+            n = batch.count
+            if not n:
+                continue
+            lo = batch.first_index
+            skip = min(max(live.first - lo, 0), n)
+            if skip == n:
+                continue
+            start, expected = lo + skip, live.last + 1
+            if start < expected:
+                live.overlaps.append(Damage(scan.path, batch.offset,
+                                            f"entry {start} found where index {expected} was expected", expected))  # fmt: skip
+                continue
+            if start > expected:
+                live.gaps.append(Gap(expected, start - 1, scan.path, batch.offset, damaged))
+            damaged = False
+            runs.append(LiveRun(k, b, skip, start, lo + n - 1))
+        damaged = scan.damage is not None
+    return live
+
+
+def _cut(runs: list[LiveRun], from_index: int) -> None:
+    while runs and runs[-1].lo >= from_index:
+        runs.pop()
+    if runs and runs[-1].hi >= from_index:
+        r = runs[-1]
+        runs[-1] = LiveRun(r.seg, r.batch, r.skip, r.lo, from_index - 1)
+
+
+def run_arrays(scans: Sequence[SegmentScan], run: LiveRun) -> tuple[array[int], array[int], array[int], array[int]]:
+    """(terms, crcs, offsets, sizes) of the run's entries."""
+    batch = scans[run.seg].batches[run.batch]
+    a, z = run.skip, run.skip + run.hi - run.lo + 1
+    return batch.terms[a:z], scans[run.seg].crcs[run.batch][a:z], batch.offsets[a:z], batch.sizes[a:z]
+
+
+def entry_payloads(data: bytes, offsets: Iterable[int], sizes: Iterable[int]) -> Iterator[bytes]:
+    """The data of entry frames already CRC-checked by a scan of `data` (no second check)."""
+    for off, size in zip(offsets, sizes, strict=True):
+        yield data[off + ENTRY_OVERHEAD : off + size]
+
+
+def entry_type(data: bytes, offset: int) -> int:
+    """The entry type of the (scanned) entry frame at `offset`."""
+    return data[offset + 9]

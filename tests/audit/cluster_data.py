@@ -1,0 +1,70 @@
+"""Data directories from a real 3-node controller group (ControllerServices on loopback, real WAL and
+snapshot storage, the harness of the API tests), driven through the HTTP API like RocketMQ brokers would:
+registrations, heartbeats, elections, SyncStateSet changes, KV puts, a config change, inactive-broker
+scans, and snapshots taken on every node at two points."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.api.harness import Node, group, register
+
+CTL = "/api/v1/controller"
+SETS = [f"broker-{k}" for k in range(6)]
+
+
+async def _wait_applied(nodes: list[Node], index: int) -> None:
+    for _ in range(2000):
+        if all(n.service.node.status()["applied"] >= index for n in nodes):
+            return
+        await asyncio.sleep(0.005)  # polling a condition, bounded (10 s)
+    raise AssertionError(f"nodes did not apply {index}")
+
+
+async def _snapshot_all(nodes: list[Node], leader: Node) -> int:
+    await _wait_applied(nodes, leader.last_index())
+    index = 0
+    for n in nodes:
+        r = await n.call("POST", "/api/v1/raft/snapshot", token=True)
+        assert r.status_code == 200, r.text
+        index = r.json()["body"]["index"]
+    return index
+
+
+async def _traffic(leader: Node, round_: int) -> None:
+    for k, name in enumerate(SETS):
+        for bid in (1, 2):
+            addr = f"10.0.{k}.{bid}:10911"
+            if round_ == 0:
+                await register(leader, "c1", name, bid, addr)
+            else:
+                await leader.ok("POST", f"{CTL}/heartbeat", json={"clusterName": "c1", "brokerName": name,
+                                "brokerAddr": addr, "brokerId": bid, "heartbeatTimeoutMills": 60_000,
+                                "epoch": round_, "maxOffset": 100 * round_ + bid})  # fmt: skip
+        if round_ == 0:
+            await leader.ok("POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1})
+            alter = {"brokerName": name, "masterBrokerId": 1, "masterEpoch": 1,
+                     "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1}}  # fmt: skip
+            await leader.ok("POST", f"{CTL}/alter-sync-state-set", json=alter)
+        await leader.ok("PUT", f"/api/v1/kv/ns{k % 2}/key-{k}", json={"value": f"v{round_}-{k}"})
+    if round_ == 1:
+        await leader.ok("PUT", "/api/v1/admin/config", token=True, json={"electMasterMaxRetryCount": "5"})
+
+
+async def _build(root: Path) -> dict[str, int]:
+    async with group(root) as nodes:
+        leader = next(n for n in nodes if n.service.node.status()["role"] == "leader")
+        await _traffic(leader, 0)
+        first = await _snapshot_all(nodes, leader)
+        await _traffic(leader, 1)
+        await _traffic(leader, 2)
+        second = await _snapshot_all(nodes, leader)
+        await _traffic(leader, 3)
+        await _wait_applied(nodes, leader.last_index())
+        return {"first": first, "second": second, "last": leader.last_index()}
+
+
+def build_cluster_data(root: Path) -> dict[str, int]:
+    """Run the group, stop it; its data dirs are root/n0, root/n1, root/n2. Returns the snapshot indexes."""
+    return asyncio.run(_build(root))

@@ -1,0 +1,3 @@
+from tools.audit.job import main
+
+raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""Finding the data directories under the inputs, through the local filesystem or Spark's Hadoop layer.
+
+A data directory (controllerStorePath) holds `log/` and/or `snapshot/` (cli/rmqctl/store.py); an input may
+be one, or a directory above several (up to three levels). Only names, sizes and the small wal_meta file
+are read here, on the driver; segments and snapshots are read by the executors.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from cli.rmqctl.store import LOG_DIR, SNAPSHOT_DIR, SNAPSHOT_NAME
+from raft.storage.segment import WAL_META_FILE
+from raft.storage.walscan import WalListing, list_segments
+from tools.audit.tasks import local_path
+
+MAX_DEPTH = 3
+
+
+class InputError(Exception):
+    """An input path that does not exist or holds no data directory (exit 2)."""
+
+
+@dataclass
+class NodeInput:
+    nid: int
+    uri: str  # the data directory
+    name: str = ""
+    listing: WalListing | None = None
+    snapshots: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # index -> (dir uri, file names)
+    quarantined: list[str] = field(default_factory=list)
+    listing_error: tuple[str, int, str] | None = None
+
+    @property
+    def local(self) -> bool:
+        return local_path(self.uri) is not None
+
+
+class LocalFs:
+    def isdir(self, uri: str) -> bool:
+        return os.path.isdir(local_path(uri) or uri)
+
+    def ls(self, uri: str) -> list[tuple[str, int, bool]]:
+        path = local_path(uri) or uri
+        out = []
+        for n in sorted(os.listdir(path)):
+            st = os.stat(os.path.join(path, n))
+            out.append((n, st.st_size, os.path.isdir(os.path.join(path, n))))
+        return out
+
+    def read(self, uri: str) -> bytes:
+        with open(local_path(uri) or uri, "rb") as f:
+            return f.read()
+
+
+class HadoopFs:
+    """Spark's Hadoop FileSystem, through the JVM (hdfs://, s3a://, abfs://, file://...)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.jvm = spark.sparkContext._jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _fs(self, uri: str) -> tuple[Any, Any]:
+        p = self.jvm.org.apache.hadoop.fs.Path(uri)
+        return p.getFileSystem(self.conf), p
+
+    def isdir(self, uri: str) -> bool:
+        fs, p = self._fs(uri)
+        return bool(fs.exists(p) and fs.getFileStatus(p).isDirectory())
+
+    def ls(self, uri: str) -> list[tuple[str, int, bool]]:
+        fs, p = self._fs(uri)
+        return sorted((s.getPath().getName(), int(s.getLen()), bool(s.isDirectory())) for s in fs.listStatus(p))
+
+    def read(self, uri: str) -> bytes:
+        fs, p = self._fs(uri)
+        stream = fs.open(p)
+        try:  # a Java byte[] returned by a call comes back as Python bytes (one filled in place would not)
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+
+def join(uri: str, name: str) -> str:
+    return uri.rstrip("/") + "/" + name
+
+
+def find_data_dirs(fs: LocalFs | HadoopFs, roots: list[str]) -> list[str]:
+    found: list[str] = []
+    for root in roots:
+        if not fs.isdir(root):
+            raise InputError(f"{root}: not a directory (expected a data dir, controllerStorePath, or a dir above some)")
+        before = len(found)
+        _walk(fs, root.rstrip("/") or "/", 0, found)
+        if len(found) == before:
+            raise InputError(f"{root}: no data directory (a dir with {LOG_DIR}/ or {SNAPSHOT_DIR}/) within "
+                             f"{MAX_DEPTH} levels")  # fmt: skip
+    return list(dict.fromkeys(found))
+
+
+def _walk(fs: LocalFs | HadoopFs, uri: str, depth: int, found: list[str]) -> None:
+    entries = fs.ls(uri)
+    dirs = {n for n, _, d in entries if d}
+    if LOG_DIR in dirs or SNAPSHOT_DIR in dirs:
+        found.append(uri)
+        return
+    if depth < MAX_DEPTH:
+        for n in sorted(dirs):
+            _walk(fs, join(uri, n), depth + 1, found)
+
+
+def describe(fs: LocalFs | HadoopFs, nid: int, uri: str) -> NodeInput:
+    node = NodeInput(nid, uri)
+    log_uri = join(uri, LOG_DIR)
+    if fs.isdir(log_uri):
+        entries = fs.ls(log_uri)
+        meta = fs.read(join(log_uri, WAL_META_FILE)) if any(n == WAL_META_FILE for n, _, _ in entries) else None
+        try:
+            node.listing = list_segments([(n, s) for n, s, d in entries if not d], meta, join(log_uri, WAL_META_FILE))
+        except Exception as e:  # noqa: BLE001 - LogCorruptionError: a damaged wal_meta is a finding
+            node.listing_error = (join(log_uri, WAL_META_FILE), int(getattr(e, "offset", 0)), str(e))
+    else:
+        node.listing = list_segments([], None)
+    snap_uri = join(uri, SNAPSHOT_DIR)
+    if fs.isdir(snap_uri):
+        for n, _, d in fs.ls(snap_uri):
+            m = SNAPSHOT_NAME.fullmatch(n) if d else None
+            if m is None:
+                continue
+            if m.group(2):
+                node.quarantined.append(join(snap_uri, n))
+                continue
+            sdir = join(snap_uri, n)
+            node.snapshots[int(m.group(1))] = (sdir, [f for f, _, fd in fs.ls(sdir) if not fd])
+    return node
+
+
+def name_nodes(nodes: list[NodeInput]) -> None:
+    """Labels: the directory's name, with as many parent names as it takes to be unique."""
+    parts = {n.nid: n.uri.rstrip("/").split("/") for n in nodes}
+    depth = 1
+    while True:
+        labels = {nid: "/".join(p[-depth:]) for nid, p in parts.items()}
+        if len(set(labels.values())) == len(labels) or depth > 8:
+            break
+        depth += 1
+    for n in nodes:
+        n.name = labels[n.nid]

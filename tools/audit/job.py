@@ -1,0 +1,148 @@
+"""rmq-audit / spark-submit tools/audit/job.py: the offline snapshot audit (docs/audit.md).
+
+    rmq-audit [--master M] [--out DIR] PATH...          # builds its own SparkSession (local[*] by default)
+    spark-submit --master yarn tools/audit/job.py PATH...   # keeps spark-submit's master
+
+Pipeline (every arrow a Spark stage; the driver only merges small summaries):
+  segments --scan--> cached scans --(group, chunk)--> log matching, canonical sources
+  cached scans --route by broker-set/KV key/config--> buckets  <--cogroup-->  snapshot slices --> replay
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the project importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import click
+
+from tools.audit.model import EXIT_CORRUPT, EXIT_DIVERGENCE, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+
+FAIL_ON = {"error": 2, "warning": 1, "never": 99}
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--master", help="Spark master; wins over everything (default: spark-submit's, else local[*]).")
+@click.option("--out", "out", help="Output dir (local or a Hadoop URI); default: ./rmq-audit-<run id>.")
+@click.option("--run-id", help="Run id written with every row (default: UTC time + random suffix).")
+@click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="warning", show_default=True,
+              help="Lowest severity that makes the exit code non-zero.")  # fmt: skip
+@click.option("--buckets", type=click.IntRange(1, 100_000), help="Broker-set replay partitions "
+              "(default: 2 x the default parallelism).")  # fmt: skip
+@click.option("--log-level", default="WARN", show_default=True, help="Spark's log level.")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+def command(paths: tuple[str, ...], master: str | None, out: str | None, run_id: str | None, fail_on: str,
+            buckets: int | None, log_level: str, no_plots: bool) -> None:  # fmt: skip
+    """Audit RocketMQ controller data directories: WAL integrity, log matching across nodes, and every
+    snapshot against a replay of the log. Exit 0 clean, 1 divergence, 2 usage, 3 corrupt input, 4 internal."""
+    from tools.audit.discover import InputError
+    from tools.audit.pipeline import Options, run
+
+    for p in paths:  # local paths are checked before a JVM starts; URIs when Hadoop lists them
+        if "://" not in p and not os.path.isdir(p):
+            click.echo(f"rmq-audit: error: {p}: not a directory (expected a data dir or a dir above some)", err=True)
+            raise SystemExit(EXIT_USAGE)
+    run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+    out = out or os.path.join(os.getcwd(), f"rmq-audit-{run_id}")
+    spark = session(master, log_level)
+    try:
+        ui = spark.sparkContext.uiWebUrl
+        click.echo(f"rmq-audit: run {run_id}, master {spark.sparkContext.master}, Spark UI {ui or 'disabled'}",
+                   err=True)  # fmt: skip
+        ship_code(spark)
+        opts = Options(list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots)
+        try:
+            result = run(spark, opts, progress=lambda m: click.echo(f"rmq-audit: {m}", err=True))
+        except InputError as e:
+            click.echo(f"rmq-audit: error: {e}", err=True)
+            raise SystemExit(EXIT_USAGE) from None
+        click.echo(result.table())
+        click.echo(f"rmq-audit: {result.total} finding(s); output in {out}")
+        raise SystemExit(result.exit_code)
+    finally:
+        spark.stop()
+
+
+def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> Any:
+    """Master precedence: --master, else a master already set (spark-submit, spark-defaults), else local[*]."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        from pyspark import SparkConf, SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        click.echo("rmq-audit: error: pyspark is not installed (pip install -e '.[audit]', or make setup)", err=True)
+        raise SystemExit(EXIT_USAGE) from None
+
+    SparkContext._ensure_initialized()  # so that SparkConf reads what spark-submit set (the JVM's properties)
+    conf = SparkConf()
+    if master:
+        conf.setMaster(master)
+    elif not conf.contains("spark.master"):
+        conf.setMaster("local[*]")
+    conf.setIfMissing("spark.app.name", "rmq-audit")
+    conf.setIfMissing("spark.sql.session.timeZone", "UTC")
+    conf.setIfMissing("spark.ui.showConsoleProgress", "true")
+    for key, value in conf_items.items():
+        conf.set(key.replace("_", "."), value)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def ship_code(spark: Any) -> str | None:
+    """On a cluster, zip the project's packages and addPyFile them, so executors decode with the same code.
+    Local masters share the driver's interpreter and need nothing."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return None
+    import tempfile
+    import zipfile
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(tempfile.mkdtemp(prefix="rmq-audit-"), "rmq_controller.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for pkg in ("raft", "snapshot", "statemachine", "cli", "tools"):
+            for d, dirs, files in os.walk(os.path.join(root, pkg)):
+                dirs[:] = [x for x in dirs if x != "__pycache__"]
+                for f in files:
+                    if f.endswith(".py"):
+                        full = os.path.join(d, f)
+                        z.write(full, os.path.relpath(full, root))
+    sc.addPyFile(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
+    try:
+        command.main(args=argv, prog_name="rmq-audit", standalone_mode=False)
+    except SystemExit as e:
+        return int(e.code or 0)
+    except click.UsageError as e:
+        e.show()
+        return EXIT_USAGE
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.Abort:
+        return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 - anything unexpected: exit 4, with the traceback for the bug report
+        import traceback
+
+        traceback.print_exc()
+        click.echo(f"rmq-audit: internal error after {time.monotonic() - started:.1f}s: {e!r}", err=True)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+__all__ = ["EXIT_CORRUPT", "EXIT_DIVERGENCE", "main", "session", "ship_code"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

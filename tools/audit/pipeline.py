@@ -1,0 +1,572 @@
+"""The audit's driver: discovery, the Spark stages, the driver-side checks on small summaries, outputs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+from cli.datadir import probe
+from raft.storage.walscan import LiveLog, LiveRun, merge_scans
+from snapshot.errors import SnapshotError
+from snapshot.format import META_FILE as SNAPSHOT_META_FILE
+from snapshot.format import decode_meta
+from tools.audit.discover import HadoopFs, LocalFs, NodeInput, describe, find_data_dirs, join, name_nodes
+from tools.audit.model import (
+    CHECKS,
+    EXIT_CORRUPT,
+    EXIT_DIVERGENCE,
+    EXIT_OK,
+    FINDING_FIELDS,
+    SCHEMA_VERSION,
+    SEVERITIES,
+    SPLIT_SECTIONS,
+    Buckets,
+    Finding,
+)
+from tools.audit.replay import ReplayPlan, replay_bucket
+from tools.audit.tasks import (
+    ChunkResult,
+    ScanOut,
+    SegmentTask,
+    SnapshotTask,
+    local_path,
+    match_chunk,
+    match_pieces,
+    route_task,
+    scan_task,
+    snapshot_task,
+)
+
+TOP = 100  # findings repeated in summary.json, for a reader without Parquet
+
+
+@dataclass
+class Options:
+    paths: list[str]
+    out: str
+    run_id: str
+    buckets: int | None = None
+    fail_on: int = 1  # severity rank (model.SEVERITIES) from which findings fail the run
+    plots: bool = True
+
+
+@dataclass
+class Result:
+    findings: list[dict[str, Any]]
+    summary: dict[str, Any]
+    exit_code: int
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.findings)
+
+    def table(self) -> str:
+        cols = ["check", "status", "findings", "worst", "first_index", "last_index"]
+        rows = [[str(r[c] if r[c] is not None else "-") for c in cols] for r in self.checks]
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+        line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
+        body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+        return "\n".join([line, "  ".join("-" * w for w in widths), *body])
+
+
+def _by_path(uri: str) -> str:
+    """A file's path without scheme and authority: how a task is matched with what binaryFiles read (which
+    writes file:///x as file:/x)."""
+    parsed = urlparse(uri)
+    return os.path.normpath(parsed.path) if parsed.scheme else os.path.abspath(uri)
+
+
+def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: None) -> Result:
+    from pyspark import StorageLevel
+
+    t0 = time.monotonic()
+    sc = spark.sparkContext
+    fs: LocalFs | HadoopFs = LocalFs() if all("://" not in p for p in opts.paths) else HadoopFs(spark)
+    dirs = find_data_dirs(fs, opts.paths)
+    nodes = [describe(fs, k, d) for k, d in enumerate(dirs)]
+    name_nodes(nodes)
+    names = {n.nid: n.name for n in nodes}
+    for n in nodes:
+        held, pid = probe(n.uri) if local_path(n.uri) is not None else (False, None)
+        if held:
+            progress(f"warning: {n.uri} is held by a running node (pid {pid or '?'}); its files may change under "
+                     "the audit: audit a copy or a stopped node")  # fmt: skip
+    buckets = Buckets(opts.buckets or max(2, 2 * sc.defaultParallelism), max(1, sc.defaultParallelism // 2))
+    findings: list[Finding] = []
+    metas = _read_snapshot_metas(fs, nodes, findings)
+
+    # --- stage 1: scan every segment ----------------------------------------------------------------------
+    tasks = [SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s)
+             for n in nodes if n.listing is not None for pos, s in enumerate(n.listing.segments)]  # fmt: skip
+    progress(f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
+             f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB; scanning")  # fmt: skip
+    scans = _scan_rdd(sc, tasks).persist(StorageLevel.MEMORY_AND_DISK)
+    light: list[ScanOut] = scans.map(lambda r: r.light()).collect()
+    by_node: dict[int, list[ScanOut]] = {}
+    for r in sorted(light, key=lambda r: (r.nid, r.pos)):
+        by_node.setdefault(r.nid, []).append(r)
+    logs: dict[int, LiveLog] = {}
+    for n in nodes:
+        if n.listing_error is not None:
+            path, off, reason = n.listing_error
+            findings.append(Finding("?", n.name, "wal.crc", path=path, offset=off, detail=reason))
+        if n.listing is None:
+            continue
+        outs = by_node.get(n.nid, [])
+        logs[n.nid] = merge_scans(n.listing, [o.scan for o in outs])
+    groups = _groups(nodes, by_node, logs, metas)
+    group_of = {n.nid: groups[n.nid] for n in nodes}
+    for n in nodes:
+        _wal_findings(n, group_of[n.nid], by_node.get(n.nid, []), logs.get(n.nid), findings)
+
+    # --- stage 2: log matching across the nodes of each group ---------------------------------------------
+    runs: dict[tuple[int, int], list[LiveRun]] = {}
+    for nid, live in logs.items():
+        for r in live.runs:
+            runs.setdefault((nid, r.seg), []).append(r)
+    wanted: dict[str, list[int]] = {}
+    for n in nodes:
+        wanted.setdefault(group_of[n.nid], []).extend(n.snapshots)
+    progress("log matching")
+    b_runs, b_group, b_wanted = sc.broadcast(runs), sc.broadcast(group_of), sc.broadcast(wanted)
+    chunks: list[ChunkResult] = (
+        scans.flatMap(lambda r: match_pieces(r, b_runs.value, b_group.value))
+        .groupByKey()
+        .map(lambda kv: match_chunk(kv[0], kv[1], b_wanted.value))
+        .collect()
+    )
+    sources: dict[str, list[tuple[int, int, int]]] = {}
+    terms: dict[tuple[str, int], dict[int, int]] = {}
+    first_div: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in chunks:
+        sources.setdefault(c.group, []).extend(c.sources)
+        for i, held in c.terms.items():
+            terms[(c.group, i)] = held
+        for d in c.divergent:
+            key = (c.group, d["nid"])
+            if key not in first_div or d["index"] < first_div[key]["index"]:
+                first_div[key] = d
+    for (group, nid), d in sorted(first_div.items()):
+        what = "the same term with different bytes" if d["same_term"] else f"term {d['term']}"
+        others = ", ".join(names[m] for m in d["others"])
+        findings.append(Finding(group, names[nid], "log.matching", log_index=d["index"],
+                                first_divergent_index=d["index"], snapshot_value=str(d["term"]),
+                                replayed_value=str(d["canonical_term"]),
+                                detail=f"{names[nid]} holds {what} at index {d['index']} where {others} hold "
+                                       f"term {d['canonical_term']}; its log diverges from there"))  # fmt: skip
+    for g in sources:
+        sources[g] = _coalesce(sorted(sources[g]))
+
+    # --- stage 3: snapshots, decoded once, split by bucket --------------------------------------------------
+    bases = {g: _base_candidate(g, sources.get(g, []), metas, group_of) for g in set(group_of.values())}
+    snap_tasks = [SnapshotTask(n.nid, i, sdir, files, bases.get(group_of[n.nid]) == i)
+                  for n in nodes for i, (sdir, files) in sorted(n.snapshots.items())]  # fmt: skip
+    progress(f"{len(snap_tasks)} snapshot(s): verifying and decoding")
+    b_buckets = sc.broadcast(buckets)
+    snaps = _snapshot_rdd(sc, fs, snap_tasks, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
+    snap_outs = snaps.map(lambda x: x[0]).collect()
+    readable = {(s.nid, s.index): s for s in snap_outs if s.error is None}
+    for s in snap_outs:
+        if s.error is not None:
+            path, off, reason = s.error
+            findings.append(Finding(group_of[s.nid], names[s.nid], "snapshot.readable", path=path,
+                                    snapshot_index=s.index, offset=off, detail=reason))  # fmt: skip
+    _snapshot_checks(nodes, names, group_of, readable, terms, logs, by_node, findings)
+
+    # --- stage 4: route the canonical log to buckets and replay ---------------------------------------------
+    plans: dict[str, ReplayPlan] = {}
+    route: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+    unverified: list[dict[str, Any]] = []
+    for g in sorted(set(group_of.values())):
+        plan = _plan(g, sources.get(g, []), bases.get(g), readable, group_of, names)
+        plans[g] = plan
+        for nid, index in sorted(readable):
+            if group_of[nid] == g and not plan.base_index < index <= plan.end:
+                if plan.base_index < 0:
+                    why = "the log does not start at 1 and no readable snapshot is where it continues from"
+                elif index == plan.base_index:
+                    why = "it is the replay's starting point"
+                else:
+                    why = "the log before it is compacted" if index < plan.base_index else "the log does not reach it"
+                unverified.append({"group": g, "node": names[nid], "index": index, "why": why})
+        for lo, hi, nid in plan.source_of:
+            lo, hi = max(lo, plan.base_index + 1), min(hi, plan.end)
+            for r in logs[nid].runs:
+                a, z = max(lo, r.lo), min(hi, r.hi)
+                if a <= z:
+                    route.setdefault((nid, r.seg), []).append((r.batch, r.skip + a - r.lo, a, z))
+    progress(f"replaying into {buckets.count} bucket(s) per group")
+    b_route, b_plans = sc.broadcast(route), sc.broadcast(plans)
+    keyed_group = sc.broadcast(group_of)
+    routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group)
+    slices = snaps.flatMap(lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v))
+                                      for b, v in x[1].items()])  # fmt: skip
+    keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
+    b_part = sc.broadcast({k: p for p, k in enumerate(keys)})
+    seeds = sc.parallelize([(k, ("seed", None)) for k in keys])
+    replays = (  # one partition per (group, bucket): no Python-side grouping of the big blobs
+        routed.mapValues(lambda piece: ("log", piece))
+        .union(slices.mapValues(lambda s: ("snapshot", s)))
+        .union(seeds)
+        .partitionBy(len(keys), lambda k: b_part.value[k])
+        .mapPartitions(lambda items: _replay_partition(items, b_plans.value, b_buckets.value))
+        .collect()
+    )
+    rows = [f.row() for f in findings] + [row for _, r in replays for row in r.findings]
+    applied = sum(r.applied for _, r in replays)
+    scans.unpersist()
+    snaps.unpersist()
+
+    # --- outputs --------------------------------------------------------------------------------------------
+    elapsed = time.monotonic() - t0
+    stats = {
+        "nodes": [{"group": group_of[n.nid], "node": n.name, "dataDir": n.uri,
+                   "firstIndex": logs[n.nid].first if n.nid in logs else None,
+                   "lastIndex": logs[n.nid].last if n.nid in logs else None,
+                   "entries": logs[n.nid].indexes() if n.nid in logs else 0,
+                   "segments": len(by_node.get(n.nid, [])), "snapshots": sorted(n.snapshots),
+                   "quarantinedSnapshots": n.quarantined} for n in nodes],  # fmt: skip
+        "groups": {g: {"baseIndex": p.base_index, "replayedTo": p.end,
+                       "snapshotPoints": [i for i, _ in p.points if p.base_index < i <= p.end]}
+                   for g, p in plans.items()},  # fmt: skip
+        "entriesScanned": sum(s.count for o in light for s in o.scan.spans),
+        "commandsApplied": applied,
+        "snapshotsNotReplayVerified": unverified,
+        "sectionsNotReplayAudited": sorted({n for s in readable.values() for n in s.sections} - SPLIT_SECTIONS),
+        "buckets": {"sets": buckets.sets, "kv": buckets.kv, "config": 1},
+        "seconds": round(elapsed, 3),
+    }
+    return _finish(spark, opts, rows, stats, nodes, by_node, logs, names, progress)
+
+
+def _replay_partition(items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
+    pieces: dict[tuple[str, int], list[Any]] = {}
+    slices: dict[tuple[str, int], list[Any]] = {}
+    for key, (kind, value) in items:
+        pieces.setdefault(key, [])
+        if kind == "log":
+            pieces[key].append(value)
+        elif kind == "snapshot":
+            slices.setdefault(key, []).append(value)
+    for key in sorted(pieces):
+        yield key[0], replay_bucket(key[1], pieces[key], slices.get(key, []), plans[key[0]], buckets)
+
+
+# --- stage helpers -----------------------------------------------------------------------------------------
+
+
+def _scan_rdd(sc: Any, tasks: list[SegmentTask]) -> Any:
+    local = [t for t in tasks if local_path(t.uri) is not None]
+    remote = {_by_path(t.uri): t for t in tasks if local_path(t.uri) is None}
+    rdd = sc.parallelize(local, max(1, len(local))).map(scan_task)
+    if remote:
+        b = sc.broadcast(remote)
+        paths = ",".join(t.uri for t in remote.values())
+        rdd = rdd.union(sc.binaryFiles(paths).map(lambda kv: scan_task(b.value[_by_path(kv[0])], kv[1])))
+    return rdd
+
+
+def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any) -> Any:
+    def keyed(pairs: Any, nid: int) -> Any:
+        g = b_group.value[nid]
+        return (((g, b), piece) for b, piece in pairs)
+
+    local = scans.filter(lambda r: local_path(r.uri) is not None)
+    rdd = local.flatMap(lambda r: keyed(route_task(r, b_route.value, b_buckets.value), r.nid))
+    remote = scans.filter(lambda r: local_path(r.uri) is None and (r.nid, r.pos) in b_route.value)
+    uris = remote.map(lambda r: r.uri).collect()
+    if uris:
+        data = sc.binaryFiles(",".join(uris)).map(lambda kv: (_by_path(kv[0]), kv[1]))
+        joined = remote.keyBy(lambda r: _by_path(r.uri)).join(data)
+        rdd = rdd.union(joined.flatMap(lambda kv: keyed(route_task(kv[1][0], b_route.value, b_buckets.value,
+                                                                   kv[1][1]), kv[1][0].nid)))  # fmt: skip
+    return rdd
+
+
+def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, tasks: list[SnapshotTask], b_buckets: Any) -> Any:
+    local = [t for t in tasks if local_path(t.uri) is not None]
+    remote = [t for t in tasks if local_path(t.uri) is None]
+    rdd = sc.parallelize(local, max(1, len(local))).map(lambda t: snapshot_task(t, b_buckets.value))
+    if remote:
+        # Hadoop's input formats skip names starting with "_" or "." (the meta is __raft_snapshot_meta):
+        # those small files are read here and shipped with the task, the rest by the executors.
+        by_dir = {_by_path(t.uri): t for t in remote}
+        b = sc.broadcast(by_dir)
+        hidden = [(_by_path(t.uri), (f, fs.read(join(t.uri, f)))) for t in remote for f in t.files if f[0] in "_."]
+        files = sc.parallelize(hidden, max(1, min(len(hidden), sc.defaultParallelism)))
+        shown = [join(t.uri, f) for t in remote for f in t.files if f[0] not in "_."]
+        if shown:
+            files = files.union(sc.binaryFiles(",".join(shown)).map(
+                lambda kv: (os.path.dirname(_by_path(kv[0])), (os.path.basename(_by_path(kv[0])), kv[1]))))  # fmt: skip
+        rdd = rdd.union(files.groupByKey().map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value,
+                                                                        dict(kv[1]))))  # fmt: skip
+    return rdd
+
+
+def _read_snapshot_metas(fs: LocalFs | HadoopFs, nodes: list[NodeInput], findings: list[Finding]
+                         ) -> dict[tuple[int, int], Any]:  # fmt: skip
+    """Every snapshot's meta (small), read on the driver: configurations for grouping, terms for planning.
+    An unreadable meta is reported by the snapshot stage, which reads everything again."""
+    out = {}
+    for n in nodes:
+        for index, (sdir, files) in n.snapshots.items():
+            if SNAPSHOT_META_FILE not in files:
+                continue
+            try:
+                out[(n.nid, index)] = decode_meta(fs.read(join(sdir, SNAPSHOT_META_FILE)), join(sdir, SNAPSHOT_META_FILE))
+            except SnapshotError:
+                continue
+    return out
+
+
+def _groups(nodes: list[NodeInput], by_node: dict[int, list[ScanOut]], logs: dict[int, LiveLog],
+            metas: dict[tuple[int, int], Any]) -> dict[int, str]:  # fmt: skip
+    """Group identity from the data: nodes that share any configuration (a CONF entry's voters and learners,
+    or a snapshot meta's) are one group, named by its earliest configuration's voters."""
+    parent = {n.nid: n.nid for n in nodes}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    earliest: dict[int, tuple[int, tuple[str, ...]]] = {}
+    seen: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+    for n in nodes:
+        configs = [(idx, v, lr) for o in by_node.get(n.nid, []) for idx, _, v, lr in o.confs]
+        configs += [(i, tuple(m.voters), tuple(m.learners)) for (nid, i), m in metas.items() if nid == n.nid]
+        for idx, voters, learners in configs:
+            key = (tuple(sorted(voters)), tuple(sorted(learners)))
+            if key in seen:
+                parent[find(n.nid)] = find(seen[key])
+            else:
+                seen[key] = n.nid
+            if n.nid not in earliest or idx < earliest[n.nid][0]:
+                earliest[n.nid] = (idx, key[0])
+    label: dict[int, tuple[int, tuple[str, ...]]] = {}
+    for n in nodes:
+        root = find(n.nid)
+        if n.nid in earliest and (root not in label or earliest[n.nid] < label[root]):
+            label[root] = earliest[n.nid]
+    return {n.nid: ",".join(label[find(n.nid)][1]) if find(n.nid) in label else f"unknown-{find(n.nid)}"
+            for n in nodes}  # fmt: skip
+
+
+def _wal_findings(n: NodeInput, group: str, outs: list[ScanOut], live: LiveLog | None, findings: list[Finding]) -> None:
+    for o in outs:
+        s = o.scan
+        if s.damage is not None:
+            d = s.damage
+            findings.append(Finding(group, n.name, "wal.crc", path=d.path, offset=d.offset, log_index=d.index,
+                                    detail=f"{d.reason}; bytes from offset {d.offset} to {s.size} unreadable"))  # fmt: skip
+        if s.torn_bytes:
+            last = s.spans[-1].first_index + s.spans[-1].count - 1 if s.spans else None
+            findings.append(Finding(group, n.name, "wal.torn_tail", severity="info", path=s.path, offset=s.valid_end,
+                                    log_index=last, detail=f"{s.torn_bytes} bytes after the last commit frame "
+                                    "(a torn write; a node start cuts them)"))  # fmt: skip
+    if live is None:
+        return
+    for gap in live.gaps:
+        if not gap.after_damage:
+            findings.append(Finding(group, n.name, "wal.continuity", path=gap.path, offset=gap.offset,
+                                    log_index=gap.lo, detail=f"entries {gap.lo}..{gap.hi} are missing"))  # fmt: skip
+    for d in live.overlaps:
+        findings.append(Finding(group, n.name, "wal.continuity", path=d.path, offset=d.offset, log_index=d.index,
+                                detail=d.reason))  # fmt: skip
+
+
+def _coalesce(runs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    out: list[tuple[int, int, int]] = []
+    for lo, hi, nid in runs:
+        if out and out[-1][2] == nid and out[-1][1] + 1 == lo:
+            out[-1] = (out[-1][0], hi, nid)
+        else:
+            out.append((lo, hi, nid))
+    return out
+
+
+def _base_candidate(group: str, sources: list[tuple[int, int, int]], metas: dict[tuple[int, int], Any],
+                    group_of: dict[int, str]) -> int:  # fmt: skip
+    """0 when the group's log starts at 1; else the lowest snapshot index the log continues from."""
+    start = sources[0][0] if sources else None
+    if start is not None and start <= 1:
+        return 0
+    indexes = sorted(i for (nid, i) in metas if group_of[nid] == group and (start is None or i >= start - 1))
+    return indexes[0] if indexes else -1
+
+
+def _plan(group: str, sources: list[tuple[int, int, int]], base: int | None, readable: dict[tuple[int, int], Any],
+          group_of: dict[int, str], names: dict[int, str]) -> ReplayPlan:  # fmt: skip
+    base_bodies = None
+    base_index = base if base is not None else -1
+    if base_index > 0:
+        holders = [s for (nid, i), s in sorted(readable.items()) if i == base_index and group_of[nid] == group]
+        base_bodies = holders[0].bodies if holders else None
+        if base_bodies is None:
+            base_index = -1
+    end = base_index
+    if base_index >= 0:
+        for lo, hi, _ in sources:
+            if lo > end + 1:
+                break
+            end = max(end, hi)
+    points: dict[int, list[int]] = {}
+    for (nid, i) in sorted(readable):
+        if group_of[nid] == group:
+            points.setdefault(i, []).append(nid)
+    return ReplayPlan(group, base_index, base_bodies, end, sorted(points.items()), names, sources)
+
+
+def _snapshot_checks(nodes: list[NodeInput], names: dict[int, str], group_of: dict[int, str],
+                     readable: dict[tuple[int, int], Any], terms: dict[tuple[str, int], dict[int, int]],
+                     logs: dict[int, LiveLog], by_node: dict[int, list[ScanOut]], findings: list[Finding]) -> None:  # fmt: skip
+    # Configurations in force, per group: CONF entries of the logs (by index).
+    confs: dict[str, dict[int, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+    for nid, outs in by_node.items():
+        for o in outs:
+            for idx, _, voters, learners in o.confs:
+                confs.setdefault(group_of[nid], {})[idx] = (tuple(sorted(voters)), tuple(sorted(learners)))
+    for (nid, index), s in sorted(readable.items()):
+        g, name = group_of[nid], names[nid]
+        held = terms.get((g, index), {})
+        log_term = held.get(nid)
+        basis = name
+        if log_term is None and held:
+            counts: dict[int, int] = {}
+            for t in held.values():
+                counts[t] = counts.get(t, 0) + 1
+            log_term = max(counts, key=lambda t: (counts[t], t))
+            basis = ", ".join(names[m] for m in sorted(held) if held[m] == log_term)
+        if log_term is not None and log_term != s.term:
+            findings.append(Finding(g, name, "snapshot.meta", path=s.uri, snapshot_index=index, snapshot_term=s.term,
+                                    log_index=index, field="lastIncludedTerm", snapshot_value=str(s.term),
+                                    replayed_value=str(log_term),
+                                    detail=f"the meta says term {s.term}, the log of {basis} has term {log_term} at "
+                                           f"index {index}"))  # fmt: skip
+        known = [i for i in confs.get(g, {}) if i <= index]
+        if known:
+            voters, learners = confs[g][max(known)]
+            mine = (tuple(sorted(s.voters)), tuple(sorted(s.learners)))
+            if mine != (voters, learners):
+                findings.append(Finding(g, name, "snapshot.meta", path=s.uri, snapshot_index=index,
+                                        snapshot_term=s.term, log_index=max(known), field="voters/learners",
+                                        snapshot_value=json.dumps(mine), replayed_value=json.dumps((voters, learners)),
+                                        detail=f"the meta's configuration differs from the CONF entry at index "
+                                               f"{max(known)}"))  # fmt: skip
+    for n in nodes:
+        live = logs.get(n.nid)
+        if live is None or live.first <= 1 or not live.runs:
+            continue
+        covered = [i for (nid, i) in readable if nid == n.nid and i >= live.first - 1]
+        if not covered:
+            findings.append(Finding(group_of[n.nid], n.name, "snapshot.meta", log_index=live.first,
+                                    detail=f"the log starts at {live.first} but no readable snapshot covers "
+                                           f"1..{live.first - 1}: this node cannot rebuild its state"))  # fmt: skip
+    # Section digests across nodes at equal indexes.
+    at: dict[tuple[str, int], list[Any]] = {}
+    for (nid, index), s in readable.items():
+        at.setdefault((group_of[nid], index), []).append(s)
+    for (g, index), snaps in sorted(at.items()):
+        if len(snaps) < 2:
+            continue
+        for section in sorted({k for s in snaps for k in s.digests}):
+            counts: dict[int | None, list[Any]] = {}
+            for s in snaps:
+                counts.setdefault(s.digests.get(section), []).append(s)
+            if len(counts) < 2:
+                continue
+            major = max(counts, key=lambda d: (len(counts[d]), d is not None, d or 0))
+            for d, holders in counts.items():
+                if d == major:
+                    continue
+                for s in holders:
+                    others = ", ".join(names[o.nid] for o in counts[major])
+                    findings.append(Finding(g, names[s.nid], "snapshot.digest", path=s.uri, snapshot_index=index,
+                                            snapshot_term=s.term, section=section,
+                                            snapshot_value=None if d is None else f"{d:#010x}",
+                                            replayed_value=None if major is None else f"{major:#010x}",
+                                            detail=f"section {section} of snapshot {index} differs from {others}'s"))  # fmt: skip
+
+
+# --- outputs -----------------------------------------------------------------------------------------------
+
+
+def _finish(spark: Any, opts: Options, rows: list[dict[str, Any]], stats: dict[str, Any], nodes: list[NodeInput],
+            by_node: dict[int, list[ScanOut]], logs: dict[int, LiveLog], names: dict[int, str],
+            progress: Callable[[str], None]) -> Result:  # fmt: skip
+    from pyspark.sql import types as T
+
+    run_date = dt.datetime.now(dt.UTC).date().isoformat()
+    rows.sort(key=lambda r: (r["group"], r["node"], r["check"], r["log_index"] or -1, r["section"] or "",
+                             r["entity"] or "", r["field"] or ""))  # fmt: skip
+    for r in rows:
+        r.update(run_id=opts.run_id, run_date=run_date, schema_version=SCHEMA_VERSION)
+    checks = []
+    for check in CHECKS:
+        mine = [r for r in rows if r["check"] == check]
+        idx = [r["log_index"] for r in mine if r["log_index"] is not None]
+        worst = max((r["severity"] for r in mine), key=SEVERITIES.index, default=None)
+        status = "ok" if not mine else "fail" if SEVERITIES.index(worst) >= opts.fail_on else "note"
+        checks.append({"check": check, "status": status, "findings": len(mine), "worst": worst,
+                       "first_index": min(idx) if idx else None, "last_index": max(idx) if idx else None})  # fmt: skip
+    failing = [r for r in rows if SEVERITIES.index(r["severity"]) >= opts.fail_on]
+    code = EXIT_CORRUPT if any(CHECKS[r["check"]][1] == 3 for r in failing) else EXIT_DIVERGENCE if failing else EXIT_OK
+    summary = {"schemaVersion": SCHEMA_VERSION, "runId": opts.run_id, "runDate": run_date, "exitCode": code,
+               "findings": len(rows), "checks": checks, **stats, "out": opts.out,
+               "topFindings": [{k: v for k, v in r.items() if v is not None} for r in rows[:TOP]]}  # fmt: skip
+
+    str_, long_ = T.StringType(), T.LongType()
+    longs = {"snapshot_index", "snapshot_term", "log_index", "first_divergent_index", "offset"}
+    schema = T.StructType([T.StructField("run_id", str_, False), T.StructField("schema_version", T.IntegerType(), False)]
+                          + [T.StructField(f, long_ if f in longs else str_, f not in ("group", "node", "check",
+                             "severity")) for f in FINDING_FIELDS] + [T.StructField("run_date", str_, False)])  # fmt: skip
+    ordered = [tuple(r[f.name] for f in schema.fields) for r in rows]
+    df = spark.createDataFrame(ordered, schema)
+    df.coalesce(1).write.mode("overwrite").partitionBy("run_date", "check").parquet(join(opts.out, "findings"))
+    csch = T.StructType([T.StructField("run_id", str_), T.StructField("check", str_), T.StructField("status", str_),
+                         T.StructField("findings", long_), T.StructField("worst", str_),
+                         T.StructField("first_index", long_), T.StructField("last_index", long_)])  # fmt: skip
+    spark.createDataFrame([(opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"],
+                            c["last_index"]) for c in checks], csch).coalesce(1).write.mode("overwrite").parquet(
+        join(opts.out, "summary"))  # fmt: skip
+    files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True, default=str).encode()}
+    if opts.plots:
+        from tools.audit.plots import plot_findings, plot_growth
+
+        files["plots/log_growth.png"] = plot_growth(nodes, by_node, logs, names)
+        files["plots/findings_by_check.png"] = plot_findings(checks)
+    files["_SUCCESS"] = b""
+    _write_files(spark, opts.out, files)
+    progress(f"done in {stats['seconds']:.1f}s: {len(rows)} finding(s), exit {code}")
+    return Result(rows, summary, code, checks)
+
+
+def _write_files(spark: Any, out: str, files: dict[str, bytes]) -> None:
+    local = local_path(out)
+    if local is not None:
+        for name, data in files.items():
+            path = os.path.join(local, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "wb") as f:
+                f.write(data)
+            os.replace(path + ".tmp", path)
+        return
+    import tempfile
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in files.items():
+            src = os.path.join(tmp, name.replace("/", "_"))
+            with open(src, "wb") as f:
+                f.write(data)
+            dst = jvm.org.apache.hadoop.fs.Path(join(out, name))
+            dst.getFileSystem(conf).copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(src), dst)
