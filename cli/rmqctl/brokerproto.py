@@ -28,17 +28,19 @@ def check_code(address: str, now_ms: int) -> str:
     return f"{address};{now_ms}"
 
 
-def registration(cluster: str, name: str, address: str, broker_id: int | None, code: str) -> Steps:
+def registration(cluster: str, name: str, address: str, broker_id: int | None, code: str,
+                 applied: bool = True) -> Steps:  # fmt: skip
     """The three-step registration (spec §8). With a known `broker_id` (a restarted broker's persisted id):
-    register at once, and apply the id first only when the controller answers 2010 (it does not know it).
-    Without one: next-broker-id, apply-broker-id with `code`, register-broker. Returns (id, the register
-    answer); raises `Failed` (cli.rmqctl) naming the step the controller refused."""
+    register at once, and apply the id first only when the controller answers 2010 (it does not know it);
+    with `applied=False` (RocketMQ's temp file: an id chosen but not yet applied) apply it first, with the
+    same `code` (idempotent). Without one: next-broker-id, apply-broker-id with `code`, register-broker.
+    Returns (id, the register answer); raises `Failed` (cli.rmqctl) naming the step the controller refused."""
     ids = {"clusterName": cluster, "brokerName": name}
-    if broker_id is not None:
+    if broker_id is not None and applied:
         reply = yield "register-broker", {**ids, "brokerId": broker_id, "brokerAddress": address}
         if reply.code != C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED:
             return _registered(broker_id, reply)
-    else:
+    elif broker_id is None:
         reply = yield "next-broker-id", ids
         if not reply.ok:
             raise reply.failure("next-broker-id")

@@ -1,0 +1,68 @@
+"""Simulated broker groups (tools.brokersim) against a real 3-node controllerd group: registration and
+heartbeats, a killed master replaced by a member of its SyncStateSet within heartbeat timeout + scan interval
++ 1 s with no acknowledged write lost, the old master back as a slave after RIP-44 truncation, and a lagging
+slave dropped from and added back to the SyncStateSet (haMaxTimeSlaveNotCatchup)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.daemon.demo import FAILOVER_BOUND_S, Demo, running_demo
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: Any) -> Iterator[Demo]:
+    with running_demo(str(tmp_path_factory.mktemp("demo"))) as d:
+        yield d
+
+
+def test_a_killed_master_is_replaced_from_its_sync_state_set_without_losing_an_acknowledged_write(demo: Demo) -> None:
+    old = demo.wait("broker-a settled with 3 in sync", lambda: demo.settled("broker-a"), 20)
+    group = demo.group("broker-a")
+    in_sync, epoch = set(old.sync_set), old.master_epoch
+    acked_before = demo.runner.call(lambda _s: len(group.acked))
+    t0 = time.monotonic()
+    demo.runner.call(lambda _s: old.kill())
+    new = demo.wait("a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2)
+    took = time.monotonic() - t0
+    print(f"failover of broker-a: new master {new.id} at epoch {new.master_epoch} after {took:.2f}s "
+          f"(bound {FAILOVER_BOUND_S:g}s)")  # fmt: skip
+    assert new.id in in_sync and new.id != old.id
+    assert took <= FAILOVER_BOUND_S
+    assert demo.runner.call(lambda _s: group.lost(new)) == []
+    # Writes go on to the new master and are acknowledged again.
+    demo.wait("writes acknowledged after the failover", lambda: len(group.acked) > acked_before + 5, 10)
+    assert demo.runner.call(lambda _s: group.lost(new)) == []
+
+    # The old master comes back: a slave of the new one, what it wrote after the new master's last copy
+    # (never acknowledged) truncated at the RIP-44 consistent point, then in sync again.
+    old_end = demo.runner.call(lambda _s: old.log.end)
+    fork = dict(new.log.epochs)[new.master_epoch]  # where the new master's epoch starts
+    demo.runner.call(lambda _s: old.start())
+    demo.wait("the old master in the SyncStateSet again", lambda: old.role == "slave" and old.id in new.sync_set, 15)
+    truncations = [e for e in demo.events if e["event"] == "truncate" and e["brokerId"] == old.id]
+    if old_end > fork:
+        assert [(e["fromOffset"], e["toOffset"]) for e in truncations] == [(old_end, fork)]
+    else:
+        assert truncations == []
+    assert demo.runner.call(lambda _s: group.lost(old)) == []
+    assert demo.runner.call(lambda _s: old.log.epochs[: len(new.log.epochs)] == new.log.epochs)
+
+
+def test_a_lagging_slave_leaves_the_sync_state_set_and_comes_back(demo: Demo) -> None:
+    master = demo.wait("broker-b settled", lambda: demo.settled("broker-b"), 20)
+    slave = next(b for b in demo.group("broker-b").brokers if b is not master)
+    demo.runner.call(lambda _s: slave.lag(True))
+    demo.wait("the lagging slave dropped", lambda: slave.id not in master.sync_set, 10)
+    # Acks go on without it (it is no longer waited for).
+    acked = demo.runner.call(lambda _s: len(demo.group("broker-b").acked))
+    demo.wait("writes acknowledged without the lagging slave", lambda: len(demo.group("broker-b").acked) > acked + 5, 10)
+    demo.runner.call(lambda _s: slave.lag(False))
+    demo.wait("the slave back in sync", lambda: slave.id in master.sync_set, 10)
+    assert demo.runner.call(lambda _s: demo.group("broker-b").lost()) == []
