@@ -1,16 +1,20 @@
 """Simulated broker groups (tools.brokersim) against a real 3-node controllerd group: registration and
 heartbeats, a killed master replaced by a member of its SyncStateSet within heartbeat timeout + scan interval
 + 1 s with no acknowledged write lost, the old master back as a slave after RIP-44 truncation, and a lagging
-slave dropped from and added back to the SyncStateSet (haMaxTimeSlaveNotCatchup)."""
+slave dropped from and added back to the SyncStateSet (haMaxTimeSlaveNotCatchup), and the status page in
+Debian's chromium (Playwright) on a follower showing the new master after a kill (screenshot saved under
+build/test-artifacts/, or $TEST_ARTIFACTS)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.daemon.cluster import ROOT
 from tests.daemon.demo import FAILOVER_BOUND_S, Demo, running_demo
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
@@ -66,3 +70,47 @@ def test_a_lagging_slave_leaves_the_sync_state_set_and_comes_back(demo: Demo) ->
     demo.runner.call(lambda _s: slave.lag(False))
     demo.wait("the slave back in sync", lambda: slave.id in master.sync_set, 10)
     assert demo.runner.call(lambda _s: demo.group("broker-b").lost()) == []
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARTIFACTS = os.environ.get("TEST_ARTIFACTS", os.path.join(ROOT, "build", "test-artifacts"))
+
+
+def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: Demo) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra: make setup")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing: `sh tools/setup-chromium.sh` installs Debian's chromium (needs root)")
+    cluster = demo.cluster
+    leader = cluster.index_of(cluster.wait_ready())
+    follower = next(i for i in range(len(cluster.https)) if i != leader)
+    master = demo.wait("broker-b settled", lambda: demo.settled("broker-b"), 20)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(cluster.url(follower, "/ui/"))
+            expect = sync_api.expect
+            headline = page.get_by_test_id("master-broker-b")
+            expect(headline).to_contain_text(f"Master: broker {master.id} at {master.address}", timeout=10_000)
+            expect(page.locator("#view")).to_contain_text(f"Leader's view ({cluster.rafts[leader]}), served by "
+                                                          f"{cluster.rafts[follower]}")  # fmt: skip
+            expect(page.locator("#nodes tbody tr")).to_have_count(3)
+            epoch = master.master_epoch
+            demo.runner.call(lambda _s: master.kill())
+            group = demo.group("broker-b")
+            new = demo.wait("a new broker-b master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, 10)
+            expect(headline).to_contain_text(f"Master: broker {new.id} at {new.address}", timeout=10_000)
+            dead = page.locator("article", has=headline).locator("tr", has_text=master.address)
+            expect(dead).to_contain_text("down")
+            expect(page.locator("#events")).to_contain_text(f"broker-b: broker {new.id} elected master at epoch "
+                                                            f"{epoch + 1}")  # fmt: skip
+            expect(page.locator("#events")).to_contain_text("the master's heartbeats expired")
+            expect(page.locator("#announce")).to_contain_text(f"broker-b: broker {new.id} is the new master.")
+            os.makedirs(ARTIFACTS, exist_ok=True)
+            shot = os.path.join(ARTIFACTS, "ui-failover.png")
+            page.screenshot(path=shot, full_page=True)
+            print(f"screenshot: {shot}")
+        finally:
+            browser.close()

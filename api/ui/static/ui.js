@@ -17,6 +17,7 @@
   }
   const mark = (good, yes, no) => el("span", { class: good ? "ok" : "bad" }, good ? "\u2714 " + yes : "\u2716 " + no);
   const ms = (v) => (v === null || v === undefined ? "\u2014" : v < 1000 ? `${v} ms` : `${(v / 1000).toFixed(1)} s`);
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
   const num = (v) => (v === null || v === undefined ? "\u2014" : String(v));
 
   function renderNodes(nodes, leaderId) {
@@ -27,7 +28,7 @@
       el("td", { class: "num" }, num(n.term)),
       el("td", { class: "num" }, num(n.commitIndex)),
       el("td", { class: "num" }, num(n.appliedIndex)),
-      el("td", { class: "num" }, n.lagEntries !== null && n.lagEntries !== undefined ? `${n.lagEntries} entries`
+      el("td", { class: "num" }, n.lagEntries !== null && n.lagEntries !== undefined ? plural(n.lagEntries, "entry", "entries")
                                  : n.applyLag !== undefined ? `${n.applyLag} to apply` : "\u2014"),
       el("td", { class: "num" }, n.id === leaderId ? "\u2014" : ms(n.lastContactMs)),
       el("td", {}, n.snapshotIndex ? `#${n.snapshotIndex}` + (n.snapshotAgeS !== null && n.snapshotAgeS !== undefined
@@ -60,7 +61,7 @@
             el("td", {}, r.master ? el("strong", {}, "master") : "slave"),
             el("td", {}, mark(r.inSync, "in sync", "not in sync")),
             el("td", {}, mark(r.alive, "alive", "down")),
-            el("td", { class: "num" }, r.lastHeartbeatMsAgo === null ? "never" : `${ms(r.lastHeartbeatMsAgo)} ago`),
+            el("td", { class: "num" }, r.lastHeartbeatMsAgo === null ? "none (expired)" : `${ms(r.lastHeartbeatMsAgo)} ago`),
             el("td", { class: "num" }, num(r.epoch)),
             el("td", { class: "num" }, num(r.maxOffset)),
           ))),

@@ -1,0 +1,75 @@
+"""The status page's routes on one node (api/ui): static files without a token, the JSON reads behind the
+admin token when one is configured, the broker sets with heartbeats, and the event ring's elections with
+their reasons. The page in a real browser against a real cluster: tests/daemon/test_demo.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from api.ui import Events
+from statemachine import codes as C
+from statemachine.result import Result
+from tests.api.harness import Node
+
+pytestmark = pytest.mark.anyio
+API = "/api/v1/controller"
+
+
+async def test_the_static_files_are_served_without_a_token(node: Node) -> None:
+    r = await node.call("GET", "/ui")
+    assert r.status_code == 307 and r.headers["location"] == "/ui/"
+    page = await node.call("GET", "/ui/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '<script src="/ui/ui.js" defer></script>' in page.text
+    assert "://" not in page.text  # nothing from elsewhere (no CDN)
+    for name, kind in (("ui.js", "text/javascript"), ("ui.css", "text/css")):
+        r = await node.call("GET", f"/ui/{name}")
+        assert r.status_code == 200 and r.headers["content-type"].startswith(kind) and len(r.content) > 500
+        assert "://" not in r.text
+    assert (await node.call("GET", "/ui/secret.txt")).status_code == 404
+
+
+async def test_the_state_needs_the_configured_token(node: Node) -> None:
+    for path in ("/ui/api/state", "/ui/api/node"):
+        r = await node.call("GET", path)
+        assert r.status_code == 401, r.text
+        assert (await node.call("GET", path, token=True)).status_code == 200
+
+
+async def test_the_state_shows_nodes_broker_sets_with_heartbeats_and_the_election(node: Node) -> None:
+    ids = {"clusterName": "ui-c", "brokerName": "ui-b"}
+    await node.ok("POST", f"{API}/apply-broker-id", json={**ids, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"})
+    await node.ok("POST", f"{API}/register-broker", json={**ids, "brokerId": 1, "brokerAddress": "h:1"})
+    await node.ok("POST", f"{API}/heartbeat", json={**ids, "brokerAddr": "h:1", "brokerId": 1, "epoch": 1,
+                                                    "maxOffset": 4096, "heartbeatTimeoutMills": 60000})  # fmt: skip
+    await node.ok("POST", f"{API}/elect-master", json={**ids, "brokerId": 1})
+    r = await node.call("GET", "/ui/api/state", token=True)
+    state = r.json()
+    assert state["view"] == "leader" and state["leaderId"] == node.id == state["servedBy"]
+    [me] = state["nodes"]
+    assert me["id"] == node.id and me["role"] == "leader" and me["health"] == "ready"
+    assert me["appliedIndex"] == me["commitIndex"] > 0
+    [ui_b] = [s for s in state["brokerSets"] if s["brokerName"] == "ui-b"]
+    assert (ui_b["masterBrokerId"], ui_b["masterEpoch"], ui_b["clusterName"]) == (1, 1, "ui-c")
+    [replica] = ui_b["replicas"]
+    assert replica["master"] and replica["inSync"] and replica["alive"] and replica["maxOffset"] == 4096
+    assert 0 <= replica["lastHeartbeatMsAgo"] < 60000
+    assert any(e["text"] == "ui-b: broker 1 elected master at epoch 1" and "elect-master request" in e["reason"]
+               for e in state["events"])  # fmt: skip
+
+
+def test_a_scan_election_is_recorded_with_its_trigger_and_the_expired_brokers(node: Node) -> None:
+    events = Events(node.service)
+    body = {"inactiveBrokers": [{"clusterName": "c", "brokerName": "b", "brokerId": 1}],
+            "elections": [{"brokerName": "b", "trigger": "masterExpired", "code": 0, "codeName": "SUCCESS",
+                           "masterBrokerId": 2, "masterEpoch": 3},
+                          {"brokerName": "d", "trigger": "retry", "code": C.CONTROLLER_MASTER_NOT_AVAILABLE,
+                           "codeName": "CONTROLLER_MASTER_NOT_AVAILABLE", "masterBrokerId": None, "masterEpoch": 7}]}  # fmt: skip
+    events.on_result("CHECK_NOT_ACTIVE_BROKER", Result(C.SUCCESS, body=body))
+    said = [(e["text"], e["reason"]) for e in events.ring if e["kind"] == "broker-election"]
+    assert said == [
+        ("b: broker 2 elected master at epoch 3",
+         "inactive-broker scan: the master's heartbeats expired (expired: broker 1)"),
+        ("d: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 7",
+         "inactive-broker scan: retry of a failed re-election"),
+    ]  # fmt: skip
