@@ -1,7 +1,8 @@
 """`python -m tools.brokersim`: run simulated broker groups against a controller until Ctrl-C (or --duration).
 
 One line per event on stdout (`--json`: one JSON object per line). `--chaos SECONDS` kills a random group's
-master every SECONDS and starts it again one period later, so that failovers keep happening (the demo)."""
+master every SECONDS and starts it again once another master took over (or SECONDS later), so that failovers
+keep happening (the demo)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ async def _chaos(sim: Simulator, every: float) -> None:
         if master is None:
             continue
         master.kill()
-        await asyncio.sleep(every / 2)
-        master.start()
+        give_up = time.monotonic() + every
+        while time.monotonic() < give_up and group.master() is None:  # the failover, as a broker sees it
+            await asyncio.sleep(sim.cfg.heartbeat_interval_s)
+        master.start()  # back as a slave of the new master (or as the master, if none was elected in time)
         new = group.master()
         if new is not None:
             lost = group.lost(new)
