@@ -73,3 +73,38 @@ def test_a_scan_election_is_recorded_with_its_trigger_and_the_expired_brokers(no
         ("d: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 7",
          "inactive-broker scan: retry of a failed re-election"),
     ]  # fmt: skip
+
+
+class FakeService:
+    """What Events.sample reads: raft_status() of a node whose leader and membership change."""
+
+    id = "n1"
+    started = True
+
+    def __init__(self) -> None:
+        self.status = {"leaderId": "n1", "term": 2, "peers": [{"id": "n1", "voter": True}, {"id": "n2", "voter": True}]}
+        self.listeners: list = []
+
+    def raft_status(self) -> dict:
+        return self.status
+
+
+def test_raft_leader_and_membership_changes_are_recorded_with_the_previous_state() -> None:
+    svc = FakeService()
+    events = Events(svc)  # type: ignore[arg-type]
+    events.sample()
+    assert list(events.ring) == []  # the first look records nothing
+    svc.status = {"leaderId": None, "term": 3, "peers": svc.status["peers"]}  # an election running
+    events.sample()
+    svc.status = {"leaderId": "n2", "term": 3,
+                  "peers": [{"id": "n1", "voter": True}, {"id": "n2", "voter": True}, {"id": "n3", "voter": False}]}  # fmt: skip
+    events.sample()
+    svc.status = {**svc.status, "peers": [{"id": "n2", "voter": True}, {"id": "n3", "voter": True}]}
+    events.sample()
+    said = [(e["kind"], e["text"], e["reason"]) for e in events.ring]
+    assert said == [
+        ("raft-leader", "n2 leads term 3", "leader was n1 (term 2)"),
+        ("membership", "n3 joined as a learner", "added; catching up"),
+        ("membership", "n3 is a voter", "promoted from learner"),
+        ("membership", "n1 left the group", "removed"),
+    ]
