@@ -9,7 +9,7 @@ import pytest
 from api.ui import Events
 from statemachine import codes as C
 from statemachine.result import Result
-from tests.api.harness import Node
+from tests.api.harness import Node, group, settled
 
 pytestmark = pytest.mark.anyio
 API = "/api/v1/controller"
@@ -108,3 +108,28 @@ def test_raft_leader_and_membership_changes_are_recorded_with_the_previous_state
         ("membership", "n3 is a voter", "promoted from learner"),
         ("membership", "n1 left the group", "removed"),
     ]
+
+
+async def test_a_follower_that_cannot_reach_the_leader_says_it_shows_its_own_applied_state(tmp_path) -> None:
+    # In-process nodes serve HTTP through ASGI only: their advertised HTTP addresses (127.0.0.2:port) refuse
+    # connections, so the follower cannot fetch the leader's view and the leader cannot fetch the others'.
+    async with group(tmp_path) as nodes:
+        leader = await settled(nodes)
+        follower = next(n for n in nodes if n is not leader)
+        ids = {"clusterName": "ui-c", "brokerName": "ui-f"}
+        await leader.ok("POST", f"{API}/apply-broker-id", json={**ids, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"})
+        await leader.ok("POST", f"{API}/register-broker", json={**ids, "brokerId": 1, "brokerAddress": "h:1"})
+        applied = leader.service.raft_status()["appliedIndex"]
+        await follower.service.node.wait_applied(applied, 10)
+        state = (await follower.call("GET", "/ui/api/state", token=True)).json()
+        assert state["view"] == "follower" and state["servedBy"] == follower.id and state["leaderId"] == leader.id
+        assert f"the leader {leader.id} did not answer: this is {follower.id}'s own applied state" in state["note"]
+        assert [n["id"] for n in state["nodes"]] == [follower.id]
+        assert [s["brokerName"] for s in state["brokerSets"]] == ["ui-f"]
+        on_leader = (await leader.call("GET", "/ui/api/state", token=True)).json()
+        assert on_leader["view"] == "leader"
+        rows = {n["id"]: n for n in on_leader["nodes"]}
+        assert set(rows) == {n.id for n in nodes} and rows[leader.id]["role"] == "leader"
+        assert all(rows[n.id]["health"] == "unreachable" and rows[n.id]["role"] == "follower"
+                   and rows[n.id]["lagEntries"] is not None for n in nodes if n is not leader)  # fmt: skip
+        assert [s["brokerName"] for s in on_leader["brokerSets"]] == ["ui-f"]

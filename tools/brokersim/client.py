@@ -27,6 +27,7 @@ class AsyncControllerClient:
         self.addresses = [a.rpartition("://")[2] for a in addresses]
         self.timeout_s = timeout_s
         self.leader: str | None = None  # host:port of the node that served the last request
+        self.last_problem = ""  # why the last request no node served was not served (for the broker's message)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
@@ -69,11 +70,15 @@ class AsyncControllerClient:
     async def _attempt(self, node: str, path: str, body: Any) -> Reply | None:
         try:
             response = await self._http.post(f"http://{node}{path}", json=body)
-        except httpx.HTTPError:
+        except httpx.HTTPError as e:
+            self.last_problem = f"{node}: {type(e).__name__}"
             return None
         if response.status_code != 200:
-            return None  # 503 (not committed in time: sent again), or a refusal the next period repeats
+            # 503 (not committed in time: sent again), or a refusal (401 token, 422 field) the next period repeats
+            self.last_problem = f"{node}: HTTP {response.status_code} {response.text[:200]}"
+            return None
         try:
             return Reply.of(node, response.json())
         except ValueError:
+            self.last_problem = f"{node}: an answer that is not JSON"
             return None

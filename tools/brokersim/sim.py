@@ -181,7 +181,7 @@ class SimBroker:
                 save_identity(path, Identity(body["appliedBrokerId"], code, False))
             reply = await self.send((step_path, body))
             if reply is None:
-                raise Failed(f"{step_path}: no controller answered")
+                raise Failed(f"{step_path}: no controller served it ({self.sim.client.last_problem})")
             return reply
 
         try:
