@@ -143,7 +143,8 @@ def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
                     "epoch": row[6] if row else None, "maxOffset": row[7] if row else None,
                 })  # fmt: skip
         replicas.sort(key=lambda r: r["brokerId"])
-        cluster = next((row[0] for (n, _), row in live.items() if n == name), None)
+        info = sm.manager.replicas.sets.get(name)
+        cluster = info.cluster_name if info is not None else None
         out.append({"brokerName": name, "clusterName": cluster, "masterBrokerId": s["masterBrokerId"],
                     "masterAddress": s["masterAddress"], "masterEpoch": s["masterEpoch"],
                     "syncStateSetEpoch": s["syncStateSetEpoch"], "replicas": replicas})  # fmt: skip
