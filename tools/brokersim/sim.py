@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import threading
 import time
 from collections import deque
@@ -149,6 +150,8 @@ class SimBroker:
         return await self.sim.client.send(step)
 
     async def _control_loop(self) -> None:
+        # Brokers start at different times: a random phase spreads many brokers' periods over the interval.
+        await asyncio.sleep(random.uniform(0, self.cfg.heartbeat_interval_s))
         while not await self._register():
             await asyncio.sleep(self.cfg.sync_metadata_period_s)
         next_sync = next_check = 0.0
