@@ -20,9 +20,11 @@ DATA ?= ./data
 run: setup
 	$(BIN)/controllerd local-cluster --data $(DATA) $(RUN_ARGS)
 
-# jepsen/setup.sh installs nftables and faketime with apt-get when missing (the Jepsen smoke needs them).
+# jepsen/setup.sh installs nftables and faketime with apt-get when missing (the Jepsen smoke needs them);
+# tools/setup-chromium.sh installs Debian's chromium (the status page's browser test).
 test: setup
 	sh jepsen/setup.sh
+	sh tools/setup-chromium.sh
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-fast: setup

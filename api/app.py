@@ -18,6 +18,7 @@ from api.routes import admin, controller, health, kv, raft
 from api.routes.common import Gateway
 from api.service import ControllerService
 from api.settings import ApiSettings
+from api.ui import make_router as ui_router
 
 __all__ = ["ApiSettings", "create_app", "metric_labels"]
 
@@ -67,6 +68,7 @@ def create_app(service: ControllerService, settings: ApiSettings | None = None) 
                        on_reject=lambda: metrics.rejected("body_too_large"))  # fmt: skip
     for module in (controller, admin, kv, raft, health):
         app.include_router(module.router)
+    app.include_router(ui_router(service))  # the status page at /ui/ (docs/ui.md)
     _exact_longs(app)
     return app
 

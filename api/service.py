@@ -418,6 +418,10 @@ class ControllerService:
             rows.append(row)
         return rows
 
+    def snapshots(self) -> list[Any]:
+        """The snapshots on disk (their metas: index, term, createdAt, files), newest first."""
+        return self.node.snapshots() if self.started else []
+
     def metadata(self) -> dict[str, Any]:
         """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus)."""
         lid, laddr = self.leader()

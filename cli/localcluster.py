@@ -9,6 +9,9 @@ node with SIGTERM (leader transfer, flush) and waits for them; SIGINT and SIGHUP
 that a cluster started in the background of a non-interactive script (which starts with SIGINT ignored)
 still stops on `kill -INT`. A node that fails has the last error lines of its log printed.
 
+Beside the nodes it runs simulated broker groups (`python -m tools.brokersim`, `--broker-groups`, off with
+`--no-brokers`) so that the status page (/ui/ on every node) shows brokers registering and heartbeating.
+
 While it runs, the supervisor answers on a control socket (`<data>/local-cluster.sock`): from another
 terminal `controllerd local-cluster stop|start|restart NODE` and `controllerd local-cluster status`.
 """
@@ -37,6 +40,8 @@ ERROR_LINES = 5  # how many of a failed node's last error lines are printed
 CONTROL_TIMEOUT_S = STOP_WAIT_S + READY_WAIT_S + 10.0
 _SOCKET_NAME = "local-cluster.sock"
 _MAX_SOCKET_PATH = 100  # sockaddr_un's sun_path is 108 bytes on Linux (104 on BSDs)
+# The demo brokers' heartbeatTimeoutMills: a killed master is replaced within this + the scan interval (5 s).
+BROKER_HEARTBEAT_TIMEOUT_MS = 3000
 
 
 @dataclass
@@ -192,6 +197,39 @@ def describe(node: LocalNode, leader: str | None = None) -> list[str]:
             f"      data {node.data}  log {node.log}"]  # fmt: skip
 
 
+# --- simulated brokers beside the controllers ----------------------------------------------------------------
+
+
+@dataclass
+class Brokers:
+    """`python -m tools.brokersim` against the local cluster (the demo's broker groups), its log in
+    `<data>/logs/brokers.log`, its identities and epoch files in `<data>/brokers/`."""
+
+    groups: int
+    chaos: float | None
+    log: str
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, data: str, nodes: list[LocalNode]) -> None:
+        args = [sys.executable, "-m", "tools.brokersim", "-a", ",".join(n.http for n in nodes),
+                "--groups", str(self.groups), "--replicas", "3", "--data", os.path.join(data, "brokers"),
+                "--heartbeat-timeout", str(BROKER_HEARTBEAT_TIMEOUT_MS)]  # fmt: skip
+        if self.chaos:
+            args += ["--chaos", f"{self.chaos:g}"]
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 # --- the control socket -------------------------------------------------------------------------------------
 
 
@@ -324,7 +362,7 @@ def control(data: str, request: str) -> None:
 # --- the command ----------------------------------------------------------------------------------------------
 
 
-def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> None:
+def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, brokers: Brokers | None) -> None:
     nodes = write_configs(data, n, raft_port, http_port, election_ms)
     supervisor = Supervisor(nodes, data)
     supervisor.listen()
@@ -362,6 +400,11 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int) ->
             for line in describe(node, leader):
                 click.echo(line)
         here = "" if os.path.abspath(data) == os.path.abspath("./data") else f" --data {data}"
+        click.echo(f"\nStatus page: http://{first}/ui/  (on every node)")
+        if brokers is not None:
+            brokers.start(os.path.abspath(data), nodes)
+            click.echo(f"Simulated brokers: {brokers.groups} broker sets of 3 (broker-a, ...), log {brokers.log}"
+                       + (f"; a master is killed every {brokers.chaos:g}s" if brokers.chaos else ""))  # fmt: skip
         click.echo("\nTry:")
         click.echo(f"  rmqctl -a {','.join(x.http for x in nodes)} raft status")
         click.echo(f"  rmqctl -a {first} getControllerMetaData")
@@ -378,6 +421,8 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int) ->
     except KeyboardInterrupt:
         supervisor.stopping = True
         supervisor.close()
+        if brokers is not None:
+            brokers.stop()
         if not interrupted:
             click.echo("\nstopping the cluster ...", err=True)
         with contextlib.suppress(KeyboardInterrupt):
@@ -388,6 +433,8 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int) ->
         click.echo("stopped.")
     finally:
         supervisor.close()
+        if brokers is not None:
+            brokers.stop()
         stop_all(nodes)  # whatever ended the run, no node outlives the supervisor
 
 
@@ -397,8 +444,14 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int) ->
 @click.option("--raft-port", default=9880, show_default=True, help="First raft port (RocketMQ's default).")
 @click.option("--http-port", default=9770, show_default=True, help="First HTTP port (RocketMQ's default).")
 @click.option("--election-ms", default=1000, show_default=True)
+@click.option("--broker-groups", default=2, show_default=True, type=click.IntRange(0, 100),
+              help="Simulated broker sets (3 brokers each, tools.brokersim) beside the controllers; 0: none.")  # fmt: skip
+@click.option("--no-brokers", is_flag=True, help="No simulated brokers (same as --broker-groups 0).")
+@click.option("--broker-chaos", default=None, type=click.FloatRange(1), metavar="SECONDS",
+              help="Kill a simulated master every SECONDS (and start it again), to watch failovers.")  # fmt: skip
 @click.pass_context
-def local_cluster(ctx: click.Context, data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> None:
+def local_cluster(ctx: click.Context, data: str, n: int, raft_port: int, http_port: int, election_ms: int,
+                  broker_groups: int, no_brokers: bool, broker_chaos: float | None) -> None:  # fmt: skip
     """Run N nodes on 127.0.0.1 until Ctrl-C (a local cluster to try the controller).
 
     \b
@@ -410,7 +463,9 @@ def local_cluster(ctx: click.Context, data: str, n: int, raft_port: int, http_po
     """
     ctx.obj = {"data": data}
     if ctx.invoked_subcommand is None:
-        _run(data, n, raft_port, http_port, election_ms)
+        groups = 0 if no_brokers else broker_groups
+        log = os.path.join(os.path.abspath(data), "logs", "brokers.log")
+        _run(data, n, raft_port, http_port, election_ms, Brokers(groups, broker_chaos, log) if groups else None)
 
 
 @local_cluster.command("status")

@@ -33,19 +33,5 @@ if [ -z "$missing" ]; then
     exit 0
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
-        echo "jepsen/setup.sh: need root to install:$missing" >&2
-        exit 1
-    fi
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "jepsen/setup.sh: no apt-get here; install these packages yourself:$missing" >&2
-    exit 1
-fi
-echo "jepsen/setup.sh: apt-get install$missing"
-$sudo apt-get update -q
 # shellcheck disable=SC2086 # one word per package
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing
-echo "jepsen/setup.sh: done"
+exec sh "$(dirname "$0")/../tools/apt-install.sh" jepsen/setup.sh $missing

@@ -27,12 +27,10 @@ from typing import Any
 
 import click
 
+from cli.rmqctl import brokerproto as proto
 from cli.rmqctl.client import ControllerClient, Reply
 from cli.rmqctl.online import Conn, connection_options
 from cli.rmqctl.output import Out, pass_out
-from statemachine import codes as C
-
-API = "/api/v1/controller"
 
 
 class PlayedBroker:
@@ -59,47 +57,34 @@ class PlayedBroker:
             sys.stdout.write(f"{time.strftime('%H:%M:%S')} {self.name}/{self.id}: {message}\n")
         sys.stdout.flush()
 
-    def post(self, path: str, body: dict[str, Any]) -> Reply:
-        return self.c.post(f"{API}/{path}", body)
+    def post(self, step: proto.Step) -> Reply:
+        path, body = step
+        return self.c.post(f"{proto.API}/{path}", body)
 
     def register(self, broker_id: int | None) -> None:
-        ids = {"clusterName": self.cluster, "brokerName": self.name}
+        code = proto.check_code(self.address, int(time.time() * 1000))
+        steps = proto.registration(self.cluster, self.name, self.address, broker_id, code)
         if broker_id is not None:
             self.id = broker_id
-            reply = self.post("register-broker", {**ids, "brokerId": broker_id, "brokerAddress": self.address})
-            if reply.code != C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED:
-                return self._registered(reply)
-        else:
-            reply = self.post("next-broker-id", ids)
-            if not reply.ok:
-                raise reply.failure("next-broker-id")
-            self.id = int(reply.header["nextBrokerId"])
-        check_code = f"{self.address};{int(time.time() * 1000)}"  # RocketMQ's "<address>;<timestamp>"
-        reply = self.post("apply-broker-id", {**ids, "appliedBrokerId": self.id, "registerCheckCode": check_code})
-        if not reply.ok:
-            raise reply.failure(f"apply-broker-id {self.id}")
-        reply = self.post("register-broker", {**ids, "brokerId": self.id, "brokerAddress": self.address})
-        return self._registered(reply)
+        self.id, reply = proto.run_steps(steps, lambda path, body: self.post((path, body)))
+        self._registered(reply)
 
     def _registered(self, reply: Reply) -> None:
-        if not reply.ok:
-            raise reply.failure(f"register-broker {self.id}")
         master = reply.header.get("masterBrokerId")
         self.say("registered", f"registered at {self.address} (master: {master if master is not None else 'none'})",
                  address=self.address, masterBrokerId=master)  # fmt: skip
 
     def round(self) -> None:
         """One heartbeat period: heartbeat, look at the master, act as a broker would."""
-        hb = self.post("heartbeat", {"clusterName": self.cluster, "brokerName": self.name, "brokerAddr": self.address,
-                                     "brokerId": self.id, "heartbeatTimeoutMills": self.timeout_ms})  # fmt: skip
+        hb = self.post(proto.heartbeat(self.cluster, self.name, self.address, self.id, self.timeout_ms))
         if not hb.ok:
             self.say("refused", f"heartbeat answered {hb.code} {hb.code_name}: {hb.remark}", once=True, code=hb.code)
-        info = self.post("replica-info", {"brokerName": self.name})
+        info = self.post(proto.replica_info(self.name))
         if not info.ok:
             self.say("refused", f"replica-info answered {info.code} {info.code_name}: {info.remark}", once=True,
                      code=info.code)  # fmt: skip
             return
-        master, epoch = info.header.get("masterBrokerId"), info.header.get("masterEpoch")
+        master, epoch, sync_set, set_epoch = proto.master_of(info)
         if (master, epoch) != self.master:
             if master is not None:
                 self.repeated.clear()  # a later refusal is news again
@@ -112,11 +97,10 @@ class PlayedBroker:
         if master is None:
             self.elect()
         elif master == self.id:
-            self.keep_sync_state_set(epoch, (info.body or {}).get("syncStateSet") or [],
-                                     (info.body or {}).get("syncStateSetEpoch"))  # fmt: skip
+            self.keep_sync_state_set(epoch, sync_set, set_epoch)
 
     def elect(self) -> None:
-        reply = self.post("elect-master", {"clusterName": self.cluster, "brokerName": self.name, "brokerId": self.id})
+        reply = self.post(proto.elect_self(self.cluster, self.name, self.id))
         self.say("elect", f"elect-master {self.id} answered {reply.code} {reply.code_name}"
                  + (f": {reply.remark}" if reply.remark else ""), once=not reply.ok, code=reply.code,
                  masterBrokerId=reply.header.get("masterBrokerId"))  # fmt: skip
@@ -131,9 +115,7 @@ class PlayedBroker:
         wanted = sorted({self.id, *(r["brokerId"] for r in replicas if r.get("alive"))})
         if wanted == sorted(current):
             return
-        reply = self.post("alter-sync-state-set", {"brokerName": self.name, "masterBrokerId": self.id,
-                                                   "masterEpoch": master_epoch,
-                                                   "syncStateSet": {"syncStateSet": wanted, "syncStateSetEpoch": set_epoch}})  # fmt: skip
+        reply = self.post(proto.alter_sync_state_set(self.name, self.id, master_epoch, wanted, set_epoch))
         self.say("sync-state-set", f"SyncStateSet {sorted(current)} -> {wanted}: {reply.code} {reply.code_name}"
                  + (f" (epoch {reply.header.get('newSyncStateSetEpoch')})" if reply.ok else f": {reply.remark}"),
                  code=reply.code, syncStateSet=wanted)  # fmt: skip

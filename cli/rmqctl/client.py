@@ -124,6 +124,14 @@ class Reply:
     def ok(self) -> bool:
         return self.code == 0
 
+    @classmethod
+    def of(cls, node: str, data: Any) -> Reply:
+        """The answer of an HTTP 200 whose JSON is `data`: an envelope as it is, anything else as the body of a
+        SUCCESS envelope."""
+        if isinstance(data, dict) and _ENVELOPE_KEYS <= data.keys():
+            return cls(node, data)
+        return cls(node, {"code": 0, "codeName": "SUCCESS", "remark": None, "header": None, "body": data})
+
     def failure(self, what: str | None = None) -> Failed:
         """The exit-1 error for a non-zero code: code, codeName and remark (and what was asked)."""
         prefix = f"{what}: " if what else ""
@@ -283,9 +291,7 @@ class ControllerClient:
                 raise Failed(
                     f"{node} answered HTTP 200 with a body that is not JSON: {response.text[:200]!r}"
                 ) from None
-            if isinstance(data, dict) and _ENVELOPE_KEYS <= data.keys():
-                return Reply(node, data)
-            return Reply(node, {"code": 0, "codeName": "SUCCESS", "remark": None, "header": None, "body": data})
+            return Reply.of(node, data)
         if status == 503:
             return f"{_UNKNOWN[0]}: {_describe(response)}"
         if status in (401, 403):

@@ -1,6 +1,7 @@
 """`controllerd local-cluster` (make run) as real processes: SIGINT and SIGHUP stop every node even when the
 supervisor was started with SIGINT ignored (a background job of a non-interactive shell), one node is
-stopped and restarted through the control socket, and a node that fails to start has its error printed.
+stopped and restarted through the control socket, a node that fails to start has its error printed, and the
+simulated broker groups beside the nodes register and elect their masters (then stop with the cluster).
 One-node clusters on free loopback ports: each test is bounded by its own deadlines."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cli.localcluster import LocalNode, last_errors, socket_path
@@ -51,10 +53,12 @@ def data() -> Iterator[str]:
         yield os.path.join(d, "data")
 
 
-def supervisor(data: str, *, ignore_sigint: bool = False, http_port: int | None = None) -> subprocess.Popen[str]:
+def supervisor(data: str, *, ignore_sigint: bool = False, http_port: int | None = None,
+               brokers: bool = False) -> subprocess.Popen[str]:  # fmt: skip
     base = consecutive_free_ports(2)
     args = [*CONTROLLERD, "local-cluster", "--data", data, "--nodes", "1", "--raft-port", str(base),
-            "--http-port", str(http_port or base + 1), "--election-ms", "300"]  # fmt: skip
+            "--http-port", str(http_port or base + 1), "--election-ms", "300",
+            *(["--broker-groups", "2"] if brokers else ["--no-brokers"])]  # fmt: skip
     if ignore_sigint:  # what `cmd &` in a script does: the job starts with SIGINT ignored
         args = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *args]
     return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -176,3 +180,34 @@ def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
     assert last_errors(node) == ["error: the controller failed (OSError: disk full)", "Traceback (most recent call last):"]
     log.write_text('{"level":"info","msg":"starting"}\n{"level":"warning","msg":"slow disk"}\n')
     assert last_errors(LocalNode("n1", "r", "h", "c", str(log), "d"), limit=1) == ["warning: slow disk"]
+
+
+def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(data: str) -> None:
+    proc = supervisor(data, brokers=True)
+    try:
+        lines = read_until(proc, "Ctrl-C stops the cluster.")
+        http = next(line.split("http://")[1].split()[0] for line in lines if line.startswith("  n1  pid "))
+        assert f"Status page: http://{http}/ui/  (on every node)" in lines
+        assert any(line.startswith("Simulated brokers: 2 broker sets of 3") for line in lines)
+        log = os.path.join(data, "logs", "brokers.log")
+        deadline = time.monotonic() + 30
+        masters: dict[str, object] = {}
+        while time.monotonic() < deadline and len(masters) < 2:
+            # Polled at the sim's pace: its brokers heartbeat every second.
+            r = httpx.get(f"http://{http}/api/v1/admin/broker-sets", timeout=5).json()
+            table = (r.get("body") or {}).get("replicasInfoTable") or {}
+            masters = {n: s["masterBrokerId"] for n, s in table.items() if s["masterBrokerId"] is not None
+                       and sum(x["alive"] for x in s["inSyncReplicas"] + s["notInSyncReplicas"]) == 3}  # fmt: skip
+            if len(masters) < 2:
+                time.sleep(0.2)
+        assert set(masters) == {"broker-a", "broker-b"}, open(log).read()
+        sim_pid = int(subprocess.run(["pgrep", "-f", f"tools.brokersim .*{data}"], capture_output=True,
+                                     text=True).stdout.split()[0])  # fmt: skip
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert gone(sim_pid)
+    assert "registered as id" in open(log).read()

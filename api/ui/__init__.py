@@ -1,0 +1,253 @@
+"""The read-only status page at /ui/ (docs/ui.md): static files shipped in the package, and two JSON reads.
+
+- `GET /ui/api/node`: this node's own raft summary (role, term, commit/applied, snapshot, health) and
+  the recent events it recorded;
+- `GET /ui/api/state`: the page's data. On the leader: every node (its own summary, the others' fetched
+  from their /ui/api/node, with the leader's lag and last-contact view), every broker set after a ReadIndex
+  barrier (master, epochs, replicas with in-sync, alive and last-heartbeat marks) and the recent events.
+  On a follower: the leader's answer, fetched from it; when the leader cannot be reached, this node's own
+  applied state, marked as a follower's view that may lag.
+
+Both need the admin token only when one is configured (controllerAdminToken), as /api/v1/raft does; the
+static files never do (they hold no data). Events come from an in-memory ring per node, fed by the results
+this node applied for its own proposals (broker elections by request or by the inactive-broker scan, with
+the trigger) and by changes of raft leader and membership seen in this node's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
+
+from api.auth import require_admin
+from api.service import ControllerService, NotLeaderError, UnavailableError
+from statemachine import codes as C
+from statemachine.result import Result
+
+STATIC = Path(__file__).parent / "static"
+FILES = {"index.html": "text/html; charset=utf-8", "ui.js": "text/javascript; charset=utf-8",
+         "ui.css": "text/css; charset=utf-8"}  # fmt: skip
+RING_SIZE = 200
+PEER_TIMEOUT_S = 0.8
+SAMPLE_EVERY_S = 0.5
+TRIGGERS = {
+    "masterExpired": "the master's heartbeats expired",
+    "masterInactive": "the master is not alive while a replica is",
+    "retry": "retry of a failed re-election",
+    "channelClosed": "the master's connection closed",
+}
+
+
+class Events:
+    """The ring of recent elections and membership changes of one node."""
+
+    def __init__(self, service: ControllerService) -> None:
+        self.service = service
+        self.ring: deque[dict[str, Any]] = deque(maxlen=RING_SIZE)
+        self._seen: tuple[Any, Any] | None = None  # (leader, term) last sampled
+        self._members: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._sampled = 0.0
+
+    def add(self, kind: str, text: str, reason: str) -> None:
+        self.ring.append({"t": time.time(), "kind": kind, "node": self.service.id, "text": text, "reason": reason})
+
+    def on_result(self, request_type: str, result: Result) -> None:
+        """service.listeners: the applied result of a proposal of this node (the leader)."""
+        if request_type == "CONTROLLER_ELECT_MASTER" and result.ok:
+            h, body = result.header or {}, result.body or {}
+            name = (body.get("brokerMemberGroup") or {}).get("brokerName", "?")
+            self.add("broker-election", f"{name}: broker {h.get('masterBrokerId')} elected master at epoch "
+                     f"{h.get('masterEpoch')}", "elect-master request (a broker's, or an admin's designation)")  # fmt: skip
+        elif request_type == "CHECK_NOT_ACTIVE_BROKER" and result.ok:
+            body = result.body or {}
+            expired = body.get("inactiveBrokers") or []
+            for e in body.get("elections") or []:
+                name = e.get("brokerName")
+                gone = [str(b["brokerId"]) for b in expired if b.get("brokerName") == name]
+                why = TRIGGERS.get(e.get("trigger"), str(e.get("trigger")))
+                if gone:
+                    why += f" (expired: broker {', '.join(gone)})"
+                if e.get("code") == C.SUCCESS:
+                    text = f"{name}: broker {e.get('masterBrokerId')} elected master at epoch {e.get('masterEpoch')}"
+                else:
+                    text = f"{name}: no master elected ({e.get('code')} {e.get('codeName')}), epoch {e.get('masterEpoch')}"
+                self.add("broker-election", text, f"inactive-broker scan: {why}")
+        if time.monotonic() - self._sampled >= SAMPLE_EVERY_S:
+            self.sample()
+
+    def sample(self) -> None:
+        """Record a change of raft leader or membership since the last look."""
+        if not self.service.started:
+            return
+        self._sampled = time.monotonic()
+        st = self.service.raft_status()
+        seen = (st["leaderId"], st["term"])
+        if self._seen is not None and seen != self._seen and st["leaderId"] and st["leaderId"] != self._seen[0]:
+            was = self._seen[0] or "none"
+            self.add("raft-leader", f"{st['leaderId']} leads term {st['term']}", f"leader was {was} (term {self._seen[1]})")
+        if st["leaderId"] or self._seen is None:
+            self._seen = seen
+        voters = tuple(p["id"] for p in st["peers"] if p["voter"])
+        learners = tuple(p["id"] for p in st["peers"] if not p["voter"])
+        if self._members is not None and (voters, learners) != self._members:
+            old_v, old_l = self._members
+            for p in sorted(set(voters) - set(old_v)):
+                self.add("membership", f"{p} is a voter", "promoted from learner" if p in old_l else "added")
+            for p in sorted(set(learners) - set(old_l) - set(old_v)):
+                self.add("membership", f"{p} joined as a learner", "added; catching up")
+            for p in sorted((set(old_v) | set(old_l)) - set(voters) - set(learners)):
+                self.add("membership", f"{p} left the group", "removed")
+        self._members = (voters, learners)
+
+
+def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
+    events.sample()
+    st = service.raft_status()
+    checks = service.readiness()
+    failed = [f"{name}: {detail}" for name, ok, detail in checks if not ok]
+    snaps = service.snapshots()
+    created = snaps[0].created_at if snaps else None
+    return {
+        "id": st["nodeId"], "role": st["role"], "term": st["term"], "leaderId": st["leaderId"],
+        "commitIndex": st["commitIndex"], "appliedIndex": st["appliedIndex"],
+        "applyLag": st["commitIndex"] - st["appliedIndex"], "lastLogIndex": st["lastLogIndex"],
+        "snapshotIndex": st["lastSnapshotIndex"],
+        "snapshotAgeS": round(time.time() - created, 1) if created else None,
+        "health": "ready" if not failed else "not ready", "failedChecks": failed,
+        "events": list(events.ring),
+    }  # fmt: skip
+
+
+def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
+    """Every broker set of the applied state at `now`: 1006's table plus each replica's heartbeat row."""
+    sm = service.sm
+    table = (sm.manager.broker_sets(None, now).body or {}).get("replicasInfoTable") or {}
+    live = {(row[1], row[2]): row for row in sm.live.table.values()}
+    out = []
+    for name, s in table.items():
+        replicas = []
+        for in_sync, rows in ((True, s["inSyncReplicas"]), (False, s["notInSyncReplicas"])):
+            for r in rows:
+                row = live.get((name, r["brokerId"]))
+                replicas.append({
+                    "brokerId": r["brokerId"], "brokerAddress": r["brokerAddress"], "alive": r["alive"],
+                    "inSync": in_sync, "master": r["brokerId"] == s["masterBrokerId"],
+                    "lastHeartbeatMsAgo": now - row[4] if row else None,
+                    "epoch": row[6] if row else None, "maxOffset": row[7] if row else None,
+                })  # fmt: skip
+        replicas.sort(key=lambda r: r["brokerId"])
+        info = sm.manager.replicas.sets.get(name)
+        cluster = info.cluster_name if info is not None else None
+        out.append({"brokerName": name, "clusterName": cluster, "masterBrokerId": s["masterBrokerId"],
+                    "masterAddress": s["masterAddress"], "masterEpoch": s["masterEpoch"],
+                    "syncStateSetEpoch": s["syncStateSetEpoch"], "replicas": replicas})  # fmt: skip
+    return out
+
+
+def _auth_headers(request: Request) -> dict[str, str]:
+    token = request.app.state.gateway.settings.admin_token
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+async def _fetch(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        r = await client.get(url, headers=headers, timeout=PEER_TIMEOUT_S)
+        return r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def make_router(service: ControllerService) -> APIRouter:
+    """The /ui routes of one node; subscribes the node's event ring to its results."""
+    events = Events(service)
+    service.listeners.append(events.on_result)
+    router = APIRouter(prefix="/ui", include_in_schema=False)
+
+    @router.get("/api/node", dependencies=[Depends(require_admin)])
+    async def node() -> JSONResponse:
+        if not service.started:
+            return JSONResponse({"error": "the node has not started"}, status_code=503)
+        return JSONResponse(node_summary(service, events))
+
+    @router.get("/api/state", dependencies=[Depends(require_admin)])
+    async def state(request: Request) -> JSONResponse:
+        if not service.started:
+            return JSONResponse({"error": "the node has not started"}, status_code=503)
+        headers = _auth_headers(request)
+        mine = node_summary(service, events)
+        async with httpx.AsyncClient() as client:
+            try:
+                result = await service.read_state(lambda now: Result(C.SUCCESS, body=broker_sets(service, now)))
+            except NotLeaderError as e:
+                if e.leader_address:
+                    theirs = await _fetch(client, f"http://{e.leader_address}/ui/api/state", headers)
+                    if theirs is not None and theirs.get("view") == "leader":
+                        return JSONResponse({**theirs, "servedBy": service.id})
+                return JSONResponse(_follower_view(service, mine, e.leader_id))
+            except UnavailableError as e:
+                return JSONResponse(_follower_view(service, mine, None, str(e)))
+            nodes = await _nodes(service, mine, headers, client)
+        return JSONResponse({
+            "view": "leader", "servedBy": service.id, "leaderId": service.id, "generatedAt": time.time(),
+            "nodes": nodes, "brokerSets": result.body,
+            "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
+        })  # fmt: skip
+
+    @router.get("")
+    async def bare() -> Response:
+        return RedirectResponse("/ui/")
+
+    @router.get("/")
+    async def index() -> Response:
+        return FileResponse(STATIC / "index.html", media_type=FILES["index.html"], headers={"Cache-Control": "no-cache"})
+
+    @router.get("/{name}")
+    async def static(name: str) -> Response:
+        if name not in FILES:
+            return JSONResponse({"error": f"no such file: {name}"}, status_code=404)
+        return FileResponse(STATIC / name, media_type=FILES[name], headers={"Cache-Control": "no-cache"})
+
+    return router
+
+
+def _follower_view(service: ControllerService, mine: dict[str, Any], leader: str | None, why: str | None = None) -> dict[str, Any]:
+    """This node's own applied state, said to be a follower's view (the leader could not be asked)."""
+    reason = why or (f"the leader {leader} did not answer" if leader else "no leader is known")
+    return {
+        "view": "follower", "servedBy": service.id, "leaderId": leader, "generatedAt": time.time(),
+        "note": f"{reason}: this is {service.id}'s own applied state (applied index {mine['appliedIndex']}), "
+                "which may lag the leader's",
+        "nodes": [{**mine, "httpAddress": service.http_address(service.id), "reachable": True}],
+        "brokerSets": broker_sets(service, service.sm.clock_ms),
+        "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
+    }  # fmt: skip
+
+
+async def _nodes(service: ControllerService, mine: dict[str, Any], headers: dict[str, str],
+                 client: httpx.AsyncClient) -> list[dict[str, Any]]:  # fmt: skip
+    """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact)."""
+    peers = service.raft_peers()
+    others = [p for p in peers if p["id"] != service.id]
+    answers = await asyncio.gather(*(
+        _fetch(client, f"http://{p['httpAddress']}/ui/api/node", headers) if p["httpAddress"] else asyncio.sleep(0)
+        for p in others))  # fmt: skip
+    fetched = {p["id"]: a for p, a in zip(others, answers, strict=True)}
+    rows = []
+    for p in peers:
+        own = mine if p["id"] == service.id else fetched.get(p["id"])
+        row = {"id": p["id"], "httpAddress": p["httpAddress"], "role": p["role"], "reachable": own is not None,
+               "lagEntries": p["lagEntries"], "lastContactMs": p["lastContactMs"]}  # fmt: skip
+        if own is not None:
+            row.update({k: v for k, v in own.items() if k != "events"})
+            row["role"] = own["role"] if p["id"] != service.id else "leader"
+        else:
+            row["health"] = "unreachable"
+        rows.append(row)
+    return rows

@@ -1,0 +1,135 @@
+"""Simulated broker groups (tools.brokersim) against a real 3-node controllerd group: registration and
+heartbeats, a killed master replaced by a member of its SyncStateSet within heartbeat timeout + scan interval
++ 1 s with no acknowledged write lost, the old master back as a slave after RIP-44 truncation, and a lagging
+slave dropped from and added back to the SyncStateSet (haMaxTimeSlaveNotCatchup), and the status page in
+Debian's chromium (Playwright) on a follower showing the new master after a kill (screenshot saved under
+build/test-artifacts/, or $TEST_ARTIFACTS)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.daemon.cluster import ROOT
+from tests.daemon.demo import FAILOVER_BOUND_S, Demo, running_demo
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: Any) -> Iterator[Demo]:
+    with running_demo(str(tmp_path_factory.mktemp("demo"))) as d:
+        yield d
+
+
+def test_a_killed_master_is_replaced_from_its_sync_state_set_without_losing_an_acknowledged_write(demo: Demo) -> None:
+    old = demo.wait("broker-a settled with 3 in sync", lambda: demo.settled("broker-a"), 20)
+    group = demo.group("broker-a")
+    in_sync, epoch = set(old.sync_set), old.master_epoch
+    acked_before = demo.runner.call(lambda _s: len(group.acked))
+    # The slaves stop copying for a moment, so that the master dies with writes only it has (not acknowledged:
+    # the SyncStateSet waits for the slaves): the RIP-44 truncation below has a tail to cut.
+    slaves = [b for b in group.brokers if b is not old]
+    demo.runner.call(lambda _s: [b.lag(True) for b in slaves])
+    demo.wait("the master wrote past its slaves", lambda: old.log.end > max(b.log.end for b in slaves), 5)
+    t0 = time.monotonic()
+    demo.runner.call(lambda _s: [old.kill(), *(b.lag(False) for b in slaves)])
+    new = demo.wait("a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2)
+    took = time.monotonic() - t0
+    print(f"failover of broker-a: new master {new.id} at epoch {new.master_epoch} after {took:.2f}s "
+          f"(bound {FAILOVER_BOUND_S:g}s)")  # fmt: skip
+    assert new.id in in_sync and new.id != old.id
+    assert took <= FAILOVER_BOUND_S
+    assert demo.runner.call(lambda _s: group.lost(new)) == []
+    # Writes go on to the new master and are acknowledged again.
+    demo.wait("writes acknowledged after the failover", lambda: len(group.acked) > acked_before + 5, 10)
+    assert demo.runner.call(lambda _s: group.lost(new)) == []
+
+    # The old master comes back: a slave of the new one, what it wrote after the new master's last copy
+    # (never acknowledged) truncated at the RIP-44 consistent point, then in sync again.
+    old_end = demo.runner.call(lambda _s: old.log.end)
+    fork = dict(new.log.epochs)[new.master_epoch]  # where the new master's epoch starts
+    demo.runner.call(lambda _s: old.start())
+    demo.wait("the old master in the SyncStateSet again", lambda: old.role == "slave" and old.id in new.sync_set, 15)
+    truncations = [e for e in demo.events if e["event"] == "truncate" and e["brokerId"] == old.id]
+    print(f"old master: log end {old_end} at the kill, new epoch from {fork}, truncations {truncations}")
+    assert old_end > fork
+    assert [(e["fromOffset"], e["toOffset"]) for e in truncations] == [(old_end, fork)]
+    assert demo.runner.call(lambda _s: group.lost(old)) == []
+    assert demo.runner.call(lambda _s: old.log.epochs[: len(new.log.epochs)] == new.log.epochs)
+
+
+def test_a_paused_master_is_replaced_and_on_resuming_becomes_a_slave_without_acknowledging_stale_writes(demo: Demo) -> None:
+    group = demo.group("broker-a")
+    old = demo.wait("broker-a settled", lambda: demo.settled("broker-a"), 20)
+    epoch = old.master_epoch
+    t0 = time.monotonic()
+    demo.runner.call(lambda _s: old.pause())
+    new = demo.wait("a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2)
+    assert time.monotonic() - t0 <= FAILOVER_BOUND_S
+    demo.runner.call(lambda _s: old.resume())  # still believes it is the master, until its next replica-info
+    demo.wait("the old master a slave of the new one", lambda: old.role == "slave" and old.master_id == new.id, 10)
+    demo.wait("the old master back in the SyncStateSet", lambda: old.id in new.sync_set, 15)
+    assert demo.runner.call(lambda _s: group.lost(new)) == []
+    assert demo.runner.call(lambda _s: group.lost(old)) == []
+
+
+def test_a_lagging_slave_leaves_the_sync_state_set_and_comes_back(demo: Demo) -> None:
+    master = demo.wait("broker-b settled", lambda: demo.settled("broker-b"), 20)
+    slave = next(b for b in demo.group("broker-b").brokers if b is not master)
+    demo.runner.call(lambda _s: slave.lag(True))
+    demo.wait("the lagging slave dropped", lambda: slave.id not in master.sync_set, 10)
+    # Acks go on without it (it is no longer waited for).
+    acked = demo.runner.call(lambda _s: len(demo.group("broker-b").acked))
+    demo.wait("writes acknowledged without the lagging slave", lambda: len(demo.group("broker-b").acked) > acked + 5, 10)
+    demo.runner.call(lambda _s: slave.lag(False))
+    demo.wait("the slave back in sync", lambda: slave.id in master.sync_set, 10)
+    assert demo.runner.call(lambda _s: demo.group("broker-b").lost()) == []
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARTIFACTS = os.environ.get("TEST_ARTIFACTS", os.path.join(ROOT, "build", "test-artifacts"))
+
+
+def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: Demo) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra: make setup")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing: `sh tools/setup-chromium.sh` installs Debian's chromium (needs root)")
+    cluster = demo.cluster
+    leader = cluster.index_of(cluster.wait_ready())
+    follower = next(i for i in range(len(cluster.https)) if i != leader)
+    master = demo.wait("broker-b settled", lambda: demo.settled("broker-b"), 20)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(cluster.url(follower, "/ui/"))
+            expect = sync_api.expect
+            headline = page.get_by_test_id("master-broker-b")
+            expect(headline).to_contain_text(f"Master: broker {master.id} at {master.address}", timeout=10_000)
+            expect(page.locator("#view")).to_contain_text(f"Leader's view ({cluster.rafts[leader]}), served by "
+                                                          f"{cluster.rafts[follower]}")  # fmt: skip
+            expect(page.locator("#nodes tbody tr")).to_have_count(3)
+            epoch = master.master_epoch
+            demo.runner.call(lambda _s: master.kill())
+            group = demo.group("broker-b")
+            new = demo.wait("a new broker-b master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, 10)
+            expect(headline).to_contain_text(f"Master: broker {new.id} at {new.address}", timeout=10_000)
+            dead = page.locator("article", has=headline).locator("tr", has_text=master.address)
+            expect(dead).to_contain_text("down")
+            expect(page.locator("#events")).to_contain_text(f"broker-b: broker {new.id} elected master at epoch "
+                                                            f"{epoch + 1}")  # fmt: skip
+            expect(page.locator("#events")).to_contain_text("the master's heartbeats expired")
+            expect(page.locator("#announce")).to_contain_text(f"broker-b: broker {new.id} is the new master.")
+            os.makedirs(ARTIFACTS, exist_ok=True)
+            shot = os.path.join(ARTIFACTS, "ui-failover.png")
+            page.screenshot(path=shot, full_page=True)
+            print(f"screenshot: {shot}")
+        finally:
+            browser.close()
