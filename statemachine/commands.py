@@ -7,8 +7,9 @@ Every command is one msgpack array, positional so that the hot heartbeat stays s
 `version` is FORMAT_VERSION, `code` the RocketMQ request code, `timeMillis` the leader's clock when it
 proposed the command (RocketMQ's invokeTime / lastUpdateTimestamp / checkTimeMillis; the applier's clock is
 never read), then the fields of that code in the order of FIELDS. The constructors below are what the HTTP
-layer and the daemon call; they check their arguments (ValueError/TypeError) so that bad input never reaches
-the log. `parse` is the apply-side check: it never trusts the bytes.
+layer and the daemon call; they check their arguments (CommandError naming the field, or TypeError/ValueError
+for a call that is wrong as a whole) so that bad input never reaches the log. `parse` is the apply-side
+check: it never trusts the bytes.
 """
 
 from __future__ import annotations
@@ -97,7 +98,17 @@ _packb = msgpack.packb
 
 
 class CommandError(ValueError):
-    """The bytes are not a valid command (the reason says which part)."""
+    """The bytes are not a valid command, or a constructor refused an argument (the reason says which part).
+    `field` names the field at fault (FIELDS spelling), None when the fault is not one field's (the format
+    version, the code, the length, timeMillis)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class CommandTypeError(CommandError, TypeError):
+    """A constructor got a value of the wrong type for a field (still a TypeError, as Python has it)."""
 
 
 def _kind_ok(kind: int, v: Any) -> bool:
@@ -171,7 +182,7 @@ def check(c: Any) -> list:
     for i, kind in enumerate(_KINDS[code]):
         if not _kind_ok(kind, c[HEADER_FIELDS + i]):
             name = FIELDS[code][i][0]
-            raise CommandError(f"request code {code}: field {name!r} has a wrong type or value")
+            raise CommandError(f"request code {code}: field {name!r} has a wrong type or value", name)
     return c
 
 
@@ -218,10 +229,10 @@ def encode(code: int, time_millis: int, *fields: Any) -> bytes:
         raise TypeError(f"timeMillis must be a 64-bit integer, got {time_millis!r}")
     for (name, kind), v in zip(FIELDS[code], fields, strict=True):
         if not _kind_ok(kind, v):
-            raise TypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}")
+            raise CommandTypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}", name)
         ints = v if kind == INT_LIST else (v,) if kind == INT else ()
         if any(not _I64[0] <= x <= _I64[1] for x in ints):
-            raise ValueError(f"request code {code}: field {name!r} is outside the 64-bit range: {v!r}")
+            raise CommandError(f"request code {code}: field {name!r} is outside the 64-bit range: {v!r}", name)
     return _packb(c)
 
 

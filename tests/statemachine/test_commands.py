@@ -3,6 +3,8 @@ state, answer 2015)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -122,8 +124,26 @@ def test_malformed_commands_answer_2015_and_change_nothing(data: bytes, reason: 
     r = ctl.sm.apply(data)
     assert r.code == C.CONTROLLER_JRAFT_INTERNAL_ERROR and reason in r.remark, r.remark
     assert ctl.sm.encode_sections() == before
-    with pytest.raises(CommandError):
+    with pytest.raises(CommandError) as e:
         decode(data)
+    assert e.value.field == (reason.strip("'") if reason.startswith("'") else None)
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: cmd.kv_put(T, "ns", "k", 1), "value"),
+        (lambda: cmd.heartbeat(T, "c", "b", "a", 1, heartbeat_timeout_millis="x"), "heartbeatTimeoutMillis"),
+        (lambda: cmd.alter_sync_state_set(T, "b", 1, 1, [2**63], 1), "syncStateSet"),
+        (lambda: cmd.register_broker(T, "c", "b", True, "a:1"), "brokerId"),
+        (lambda: cmd.update_controller_config(T, {"enableElectUncleanMaster": 1}), "config"),
+    ],
+)
+def test_constructor_refusals_name_the_field(build: Any, field: str) -> None:
+    """A constructor's CommandError carries the field (FIELDS spelling) for the front ends to name."""
+    with pytest.raises(CommandError) as e:
+        build()
+    assert e.value.field == field and repr(field) in str(e.value)
 
 
 def test_on_apply_returns_one_result_per_entry_in_order() -> None:
