@@ -13,7 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from api import models as M
+from api.http import models as M
 from cli.rmqctl import client as client_module
 from cli.rmqctl import main
 from cli.rmqctl.client import ControllerClient, Hooks, parse_addresses

@@ -259,7 +259,9 @@ def test_status_documents_use_the_http_api_field_names(tmp_path: Any) -> None:
                       "lastLogIndex", "lastSnapshotIndex", "lastSnapshotTerm", "peers"):  # fmt: skip
                 assert k in st
             assert st["leaderId"] == leader.id and st["role"] == "leader"
-            rows = leader.raft_peers()
+            peers = leader.raft_peers()
+            assert peers["leaderId"] == leader.id and peers["lastLogIndex"] == st["lastLogIndex"]
+            rows = peers["peers"]
             assert {r["id"] for r in rows} == set(svcs)
             assert [r["role"] for r in rows].count("leader") == 1
             for r in rows:

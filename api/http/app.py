@@ -11,11 +11,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from api.errors import BodyLimitMiddleware, install_handlers
+from api.http.errors import BodyLimitMiddleware, install_handlers
+from api.http.models import LONG_MAX, LONG_MIN
+from api.http.routes import admin, controller, health, kv, raft
+from api.http.routes.common import Gateway
 from api.metrics import ControllerMetrics
-from api.models import LONG_MAX, LONG_MIN
-from api.routes import admin, controller, health, kv, raft
-from api.routes.common import Gateway
 from api.service import ControllerService
 from api.settings import ApiSettings
 
