@@ -14,6 +14,7 @@ check: it never trusts the bytes.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,8 @@ import msgpack
 from statemachine import codes as C
 
 FORMAT_VERSION = 1
-HEADER_FIELDS = 3  # version, code, timeMillis
+HEADER = ("version", "code", "timeMillis")
+HEADER_FIELDS = len(HEADER)
 
 # Field kinds. Checks are `type(v) is ...` so that a bool never passes for an int (and vice versa).
 INT, STR, BOOL, OPT_STR, INT_LIST, STR_LIST, OPT_IDENTITY, CONFIG = range(8)
@@ -93,8 +95,15 @@ TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK
 
 _ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
 _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
+HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
+# One named tuple type per code, generated from FIELDS: (version, code, timeMillis, field...) by name.
+NAMED: dict[int, type[Any]] = {
+    code: namedtuple(C.REQUEST_NAMES[code], (*HEADER, *(name for name, _ in fields)))
+    for code, fields in FIELDS.items()
+}
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
+_new_tuple = tuple.__new__
 
 
 class CommandError(ValueError):
@@ -140,7 +149,8 @@ def config_value_ok(key: str, v: Any) -> bool:
 
 
 def heartbeat_ok(c: list) -> bool:
-    """The hot path, unrolled (same rules as the generic check; a test holds them equal)."""
+    """The hot path, unrolled, for a list of HEARTBEAT_ARITY items (same rules as the generic check, which
+    reads FIELDS; a test holds them equal)."""
     return (
         type(c[3]) is str
         and type(c[4]) is str
@@ -162,6 +172,11 @@ def parse(data: bytes) -> list:
     except Exception as e:  # msgpack raises several types (ValueError, ExtraData, FormatError, ...)
         raise CommandError(f"not msgpack: {type(e).__name__}: {e}") from None
     return check(c)
+
+
+def named(c: list) -> Any:
+    """A checked command array as its code's named tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
+    return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
 
 
 def check(c: Any) -> list:
@@ -209,10 +224,11 @@ class Command:
 
 def decode(data: bytes) -> Command:
     """Decode a command for inspection. Raises CommandError like `parse`."""
-    c = parse(data)
-    code = c[1]
-    fields = {name: c[HEADER_FIELDS + i] for i, (name, _) in enumerate(FIELDS[code])}
-    return Command(code, c[2], fields)
+    cmd = named(parse(data))
+    fields = cmd._asdict()
+    for name in HEADER:
+        del fields[name]
+    return Command(cmd.code, cmd.timeMillis, fields)
 
 
 _I64 = (-(2**63), 2**63 - 1)

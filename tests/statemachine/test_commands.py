@@ -129,6 +129,19 @@ def test_malformed_commands_answer_2015_and_change_nothing(data: bytes, reason: 
     assert e.value.field == (reason.strip("'") if reason.startswith("'") else None)
 
 
+@pytest.mark.parametrize("code", sorted(FIELDS))
+def test_each_command_decodes_into_a_named_tuple_of_its_fields(code: int) -> None:
+    """NAMED is generated from FIELDS: the header, then every field by its name, in the wire order."""
+    c = check(msgpack.unpackb(EXAMPLES[code]))
+    named = cmd.named(c)
+    assert type(named).__name__ == C.REQUEST_NAMES[code]
+    assert named._fields == (*cmd.HEADER, *(name for name, _ in FIELDS[code]))
+    assert list(named) == c and (named.version, named.code, named.timeMillis) == (FORMAT_VERSION, code, T)
+    assert decode(EXAMPLES[code]).fields == {name: getattr(named, name) for name, _ in FIELDS[code]}
+    if code == C.BROKER_HEARTBEAT:
+        assert len(c) == cmd.HEARTBEAT_ARITY  # the fast path's arity comes from the same table
+
+
 @pytest.mark.parametrize(
     ("build", "field"),
     [
