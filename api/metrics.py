@@ -139,7 +139,7 @@ class ControllerMetrics:
         snap = st["snapshot"]
         key = (snap["index"], snap["saves"], snap["installs"])
         if self._snapshot_cache[0] != key:
-            metas = self.service.node.snapshots()
+            metas = self.service.admin.snapshots()
             self._snapshot_cache = (key, metas[0] if metas else None)
         return self._snapshot_cache[1]
 
@@ -187,7 +187,7 @@ class _Collector:
         st: dict[str, Any] | None = None
         if service.started:
             try:
-                st = service.node.status()
+                st = service.node_status()
             except Exception:  # noqa: BLE001 - a scrape must answer even if the node is broken
                 log.exception("metrics: node status failed")
         role.add_metric(values, ROLE_VALUES.get(st["role"], 0) if st else 0)

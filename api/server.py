@@ -23,8 +23,9 @@ from collections.abc import Generator
 
 import uvicorn
 
-from api.app import ApiSettings, create_app
+from api.http.app import create_app
 from api.service import ControllerService, ServiceOptions
+from api.settings import ApiSettings
 
 log = logging.getLogger("controllerd")
 
@@ -100,8 +101,8 @@ class ControllerServer:
     async def stop(self) -> None:
         """Leadership first (while HTTP still answers 2007 with the new leader), then HTTP, then the node."""
         svc = self.service
-        if svc.started and svc.node.is_leader():
-            await svc._hand_over()
+        if svc.is_leader():
+            await svc.hand_over()
         if self._http is not None:
             self._http.should_exit = True
             if self._main is not None:

@@ -14,7 +14,7 @@ _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 @dataclass(frozen=True)
 class ApiSettings:
-    """Options of `api.app.create_app`. The daemon fills them from controller.conf (cli/config.py)."""
+    """Options of `api.http.app.create_app`. The daemon fills them from controller.conf (cli/config.py)."""
 
     admin_token: str | None = None
     """[controllerAdminToken] bearer token the admin and raft endpoints require; None: no check."""

@@ -128,9 +128,9 @@ def main(
 
 def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "info", access_log: bool = False) -> int:
     """Run one node until SIGTERM/SIGINT; the process exit code."""
-    from api.app import ApiSettings
     from api.logs import install
     from api.server import ControllerServer
+    from api.settings import ApiSettings
 
     host, port = http_address(cfg)
     server = ControllerServer(

@@ -7,12 +7,14 @@ Every command is one msgpack array, positional so that the hot heartbeat stays s
 `version` is FORMAT_VERSION, `code` the RocketMQ request code, `timeMillis` the leader's clock when it
 proposed the command (RocketMQ's invokeTime / lastUpdateTimestamp / checkTimeMillis; the applier's clock is
 never read), then the fields of that code in the order of FIELDS. The constructors below are what the HTTP
-layer and the daemon call; they check their arguments (ValueError/TypeError) so that bad input never reaches
-the log. `parse` is the apply-side check: it never trusts the bytes.
+layer and the daemon call; they check their arguments (CommandError naming the field, or TypeError/ValueError
+for a call that is wrong as a whole) so that bad input never reaches the log. `parse` is the apply-side
+check: it never trusts the bytes.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,8 @@ import msgpack
 from statemachine import codes as C
 
 FORMAT_VERSION = 1
-HEADER_FIELDS = 3  # version, code, timeMillis
+HEADER = ("version", "code", "timeMillis")
+HEADER_FIELDS = len(HEADER)
 
 # Field kinds. Checks are `type(v) is ...` so that a bool never passes for an int (and vice versa).
 INT, STR, BOOL, OPT_STR, INT_LIST, STR_LIST, OPT_IDENTITY, CONFIG = range(8)
@@ -92,12 +95,29 @@ TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK
 
 _ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
 _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
+HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
+# One named tuple type per code, generated from FIELDS: (version, code, timeMillis, field...) by name.
+NAMED: dict[int, type[Any]] = {
+    code: namedtuple(C.REQUEST_NAMES[code], (*HEADER, *(name for name, _ in fields)))
+    for code, fields in FIELDS.items()
+}
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
+_new_tuple = tuple.__new__
 
 
 class CommandError(ValueError):
-    """The bytes are not a valid command (the reason says which part)."""
+    """The bytes are not a valid command, or a constructor refused an argument (the reason says which part).
+    `field` names the field at fault (FIELDS spelling), None when the fault is not one field's (the format
+    version, the code, the length, timeMillis)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class CommandTypeError(CommandError, TypeError):
+    """A constructor got a value of the wrong type for a field (still a TypeError, as Python has it)."""
 
 
 def _kind_ok(kind: int, v: Any) -> bool:
@@ -129,7 +149,8 @@ def config_value_ok(key: str, v: Any) -> bool:
 
 
 def heartbeat_ok(c: list) -> bool:
-    """The hot path, unrolled (same rules as the generic check; a test holds them equal)."""
+    """The hot path, unrolled, for a list of HEARTBEAT_ARITY items (same rules as the generic check, which
+    reads FIELDS; a test holds them equal)."""
     return (
         type(c[3]) is str
         and type(c[4]) is str
@@ -153,6 +174,11 @@ def parse(data: bytes) -> list:
     return check(c)
 
 
+def named(c: list) -> Any:
+    """A checked command array as its code's named tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
+    return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
+
+
 def check(c: Any) -> list:
     """`parse` for an already unpacked msgpack object."""
     if type(c) is not list or len(c) < HEADER_FIELDS:
@@ -171,7 +197,7 @@ def check(c: Any) -> list:
     for i, kind in enumerate(_KINDS[code]):
         if not _kind_ok(kind, c[HEADER_FIELDS + i]):
             name = FIELDS[code][i][0]
-            raise CommandError(f"request code {code}: field {name!r} has a wrong type or value")
+            raise CommandError(f"request code {code}: field {name!r} has a wrong type or value", name)
     return c
 
 
@@ -198,10 +224,11 @@ class Command:
 
 def decode(data: bytes) -> Command:
     """Decode a command for inspection. Raises CommandError like `parse`."""
-    c = parse(data)
-    code = c[1]
-    fields = {name: c[HEADER_FIELDS + i] for i, (name, _) in enumerate(FIELDS[code])}
-    return Command(code, c[2], fields)
+    cmd = named(parse(data))
+    fields = cmd._asdict()
+    for name in HEADER:
+        del fields[name]
+    return Command(cmd.code, cmd.timeMillis, fields)
 
 
 _I64 = (-(2**63), 2**63 - 1)
@@ -218,10 +245,10 @@ def encode(code: int, time_millis: int, *fields: Any) -> bytes:
         raise TypeError(f"timeMillis must be a 64-bit integer, got {time_millis!r}")
     for (name, kind), v in zip(FIELDS[code], fields, strict=True):
         if not _kind_ok(kind, v):
-            raise TypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}")
+            raise CommandTypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}", name)
         ints = v if kind == INT_LIST else (v,) if kind == INT else ()
         if any(not _I64[0] <= x <= _I64[1] for x in ints):
-            raise ValueError(f"request code {code}: field {name!r} is outside the 64-bit range: {v!r}")
+            raise CommandError(f"request code {code}: field {name!r} is outside the 64-bit range: {v!r}", name)
     return _packb(c)
 
 

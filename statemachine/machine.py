@@ -16,7 +16,7 @@ import msgpack
 
 from snapshot.rw import SnapshotAbleMetadataManager, load_managers, save_managers
 from statemachine import codes as C
-from statemachine.commands import FORMAT_VERSION, CommandError, check, heartbeat_ok
+from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
 from statemachine.heartbeat import BrokerHeartbeatManager
 from statemachine.kv import KvConfigManager
@@ -28,6 +28,7 @@ from statemachine.tables import ReplicaTable, SyncStateTable
 log = logging.getLogger("statemachine")
 
 _unpackb = msgpack.unpackb
+_new_tuple = tuple.__new__
 HEARTBEAT_OK = Result(C.SUCCESS, "Heart beat success")  # shared: a heartbeat answer allocates nothing
 # Commands that only read: answered from local state (ReadIndex) outside the log, so they must not move the clock.
 READ_ONLY_CODES = frozenset({C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID,
@@ -55,25 +56,33 @@ class ControllerStateMachine:
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
         m, h = self.manager, self.heartbeats
-        # code -> handler(command array); fields start at index 3 (commands.HEADER_FIELDS).
-        self._handlers: dict[int, Callable[[list], Result]] = {
-            C.ALTER_SYNC_STATE_SET: lambda c: m.alter_sync_state_set(c[3], c[4], c[5], c[6], c[7], c[2]),
-            C.ELECT_MASTER: lambda c: m.elect_master(c[4], c[5], c[6], c[2]),
-            C.REGISTER_BROKER: lambda c: m.register_broker(c[3], c[4], c[5], c[6], c[2]),
-            C.GET_REPLICA_INFO: lambda c: m.get_replica_info(c[3]),
-            C.GET_SYNC_STATE_DATA: lambda c: m.get_sync_state_data(c[3], c[2]),
+        # code -> handler(the command as its commands.NAMED tuple: fields by their FIELDS names).
+        self._handlers: dict[int, Callable[[Any], Result]] = {
+            C.ALTER_SYNC_STATE_SET: lambda c: m.alter_sync_state_set(
+                c.brokerName, c.masterBrokerId, c.masterEpoch, c.syncStateSet, c.syncStateSetEpoch, c.timeMillis
+            ),
+            C.ELECT_MASTER: lambda c: m.elect_master(c.brokerName, c.brokerId, c.designateElect, c.timeMillis),
+            C.REGISTER_BROKER: lambda c: m.register_broker(
+                c.clusterName, c.brokerName, c.brokerId, c.brokerAddress, c.timeMillis
+            ),
+            C.GET_REPLICA_INFO: lambda c: m.get_replica_info(c.brokerName),
+            C.GET_SYNC_STATE_DATA: lambda c: m.get_sync_state_data(c.brokerNames, c.timeMillis),
             C.UPDATE_CONTROLLER_CONFIG: self._update_config,
-            C.CLEAN_BROKER_DATA: lambda c: m.clean_broker_data(c[3], c[4], c[5], c[6], c[2]),
-            C.GET_NEXT_BROKER_ID: lambda c: m.get_next_broker_id(c[3], c[4]),
-            C.APPLY_BROKER_ID: lambda c: m.apply_broker_id(c[3], c[4], c[5], c[6]),
-            C.BROKER_CLOSE_CHANNEL: lambda c: h.close_channel(c[3], c[4], c[5], c[2]),
-            C.CHECK_NOT_ACTIVE_BROKER: lambda c: h.check_not_active_broker(c[2]),
-            C.GET_BROKER_LIVE_INFO: lambda c: h.get_broker_live_info(c[3]),
+            C.CLEAN_BROKER_DATA: lambda c: m.clean_broker_data(
+                c.clusterName, c.brokerName, c.brokerControllerIdsToClean, c.isCleanLivingBroker, c.timeMillis
+            ),
+            C.GET_NEXT_BROKER_ID: lambda c: m.get_next_broker_id(c.clusterName, c.brokerName),
+            C.APPLY_BROKER_ID: lambda c: m.apply_broker_id(
+                c.clusterName, c.brokerName, c.appliedBrokerId, c.registerCheckCode
+            ),
+            C.BROKER_CLOSE_CHANNEL: lambda c: h.close_channel(c.clusterName, c.brokerName, c.brokerId, c.timeMillis),
+            C.CHECK_NOT_ACTIVE_BROKER: lambda c: h.check_not_active_broker(c.timeMillis),
+            C.GET_BROKER_LIVE_INFO: lambda c: h.get_broker_live_info(c.brokerIdentity),
             C.BROKER_HEARTBEAT: self._heartbeat,
-            C.KV_PUT: lambda c: kv.put(c[3], c[4], c[5]),
-            C.KV_GET: lambda c: kv.get(c[3], c[4]),
-            C.KV_DELETE: lambda c: kv.delete(c[3], c[4]),
-            C.KV_CAS: lambda c: kv.cas(c[3], c[4], c[5], c[6]),
+            C.KV_PUT: lambda c: kv.put(c.namespace, c.key, c.value),
+            C.KV_GET: lambda c: kv.get(c.namespace, c.key),
+            C.KV_DELETE: lambda c: kv.delete(c.namespace, c.key),
+            C.KV_CAS: lambda c: kv.cas(c.namespace, c.key, c.expect, c.value),
         }
 
     def managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
@@ -93,8 +102,8 @@ class ControllerStateMachine:
         except Exception as e:  # msgpack raises several exception types for bad bytes
             return _malformed(f"not msgpack: {type(e).__name__}: {e}")
         live = self.live
-        # The hot path: a well-formed heartbeat goes straight to the live table.
-        if (type(c) is list and len(c) == 12 and c[1] == C.BROKER_HEARTBEAT and type(c[1]) is int
+        # The hot path: a well-formed heartbeat goes straight to the live table, as the array it is.
+        if (type(c) is list and len(c) == HEARTBEAT_ARITY and c[1] == C.BROKER_HEARTBEAT and type(c[1]) is int
                 and c[0] == FORMAT_VERSION and type(c[0]) is int and type(c[2]) is int and heartbeat_ok(c)):  # fmt: skip
             if c[2] < live.clock:
                 c[2] = live.clock
@@ -110,18 +119,19 @@ class ControllerStateMachine:
             c[2] = live.clock
         elif c[1] not in READ_ONLY_CODES:
             live.clock = c[2]
-        return self._handlers[c[1]](c)
+        code = c[1]
+        return self._handlers[code](_new_tuple(NAMED[code], c))  # commands.named, inlined
 
     def on_apply(self, entries: Iterable[_Entry]) -> list[Result]:
         apply = self.apply
         return [apply(e.data) for e in entries]
 
-    def _heartbeat(self, c: list) -> Result:
-        self.live.apply_heartbeat(c)
+    def _heartbeat(self, c: Any) -> Result:
+        self.live.apply_heartbeat(list(c))  # unreached while heartbeat_ok and check agree (a test holds them)
         return HEARTBEAT_OK
 
-    def _update_config(self, c: list) -> Result:
-        self.config.update(c[3])
+    def _update_config(self, c: Any) -> Result:
+        self.config.update(c.config)
         return Result(C.SUCCESS)
 
     # --- for the daemon -------------------------------------------------------------------------------

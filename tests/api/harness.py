@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from api import models as M
-from api.app import create_app
+from api.http import models as M
+from api.http.app import create_app
 from api.service import ControllerService, ServiceOptions
 from api.settings import ApiSettings
 from raft.options import NodeOptions, RaftOptions

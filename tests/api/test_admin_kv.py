@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 import pytest
 
-from api import models as M
+from api.http import models as M
 from statemachine import codes as C
 from tests.api.harness import LOCAL_CONFIG, Counter, Node, assert_rejected, register
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.app import create_app
+from api.http.app import create_app
 from api.settings import ApiSettings
 from tests.api.harness import TOKEN, Node, assert_rejected
 

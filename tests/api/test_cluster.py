@@ -11,9 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from api import models as M
-from api.errors import ApiError
-from api.routes.raft import choose_transferee
+from api.http import models as M
+from api.service import RefusedError, choose_transferee
 from raft.options import RaftOptions
 from statemachine import codes as C
 from tests.api.harness import Node, group, http_address, joiner, running, scrape, settled, value
@@ -226,6 +225,6 @@ def test_choose_transferee(peers: dict[str, tuple[int, int]], to: str | None, ma
     if isinstance(expect, tuple):
         assert choose_transferee(st, to, max_lag, 20) == expect
     else:
-        with pytest.raises(ApiError) as e:
+        with pytest.raises(RefusedError) as e:
             choose_transferee(st, to, max_lag, 20)
-        assert e.value.status == 409 and expect in e.value.message
+        assert e.value.error == "REFUSED" and expect in e.value.message

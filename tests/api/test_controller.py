@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from api import models as M
+from api.http import models as M
 from statemachine import codes as C
 from tests.api.harness import Counter, Node, http_address, register
 

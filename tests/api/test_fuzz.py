@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from api.app import create_app
+from api.http.app import create_app
 from tests.api.harness import AUTH, SETTINGS, Node
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The status page's routes on one node (api/ui): static files without a token, the JSON reads behind the
+"""The status page's routes on one node (api/http/ui): static files without a token, the JSON reads behind the
 admin token when one is configured, the broker sets with heartbeats, and the event ring's elections with
 their reasons. The page in a real browser against a real cluster: tests/daemon/test_demo.py."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.ui import Events
+from api.http.ui import Events
 from statemachine import codes as C
 from statemachine.result import Result
 from tests.api.harness import Node, group, settled

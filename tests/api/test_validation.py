@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from api.errors import CommandArgumentError, checked
+from api.http.errors import argument_error
+from api.service import CommandArgumentError, checked
 from statemachine import commands
 from tests.api.harness import SETTINGS, Node, assert_rejected
 
@@ -166,15 +167,17 @@ async def test_streamed_body_over_the_limit_is_413_before_the_app_reads_it(node:
 
 
 def test_command_constructor_refusals_become_422_naming_the_field() -> None:
-    """The last line of defence behind the models: a constructor's TypeError/ValueError is a 422."""
+    """The last line of defence behind the models: a constructor's TypeError/ValueError is a 422 naming the
+    field the CommandError carries, in the request body's spelling."""
     with pytest.raises(CommandArgumentError) as e:
         checked(lambda now: commands.kv_put(now, "ns", "k", 1))(0)  # type: ignore[arg-type]
-    err = e.value.api_error()
+    err = argument_error(e.value)
     assert err.status == 422 and err.errors and err.errors[0]["field"] == "value"
     with pytest.raises(CommandArgumentError) as e:
         checked(lambda now: commands.heartbeat(now, "c", "b", "a", 1, heartbeat_timeout_millis="x"))(0)  # type: ignore[arg-type]
-    assert e.value.api_error().errors == [{"field": "heartbeatTimeoutMills", "location": "body", "type": "value_error",
-                                          "message": e.value.api_error().message.split(": ", 1)[1]}]  # fmt: skip
+    assert e.value.field == "heartbeatTimeoutMillis"
+    assert argument_error(e.value).errors == [{"field": "heartbeatTimeoutMills", "location": "body", "type": "value_error",
+                                              "message": argument_error(e.value).message.split(": ", 1)[1]}]  # fmt: skip
     with pytest.raises(CommandArgumentError) as e:
         checked(lambda now: commands.update_controller_config(now, {"nope": 1}))(0)
-    assert e.value.api_error().errors[0]["field"] == "body"  # type: ignore[index]
+    assert e.value.field is None and argument_error(e.value).errors[0]["field"] == "body"  # type: ignore[index]

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from api import models as M
+from api.http import models as M
 from cli.rmqctl import client as client_module
 from cli.rmqctl import main
 from cli.rmqctl.client import ControllerClient, Hooks, parse_addresses
@@ -35,7 +35,7 @@ def not_leader(leader: str | None) -> dict[str, Any]:
     return envelope(2007, header, remark="The controller is not in leader state")
 
 
-# --- canned answers (shapes of api/models.py, values as a 3-node group would answer) ------------------------
+# --- canned answers (shapes of api/http/models.py, values as a 3-node group would answer) ------------------------
 
 META = envelope(header={"group": "jRaft-Controller", "controllerLeaderId": RAFT[L], "controllerLeaderAddress": L,
                         "isLeader": True, "peers": f"{L};{F1};{F2};"})  # fmt: skip
@@ -496,7 +496,7 @@ def test_the_verb_level_output_flag_works_like_the_global_one(leader: Cluster) -
 
 
 def test_the_canned_answers_follow_the_api_models() -> None:
-    """The fakes answer what the real routes answer (api/models.py), so the goldens test the real contract."""
+    """The fakes answer what the real routes answer (api/http/models.py), so the goldens test the real contract."""
     answers = {
         M.MetadataAnswer: [META], M.SyncStateDataAnswer: [SYNC], M.ElectMasterAnswer: [ELECT],
         M.EmptyAnswer: [EMPTY], M.ConfigAnswer: [CONFIG], M.RaftStatusAnswer: [STATUS],

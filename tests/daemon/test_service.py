@@ -10,8 +10,19 @@ from typing import Any
 
 import pytest
 
-from api.service import CommitTimeout, ControllerService, Deadlines, NotLeaderError, ServiceOptions, UnavailableError
+from api.service import (
+    CommitTimeout,
+    ControllerService,
+    Deadlines,
+    NotLeaderError,
+    RefusedError,
+    ServiceOptions,
+    UnavailableError,
+)
+from api.service.errors import outcome_of
+from raft.core.confchange import ConfChangeError
 from raft.options import NodeOptions, RaftOptions
+from raft.status import RaftError, RaftException
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from statemachine import commands
@@ -259,7 +270,9 @@ def test_status_documents_use_the_http_api_field_names(tmp_path: Any) -> None:
                       "lastLogIndex", "lastSnapshotIndex", "lastSnapshotTerm", "peers"):  # fmt: skip
                 assert k in st
             assert st["leaderId"] == leader.id and st["role"] == "leader"
-            rows = leader.raft_peers()
+            peers = leader.raft_peers()
+            assert peers["leaderId"] == leader.id and peers["lastLogIndex"] == st["lastLogIndex"]
+            rows = peers["peers"]
             assert {r["id"] for r in rows} == set(svcs)
             assert [r["role"] for r in rows].count("leader") == 1
             for r in rows:
@@ -290,3 +303,34 @@ def test_deadlines_expire_waiting_proposals_in_order_and_leave_answered_ones_alo
         d.close()
 
     run(body)
+
+
+def _leader_of(hint: str) -> tuple[str, str | None]:
+    lid = hint or "n2"
+    return lid, f"http-{lid}"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "expect"),
+    [
+        (RaftException(RaftError.EPERM, "not leader", "n3"), {}, ("NotLeaderError", "n3")),
+        (RaftException(RaftError.EPERM, "not leader"), {"admin": True}, ("NotLeaderError", "n2")),  # no hint: asked
+        (RaftException(RaftError.ELEADERCHANGED, "lost"), {"read": True}, ("NotLeaderError", "n2")),
+        (RaftException(RaftError.ELEADERCHANGED, "lost"), {}, ("UnavailableError", None)),  # a write: outcome unknown
+        (RaftException(RaftError.EBUSY, "transferring"), {}, ("UnavailableError", None)),  # overload: retry
+        (RaftException(RaftError.EBUSY, "conf change"), {"admin": True}, ("RefusedError", "REFUSED")),
+        (RaftException(RaftError.EINVAL, "not a voter"), {"admin": True}, ("RefusedError", "REFUSED")),
+        (ConfChangeError("cannot remove the last voter"), {"admin": True}, ("RefusedError", "REFUSED")),
+        (RaftException(RaftError.EIO, "disk"), {"admin": True}, ("UnavailableError", None)),
+    ],
+)
+def test_one_mapping_from_raft_errors_to_service_errors(error: Any, kind: dict[str, bool], expect: Any) -> None:
+    out = outcome_of(error, _leader_of, **kind)
+    name, detail = expect
+    assert type(out).__name__ == name
+    if isinstance(out, NotLeaderError):
+        assert (out.leader_id, out.leader_address) == (detail, f"http-{detail}")
+    elif isinstance(out, RefusedError):
+        assert out.error == detail and out.message == str(error)
+    else:
+        assert str(out) == str(error)

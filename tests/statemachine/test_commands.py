@@ -3,6 +3,8 @@ state, answer 2015)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -122,8 +124,39 @@ def test_malformed_commands_answer_2015_and_change_nothing(data: bytes, reason: 
     r = ctl.sm.apply(data)
     assert r.code == C.CONTROLLER_JRAFT_INTERNAL_ERROR and reason in r.remark, r.remark
     assert ctl.sm.encode_sections() == before
-    with pytest.raises(CommandError):
+    with pytest.raises(CommandError) as e:
         decode(data)
+    assert e.value.field == (reason.strip("'") if reason.startswith("'") else None)
+
+
+@pytest.mark.parametrize("code", sorted(FIELDS))
+def test_each_command_decodes_into_a_named_tuple_of_its_fields(code: int) -> None:
+    """NAMED is generated from FIELDS: the header, then every field by its name, in the wire order."""
+    c = check(msgpack.unpackb(EXAMPLES[code]))
+    named = cmd.named(c)
+    assert type(named).__name__ == C.REQUEST_NAMES[code]
+    assert named._fields == (*cmd.HEADER, *(name for name, _ in FIELDS[code]))
+    assert list(named) == c and (named.version, named.code, named.timeMillis) == (FORMAT_VERSION, code, T)
+    assert decode(EXAMPLES[code]).fields == {name: getattr(named, name) for name, _ in FIELDS[code]}
+    if code == C.BROKER_HEARTBEAT:
+        assert len(c) == cmd.HEARTBEAT_ARITY  # the fast path's arity comes from the same table
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: cmd.kv_put(T, "ns", "k", 1), "value"),
+        (lambda: cmd.heartbeat(T, "c", "b", "a", 1, heartbeat_timeout_millis="x"), "heartbeatTimeoutMillis"),
+        (lambda: cmd.alter_sync_state_set(T, "b", 1, 1, [2**63], 1), "syncStateSet"),
+        (lambda: cmd.register_broker(T, "c", "b", True, "a:1"), "brokerId"),
+        (lambda: cmd.update_controller_config(T, {"enableElectUncleanMaster": 1}), "config"),
+    ],
+)
+def test_constructor_refusals_name_the_field(build: Any, field: str) -> None:
+    """A constructor's CommandError carries the field (FIELDS spelling) for the front ends to name."""
+    with pytest.raises(CommandError) as e:
+        build()
+    assert e.value.field == field and repr(field) in str(e.value)
 
 
 def test_on_apply_returns_one_result_per_entry_in_order() -> None:

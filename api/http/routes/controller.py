@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api import models as M
-from api.routes import ERRORS
-from api.routes.common import GatewayDep, rocketmq
+from api.http import models as M
+from api.http.routes import ERRORS
+from api.http.routes.common import GatewayDep, rocketmq
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result

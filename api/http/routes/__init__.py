@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.models import ErrorBody
+from api.http.models import ErrorBody
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": ErrorBody, "description": "the body is larger than the limit (BODY_TOO_LARGE); nothing proposed"},

@@ -3,7 +3,7 @@
 Route functions only validate (their pydantic models) and build the command; `Gateway.write` / `read`
 do the rest: a command constructor's refusal is a 422 (nothing proposed), NotLeaderError the 2007
 envelope, UnavailableError a 503 (counted `timeout` when it came after the commit wait), a Result its
-envelope with HTTP 200.
+envelope with HTTP 200. The Gateway calls only the service (api.service), never the Raft node.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
-from api.errors import CommandArgumentError, checked, not_leader_envelope
+from api.http.errors import not_leader_envelope
 from api.metrics import ControllerMetrics
-from api.service import ControllerService, NotLeaderError, UnavailableError
+from api.service import ControllerService, NotLeaderError, UnavailableError, checked
 from api.settings import ApiSettings
 from statemachine import commands
 from statemachine.result import Result
@@ -50,9 +50,9 @@ class Gateway:
         """A linearizable read (ReadIndex barrier, then the read command on the local state)."""
         return await self._run(request_type, lambda: self.service.read(checked(build)))
 
-    async def read_state(self, request_type: str, answer: Callable[[int], Result]) -> JSONResponse:
-        """A linearizable read answered from the applied state after the ReadIndex barrier (no command)."""
-        return await self._run(request_type, lambda: self.service.read_state(answer))
+    async def call(self, request_type: str, call: Callable[[], Awaitable[Result]]) -> JSONResponse:
+        """Any other service request answering a Result (e.g. `service.broker_sets`), with the same mapping."""
+        return await self._run(request_type, call)
 
     async def local(self, request_type: str | None, answer: Callable[[], Result]) -> JSONResponse:
         """An answer from this node's own state (no consensus): metadata, config, raft status."""
@@ -90,8 +90,7 @@ class Gateway:
             timed_out = waited >= self.service.opts.request_timeout_s
             self.metrics.observe_request(request_type, "timeout" if timed_out else "failed")
             raise
-        except CommandArgumentError as e:
-            raise e.api_error() from None  # counted `failed` by the ApiError handler
+        # A CommandArgumentError goes on to its handler: a 422, counted `failed` there.
         self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
         if on_result is not None:
             on_result(result)

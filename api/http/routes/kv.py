@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from api import models as M
-from api.routes import ERRORS
-from api.routes.common import GatewayDep, rocketmq
+from api.http import models as M
+from api.http.routes import ERRORS
+from api.http.routes.common import GatewayDep, rocketmq
 from statemachine import commands
 
 router = APIRouter(prefix="/api/v1/kv", tags=["kv"], responses=ERRORS)

@@ -26,7 +26,7 @@ import httpx
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
 
-from api.auth import require_admin
+from api.http.auth import require_admin
 from api.service import ControllerService, NotLeaderError, UnavailableError
 from statemachine import codes as C
 from statemachine.result import Result
@@ -112,7 +112,7 @@ def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
     st = service.raft_status()
     checks = service.readiness()
     failed = [f"{name}: {detail}" for name, ok, detail in checks if not ok]
-    snaps = service.snapshots()
+    snaps = service.admin.snapshots()
     created = snaps[0].created_at if snaps else None
     return {
         "id": st["nodeId"], "role": st["role"], "term": st["term"], "leaderId": st["leaderId"],

@@ -12,10 +12,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from api import models as M
-from api.errors import error_response
+from api.http import models as M
+from api.http.errors import error_response
+from api.http.routes.common import Gateway, GatewayDep
 from api.metrics import CONTENT_TYPE
-from api.routes.common import Gateway, GatewayDep
 
 router = APIRouter(tags=["health"])
 

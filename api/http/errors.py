@@ -3,16 +3,17 @@
 * 422 VALIDATION_ERROR: malformed input (bad JSON, wrong type, missing or unknown field, a value a command
   constructor refuses), naming every offending field. Nothing is proposed.
 * 413 BODY_TOO_LARGE: refused before the body is parsed (BodyLimitMiddleware).
-* 401 UNAUTHORIZED (auth.py), 404, 405, 409 (refused raft operations): the same JSON shape.
+* 401 UNAUTHORIZED (auth.py), 404, 405, 409 (refused raft operations: RefusedError, MemberNotFoundError):
+  the same JSON shape.
 * 503 UNAVAILABLE: UnavailableError; the outcome of a proposal is then unknown, like a RocketMQ timeout.
 * NotLeaderError is not an error here: HTTP 200 with the 2007 envelope naming the leader.
-Anything else is a bug: logged with its traceback, answered 500 INTERNAL.
+Anything else is a bug: logged with its traceback, answered 500 INTERNAL. The service's errors
+(api/service/errors.py) are what this maps; Raft errors never reach here.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,9 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.service import NotLeaderError, UnavailableError
-from raft.core.confchange import ConfChangeError
-from raft.status import RaftError, RaftException
+from api.service import CommandArgumentError, MemberNotFoundError, NotLeaderError, RefusedError, UnavailableError
 from statemachine import codes as C
 
 log = logging.getLogger("controllerd.api")
@@ -78,10 +77,6 @@ def invalid(field: str, message: str, *, location: str = "body", type: str = "va
     return validation_error([{"field": field, "location": location, "message": message, "type": type}])
 
 
-def conflict(error: str, message: str) -> ApiError:
-    return ApiError(409, error, message)
-
-
 NOT_LEADER_REMARK = "The controller is not in leader state"  # RocketMQ's remark for 2007
 
 
@@ -96,42 +91,20 @@ def not_leader_envelope(e: NotLeaderError) -> dict[str, Any]:
     }
 
 
-def from_raft(e: RaftException, http_addresses: Mapping[str, str]) -> Exception:
-    """A RaftException from a node operation as what the HTTP layer answers."""
-    if e.code == RaftError.EPERM:
-        return NotLeaderError(e.leader, http_addresses.get(e.leader) if e.leader else None)
-    if e.code in (RaftError.EBUSY, RaftError.EINVAL):
-        return conflict("REFUSED", str(e))
-    return UnavailableError(str(e))
+# Command field names (commands.FIELDS) that differ from the request body's (RocketMQ's heartbeat spelling).
+_BODY_NAMES = {"heartbeatTimeoutMillis": "heartbeatTimeoutMills", "syncStateSetEpoch": "syncStateSet.syncStateSetEpoch"}
 
 
-# ------------------------------------------------------------------------------------- command arguments
+def argument_error(e: CommandArgumentError) -> ApiError:
+    """A command constructor's refusal as a 422 naming the request body's field (the whole body when the
+    refusal names none)."""
+    field = _BODY_NAMES.get(e.field, e.field) if e.field else "body"
+    return invalid(field, e.message)
 
 
-class CommandArgumentError(Exception):
-    """A command constructor (statemachine.commands) refused an argument: 422, nothing proposed."""
-
-    _FIELD = re.compile(r"field '(\w+)'")
-    # Command field names that differ from the request's (RocketMQ's heartbeat spelling).
-    _NAMES = {"heartbeatTimeoutMillis": "heartbeatTimeoutMills", "syncStateSetEpoch": "syncStateSet.syncStateSetEpoch"}
-
-    def api_error(self) -> ApiError:
-        text = str(self.__cause__ or self)
-        m = self._FIELD.search(text)
-        field = self._NAMES.get(m.group(1), m.group(1)) if m else "body"
-        return invalid(field, text)
-
-
-def checked(build: Callable[[int], bytes]) -> Callable[[int], bytes]:
-    """`build`, with its argument errors turned into CommandArgumentError (never a 500, never proposed)."""
-
-    def run(now: int) -> bytes:
-        try:
-            return build(now)
-        except (TypeError, ValueError) as e:
-            raise CommandArgumentError(str(e)) from e
-
-    return run
+def refused(e: RefusedError) -> ApiError:
+    """A refused admin operation: 404 when the peer is no member, else 409 with its reason."""
+    return ApiError(404 if isinstance(e, MemberNotFoundError) else 409, e.error, e.message)
 
 
 # ---------------------------------------------------------------------------------------- 422 from pydantic
@@ -182,7 +155,7 @@ def request_type_of(request: Request) -> str | None:
 
 
 def install_handlers(app: FastAPI) -> None:
-    from api import auth  # auth imports this module
+    from api.http import auth  # auth imports this module
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -214,8 +187,13 @@ def install_handlers(app: FastAPI) -> None:
     async def on_unavailable(request: Request, exc: Exception) -> JSONResponse:
         return error_response(503, "UNAVAILABLE", str(exc), headers={"Retry-After": "1"})
 
-    async def on_conf_change(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(409, "REFUSED", str(exc))
+    async def on_refused(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RefusedError)
+        return await on_api_error(request, refused(exc))
+
+    async def on_bad_argument(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, CommandArgumentError)
+        return await on_api_error(request, argument_error(exc))
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
@@ -230,7 +208,8 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(NotLeaderError, on_not_leader)
     app.add_exception_handler(UnavailableError, on_unavailable)
-    app.add_exception_handler(ConfChangeError, on_conf_change)
+    app.add_exception_handler(RefusedError, on_refused)
+    app.add_exception_handler(CommandArgumentError, on_bad_argument)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_bug)
 

@@ -11,14 +11,14 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from api.errors import BodyLimitMiddleware, install_handlers
+from api.http.errors import BodyLimitMiddleware, install_handlers
+from api.http.models import LONG_MAX, LONG_MIN
+from api.http.routes import admin, controller, health, kv, raft
+from api.http.routes.common import Gateway
+from api.http.ui import make_router as ui_router
 from api.metrics import ControllerMetrics
-from api.models import LONG_MAX, LONG_MIN
-from api.routes import admin, controller, health, kv, raft
-from api.routes.common import Gateway
 from api.service import ControllerService
 from api.settings import ApiSettings
-from api.ui import make_router as ui_router
 
 __all__ = ["ApiSettings", "create_app", "metric_labels"]
 

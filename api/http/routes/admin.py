@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api import models as M
-from api.auth import require_admin
-from api.errors import invalid, validation_error
-from api.routes import PROTECTED_ERRORS
-from api.routes.common import GatewayDep, rocketmq
+from api.http import models as M
+from api.http.auth import require_admin
+from api.http.errors import invalid, validation_error
+from api.http.routes import PROTECTED_ERRORS
+from api.http.routes.common import GatewayDep, rocketmq
 from api.service import ControllerService
 from api.settings import ApiSettings
 from statemachine import codes as C
@@ -35,7 +35,7 @@ def config_view(service: ControllerService, settings: ApiSettings) -> dict[str, 
     """GET config: the node-local effective keys, and the replicated keys as the state machine applies them
     (this node's applied state, like RocketMQ's node-local 1010)."""
     out = dict(settings.local_config)
-    out.update({k: _text(v) for k, v in service.sm.config_values().items()})
+    out.update({k: _text(v) for k, v in service.replicated_config().items()})
     return dict(sorted(out.items()))
 
 
@@ -102,8 +102,7 @@ async def broker_sets(
     """Every broker set the controller knows, or those of `clusterName`: 1006's answer (master, epochs, in-sync
     and not-in-sync replicas with liveness) for all of them, a linearizable read. mqadmin's
     `getSyncStateSet -c` resolves a cluster's broker names through the NameServer; this needs none."""
-    return await gw.read_state("CONTROLLER_GET_SYNC_STATE_DATA",
-                               lambda now: gw.service.sm.manager.broker_sets(clusterName, now))  # fmt: skip
+    return await gw.call("CONTROLLER_GET_SYNC_STATE_DATA", lambda: gw.service.broker_sets(clusterName))
 
 
 @router.post(

@@ -1,7 +1,8 @@
 """ControllerService: one controller node (Raft node + controller state machine) and the duties of its leader.
 
-This is the layer between the HTTP routes and the Raft node, and the embeddable Python API (see
-`api.server.ControllerServer` for the node plus its HTTP endpoints):
+This is the layer between the front ends (api/http/, the HTTP routes) and the Raft node, and the embeddable
+Python API (see `api.server.ControllerServer` for the node plus its HTTP endpoints). Front ends call this
+and `self.admin` (admin.py: transfer, peers, snapshots), never the node:
 
 * writes: `write(build)` stamps the leader's clock into the command (`build(now_ms) -> bytes`), proposes
   it, and answers the state machine's `Result` once the entry is applied here;
@@ -12,8 +13,9 @@ This is the layer between the HTTP routes and the Raft node, and the embeddable 
   proposes the replicated config keys its properties file sets (statemachine/config.py);
 * `stop()` hands leadership to the most caught-up voter before the node stops (rolling restarts).
 
-Errors are values the routes map onto the envelope: `NotLeaderError` (2007, nothing was proposed),
-`UnavailableError` (HTTP 503: the outcome is unknown or the node cannot serve).
+Errors are values the front ends map onto their answers (errors.py): `NotLeaderError` (2007, nothing was
+proposed), `UnavailableError` (HTTP 503: the outcome is unknown or the node cannot serve), `RefusedError`,
+`CommandArgumentError`. `outcome()` is the one mapping from Raft errors to them.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from api.service.admin import AdminOperations
+from api.service.errors import NotLeaderError, UnavailableError, outcome_of
+from raft.core.confchange import ConfChangeError
 from raft.node import Node
 from raft.options import NodeOptions
-from raft.status import RaftError, RaftException
+from raft.status import RaftException
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.machine import READ_ONLY_CODES, ControllerStateMachine
@@ -61,20 +66,6 @@ class ServiceOptions:
     did. Stale reads become possible; the suite must then find them."""
 
 
-class NotLeaderError(Exception):
-    """This node does not lead; nothing was proposed. Maps to 2007 with the leader's id and HTTP address."""
-
-    def __init__(self, leader_id: str, leader_address: str | None) -> None:
-        super().__init__(f"not leader; leader is {leader_id or 'unknown'}")
-        self.leader_id = leader_id
-        self.leader_address = leader_address
-
-
-class UnavailableError(Exception):
-    """The request could not be completed in time or the node cannot serve; a proposal's effect is unknown
-    (it may still commit), like a RocketMQ timeout. Maps to HTTP 503."""
-
-
 class _Machine(ControllerStateMachine):
     """The controller state machine, telling the service about leadership (informational callbacks)."""
 
@@ -89,20 +80,6 @@ class _Machine(ControllerStateMachine):
     def on_leader_stop(self, term: int) -> None:
         super().on_leader_stop(term)
         self._service._leader_stopped(term)
-
-
-def most_caught_up(st: Mapping[str, Any], candidates: list[str], silent_after_ticks: float) -> str | None:
-    """The candidate with the highest match index (then the most recent contact) among those that answered the
-    leader whose node status is `st` within `silent_after_ticks`; None when none did."""
-    progress = st["peers"]
-
-    def heard(p: str) -> bool:
-        return 0 <= progress.get(p, {}).get("contact_ticks", -1) <= silent_after_ticks
-
-    reachable = [p for p in candidates if heard(p)]
-    if not reachable:
-        return None
-    return max(reachable, key=lambda p: (progress[p]["match"], -progress[p]["contact_ticks"]))
 
 
 def wall_ms() -> int:
@@ -173,6 +150,7 @@ class ControllerService:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._scan_task: asyncio.Task[None] | None = None
         self._deadlines = Deadlines(options.request_timeout_s)
+        self.admin = AdminOperations(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,7 +171,7 @@ class ControllerService:
             return
         self._stop_called = True
         if transfer and self.started and self.node.is_leader():
-            await self._hand_over()  # still serving meanwhile: requests get 2007 once the transfer is done
+            await self.hand_over()  # still serving meanwhile: requests get 2007 once the transfer is done
         self.stopping = True
         if self._scan_task is not None:
             self._scan_task.cancel()
@@ -203,8 +181,9 @@ class ControllerService:
         self._deadlines.close()
         log.info("controller node %s stopped", self.id)
 
-    async def _hand_over(self) -> None:
-        target = self._best_transferee()
+    async def hand_over(self) -> None:
+        """Hand leadership to the most caught-up voter (when there is one); a failure is logged, not raised."""
+        target = self.admin.best_transferee()
         if target is None:
             return
         try:
@@ -212,10 +191,6 @@ class ControllerService:
             log.info("leadership handed to %s before stopping", target)
         except (RaftException, TimeoutError) as e:
             log.warning("leadership transfer to %s before stopping failed: %s", target, e)
-
-    def _best_transferee(self) -> str | None:
-        st = self.node.status()
-        return most_caught_up(st, [p for p in st["voters"] if p != self.id], self.election_ticks())
 
     def election_ticks(self) -> float:
         """An election timeout in core ticks: a peer silent for longer is no transfer target."""
@@ -241,14 +216,18 @@ class ControllerService:
             return dict(self.opts.http_addresses)
         return {p: h for p, (_, h) in self.node.member_addresses().items() if h}
 
-    def _not_leader(self) -> NotLeaderError:
-        return NotLeaderError(*self.leader())
+    def is_leader(self) -> bool:
+        return self.started and self.node.is_leader()
+
+    def require_leader(self) -> None:
+        """NotLeaderError naming the leader unless this node leads."""
+        if not self.node.is_leader():
+            raise NotLeaderError(*self.leader())
 
     def _check_serving(self) -> None:
         if not self.started or self.stopping:
             raise UnavailableError("the node is starting or stopping")
-        if not self.node.is_leader():
-            raise self._not_leader()
+        self.require_leader()
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """Propose `build(leader's now)`; the applied Result. NotLeaderError before proposing on a follower;
@@ -258,14 +237,14 @@ class ControllerService:
         try:
             fut = self.node.apply(data)
         except RaftException as e:
-            raise self._map(e) from None
+            raise self.outcome(e) from None
         self._deadlines.watch(fut)
         try:
             result: Result = await fut
         except CommitTimeout:
             raise UnavailableError(f"not committed within {self.opts.request_timeout_s:g}s; outcome unknown") from None
         except RaftException as e:
-            raise self._map(e) from None
+            raise self.outcome(e) from None
         for listener in self.listeners:
             listener(request_type, result)
         return result
@@ -297,14 +276,24 @@ class ControllerService:
         except TimeoutError:
             raise UnavailableError(f"read barrier not confirmed within {self.opts.request_timeout_s:g}s") from None
         except RaftException as e:
-            raise self._map(e, read=True) from None
+            raise self.outcome(e, read=True) from None
         return answer(self.now_ms())
 
-    def _map(self, e: RaftException, read: bool = False) -> Exception:
-        if e.code == RaftError.EPERM or (read and e.code == RaftError.ELEADERCHANGED):
-            lid = e.leader or self.node.leader_id()
-            return NotLeaderError(lid, self.http_address(lid) if lid else None)
-        return UnavailableError(str(e))
+    async def broker_sets(self, cluster: str | None) -> Result:
+        """Every broker set (or those of `cluster`) as 1006 answers them, a linearizable read."""
+        return await self.read_state(lambda now: self.sm.manager.broker_sets(cluster, now))
+
+    def replicated_config(self) -> dict[str, Any]:
+        """The replicated controller config as this node applied it (local, like RocketMQ's 1010)."""
+        return self.sm.config_values()
+
+    def outcome(self, e: RaftException | ConfChangeError, *, read: bool = False, admin: bool = False) -> Exception:
+        """What a Raft error from this node means for a request (errors.outcome_of, the one mapping)."""
+        return outcome_of(e, self._leader_named, read=read, admin=admin)
+
+    def _leader_named(self, hint: str) -> tuple[str, str | None]:
+        lid = hint or self.node.leader_id()
+        return lid, self.http_address(lid) if lid else None
 
     def heartbeat_received(self) -> None:
         """The leader got a broker heartbeat (starts the scan guard's clock)."""
@@ -394,9 +383,13 @@ class ControllerService:
             ],
         }
 
-    def raft_peers(self) -> list[dict[str, Any]]:
-        """GET /api/v1/raft/peers: per peer role, match index, lag in entries and last contact (leader's view;
-        on a follower only the membership and roles are known)."""
+    def node_status(self) -> dict[str, Any]:
+        """The Raft node's status (raft.node.Node.status), for metrics and diagnostics."""
+        return self.node.status()
+
+    def raft_peers(self) -> dict[str, Any]:
+        """GET /api/v1/raft/peers: the leader, the last log index and per peer role, match index, lag in entries
+        and last contact (leader's view; on a follower only the membership and roles are known)."""
         st = self.node.status()
         addrs = st["addresses"]
         tick = self.tick_ms()
@@ -416,11 +409,7 @@ class ControllerService:
                     state=pr["state"],
                 )
             rows.append(row)
-        return rows
-
-    def snapshots(self) -> list[Any]:
-        """The snapshots on disk (their metas: index, term, createdAt, files), newest first."""
-        return self.node.snapshots() if self.started else []
+        return {"leaderId": st["leader"] or None, "lastLogIndex": st["last_index"], "peers": rows}
 
     def metadata(self) -> dict[str, Any]:
         """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus)."""

@@ -1,0 +1,121 @@
+"""Raft and operations endpoints /api/v1/raft/... (bearer token when one is configured).
+
+Answers use the envelope too (code 0 with the object in `body`), so that one client path handles 2007
+for the leader-only operations (transfer-leader, peers). Refusals that depend on the group's state (a
+lagging or silent transfer target, a peer already there, a change in progress) are 409 with a JSON error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Response
+from fastapi.responses import JSONResponse
+
+from api.http import models as M
+from api.http.auth import require_admin
+from api.http.errors import invalid
+from api.http.routes import PROTECTED_ERRORS
+from api.http.routes.common import GatewayDep
+from api.service import Membership
+from snapshot.format import SnapshotMeta
+from statemachine import codes as C
+from statemachine.result import Result
+
+router = APIRouter(prefix="/api/v1/raft", tags=["raft"], dependencies=[Depends(require_admin)],
+                   responses={**PROTECTED_ERRORS, 409: {"model": M.ErrorBody, "description": "refused (REFUSED, ...)"}})  # fmt: skip
+
+
+def ok(body: Any, remark: str | None = None) -> JSONResponse:
+    return JSONResponse(Result(C.SUCCESS, remark, None, body).to_envelope())
+
+
+def split_address(field: str, text: str) -> tuple[str, int]:
+    """host:port (IPv6 in brackets) or a 422 naming `field`."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() for c in host):
+        raise invalid(field, f"must be host:port, got {text!r}")
+    return host, int(port)
+
+
+def snapshot_info(meta: SnapshotMeta) -> dict[str, Any]:
+    """A snapshot's meta as JSON."""
+    files = [{"name": f.name, "size": f.size, "crc32c": f.crc32c} for f in meta.files]
+    return {"index": meta.last_included_index, "term": meta.last_included_term, "bytes": sum(f.size for f in meta.files),
+            "createdAt": meta.created_at, "voters": list(meta.voters), "learners": list(meta.learners),
+            "files": files}  # fmt: skip
+
+
+def membership(m: Membership) -> dict[str, Any]:
+    return {"id": m.peer, "voters": m.voters, "learners": m.learners}
+
+
+# ---------------------------------------------------------------------------------------------- routes
+
+
+@router.get("/status", response_model=M.RaftStatusAnswer)
+async def status(gw: GatewayDep) -> Response:
+    """This node: role, term, leader, commit/applied/log indexes, snapshot, members."""
+    return await gw.local(None, lambda: Result(C.SUCCESS, body=gw.service.raft_status()))
+
+
+@router.get("/peers", response_model=M.RaftPeersAnswer)
+async def peers(gw: GatewayDep) -> Response:
+    """Per member: role, match index, lag and last contact (progress is known on the leader only)."""
+    return await gw.local(None, lambda: Result(C.SUCCESS, body=gw.service.raft_peers()))
+
+
+@router.post("/snapshot", response_model=M.SnapshotTakenAnswer)
+async def snapshot(gw: GatewayDep) -> Response:
+    """Take a snapshot now (any node). When nothing was applied since the latest one, answers that one
+    with created=false."""
+    gw.require_started()
+    taken = await gw.service.admin.take_snapshot()
+    if taken.meta is None:
+        return ok({"created": False, "index": 0, "term": 0, "bytes": 0, "durationMs": taken.duration_ms},
+                  "nothing applied yet: there is no snapshot")  # fmt: skip
+    info = snapshot_info(taken.meta)
+    body = {"created": taken.created, "index": info["index"], "term": info["term"], "bytes": info["bytes"],
+            "durationMs": taken.duration_ms}  # fmt: skip
+    return ok(body, None if taken.created else f"nothing applied since snapshot {info['index']}: answering it")
+
+
+@router.get("/snapshots", response_model=M.SnapshotsAnswer)
+async def snapshots(gw: GatewayDep) -> Response:
+    """The snapshots on this node's disk, newest first, with their meta."""
+    gw.require_started()
+    return ok({"snapshots": [snapshot_info(m) for m in gw.service.admin.snapshots()]})
+
+
+@router.post("/transfer-leader", response_model=M.TransferLeaderAnswer)
+async def transfer_leader(req: M.TransferLeaderRequest, gw: GatewayDep) -> Response:
+    """Hand leadership to `to`, or to the most caught-up voter; refused (409) when the target lags by more
+    than maxLagEntries or has not answered within an election timeout. On the leader only (else 2007)."""
+    gw.require_started()
+    max_lag = gw.settings.max_transfer_lag_entries if req.maxLagEntries is None else req.maxLagEntries
+    t = await gw.service.admin.transfer_leadership(req.to, max_lag, gw.settings.transfer_timeout_s)
+    return ok({"previousLeaderId": t.previous_leader_id, "leaderId": t.leader_id, "term": t.term,
+               "targetLagEntries": t.target_lag_entries, "durationMs": t.duration_ms})  # fmt: skip
+
+
+@router.post("/peers", response_model=M.MembershipAnswer)
+async def add_peer(req: M.AddPeerRequest, gw: GatewayDep) -> Response:
+    """Add a server: as a learner until it is within catch-up margin, then as a voter. Leader only."""
+    gw.require_started()
+    gw.service.require_leader()  # a follower answers 2007 before it judges the addresses
+    split_address("id", req.id)
+    address = split_address("raftAddress", req.raftAddress or req.id)
+    if req.httpAddress is not None:
+        split_address("httpAddress", req.httpAddress)
+    timeout = gw.settings.add_peer_timeout_s if req.timeoutMs is None else req.timeoutMs / 1000
+    return ok(membership(await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout)))
+
+
+@router.delete("/peers/{peer_id}", response_model=M.MembershipAnswer)
+async def remove_peer(peer_id: Annotated[M.Text, Path(description="raft id host:port (URL-encoded)")],
+                      gw: GatewayDep) -> Response:  # fmt: skip
+    """Remove a voter or learner. Leader only."""
+    gw.require_started()
+    return ok(membership(await gw.service.admin.remove_peer(peer_id)))

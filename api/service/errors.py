@@ -1,0 +1,98 @@
+"""What the service answers instead of a Result: every front end (HTTP today, remoting later) maps these.
+
+* NotLeaderError: this node does not lead, nothing was proposed; RocketMQ's 2007 naming the leader.
+* UnavailableError: not served in time, or the node cannot serve; a proposal's outcome is unknown (HTTP 503).
+* RefusedError: an admin operation the group's state forbids (a lagging transfer target, a peer already
+  there, a configuration change in progress); nothing changed (HTTP 409). MemberNotFoundError: the peer to
+  remove is no member (HTTP 404).
+* CommandArgumentError: a command constructor refused an argument, naming the field; nothing was proposed
+  (HTTP 422).
+
+`outcome_of` is the one mapping from a Raft error (raft.status.RaftException, a refused ConfChange) to
+these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from raft.core.confchange import ConfChangeError
+from raft.status import RaftError, RaftException
+from statemachine.commands import CommandError
+
+
+class NotLeaderError(Exception):
+    """This node does not lead; nothing was proposed. Maps to 2007 with the leader's id and HTTP address."""
+
+    def __init__(self, leader_id: str, leader_address: str | None) -> None:
+        super().__init__(f"not leader; leader is {leader_id or 'unknown'}")
+        self.leader_id = leader_id
+        self.leader_address = leader_address
+
+
+class UnavailableError(Exception):
+    """The request could not be completed in time or the node cannot serve; a proposal's effect is unknown
+    (it may still commit), like a RocketMQ timeout. Maps to HTTP 503."""
+
+
+class RefusedError(Exception):
+    """An admin operation refused because of the group's state; nothing changed. `error` is the machine-readable
+    reason (REFUSED, PEER_EXISTS). Maps to HTTP 409."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+class MemberNotFoundError(RefusedError):
+    """The peer an operation names is not a member of the group. Maps to HTTP 404."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("PEER_NOT_FOUND", message)
+
+
+class CommandArgumentError(Exception):
+    """A command constructor (statemachine.commands) refused an argument; nothing was proposed. `field` is
+    the command field at fault (commands.FIELDS spelling), None when no single field is."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def checked(build: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """`build`, with its argument errors turned into CommandArgumentError (never proposed, never a bug)."""
+
+    def run(now: int) -> bytes:
+        try:
+            return build(now)
+        except (TypeError, ValueError) as e:
+            raise CommandArgumentError(str(e), e.field if isinstance(e, CommandError) else None) from e
+
+    return run
+
+
+def outcome_of(
+    e: RaftException | ConfChangeError,
+    leader: Callable[[str], tuple[str, str | None]],
+    *,
+    read: bool = False,
+    admin: bool = False,
+) -> Exception:
+    """The one mapping from a Raft error to what the service raises. `leader(hint)` is (leader id, its HTTP
+    address), trying `hint` (the leader the error names) first.
+
+    * EPERM, and for a read ELEADERCHANGED (the barrier was lost with the leadership): NotLeaderError;
+    * for an admin operation, EBUSY (a transfer or a configuration change in progress), EINVAL (not a
+      voter, already leader) and a refused configuration change: RefusedError; on the data path EBUSY is
+      overload, so it stays a retryable UnavailableError;
+    * anything else (stopped, storage failure, leadership lost after proposing): UnavailableError."""
+    if isinstance(e, ConfChangeError):
+        return RefusedError("REFUSED", str(e))
+    if e.code == RaftError.EPERM or (read and e.code == RaftError.ELEADERCHANGED):
+        return NotLeaderError(*leader(e.leader))
+    if admin and e.code in (RaftError.EBUSY, RaftError.EINVAL):
+        return RefusedError("REFUSED", str(e))
+    return UnavailableError(str(e))
