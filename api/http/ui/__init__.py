@@ -233,7 +233,7 @@ def _follower_view(service: ControllerService, mine: dict[str, Any], leader: str
 async def _nodes(service: ControllerService, mine: dict[str, Any], headers: dict[str, str],
                  client: httpx.AsyncClient) -> list[dict[str, Any]]:  # fmt: skip
     """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact)."""
-    peers = service.raft_peers()
+    peers = service.raft_peers()["peers"]
     others = [p for p in peers if p["id"] != service.id]
     answers = await asyncio.gather(*(
         _fetch(client, f"http://{p['httpAddress']}/ui/api/node", headers) if p["httpAddress"] else asyncio.sleep(0)
