@@ -26,8 +26,7 @@ class RemotingClient(asyncio.Protocol):
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are no asyncio.Transport
 
     def data_received(self, data: bytes) -> None:
         for frame in self.decoder.feed(data):

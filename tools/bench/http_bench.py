@@ -68,13 +68,48 @@ async def _connection(host: str, port: int, bodies: list[bytes], deadline: float
     return errors
 
 
-def _client(host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any) -> None:
-    bodies = [_body(offset + i) for i in range(brokers)]
+def _frame(i: int) -> bytes:
+    """The same heartbeat as `_body(i)`, as a RocketMQ 904 RemotingCommand (ROCKETMQ header, opaque 0)."""
+    from api.remoting import codec
+
+    fields = {k: str(v) for k, v in json.loads(_body(i)).items()}
+    return codec.encode(codec.RemotingCommand(904, 0, ext_fields=fields, serialize_type=codec.ROCKETMQ))
+
+
+async def _remoting_connection(host: str, port: int, frames: list[bytes], deadline: float, lat: list[float]) -> int:
+    """`_connection` speaking RocketMQ remoting: one request in flight, the answer's code checked."""
+    from api.remoting import codec
+
+    reader, writer = await asyncio.open_connection(host, port)
+    errors = 0
+    k = 0
+    try:
+        while time.perf_counter() < deadline:
+            frame = frames[k % len(frames)]
+            k += 1
+            t0 = time.perf_counter()
+            writer.write(frame)
+            total = int.from_bytes(await reader.readexactly(4), "big")
+            data = await reader.readexactly(total)
+            lat.append(time.perf_counter() - t0)
+            info = int.from_bytes(data[:4], "big")
+            resp = codec.decode_header(data[4 : 4 + (info & 0xFFFFFF)], info >> 24)
+            if resp.code != 0:
+                errors += 1
+    finally:
+        writer.close()
+    return errors
+
+
+def _client(host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any,
+            proto: str = "http") -> None:  # fmt: skip
+    make, connection = (_body, _connection) if proto == "http" else (_frame, _remoting_connection)
+    bodies = [make(offset + i) for i in range(brokers)]
 
     async def run() -> tuple[list[float], int]:
         lat: list[float] = []
         deadline = time.perf_counter() + seconds
-        errs = await asyncio.gather(*(_connection(host, port, bodies[c::conns] or bodies, deadline, lat)
+        errs = await asyncio.gather(*(connection(host, port, bodies[c::conns] or bodies, deadline, lat)
                                       for c in range(conns)))  # fmt: skip
         return lat, sum(errs)
 
@@ -82,11 +117,14 @@ def _client(host: str, port: int, conns: int, seconds: float, offset: int, broke
     q.put((lat, errors))
 
 
-def drive(host: str, port: int, seconds: float, connections: int, clients: int, brokers: int) -> dict[str, Any]:
+def drive(host: str, port: int, seconds: float, connections: int, clients: int, brokers: int,
+          proto: str = "http") -> dict[str, Any]:  # fmt: skip
+    """`clients` processes with `connections` closed-loop connections in all, for `seconds`; proto "http" (POST
+    heartbeat) or "remoting" (904 frames)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     per = max(1, connections // clients)
-    procs = [ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q))
+    procs = [ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q, proto))
              for k in range(clients)]  # fmt: skip
     t0 = time.perf_counter()
     for p in procs:
