@@ -171,48 +171,66 @@ def bench_bare(args: argparse.Namespace) -> dict[str, Any]:
         proc.wait(30)
 
 
+def start_group(root: str, procs: list[subprocess.Popen[bytes]], remoting: bool = False) -> tuple[str, str | None]:
+    """Three controllerd processes (appended to `procs`), ready; (leader's HTTP address, its remoting address
+    or None). Without `remoting` jRaftControllerRPCAddr keeps its old meaning (the HTTP addresses)."""
+    ports = free_ports(9)
+    rafts, https, rpcs = ([f"127.0.0.1:{p}" for p in ports[k : k + 3]] for k in (0, 3, 6))
+    addrs = f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n" if remoting \
+        else f"jRaftControllerRPCAddr={','.join(https)}\n"  # fmt: skip
+    for i in range(3):
+        conf = os.path.join(root, f"n{i}.conf")
+        with open(conf, "w") as f:
+            f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
+                    f"controllerStorePath={root}/n{i}\n")  # fmt: skip
+        log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
+            stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
+    for h in https:
+        _wait_http(f"http://{h}/readyz", 60, procs)
+    leader = rafts.index(httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"])
+    return https[leader], rpcs[leader] if remoting else None
+
+
+def stop_group(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(30)
+
+
+def parse_args(name: str, argv: list[str], doc: str) -> argparse.Namespace:
+    """The load options every heartbeat benchmark takes (`--quick`: a tiny smoke run)."""
+    ap = argparse.ArgumentParser(prog=f"python -m tools.bench {name}", description=doc.split("\n\n")[1])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=2, help="load-generator processes")
+    ap.add_argument("--brokers", type=int, default=3000, help="distinct broker identities per client process")
+    ap.add_argument("--json", default=f"bench-{name}.json")
+    ap.add_argument("--quick", action="store_true", help="tiny run for a smoke test")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seconds, args.connections, args.clients, args.brokers = 1.0, 4, 1, 30
+    return args
+
+
 def bench_controller(args: argparse.Namespace, root: str) -> dict[str, Any]:
-    ports = free_ports(6)
-    rafts = [f"127.0.0.1:{p}" for p in ports[:3]]
-    https = [f"127.0.0.1:{p}" for p in ports[3:]]
-    procs = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        for i in range(3):
-            conf = os.path.join(root, f"n{i}.conf")
-            with open(conf, "w") as f:
-                f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n"
-                        f"jRaftControllerRPCAddr={','.join(https)}\ncontrollerStorePath={root}/n{i}\n")  # fmt: skip
-            log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
-                stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
-        for h in https:
-            _wait_http(f"http://{h}/readyz", 60, procs)
-        leader = httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"]
-        host, port = https[rafts.index(leader)].rsplit(":", 1)
+        http, _ = start_group(root, procs)
+        host, port = http.rsplit(":", 1)
         drive(host, int(port), 1.0, args.connections, args.clients, args.brokers)  # warm-up: registers brokers
         out = drive(host, int(port), args.seconds, args.connections, args.clients, args.brokers)
         st = httpx.get(f"http://{host}:{port}/api/v1/raft/status", timeout=5).json()["body"]
         out["commit_index"] = st["commitIndex"]
         return out
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(30)
+        stop_group(procs)
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.bench http", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--clients", type=int, default=2, help="load-generator processes")
-    ap.add_argument("--brokers", type=int, default=3000, help="distinct broker identities per client process")
-    ap.add_argument("--json", default="bench-http.json")
-    ap.add_argument("--quick", action="store_true", help="tiny run for a smoke test")
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.seconds, args.connections, args.clients, args.brokers = 1.0, 4, 1, 30
+    args = parse_args("http", argv, __doc__ or "")
     with tempfile.TemporaryDirectory(prefix="bench-http-") as root:
         controller = bench_controller(args, root)
     bare = bench_bare(args)
