@@ -291,3 +291,28 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
     finally:
         for s in servers:
             await s.stop()
+
+
+async def test_controller_server_serves_remoting_beside_http_and_names_a_busy_port(tmp_path: Path) -> None:
+    from api.server import ControllerServer
+
+    raft, http, rport = free_ports(3)
+    opts = service_options(tmp_path, [raft], 0, GROUP_RAFT)
+    server = ControllerServer(opts, SETTINGS, ("127.0.0.1", http), remoting_address=("127.0.0.1", rport))
+    await server.start()
+    try:
+        await server.service.node.wait_for_leader(10)
+        client = await RemotingClient.connect("127.0.0.1", rport, codec.JSON)
+        r = await client.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1",
+                                                      "brokerId": 1})  # fmt: skip
+        assert (r.code, r.remark, r.serialize_type) == (C.SUCCESS, "Heart beat success", codec.JSON)
+        client.close()
+        # A second node on the same remoting port fails to start, saying which address.
+        (raft2, http2) = free_ports(2)
+        other = ControllerServer(service_options(tmp_path / "o", [raft2], 0, GROUP_RAFT), SETTINGS,
+                                 ("127.0.0.1", http2), remoting_address=("127.0.0.1", rport))  # fmt: skip
+        with pytest.raises(OSError, match=f"cannot listen for remoting on 127.0.0.1:{rport}"):
+            await other.start()
+        assert not other.service.started
+    finally:
+        await server.stop()
