@@ -38,6 +38,8 @@ from statemachine.result import Result
 log = logging.getLogger("controllerd.remoting")
 
 MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswered requests
+NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
+NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
 REQUEST_TYPES = {
@@ -303,6 +305,8 @@ class RemotingServer:
         self.closed_channels = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.notified = 0  # 1008 frames written to brokers
+        service.listeners.append(self._on_result)
 
     async def start(self) -> None:
         host, port = self.address
@@ -328,6 +332,36 @@ class RemotingServer:
         for t in list(self._tasks):
             t.cancel()
 
+    def _on_result(self, request_type: str, result: Result) -> None:
+        """The leader's results: push NOTIFY_BROKER_ROLE_CHANGED (1008) to every member alive at the command's
+        time, on a connection the controller opens to the broker's address (oneway, as RocketMQ does)."""
+        if self._server is None:
+            return
+        for note in result.notifications:
+            ext = H.to_ext(note.header())
+            body = _body_bytes(note.body())
+            for _, address in note.targets:
+                self._spawn(self._notify(address, ext, body))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notify(self, address: str, ext: dict[str, str], body: bytes | None) -> None:
+        host, _, port = address.rpartition(":")
+        frame = codec.encode(RemotingCommand(NOTIFY_BROKER_ROLE_CHANGED, 0, codec.ONEWAY_FLAG, None, ext, body))
+        try:
+            async with asyncio.timeout(NOTIFY_TIMEOUT_S):
+                _, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+                writer.write(frame)
+                await writer.drain()
+                writer.close()
+                await writer.wait_closed()
+            self.notified += 1
+        except (OSError, ValueError, TimeoutError) as e:
+            log.warning("role-change notification (1008) to broker %s failed: %s", address, e)
+
     def saw_heartbeat(self, conn: _Connection, cmd: RemotingCommand) -> None:
         """Remember which connection a broker heartbeats on (RocketMQ keeps the channel per identity)."""
         ext = cmd.ext_fields
@@ -345,9 +379,7 @@ class RemotingServer:
                 continue
             del self.channels[identity]
             if self.service.started and not self.service.stopping and self.service.node.is_leader():
-                task = asyncio.get_running_loop().create_task(self._close_channel(identity))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._spawn(self._close_channel(identity))
 
     async def _close_channel(self, identity: tuple[str, str, int]) -> None:
         try:

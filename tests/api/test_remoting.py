@@ -316,3 +316,35 @@ async def test_controller_server_serves_remoting_beside_http_and_names_a_busy_po
         assert not other.service.started
     finally:
         await server.stop()
+
+
+async def test_an_election_pushes_notify_role_changed_to_the_alive_brokers(node: RemotingNode, unique: Counter) -> None:
+    """1008 travels on a connection the controller opens to the broker's registered address, oneway."""
+    got: asyncio.Queue[codec.RemotingCommand] = asyncio.Queue()
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read()
+        for frame in codec.FrameDecoder().feed(data):
+            got.put_nowait(codec.decode(frame))
+        writer.close()
+
+    listener = await asyncio.start_server(broker, "127.0.0.1", 0)
+    addr = f"127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    name = unique("notified")
+    try:
+        for path, fields in (
+            ("next-broker-id", {"clusterName": "c", "brokerName": name}),
+            ("apply-broker-id", {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1,
+                                 "registerCheckCode": f"{addr};1"}),
+            ("heartbeat", {"clusterName": "c", "brokerName": name, "brokerAddr": addr, "brokerId": 1,
+                           "heartbeatTimeoutMills": 600000}),
+            ("register-broker", {"clusterName": "c", "brokerName": name, "brokerId": 1, "brokerAddress": addr}),
+            ("elect-master", {"clusterName": "c", "brokerName": name, "brokerId": 1}),
+        ):  # fmt: skip
+            await node.ok("POST", f"/api/v1/controller/{path}", json=fields)
+        note = await asyncio.wait_for(got.get(), 10)
+    finally:
+        listener.close()
+    assert (note.code, note.is_oneway) == (1008, True)
+    assert note.ext_fields == {"masterAddress": addr, "masterEpoch": "1", "syncStateSetEpoch": "1", "masterBrokerId": "1"}
+    assert json.loads(note.body) == {"syncStateSet": [1], "syncStateSetEpoch": 1}
