@@ -240,13 +240,10 @@ class _Connection(asyncio.Protocol):
         for frame in frames:
             try:
                 cmd = codec.decode(frame)
-            except HeaderError as e:
-                if e.opaque is not None or frame[0] in (codec.JSON, codec.ROCKETMQ):
-                    stype = frame[0] if frame[0] in (codec.JSON, codec.ROCKETMQ) else codec.JSON
-                    bad = RemotingCommand(0, e.opaque or 0, serialize_type=stype)
-                    self.send(bad.response(C.SYSTEM_ERROR, f"malformed header: {e}"))
-                else:
-                    self.send(RemotingCommand(C.SYSTEM_ERROR, 0, codec.RESPONSE_FLAG, f"malformed header: {e}"))
+            except HeaderError as e:  # the frame boundary holds: answer it (opaque 0 when unreadable)
+                stype = frame[0] if frame[0] in (codec.JSON, codec.ROCKETMQ) else codec.JSON
+                bad = RemotingCommand(0, e.opaque or 0, serialize_type=stype)
+                self.send(bad.response(C.SYSTEM_ERROR, f"malformed header: {e}"))
                 continue
             if cmd.is_response:
                 continue  # the controller sends no requests on accepted connections: nothing to match

@@ -348,3 +348,48 @@ async def test_an_election_pushes_notify_role_changed_to_the_alive_brokers(node:
     assert (note.code, note.is_oneway) == (1008, True)
     assert note.ext_fields == {"masterAddress": addr, "masterEpoch": "1", "syncStateSetEpoch": "1", "masterBrokerId": "1"}
     assert json.loads(note.body) == {"syncStateSet": [1], "syncStateSetEpoch": 1}
+
+
+def _expectation(stream: bytes) -> str:
+    """What the listener must do with `stream` followed by a probe: "closes" (a broken length), "incomplete"
+    (it waits for the rest of a frame, as TCP framing must) or "answers"."""
+    d = codec.FrameDecoder()
+    try:
+        d.feed(stream)
+    except codec.FrameError:
+        return "closes"
+    return "incomplete" if d.pending else "answers"
+
+
+async def test_fuzzed_frames_never_crash_or_hang_the_listener(node: RemotingNode, caplog: pytest.LogCaptureFixture) -> None:
+    """Seeded random streams: valid lengths around random headers (both types, random codes and ext fields) and
+    raw garbage. Each connection is answered or closed; the listener keeps serving and logs no exception."""
+    import random
+
+    rng = random.Random(17)
+    seen = {"answers": 0, "closes": 0, "incomplete": 0}
+    codes = [904, 1001, 1002, 1003, 1004, 1005, 1006, 1009, 1010, 1011, 1012, 1013, 1014, rng.randrange(-32768, 32767)]
+    for round_ in range(60):
+        c = await RemotingClient.connect("127.0.0.1", node.server.port, round_ % 2)
+        if round_ % 3 == 0:
+            mangled = rng.randbytes(rng.randrange(1, 200))
+            c.send_raw(mangled)
+        else:
+            ext = {rng.choice(["brokerName", "clusterName", "brokerId", "masterEpoch", "designateElect", "x"]):
+                   rng.choice(["", "1", "-1", "9" * 30, "true", "b\u00e9", "1;2"]) for _ in range(rng.randrange(4))}
+            body = rng.choice([None, b"[]", b"{", b'{"syncStateSet":[1],"syncStateSetEpoch":"x"}', rng.randbytes(9)])
+            frame = codec.encode(codec.RemotingCommand(rng.choice(codes), 5, 0, None, ext, body,
+                                                       serialize_type=round_ % 2))  # fmt: skip
+            cut = rng.randrange(4, len(frame) + 1)
+            mangled = frame[:cut] + rng.randbytes(rng.randrange(3)) if round_ % 5 == 0 else frame
+            c.send_raw(mangled)
+        expect = _expectation(mangled)
+        if expect == "answers":
+            assert (await c.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+        elif expect == "closes":
+            await asyncio.wait_for(c.closed, 10)
+        seen[expect] += 1
+        c.close()
+    assert seen["answers"] and seen["closes"] and seen["incomplete"], seen
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
