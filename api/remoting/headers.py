@@ -52,9 +52,10 @@ REQUEST: dict[int, Schema] = {
                         ("appliedBrokerId", LONG, True), ("registerCheckCode", STRING, True)),  # fmt: skip
 }
 
-# Defaults of the Java fields that have an initializer (ElectMasterRequestHeader's, the clean flag).
+# Initial values of nullable Java fields a request may leave out (a @CFNotNull field must be on the wire even
+# when its Java field has an initializer: Java's client always sends it, and decodeCommandCustomHeader refuses
+# it missing).
 DEFAULTS: dict[int, dict[str, Any]] = {
-    C.ELECT_MASTER: {"clusterName": "", "brokerName": "", "brokerId": -1, "designateElect": False},
     C.CLEAN_BROKER_DATA: {"isCleanLivingBroker": False},
 }
 
@@ -103,7 +104,7 @@ def parse(schema: Schema, ext: Mapping[str, str], defaults: Mapping[str, Any] | 
     for name, kind, required in schema:
         text = ext.get(name)
         if text is None:
-            if required and name not in out:
+            if required:
                 raise HeaderFieldError(f"the custom field <{name}> is null")
             out.setdefault(name, None)
             continue

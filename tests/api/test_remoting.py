@@ -76,8 +76,8 @@ class RemotingNode:
         body = None
         if rcode == C.ALTER_SYNC_STATE_SET:
             body = _json.dumps(fields.pop("syncStateSet")).encode()
-        if rcode == C.ELECT_MASTER:
-            fields.setdefault("designateElect", False)
+        if rcode == C.ELECT_MASTER:  # what Java's client sends for the fields it leaves at their initial values
+            fields = {"clusterName": "", "brokerId": -1, "designateElect": False} | fields
         env = envelope(rcode, await self.client.request(rcode, fields, body))
         assert env["code"] == code, env
         return env
@@ -116,6 +116,9 @@ async def test_unknown_code_is_not_supported_as_java_answers(node: RemotingNode)
 async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: RemotingNode) -> None:
     r = await node.client.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c1"})
     assert r.code == C.SYSTEM_ERROR and r.remark == "the custom field <brokerName> is null"
+    # @CFNotNull holds even where the Java field has an initial value (Java's client always sends it).
+    r = await node.client.request(C.ELECT_MASTER, {"clusterName": "c1", "brokerName": "b", "brokerId": 1})
+    assert r.code == C.SYSTEM_ERROR and r.remark == "the custom field <designateElect> is null"
     r = await node.client.request(C.APPLY_BROKER_ID, {"clusterName": "c", "brokerName": "b", "appliedBrokerId": "x1",
                                                       "registerCheckCode": "a;1"})  # fmt: skip
     assert r.code == C.SYSTEM_ERROR and "appliedBrokerId" in r.remark
