@@ -24,6 +24,7 @@ from collections.abc import Generator
 import uvicorn
 
 from api.http.app import create_app
+from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
 from api.settings import ApiSettings
 
@@ -56,11 +57,14 @@ class ControllerServer:
         address: tuple[str, int],
         *,
         access_log: bool = False,
+        remoting_address: tuple[str, int] | None = None,
     ) -> None:
         self.service = ControllerService(options)
         self.settings = settings
         self.address = address
         self.app = create_app(self.service, settings)
+        self.remoting = (RemotingServer(self.service, settings, remoting_address, self.app.state.gateway.metrics)
+                         if remoting_address is not None else None)  # fmt: skip
         self._config = uvicorn.Config(
             self.app,
             loop="none",  # the caller's loop
@@ -78,9 +82,13 @@ class ControllerServer:
     async def start(self) -> None:
         self._sock = bind(self.address)
         try:
+            if self.remoting is not None:
+                await self.remoting.start()  # the same loop as HTTP and the node
             await self.service.start()
         except BaseException:
             self._sock.close()
+            if self.remoting is not None:
+                await self.remoting.stop()
             raise
         self._config.load()
         if not self._config.access_log:
@@ -109,6 +117,8 @@ class ControllerServer:
                 await self._main
             await self._http.shutdown(sockets=[self._sock] if self._sock else None)
             self._http = None
+        if self.remoting is not None:
+            await self.remoting.stop()
         await svc.stop(transfer=False)
         if self._sock is not None:
             self._sock.close()

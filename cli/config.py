@@ -236,7 +236,14 @@ KEYS: tuple[KeySpec, ...] = (
         "rpc_addrs",
         "addrs",
         "localhost:9770,localhost:9771,localhost:9772",
-        doc="client-facing HTTP addresses, paired by position with jRaftInitConf",
+        doc="RocketMQ remoting addresses brokers and mqadmin connect to (controllerAddr), paired with jRaftInitConf",
+    ),
+    KeySpec(
+        "controllerHttpAddr",
+        "http_addrs",
+        "addrs",
+        None,
+        doc="HTTP API addresses, paired with jRaftInitConf; unset: jRaftControllerRPCAddr's old meaning (HTTP)",
     ),
     KeySpec("controllerStorePath", "store_path", "path", "", doc="data directory; empty: ~/jRaftController"),
     KeySpec("jRaftElectionTimeoutMs", "election_timeout_ms", "int", "1000", minimum=20, doc="election timeout"),
@@ -307,7 +314,7 @@ IGNORED: Mapping[str, str] = MappingProxyType(
         "processReadEvent": "DLedger only; jRaft reads are linearizable (ReadIndex)",
         "isProcessReadEvent": "DLedger only; jRaft reads are linearizable (ReadIndex)",
         "rocketmqHome": "not needed by this controller",
-        "listenPort": "the HTTP port is this node's jRaftControllerRPCAddr entry",
+        "listenPort": "the remoting port is this node's jRaftControllerRPCAddr entry (HTTP: controllerHttpAddr)",
     }
 )
 """RocketMQ keys that are known but have no effect here: accepted with a warning saying why."""
@@ -328,6 +335,8 @@ class ControllerConfig:
     server_id: str
     init_conf: tuple[str, ...]
     rpc_addrs: tuple[str, ...]
+    http_addrs: tuple[str, ...] | None
+    """controllerHttpAddr; None: the old meaning, HTTP on jRaftControllerRPCAddr and no remoting listener."""
     store_path: str
     election_timeout_ms: int
     read_only_option: str
@@ -562,6 +571,19 @@ def parse_config(
     both = sorted(set(init) & set(rpc)) if addresses_ok else []
     if both:
         fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
+    https = values.get("http_addrs")
+    if addresses_ok and https is not None and "controllerHttpAddr" not in bad:
+        if len(https) != len(init):
+            fail("controllerHttpAddr", f"has {len(https)} entries but jRaftInitConf has {len(init)}; paired by position")
+        elif clash := sorted(set(https) & (set(init) | set(rpc))):
+            fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address")
+    elif addresses_ok and https is None and "controllerHttpAddr" not in bad:
+        warnings.append(
+            f"{path}: controllerHttpAddr is not set, so jRaftControllerRPCAddr keeps its old meaning here (the HTTP "
+            "addresses) and no RocketMQ remoting listener runs; accepted for this release only. To change: set "
+            f"controllerHttpAddr = {','.join(rpc)} (HTTP stays where it is) and give jRaftControllerRPCAddr the "
+            "remoting addresses brokers use as controllerAddr (as in RocketMQ's controller.conf)"
+        )
 
     if values["read_only_option"] not in READ_ONLY_OPTIONS:
         fail("jRaftReadOnlyOption", f"must be one of {', '.join(READ_ONLY_OPTIONS)}")
@@ -577,7 +599,10 @@ def parse_config(
     # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
     if addresses_ok and "controllerAdminToken" not in bad:
         my_http = rpc[init.index(me)]
-        for key, addr in (("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)):
+        mine = [("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)]
+        if https is not None and len(https) == len(init):
+            mine.append(("controllerHttpAddr", https[init.index(me)]))
+        for key, addr in mine:
             host = split_addr(addr)[0]
             if not is_loopback(host) and values["admin_token"] is None:
                 fail(
@@ -587,7 +612,8 @@ def parse_config(
                 )
                 break
     if values["cluster_secret"] is None and "jRaftClusterSecret" not in bad:
-        remote_keys = [k for k in ("jRaftInitConf", "jRaftControllerRPCAddr") if k not in bad]
+        remote_keys = [k for k in ("jRaftInitConf", "jRaftControllerRPCAddr", "controllerHttpAddr")
+                       if k not in bad and values[BY_KEY[k].attr] is not None]  # fmt: skip
         for key in remote_keys:
             remote = [a for a in values[BY_KEY[key].attr] if not is_loopback(split_addr(a)[0])]
             if remote:
@@ -598,7 +624,7 @@ def parse_config(
                 )
                 break
         else:
-            if len(remote_keys) == 2:
+            if len(remote_keys) >= 2:
                 warnings.append(
                     f"{path}: jRaftClusterSecret is not set; every address is loopback, so the public development "
                     "secret is used (set jRaftClusterSecret before binding any other address)"
@@ -665,6 +691,7 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
         node=to_node_options(cfg),
         group_id=cfg.group_id,
         http_addresses=http_addresses(cfg),
+        remoting_addresses=remoting_addresses(cfg),
         scan_interval_ms=cfg.scan_not_active_broker_ms,
         scan_wait_ms=cfg.scan_wait_timeout_ms,
         # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.
@@ -674,13 +701,26 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
 
 
 def http_address(cfg: ControllerConfig) -> tuple[str, int]:
-    """Where this node serves HTTP: its own entry of jRaftControllerRPCAddr (paired by position)."""
-    return split_addr(cfg.rpc_addrs[cfg.init_conf.index(cfg.server_id)])
+    """Where this node serves HTTP: its own entry of controllerHttpAddr (paired by position), or of
+    jRaftControllerRPCAddr when controllerHttpAddr is unset (the old meaning, this release only)."""
+    return split_addr(http_addresses(cfg)[cfg.server_id])
 
 
 def http_addresses(cfg: ControllerConfig) -> dict[str, str]:
     """raft address -> HTTP address of every peer (for 2007 redirects to the leader's HTTP address)."""
-    return dict(zip(cfg.init_conf, cfg.rpc_addrs, strict=True))
+    return dict(zip(cfg.init_conf, cfg.http_addrs or cfg.rpc_addrs, strict=True))
+
+
+def remoting_addresses(cfg: ControllerConfig) -> dict[str, str]:
+    """raft address -> RocketMQ remoting address (jRaftControllerRPCAddr) of every peer; empty in the old meaning
+    (controllerHttpAddr unset: jRaftControllerRPCAddr are HTTP addresses and no remoting listener runs)."""
+    return dict(zip(cfg.init_conf, cfg.rpc_addrs, strict=True)) if cfg.http_addrs is not None else {}
+
+
+def remoting_address(cfg: ControllerConfig) -> tuple[str, int] | None:
+    """Where this node serves RocketMQ remoting, or None (old meaning)."""
+    addr = remoting_addresses(cfg).get(cfg.server_id)
+    return split_addr(addr) if addr else None
 
 
 def replicated_defaults(cfg: ControllerConfig) -> dict[str, Any]:
@@ -735,6 +775,9 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
                 lines.append(f"# {key}: not set{dev}; source: {source}")
             else:
                 lines.append(f"# {key}: set in {source}, not printed")
+            continue
+        if key == "controllerHttpAddr" and cfg.http_addrs is None:
+            lines.append(f"# {key}: not set (jRaftControllerRPCAddr are the HTTP addresses); source: {source}")
             continue
         lines += [f"# {source}", f"{key}={_escape(text)}"]
     return lines

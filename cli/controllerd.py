@@ -26,6 +26,7 @@ from cli.config import (
     load_config,
     parse_config,
     properties_lines,
+    remoting_address,
     to_service_options,
 )
 from cli.localcluster import local_cluster
@@ -145,6 +146,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         ),
         (host, port),
         access_log=access_log,
+        remoting_address=remoting_address(cfg),
     )
     install(server.service, log_format, log_level)
     log.info("load config properties file OK, %s", cfg.path)

@@ -44,6 +44,9 @@ _MAX_SOCKET_PATH = 100  # sockaddr_un's sun_path is 108 bytes on Linux (104 on B
 BROKER_HEARTBEAT_TIMEOUT_MS = 3000
 
 
+REMOTING_OFFSET = 1000  # node i serves RocketMQ remoting on the HTTP port + 1000 (9770 -> 10770)
+
+
 @dataclass
 class LocalNode:
     name: str
@@ -67,6 +70,7 @@ def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms
     os.makedirs(os.path.join(data, "logs"), exist_ok=True)
     rafts = [f"127.0.0.1:{raft_port + i}" for i in range(n)]
     https = [f"127.0.0.1:{http_port + i}" for i in range(n)]
+    remotings = [f"127.0.0.1:{http_port + REMOTING_OFFSET + i}" for i in range(n)]
     nodes = []
     for i in range(n):
         name = f"n{i + 1}"
@@ -77,7 +81,8 @@ def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms
             "jRaftGroupId = jRaft-Controller",
             f"jRaftServerId = {rafts[i]}",
             f"jRaftInitConf = {','.join(rafts)}",
-            f"jRaftControllerRPCAddr = {','.join(https)}",
+            f"jRaftControllerRPCAddr = {','.join(remotings)}",  # RocketMQ remoting: brokers' controllerAddr
+            f"controllerHttpAddr = {','.join(https)}",
             f"controllerStorePath = {os.path.join(data, name)}",
             f"jRaftElectionTimeoutMs = {election_ms}",
             "",

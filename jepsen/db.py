@@ -46,6 +46,12 @@ FSYNCED_FILE = "FSYNCED"  # raft.storage.wal.FSYNCED_FILE, read as text: the nod
 REPO = Path(__file__).resolve().parent.parent
 
 
+
+def remoting_of(http: str) -> str:
+    """A node's RocketMQ remoting address: its HTTP host, the HTTP port + 1000 (as `make run`)."""
+    host, port = http.rsplit(":", 1)
+    return f"{host}:{int(port) + 1000}"
+
 class DBError(RuntimeError):
     """A node could not be started, stopped or changed as asked."""
 
@@ -185,7 +191,8 @@ class Cluster:
             "jRaftGroupId=jepsen",
             f"jRaftServerId={node.raft}",
             f"jRaftInitConf={','.join(r for r, _ in peers)}",
-            f"jRaftControllerRPCAddr={','.join(h for _, h in peers)}",
+            f"jRaftControllerRPCAddr={','.join(remoting_of(h) for _, h in peers)}",  # RocketMQ remoting
+            f"controllerHttpAddr={','.join(h for _, h in peers)}",
             f"controllerStorePath={node.store}",
             f"jRaftElectionTimeoutMs={o.election_timeout_ms}",
             f"statemachineSnapshotThreshold={o.snapshot_threshold}",

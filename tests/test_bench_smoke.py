@@ -29,3 +29,16 @@ def test_raft_benchmark_runs_on_tiny_input(tmp_path) -> None:
 def test_bench_usage_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "tools.bench", "nope"], capture_output=True, text=True)
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_remoting_benchmark_runs_on_tiny_input(tmp_path) -> None:
+    """Both protocols answer every heartbeat (code 0) through one group; no timing is asserted."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", "remoting", "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=170)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["remoting"]["requests"] > 0 and report["http"]["requests"] > 0
+    assert report["remoting"]["errors"] == 0 and report["http"]["errors"] == 0

@@ -278,6 +278,7 @@ class RaftPeerRef(BaseModel):
     id: str
     raftAddress: str
     httpAddress: str | None
+    remotingAddress: str | None = Field(None, description="host:port of its RocketMQ remoting listener")
     voter: bool
 
 
@@ -301,6 +302,7 @@ class RaftPeerRow(BaseModel):
     role: str = Field(description="leader, follower or learner")
     raftAddress: str | None = Field(None, description="host:port its peers dial (from the log, else the config)")
     httpAddress: str | None
+    remotingAddress: str | None = Field(None, description="host:port of its RocketMQ remoting listener")
     matchIndex: int | None = Field(description="null on a follower (only the leader tracks progress)")
     lagEntries: int | None
     lastContactMs: int | None

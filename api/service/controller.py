@@ -53,6 +53,7 @@ class ServiceOptions:
     node: NodeOptions
     group_id: str = "jRaft-Controller"
     http_addresses: Mapping[str, str] = field(default_factory=dict)  # raft id -> "host:port" of its HTTP API
+    remoting_addresses: Mapping[str, str] = field(default_factory=dict)  # raft id -> its jRaftControllerRPCAddr
     scan_interval_ms: int = 5000  # scanNotActiveBrokerInterval
     scan_wait_ms: int = 1000  # jRaftScanWaitTimeoutMs: no scan until this long after the first heartbeat
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
@@ -224,6 +225,10 @@ class ControllerService:
         if not self.node.is_leader():
             raise NotLeaderError(*self.leader())
 
+    def remoting_address(self, peer: str) -> str | None:
+        """A configured peer's RocketMQ remoting address (its jRaftControllerRPCAddr entry), if known."""
+        return self.opts.remoting_addresses.get(peer)
+
     def _check_serving(self) -> None:
         if not self.started or self.stopping:
             raise UnavailableError("the node is starting or stopping")
@@ -378,7 +383,8 @@ class ControllerService:
             "lastSnapshotIndex": st["snapshot"]["index"],
             "lastSnapshotTerm": st["snapshot"]["term"],
             "peers": [
-                {"id": p, "raftAddress": addrs[p]["raft"], "httpAddress": addrs[p]["http"], "voter": p in st["voters"]}
+                {"id": p, "raftAddress": addrs[p]["raft"], "httpAddress": addrs[p]["http"],
+                 "remotingAddress": self.remoting_address(p), "voter": p in st["voters"]}
                 for p in sorted(set(st["voters"]) | set(st["learners"]))
             ],
         }
@@ -398,7 +404,8 @@ class ControllerService:
             pr = st["peers"].get(p)
             role = "leader" if p == st["leader"] else ("learner" if p in st["learners"] else "follower")
             row: dict[str, Any] = {"id": p, "role": role, "raftAddress": addrs[p]["raft"],
-                                   "httpAddress": addrs[p]["http"], "matchIndex": None, "lagEntries": None,
+                                   "httpAddress": addrs[p]["http"], "remotingAddress": self.remoting_address(p),
+                                   "matchIndex": None, "lagEntries": None,
                                    "lastContactMs": None}  # fmt: skip
             if pr is not None:
                 contact = pr.get("contact_ticks", -1)
@@ -411,11 +418,16 @@ class ControllerService:
             rows.append(row)
         return {"leaderId": st["leader"] or None, "lastLogIndex": st["last_index"], "peers": rows}
 
-    def metadata(self) -> dict[str, Any]:
-        """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus)."""
+    def metadata(self, remoting: bool = False) -> dict[str, Any]:
+        """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus). The
+        addresses are the HTTP ones, or with `remoting` the jRaftControllerRPCAddr ones a broker connects to."""
         lid, laddr = self.leader()
         st = self.node.status()
-        peers = [st["addresses"][p]["http"] or p for p in st["voters"]]
+        if remoting:
+            laddr = self.remoting_address(lid) if lid else None
+            peers = [self.remoting_address(p) or p for p in st["voters"]]
+        else:
+            peers = [st["addresses"][p]["http"] or p for p in st["voters"]]
         return {
             "group": self.opts.group_id,
             "controllerLeaderId": lid or None,

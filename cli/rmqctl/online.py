@@ -473,7 +473,7 @@ def raft_status(out: Out, conn: Conn, leader: bool | None) -> None:
                 *(f"peer\t{p.get('id')}\t{fmt(p.get('httpAddress'))}\t{'voter' if p.get('voter') else 'learner'}"
                   for p in peers)])  # fmt: skip
         return
-    block = Block("peers", [dict(p) for p in peers], ["id", "raftAddress", "httpAddress", "voter"])
+    block = Block("peers", [dict(p) for p in peers], ["id", "raftAddress", "httpAddress", "remotingAddress", "voter"])
     _show_kv(out, reply, doc, [block], title=f"raft status of {reply.node} ({body.get('role', 'unknown role')})")
 
 
@@ -486,7 +486,7 @@ def _peers_redirect(reply: Reply) -> str | None:
     return str(leader["httpAddress"])
 
 
-PEER_COLUMNS = ("id", "role", "matchIndex", "lagEntries", "lastContactMs", "httpAddress")
+PEER_COLUMNS = ("id", "role", "matchIndex", "lagEntries", "lastContactMs", "httpAddress", "remotingAddress")
 
 
 @raft.command("peers")

@@ -24,6 +24,8 @@ from cli.config import (
     load_config,
     parse_config,
     parse_properties,
+    remoting_address,
+    remoting_addresses,
     replicated_defaults,
     to_node_options,
     to_service_options,
@@ -43,6 +45,7 @@ jRaftInitConf=10.0.0.1:9880,10.0.0.2:9880,10.0.0.3:9880
 jRaftControllerRPCAddr=10.0.0.1:9770,10.0.0.2:9770,10.0.0.3:9770
 controllerAdminToken=admin-token-1234
 jRaftClusterSecret=cluster-secret-5678
+controllerHttpAddr=10.0.0.1:8080,10.0.0.2:8080,10.0.0.3:8080
 """
 
 
@@ -326,6 +329,21 @@ def test_non_loopback_needs_token_and_secret(text: str, key: str, line: int, rea
     assert reason in str(ei.value)
 
 
+def test_rpc_addr_is_remoting_once_controller_http_addr_is_set() -> None:
+    cfg, _ = parse_config(REMOTE, "n.conf")
+    assert http_address(cfg) == ("10.0.0.2", 8080) and remoting_address(cfg) == ("10.0.0.2", 9770)
+    assert remoting_addresses(cfg)["10.0.0.3:9880"] == "10.0.0.3:9770"
+    assert to_service_options(cfg).remoting_addresses == remoting_addresses(cfg)
+    # Without controllerHttpAddr: the old meaning (HTTP there, no remoting), with a warning saying what to set.
+    cfg, warnings = parse_config(LOOPBACK, "n.conf")
+    assert http_address(cfg) == ("127.0.0.1", 9771) and remoting_address(cfg) is None
+    assert any("controllerHttpAddr = 127.0.0.1:9770,127.0.0.1:9771,127.0.0.1:9772" in w for w in warnings)
+    with pytest.raises(ConfigError, match="controllerHttpAddr.*has 1 entries"):
+        parse_config(LOOPBACK + "controllerHttpAddr=127.0.0.1:8080\n", "n.conf")
+    with pytest.raises(ConfigError, match="127.0.0.1:9770 is also a raft or remoting address"):
+        parse_config(LOOPBACK + "controllerHttpAddr=127.0.0.1:9770,127.0.0.1:8081,127.0.0.1:8082\n", "n.conf")
+
+
 def test_remote_cluster_with_token_and_secret_is_valid() -> None:
     cfg, warnings = parse_config(REMOTE, "n.conf")
     assert warnings == []
@@ -464,7 +482,7 @@ def test_cli_check_config_strict_makes_warnings_fatal(tmp_path: Path) -> None:
     assert run("check-config", "-c", str(p))[0] == 0
     code, out, err = run("check-config", "--strict", "-c", str(p))
     assert code == 2 and out == ""
-    assert err.splitlines() == [f"controllerd: warning: {p}:6: unknown key bogusKey; ignored",
+    assert err.splitlines() == [f"controllerd: warning: {p}:7: unknown key bogusKey; ignored",
                                 "controllerd: config error: 1 warning(s), fatal with --strict"]  # fmt: skip
     p.write_text(REMOTE)
     assert run("check-config", "--strict", "-c", str(p)) == (0, f"{p}: OK\n", "")

@@ -24,6 +24,7 @@ register(main)
 
 L, F1, F2 = "127.0.0.1:9770", "127.0.0.1:9771", "127.0.0.1:9772"  # leader, followers (HTTP addresses)
 RAFT = {L: "127.0.0.1:9880", F1: "127.0.0.1:9881", F2: "127.0.0.1:9882"}
+REMOTING = {L: "127.0.0.1:10770", F1: "127.0.0.1:10771", F2: "127.0.0.1:10772"}
 
 
 def envelope(code: int = 0, header: Any = None, body: Any = None, remark: str | None = None) -> dict[str, Any]:
@@ -64,14 +65,14 @@ STATUS = envelope(body={
     "nodeId": RAFT[L], "group": "jRaft-Controller", "role": "leader", "term": 7, "leaderId": RAFT[L],
     "commitIndex": 1042, "appliedIndex": 1042, "firstLogIndex": 901, "lastLogIndex": 1042,
     "lastSnapshotIndex": 900, "lastSnapshotTerm": 6,
-    "peers": [{"id": RAFT[a], "raftAddress": RAFT[a], "httpAddress": a, "voter": True} for a in (L, F1, F2)],
+    "peers": [{"id": RAFT[a], "raftAddress": RAFT[a], "httpAddress": a, "remotingAddress": REMOTING[a], "voter": True} for a in (L, F1, F2)],
 })  # fmt: skip
 PEERS = envelope(body={"leaderId": RAFT[L], "lastLogIndex": 1042, "peers": [
-    {"id": RAFT[L], "raftAddress": RAFT[L], "role": "leader", "httpAddress": L, "matchIndex": 1042, "lagEntries": 0, "lastContactMs": 0,
+    {"id": RAFT[L], "raftAddress": RAFT[L], "role": "leader", "httpAddress": L, "remotingAddress": REMOTING[L], "matchIndex": 1042, "lagEntries": 0, "lastContactMs": 0,
      "state": "replicate"},
-    {"id": RAFT[F1], "raftAddress": RAFT[F1], "role": "follower", "httpAddress": F1, "matchIndex": 1041, "lagEntries": 1, "lastContactMs": 12,
+    {"id": RAFT[F1], "raftAddress": RAFT[F1], "role": "follower", "httpAddress": F1, "remotingAddress": REMOTING[F1], "matchIndex": 1041, "lagEntries": 1, "lastContactMs": 12,
      "state": "replicate"},
-    {"id": RAFT[F2], "raftAddress": RAFT[F2], "role": "follower", "httpAddress": F2, "matchIndex": 830, "lagEntries": 212,
+    {"id": RAFT[F2], "raftAddress": RAFT[F2], "role": "follower", "httpAddress": F2, "remotingAddress": REMOTING[F2], "matchIndex": 830, "lagEntries": 212,
      "lastContactMs": 4810, "state": "snapshot"},
 ]})  # fmt: skip
 FOLLOWER_PEERS = envelope(body={"leaderId": RAFT[L], "lastLogIndex": 1042, "peers": [
@@ -360,27 +361,27 @@ raft status of 127.0.0.1:9770 (leader)
 
 peers
 
-  Id               RaftAddress      HttpAddress      Voter
- ──────────────────────────────────────────────────────────
-  127.0.0.1:9880   127.0.0.1:9880   127.0.0.1:9770   true
-  127.0.0.1:9881   127.0.0.1:9881   127.0.0.1:9771   true
-  127.0.0.1:9882   127.0.0.1:9882   127.0.0.1:9772   true
+  Id               RaftAddress      HttpAddress      RemotingAddress   Voter
+ ────────────────────────────────────────────────────────────────────────────
+  127.0.0.1:9880   127.0.0.1:9880   127.0.0.1:9770   127.0.0.1:10770   true
+  127.0.0.1:9881   127.0.0.1:9881   127.0.0.1:9771   127.0.0.1:10771   true
+  127.0.0.1:9882   127.0.0.1:9882   127.0.0.1:9772   127.0.0.1:10772   true
 """,
     ),
     "raft peers": Golden(
         ("raft", "peers"), ("GET", "/api/v1/raft/peers"),
-        f"#Id{T}#Role{T}#MatchIndex{T}#LagEntries{T}#LastContactMs{T}#HttpAddress\n"
-        f"127.0.0.1:9880{T}leader{T}1042{T}0{T}0{T}127.0.0.1:9770\n"
-        f"127.0.0.1:9881{T}follower{T}1041{T}1{T}12{T}127.0.0.1:9771\n"
-        f"127.0.0.1:9882{T}follower{T}830{T}212{T}4810{T}127.0.0.1:9772\n",
+        f"#Id{T}#Role{T}#MatchIndex{T}#LagEntries{T}#LastContactMs{T}#HttpAddress{T}#RemotingAddress\n"
+        f"127.0.0.1:9880{T}leader{T}1042{T}0{T}0{T}127.0.0.1:9770{T}127.0.0.1:10770\n"
+        f"127.0.0.1:9881{T}follower{T}1041{T}1{T}12{T}127.0.0.1:9771{T}127.0.0.1:10771\n"
+        f"127.0.0.1:9882{T}follower{T}830{T}212{T}4810{T}127.0.0.1:9772{T}127.0.0.1:10772\n",
         """\
 raft peers (as seen by 127.0.0.1:9770)
 
-  Id               Role       MatchIndex   LagEntries   LastContactMs   HttpAddress
- ──────────────────────────────────────────────────────────────────────────────────────
-  127.0.0.1:9880   leader     1042         0            0               127.0.0.1:9770
-  127.0.0.1:9881   follower   1041         1            12              127.0.0.1:9771
-  127.0.0.1:9882   follower   830          212          4810            127.0.0.1:9772
+  Id               Role       MatchIndex   LagEntries   LastContactMs   HttpAddress      RemotingAddress
+ ────────────────────────────────────────────────────────────────────────────────────────────────────────
+  127.0.0.1:9880   leader     1042         0            0               127.0.0.1:9770   127.0.0.1:10770
+  127.0.0.1:9881   follower   1041         1            12              127.0.0.1:9771   127.0.0.1:10771
+  127.0.0.1:9882   follower   830          212          4810            127.0.0.1:9772   127.0.0.1:10772
 """,
     ),
     "raft snapshot": Golden(
@@ -854,7 +855,7 @@ def test_raft_peers_asks_the_leader_when_a_follower_answers(leader: Cluster) -> 
     assert leader.nodes_asked() == [F1, L]
     leader.sent.clear()
     r = rmqctl("-o", "text", "raft", "peers", "-a", F1, "--local")
-    assert r.stdout.splitlines()[2] == f"127.0.0.1:9881{T}follower{T}null{T}null{T}null{T}127.0.0.1:9771"
+    assert r.stdout.splitlines()[2] == f"127.0.0.1:9881{T}follower{T}null{T}null{T}null{T}127.0.0.1:9771{T}127.0.0.1:10771"
     assert leader.nodes_asked() == [F1]
 
 

@@ -411,7 +411,7 @@ def test_spare_servers_are_in_no_config_file_until_they_join_and_come_back_with_
         spare.seeds = [cluster.node(1).raft, cluster.node(3).raft]
         cfg, warnings = parse_config(cluster.config_text(spare), str(spare.conf))
         assert warnings == [] and cfg.init_conf == (*spare.seeds, spare.raft)
-        assert cfg.rpc_addrs == (cluster.node(1).http, cluster.node(3).http, spare.http)
+        assert cfg.http_addrs == (cluster.node(1).http, cluster.node(3).http, spare.http)
         first = spare.raft
         spare.spare = False  # as join_spare leaves it, without starting a process
         cluster.retire(4)

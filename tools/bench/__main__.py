@@ -1,4 +1,4 @@
-"""python -m tools.bench <benchmark> [options]; benchmarks: raft, snapshot, statemachine, http, audit."""
+"""python -m tools.bench <benchmark> [options]; benchmarks: raft, snapshot, statemachine, http, audit, remoting."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("raft", "snapshot", "statemachine", "http", "audit"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("raft", "snapshot", "statemachine", "http", "audit", "remoting"):
         print("usage: python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
         print(
             "       python -m tools.bench snapshot [--sizes 10,100] [--entries N] [--json F] [--quick]", file=sys.stderr
@@ -15,11 +15,17 @@ def main() -> int:
         print("       python -m tools.bench http [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
               file=sys.stderr)  # fmt: skip
         print("       python -m tools.bench audit [--entries N] [--sets S] [--dir D] [--keep] [--json F]", file=sys.stderr)
+        print("       python -m tools.bench remoting [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
+              file=sys.stderr)  # fmt: skip
         return 2
     if sys.argv[1] == "audit":
         from tools.bench import audit_bench
 
         return audit_bench.main(sys.argv[2:])
+    if sys.argv[1] == "remoting":
+        from tools.bench import remoting_bench
+
+        return remoting_bench.main(sys.argv[2:])
     if sys.argv[1] == "http":
         from tools.bench import http_bench
 

@@ -68,13 +68,48 @@ async def _connection(host: str, port: int, bodies: list[bytes], deadline: float
     return errors
 
 
-def _client(host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any) -> None:
-    bodies = [_body(offset + i) for i in range(brokers)]
+def _frame(i: int) -> bytes:
+    """The same heartbeat as `_body(i)`, as a RocketMQ 904 RemotingCommand (ROCKETMQ header, opaque 0)."""
+    from api.remoting import codec
+
+    fields = {k: str(v) for k, v in json.loads(_body(i)).items()}
+    return codec.encode(codec.RemotingCommand(904, 0, ext_fields=fields, serialize_type=codec.ROCKETMQ))
+
+
+async def _remoting_connection(host: str, port: int, frames: list[bytes], deadline: float, lat: list[float]) -> int:
+    """`_connection` speaking RocketMQ remoting: one request in flight, the answer's code checked."""
+    from api.remoting import codec
+
+    reader, writer = await asyncio.open_connection(host, port)
+    errors = 0
+    k = 0
+    try:
+        while time.perf_counter() < deadline:
+            frame = frames[k % len(frames)]
+            k += 1
+            t0 = time.perf_counter()
+            writer.write(frame)
+            total = int.from_bytes(await reader.readexactly(4), "big")
+            data = await reader.readexactly(total)
+            lat.append(time.perf_counter() - t0)
+            info = int.from_bytes(data[:4], "big")
+            resp = codec.decode_header(data[4 : 4 + (info & 0xFFFFFF)], info >> 24)
+            if resp.code != 0:
+                errors += 1
+    finally:
+        writer.close()
+    return errors
+
+
+def _client(host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any,
+            proto: str = "http") -> None:  # fmt: skip
+    make, connection = (_body, _connection) if proto == "http" else (_frame, _remoting_connection)
+    bodies = [make(offset + i) for i in range(brokers)]
 
     async def run() -> tuple[list[float], int]:
         lat: list[float] = []
         deadline = time.perf_counter() + seconds
-        errs = await asyncio.gather(*(_connection(host, port, bodies[c::conns] or bodies, deadline, lat)
+        errs = await asyncio.gather(*(connection(host, port, bodies[c::conns] or bodies, deadline, lat)
                                       for c in range(conns)))  # fmt: skip
         return lat, sum(errs)
 
@@ -82,11 +117,14 @@ def _client(host: str, port: int, conns: int, seconds: float, offset: int, broke
     q.put((lat, errors))
 
 
-def drive(host: str, port: int, seconds: float, connections: int, clients: int, brokers: int) -> dict[str, Any]:
+def drive(host: str, port: int, seconds: float, connections: int, clients: int, brokers: int,
+          proto: str = "http") -> dict[str, Any]:  # fmt: skip
+    """`clients` processes with `connections` closed-loop connections in all, for `seconds`; proto "http" (POST
+    heartbeat) or "remoting" (904 frames)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     per = max(1, connections // clients)
-    procs = [ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q))
+    procs = [ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q, proto))
              for k in range(clients)]  # fmt: skip
     t0 = time.perf_counter()
     for p in procs:
@@ -133,48 +171,66 @@ def bench_bare(args: argparse.Namespace) -> dict[str, Any]:
         proc.wait(30)
 
 
+def start_group(root: str, procs: list[subprocess.Popen[bytes]], remoting: bool = False) -> tuple[str, str | None]:
+    """Three controllerd processes (appended to `procs`), ready; (leader's HTTP address, its remoting address
+    or None). Without `remoting` jRaftControllerRPCAddr keeps its old meaning (the HTTP addresses)."""
+    ports = free_ports(9)
+    rafts, https, rpcs = ([f"127.0.0.1:{p}" for p in ports[k : k + 3]] for k in (0, 3, 6))
+    addrs = f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n" if remoting \
+        else f"jRaftControllerRPCAddr={','.join(https)}\n"  # fmt: skip
+    for i in range(3):
+        conf = os.path.join(root, f"n{i}.conf")
+        with open(conf, "w") as f:
+            f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
+                    f"controllerStorePath={root}/n{i}\n")  # fmt: skip
+        log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
+            stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
+    for h in https:
+        _wait_http(f"http://{h}/readyz", 60, procs)
+    leader = rafts.index(httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"])
+    return https[leader], rpcs[leader] if remoting else None
+
+
+def stop_group(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(30)
+
+
+def parse_args(name: str, argv: list[str], doc: str) -> argparse.Namespace:
+    """The load options every heartbeat benchmark takes (`--quick`: a tiny smoke run)."""
+    ap = argparse.ArgumentParser(prog=f"python -m tools.bench {name}", description=doc.split("\n\n")[1])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=2, help="load-generator processes")
+    ap.add_argument("--brokers", type=int, default=3000, help="distinct broker identities per client process")
+    ap.add_argument("--json", default=f"bench-{name}.json")
+    ap.add_argument("--quick", action="store_true", help="tiny run for a smoke test")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seconds, args.connections, args.clients, args.brokers = 1.0, 4, 1, 30
+    return args
+
+
 def bench_controller(args: argparse.Namespace, root: str) -> dict[str, Any]:
-    ports = free_ports(6)
-    rafts = [f"127.0.0.1:{p}" for p in ports[:3]]
-    https = [f"127.0.0.1:{p}" for p in ports[3:]]
-    procs = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        for i in range(3):
-            conf = os.path.join(root, f"n{i}.conf")
-            with open(conf, "w") as f:
-                f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n"
-                        f"jRaftControllerRPCAddr={','.join(https)}\ncontrollerStorePath={root}/n{i}\n")  # fmt: skip
-            log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
-                stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
-        for h in https:
-            _wait_http(f"http://{h}/readyz", 60, procs)
-        leader = httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"]
-        host, port = https[rafts.index(leader)].rsplit(":", 1)
+        http, _ = start_group(root, procs)
+        host, port = http.rsplit(":", 1)
         drive(host, int(port), 1.0, args.connections, args.clients, args.brokers)  # warm-up: registers brokers
         out = drive(host, int(port), args.seconds, args.connections, args.clients, args.brokers)
         st = httpx.get(f"http://{host}:{port}/api/v1/raft/status", timeout=5).json()["body"]
         out["commit_index"] = st["commitIndex"]
         return out
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(30)
+        stop_group(procs)
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.bench http", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--connections", type=int, default=64)
-    ap.add_argument("--clients", type=int, default=2, help="load-generator processes")
-    ap.add_argument("--brokers", type=int, default=3000, help="distinct broker identities per client process")
-    ap.add_argument("--json", default="bench-http.json")
-    ap.add_argument("--quick", action="store_true", help="tiny run for a smoke test")
-    args = ap.parse_args(argv)
-    if args.quick:
-        args.seconds, args.connections, args.clients, args.brokers = 1.0, 4, 1, 30
+    args = parse_args("http", argv, __doc__ or "")
     with tempfile.TemporaryDirectory(prefix="bench-http-") as root:
         controller = bench_controller(args, root)
     bare = bench_bare(args)

@@ -15,11 +15,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
+from api import rocketmq as rocketmq_requests
 from api.http.errors import not_leader_envelope
 from api.metrics import ControllerMetrics
 from api.service import ControllerService, NotLeaderError, UnavailableError, checked
 from api.settings import ApiSettings
-from statemachine import commands
 from statemachine.result import Result
 
 Build = Callable[[int], bytes]
@@ -67,8 +67,7 @@ class Gateway:
         """1002 from a broker, the controller or an admin; the outcome counts in election_total."""
         return await self.write(
             "CONTROLLER_ELECT_MASTER",
-            lambda now: commands.elect_master(now, broker_name, cluster_name=cluster, broker_id=broker_id,
-                                              designate_elect=designate),  # fmt: skip
+            rocketmq_requests.elect_master(cluster, broker_name, broker_id, designate),
             on_result=lambda r: self.metrics.observe_election(
                 self.metrics.cluster_of(broker_name, cluster), broker_name, r.code),  # fmt: skip
         )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from api import rocketmq as requests
 from api.http import models as M
 from api.http.routes import ERRORS
 from api.http.routes.common import GatewayDep, rocketmq
 from statemachine import codes as C
-from statemachine import commands
 from statemachine.result import Result
 
 router = APIRouter(prefix="/api/v1/controller", tags=["controller"], responses=ERRORS)
@@ -18,34 +18,28 @@ router = APIRouter(prefix="/api/v1/controller", tags=["controller"], responses=E
 async def heartbeat(req: M.HeartbeatRequest, gw: GatewayDep) -> Response:
     """904 BROKER_HEARTBEAT, proposed as 1018 with the leader's receive time as lastUpdateTimestamp."""
     gw.service.heartbeat_received()
-    return await gw.write("CONTROLLER_BROKER_HEARTBEAT", lambda now: commands.heartbeat(
-        now, req.clusterName, req.brokerName, req.brokerAddr, req.brokerId, epoch=req.epoch, max_offset=req.maxOffset,
-        confirm_offset=req.confirmOffset, heartbeat_timeout_millis=req.heartbeatTimeoutMills,
-        election_priority=req.electionPriority))  # fmt: skip
+    return await gw.write("CONTROLLER_BROKER_HEARTBEAT", requests.heartbeat(vars(req)))
 
 
 @router.post("/next-broker-id", response_model=M.NextBrokerIdAnswer,
              openapi_extra=rocketmq(1012, "CONTROLLER_GET_NEXT_BROKER_ID"))  # fmt: skip
 async def next_broker_id(req: M.NextBrokerIdRequest, gw: GatewayDep) -> Response:
     """1012: the id a new broker should apply for (a linearizable read)."""
-    return await gw.read("CONTROLLER_GET_NEXT_BROKER_ID",
-                         lambda now: commands.get_next_broker_id(now, req.clusterName, req.brokerName))  # fmt: skip
+    return await gw.read("CONTROLLER_GET_NEXT_BROKER_ID", requests.get_next_broker_id(vars(req)))
 
 
 @router.post("/apply-broker-id", response_model=M.ApplyBrokerIdAnswer,
              openapi_extra=rocketmq(1013, "CONTROLLER_APPLY_BROKER_ID"))  # fmt: skip
 async def apply_broker_id(req: M.ApplyBrokerIdRequest, gw: GatewayDep) -> Response:
     """1013: claim a broker id with the broker's check code."""
-    return await gw.write("CONTROLLER_APPLY_BROKER_ID", lambda now: commands.apply_broker_id(
-        now, req.clusterName, req.brokerName, req.appliedBrokerId, req.registerCheckCode))  # fmt: skip
+    return await gw.write("CONTROLLER_APPLY_BROKER_ID", requests.apply_broker_id(vars(req)))
 
 
 @router.post("/register-broker", response_model=M.RegisterBrokerAnswer,
              openapi_extra=rocketmq(1003, "CONTROLLER_REGISTER_BROKER"))  # fmt: skip
 async def register_broker(req: M.RegisterBrokerRequest, gw: GatewayDep) -> Response:
     """1003: register (or re-register) an applied broker id with its address; answers the master if alive."""
-    return await gw.write("CONTROLLER_REGISTER_BROKER", lambda now: commands.register_broker(
-        now, req.clusterName, req.brokerName, req.brokerId, req.brokerAddress))  # fmt: skip
+    return await gw.write("CONTROLLER_REGISTER_BROKER", requests.register_broker(vars(req)))
 
 
 @router.post(
@@ -53,8 +47,7 @@ async def register_broker(req: M.RegisterBrokerRequest, gw: GatewayDep) -> Respo
 )
 async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
     """1002: broker trigger (own brokerId) or controller trigger (no brokerId)."""
-    broker_id = None if req.brokerId == -1 else req.brokerId
-    return await gw.elect(req.clusterName, req.brokerName, broker_id, req.designateElect)
+    return await gw.elect(req.clusterName, req.brokerName, req.brokerId, req.designateElect)
 
 
 @router.post("/alter-sync-state-set", response_model=M.AlterSyncStateSetAnswer,
@@ -62,15 +55,15 @@ async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
 async def alter_sync_state_set(req: M.AlterSyncStateSetRequest, gw: GatewayDep) -> Response:
     """1001: the master reports its new SyncStateSet (fenced by masterEpoch and syncStateSetEpoch)."""
     s = req.syncStateSet
-    return await gw.write("CONTROLLER_ALTER_SYNC_STATE_SET", lambda now: commands.alter_sync_state_set(
-        now, req.brokerName, req.masterBrokerId, req.masterEpoch, s.syncStateSet, s.syncStateSetEpoch))  # fmt: skip
+    return await gw.write("CONTROLLER_ALTER_SYNC_STATE_SET",
+                          requests.alter_sync_state_set(vars(req), s.syncStateSet, s.syncStateSetEpoch))
 
 
 @router.post("/replica-info", response_model=M.ReplicaInfoAnswer,
              openapi_extra=rocketmq(1004, "CONTROLLER_GET_REPLICA_INFO"))  # fmt: skip
 async def replica_info(req: M.ReplicaInfoRequest, gw: GatewayDep) -> Response:
     """1004: the master and SyncStateSet of a broker set (a linearizable read)."""
-    return await gw.read("CONTROLLER_GET_REPLICA_INFO", lambda now: commands.get_replica_info(now, req.brokerName))
+    return await gw.read("CONTROLLER_GET_REPLICA_INFO", requests.get_replica_info(vars(req)))
 
 
 @router.get("/metadata", response_model=M.MetadataAnswer, openapi_extra=rocketmq(1005, "CONTROLLER_GET_METADATA_INFO"))

@@ -1,0 +1,1 @@
+"""RocketMQ's remoting protocol (RemotingCommand over TCP): codec, header classes, the listener."""

@@ -1,0 +1,130 @@
+"""The custom headers of the controller's requests and responses, as RocketMQ's header classes declare them
+(remoting/protocol/header/controller/**, header/namesrv/BrokerHeartbeatRequestHeader): field name, Java type
+and whether it is @CFNotNull. On the wire every field is text in `extFields`; `parse` converts it the way
+RemotingCommand.decodeCommandCustomHeader does (Long.parseLong, Integer.parseInt, Boolean.parseBoolean) and
+names the field it refuses; `to_ext` renders a response header the way makeCustomHeaderToNet does (null
+fields left out)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from statemachine import codes as C
+
+STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"
+_RANGES = {LONG: (-(2**63), 2**63 - 1), INTEGER: (-(2**31), 2**31 - 1)}
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, @CFNotNull)
+
+BROKER_HEARTBEAT = 904  # RequestCode.BROKER_HEARTBEAT (a broker's; proposed as 1018)
+GET_METADATA_INFO = 1005
+GET_CONTROLLER_CONFIG = 1010
+
+# Request headers by request code. 1005, 1006, 1009 and 1010 carry none (1006 and 1009 have a body).
+REQUEST: dict[int, Schema] = {
+    # BrokerHeartbeatRequestHeader
+    BROKER_HEARTBEAT: (("clusterName", STRING, True), ("brokerAddr", STRING, True), ("brokerName", STRING, True),
+                       ("brokerId", LONG, False), ("epoch", INTEGER, False), ("maxOffset", LONG, False),
+                       ("confirmOffset", LONG, False), ("heartbeatTimeoutMills", LONG, False),
+                       ("electionPriority", INTEGER, False)),  # fmt: skip
+    # AlterSyncStateSetRequestHeader (+ body SyncStateSet)
+    C.ALTER_SYNC_STATE_SET: (("brokerName", STRING, False), ("masterBrokerId", LONG, False),
+                             ("masterEpoch", INTEGER, False), ("invokeTime", LONG, False)),  # fmt: skip
+    # ElectMasterRequestHeader
+    C.ELECT_MASTER: (("clusterName", STRING, True), ("brokerName", STRING, True), ("brokerId", LONG, True),
+                     ("designateElect", BOOLEAN, True), ("invokeTime", LONG, False)),  # fmt: skip
+    # RegisterBrokerToControllerRequestHeader
+    C.REGISTER_BROKER: (("clusterName", STRING, False), ("brokerName", STRING, False), ("brokerId", LONG, False),
+                        ("brokerAddress", STRING, False), ("invokeTime", LONG, False)),  # fmt: skip
+    # GetReplicaInfoRequestHeader
+    C.GET_REPLICA_INFO: (("brokerName", STRING, False),),
+    # CleanControllerBrokerDataRequestHeader
+    C.CLEAN_BROKER_DATA: (("clusterName", STRING, False), ("brokerName", STRING, True),
+                          ("brokerControllerIdsToClean", STRING, False), ("isCleanLivingBroker", BOOLEAN, False),
+                          ("invokeTime", LONG, False)),  # fmt: skip
+    # GetNextBrokerIdRequestHeader
+    C.GET_NEXT_BROKER_ID: (("clusterName", STRING, True), ("brokerName", STRING, True)),
+    # ApplyBrokerIdRequestHeader
+    C.APPLY_BROKER_ID: (("clusterName", STRING, True), ("brokerName", STRING, True),
+                        ("appliedBrokerId", LONG, True), ("registerCheckCode", STRING, True)),  # fmt: skip
+}
+
+# Initial values of nullable Java fields a request may leave out (a @CFNotNull field must be on the wire even
+# when its Java field has an initializer: Java's client always sends it, and decodeCommandCustomHeader refuses
+# it missing).
+DEFAULTS: dict[int, dict[str, Any]] = {
+    C.CLEAN_BROKER_DATA: {"isCleanLivingBroker": False},
+}
+
+# Response headers by request code (what a client decodes; 2007's fields are in NOT_LEADER).
+RESPONSE: dict[int, Schema] = {
+    C.ALTER_SYNC_STATE_SET: (("newSyncStateSetEpoch", INTEGER, False),),
+    C.ELECT_MASTER: (("masterBrokerId", LONG, False), ("masterAddress", STRING, False),
+                     ("masterEpoch", INTEGER, False), ("syncStateSetEpoch", INTEGER, False)),  # fmt: skip
+    C.REGISTER_BROKER: (("clusterName", STRING, False), ("brokerName", STRING, False),
+                        ("masterBrokerId", LONG, False), ("masterAddress", STRING, False),
+                        ("masterEpoch", INTEGER, False), ("syncStateSetEpoch", INTEGER, False)),  # fmt: skip
+    C.GET_REPLICA_INFO: (("masterBrokerId", LONG, False), ("masterAddress", STRING, False),
+                         ("masterEpoch", INTEGER, False)),  # fmt: skip
+    GET_METADATA_INFO: (("group", STRING, False), ("controllerLeaderId", STRING, False),
+                        ("controllerLeaderAddress", STRING, False), ("isLeader", BOOLEAN, False),
+                        ("peers", STRING, False)),  # fmt: skip
+    C.GET_NEXT_BROKER_ID: (("clusterName", STRING, False), ("brokerName", STRING, False),
+                           ("nextBrokerId", LONG, False)),  # fmt: skip
+    C.APPLY_BROKER_ID: (("clusterName", STRING, False), ("brokerName", STRING, False)),
+}
+NOT_LEADER: Schema = (("controllerLeaderId", STRING, False), ("controllerLeaderAddress", STRING, False))
+
+
+class HeaderFieldError(ValueError):
+    """A header field is missing or not of its Java type; the message names it (RocketMQ's remark text)."""
+
+
+def _convert(name: str, kind: str, text: str) -> Any:
+    if kind == STRING:
+        return text
+    if kind == BOOLEAN:
+        return text.lower() == "true"  # Boolean.parseBoolean: anything else is false
+    t = text.strip() if kind == LONG else text
+    if not _DECIMAL.fullmatch(t):
+        raise HeaderFieldError(f"the custom field <{name}> is not a {kind}: {text!r}")
+    v = int(t)
+    lo, hi = _RANGES[kind]
+    if not lo <= v <= hi:
+        raise HeaderFieldError(f"the custom field <{name}> is outside the {kind} range: {text!r}")
+    return v
+
+
+def parse(schema: Schema, ext: Mapping[str, str], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The typed fields of a header (None where absent and nullable)."""
+    out: dict[str, Any] = dict(defaults or {})
+    for name, kind, required in schema:
+        text = ext.get(name)
+        if text is None:
+            if required:
+                raise HeaderFieldError(f"the custom field <{name}> is null")
+            out.setdefault(name, None)
+            continue
+        out[name] = _convert(name, kind, text)
+    return out
+
+
+def to_ext(header: Mapping[str, Any] | None) -> dict[str, str]:
+    """A response header as extFields: Java's toString of each non-null field."""
+    if not header:
+        return {}
+    out = {}
+    for k, v in header.items():
+        if v is None:
+            continue
+        out[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+    return out
+
+
+def typed(schema: Schema, ext: Mapping[str, str]) -> dict[str, Any]:
+    """A client's view of a response header: the schema's fields converted, unknown fields kept as text."""
+    kinds = {name: kind for name, kind, _ in schema}
+    return {k: _convert(k, kinds[k], v) if k in kinds else v for k, v in ext.items()}

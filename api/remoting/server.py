@@ -1,0 +1,387 @@
+"""The remoting listener: RocketMQ's RemotingCommand protocol over TCP, beside the HTTP API in the same loop.
+
+Brokers and mqadmin connect to a node's jRaftControllerRPCAddr entry (docs/remoting.md). Every request goes
+through the same ControllerService calls and the same command builders (api.rocketmq) as the HTTP routes;
+only the framing differs. A connection may carry many requests at once: each is answered (same opaque, the
+response flag set, the request's header serialization) as soon as its result is ready, in any order;
+oneway requests are served and not answered.
+
+Errors never close a healthy stream: an unknown code is answered 3 REQUEST_CODE_NOT_SUPPORTED with
+RocketMQ's remark, a malformed header or field 1 SYSTEM_ERROR with a remark naming the field. Only a broken
+stream (a length below 4, a header length past its frame, a frame above the maximum) closes the connection,
+as NettyDecoder does. When a connection closes, every broker whose heartbeats arrived on it (and no newer
+connection) goes through CLOSE_CHANNEL (1014) when this node leads, as RocketMQ's BrokerHousekeepingService.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from api import rocketmq as R
+from api.http.errors import NOT_LEADER_REMARK, ApiError
+from api.metrics import ControllerMetrics
+from api.remoting import codec
+from api.remoting import headers as H
+from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
+from api.service import CommandArgumentError, ControllerService, NotLeaderError, UnavailableError, checked
+from api.settings import ApiSettings
+from cli.config import ConfigError, parse_properties
+from statemachine import codes as C
+from statemachine import commands
+from statemachine.result import Result
+
+log = logging.getLogger("controllerd.remoting")
+
+MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswered requests
+NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
+NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
+
+# The request type of each code in the metrics (the same names the HTTP routes count under).
+REQUEST_TYPES = {
+    H.BROKER_HEARTBEAT: "CONTROLLER_BROKER_HEARTBEAT",
+    C.ALTER_SYNC_STATE_SET: "CONTROLLER_ALTER_SYNC_STATE_SET",
+    C.ELECT_MASTER: "CONTROLLER_ELECT_MASTER",
+    C.REGISTER_BROKER: "CONTROLLER_REGISTER_BROKER",
+    C.GET_REPLICA_INFO: "CONTROLLER_GET_REPLICA_INFO",
+    H.GET_METADATA_INFO: "CONTROLLER_GET_METADATA_INFO",
+    C.GET_SYNC_STATE_DATA: "CONTROLLER_GET_SYNC_STATE_DATA",
+    C.UPDATE_CONTROLLER_CONFIG: "CONTROLLER_UPDATE_CONTROLLER_CONFIG",
+    H.GET_CONTROLLER_CONFIG: "CONTROLLER_GET_CONTROLLER_CONFIG",
+    C.CLEAN_BROKER_DATA: "CONTROLLER_CLEAN_BROKER_DATA",
+    C.GET_NEXT_BROKER_ID: "CONTROLLER_GET_NEXT_BROKER_ID",
+    C.APPLY_BROKER_ID: "CONTROLLER_APPLY_BROKER_ID",
+}
+
+
+class RequestError(Exception):
+    """A request the controller refuses before any consensus: answered SYSTEM_ERROR with this remark."""
+
+
+def not_supported(code: int) -> str:
+    return f" request type {code} not supported"  # NettyRemotingAbstract's remark, leading space included
+
+
+def _json_body(cmd: RemotingCommand, what: str) -> Any:
+    if not cmd.body:
+        raise RequestError(f"the body ({what}) is empty")
+    try:
+        return json.loads(cmd.body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RequestError(f"the body is not JSON ({what}): {e}") from None
+
+
+def _body_bytes(body: Any) -> bytes | None:
+    return None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def properties_text(values: dict[str, str]) -> bytes:
+    """MixAll.properties2String: one `key=value` line per entry."""
+    return "".join(f"{k}={v}\n" for k, v in values.items()).encode()
+
+
+class Dispatcher:
+    """code -> answer: the request's fields decoded by the Java header classes' lists, then the service."""
+
+    def __init__(self, service: ControllerService, settings: ApiSettings, metrics: ControllerMetrics | None) -> None:
+        self.service = service
+        self.settings = settings
+        self.metrics = metrics
+        self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
+            H.BROKER_HEARTBEAT: self._heartbeat,
+            C.ALTER_SYNC_STATE_SET: self._alter,
+            C.ELECT_MASTER: self._elect,
+            C.REGISTER_BROKER: self._header_write(R.register_broker),
+            C.GET_REPLICA_INFO: self._header_read(R.get_replica_info),
+            H.GET_METADATA_INFO: self._metadata,
+            C.GET_SYNC_STATE_DATA: self._sync_state_data,
+            C.UPDATE_CONTROLLER_CONFIG: self._update_config,
+            H.GET_CONTROLLER_CONFIG: self._get_config,
+            C.CLEAN_BROKER_DATA: self._header_write(R.clean_broker_data),
+            C.GET_NEXT_BROKER_ID: self._header_read(R.get_next_broker_id),
+            C.APPLY_BROKER_ID: self._header_write(R.apply_broker_id),
+        }
+
+    def fields(self, cmd: RemotingCommand) -> dict[str, Any]:
+        return H.parse(H.REQUEST[cmd.code], cmd.ext_fields, H.DEFAULTS.get(cmd.code))
+
+    # --- the service calls (the HTTP Gateway's write / read / local) ---
+
+    def _write(self, cmd: RemotingCommand, build: R.Build) -> Awaitable[Result]:
+        return self.service.write(checked(build), REQUEST_TYPES[cmd.code])
+
+    def _read(self, build: R.Build) -> Awaitable[Result]:
+        return self.service.read(checked(build))
+
+    def _header_write(self, mapping: Callable[[R.Fields], R.Build]) -> Callable[[RemotingCommand], Awaitable[Result]]:
+        return lambda cmd: self._write(cmd, mapping(self.fields(cmd)))
+
+    def _header_read(self, mapping: Callable[[R.Fields], R.Build]) -> Callable[[RemotingCommand], Awaitable[Result]]:
+        return lambda cmd: self._read(mapping(self.fields(cmd)))
+
+    async def _heartbeat(self, cmd: RemotingCommand) -> Result:
+        h = self.fields(cmd)
+        if h["brokerId"] is None:
+            return Result(C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        self.service.heartbeat_received()
+        return await self._write(cmd, R.heartbeat(h))
+
+    async def _alter(self, cmd: RemotingCommand) -> Result:
+        h = self.fields(cmd)
+        body = _json_body(cmd, "SyncStateSet")
+        ids = body.get("syncStateSet") if isinstance(body, dict) else None
+        epoch = body.get("syncStateSetEpoch") if isinstance(body, dict) else None
+        if not isinstance(ids, list) or type(epoch) is not int:
+            raise RequestError('the body must be a SyncStateSet {"syncStateSet":[ids],"syncStateSetEpoch":int}')
+        return await self._write(cmd, R.alter_sync_state_set(h, ids, epoch))
+
+    async def _elect(self, cmd: RemotingCommand) -> Result:
+        h = self.fields(cmd)
+        result = await self._write(cmd, R.elect_master(h["clusterName"], h["brokerName"], h["brokerId"],
+                                                      h["designateElect"]))  # fmt: skip
+        if self.metrics is not None:
+            name = h["brokerName"]
+            self.metrics.observe_election(self.metrics.cluster_of(name, h["clusterName"]), name, result.code)
+        return result
+
+    async def _metadata(self, cmd: RemotingCommand) -> Result:
+        return Result(C.SUCCESS, header=self.service.metadata(remoting=True))
+
+    async def _sync_state_data(self, cmd: RemotingCommand) -> Result:
+        names = _json_body(cmd, "a JSON array of brokerNames")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise RequestError("the body must be a JSON array of brokerNames")
+        return await self._read(R.get_sync_state_data(names))
+
+    async def _get_config(self, cmd: RemotingCommand) -> Result:
+        return Result(C.SUCCESS, body=R.config_view(self.service, self.settings))
+
+    async def _update_config(self, cmd: RemotingCommand) -> Result:
+        if not cmd.body:
+            raise RequestError("the body (properties text key=value) is empty")
+        try:
+            props = {p.key: p.value for p in parse_properties(cmd.body.decode(), "the body")}
+        except (ConfigError, UnicodeDecodeError) as e:
+            raise RequestError(f"the body is not properties text: {e}") from None
+        try:
+            plan = R.plan_config_update(props, self.settings)
+        except ApiError as e:
+            raise RequestError("; ".join(f"{x['field']}: {x['message']}" for x in e.errors or []) or e.message) from None
+        if isinstance(plan, Result):
+            return plan
+        return await self._write(cmd, R.update_controller_config(plan))
+
+    # --- answers ---
+
+    async def answer(self, cmd: RemotingCommand) -> RemotingCommand:
+        """The response to a request (never raises: every failure is a RocketMQ response)."""
+        handler = self.handlers.get(cmd.code)
+        if handler is None:
+            return cmd.response(C.REQUEST_CODE_NOT_SUPPORTED, not_supported(cmd.code))
+        request_type = REQUEST_TYPES[cmd.code]
+        t0 = time.perf_counter()
+        status = "failed"
+        try:
+            result = await handler(cmd)
+            status = "success"
+        except NotLeaderError as e:
+            status = "success"
+            lid = e.leader_id or None
+            ext = H.to_ext({"controllerLeaderId": lid, "controllerLeaderAddress": self.service.remoting_address(lid)
+                            if lid else None})  # fmt: skip
+            return cmd.response(C.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK, ext)
+        except UnavailableError as e:
+            timed_out = time.perf_counter() - t0 >= self.service.opts.request_timeout_s
+            status = "timeout" if timed_out else "failed"
+            return cmd.response(C.SYSTEM_ERROR, f"unavailable: {e}")
+        except (H.HeaderFieldError, RequestError, CommandArgumentError) as e:
+            return cmd.response(C.SYSTEM_ERROR, str(e))
+        except Exception as e:  # a bug: answered, logged, never a dropped connection
+            log.exception("remoting request %d failed", cmd.code)
+            return cmd.response(C.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        finally:
+            if self.metrics is not None:
+                latency = (time.perf_counter() - t0) * 1e6 if status == "success" else None
+                self.metrics.observe_request(request_type, status, latency)
+        if cmd.code == H.GET_CONTROLLER_CONFIG:
+            body = properties_text(result.body)
+        else:
+            body = _body_bytes(result.body)
+        return cmd.response(result.code, result.remark, H.to_ext(result.header), body)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.in_flight = 0
+        self.paused = False
+        self.brokers: set[tuple[str, str, int]] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are no asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as e:
+            log.warning("remoting connection from %s closed: %s", self.peer, e)
+            self.close()
+            return
+        for frame in frames:
+            try:
+                cmd = codec.decode(frame)
+            except HeaderError as e:  # the frame boundary holds: answer it (opaque 0 when unreadable)
+                stype = frame[0] if frame[0] in (codec.JSON, codec.ROCKETMQ) else codec.JSON
+                bad = RemotingCommand(0, e.opaque or 0, serialize_type=stype)
+                self.send(bad.response(C.SYSTEM_ERROR, f"malformed header: {e}"))
+                continue
+            if cmd.is_response:
+                continue  # the controller sends no requests on accepted connections: nothing to match
+            self.start(cmd)
+
+    def start(self, cmd: RemotingCommand) -> None:
+        if cmd.code == H.BROKER_HEARTBEAT:
+            self.server.saw_heartbeat(self, cmd)
+        self.in_flight += 1
+        if self.in_flight >= MAX_IN_FLIGHT and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd))
+        task.add_done_callback(lambda t: self.done(cmd, t))
+
+    def done(self, cmd: RemotingCommand, task: asyncio.Task[RemotingCommand]) -> None:
+        self.in_flight -= 1
+        if self.paused and self.in_flight < MAX_IN_FLIGHT // 2 and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        if task.cancelled() or cmd.is_oneway:
+            return
+        self.send(task.result())
+
+    def send(self, response: RemotingCommand) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(codec.encode(response))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.server.channel_closed(self)
+        self.transport = None
+
+
+class RemotingServer:
+    """The listener of one node. `await start()` binds (OSError names the address), `await stop()` closes."""
+
+    def __init__(
+        self,
+        service: ControllerService,
+        settings: ApiSettings,
+        address: tuple[str, int],
+        metrics: ControllerMetrics | None = None,
+        max_frame: int = codec.DEFAULT_MAX_FRAME,
+    ) -> None:
+        self.service = service
+        self.address = address
+        self.max_frame = max_frame
+        self.dispatcher = Dispatcher(service, settings, metrics)
+        self.connections: set[_Connection] = set()
+        self.channels: dict[tuple[str, str, int], _Connection] = {}  # broker identity -> its latest connection
+        self.closed_channels = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.notified = 0  # 1008 frames written to brokers
+        service.listeners.append(self._on_result)
+
+    async def start(self) -> None:
+        host, port = self.address
+        try:
+            self._server = await asyncio.get_running_loop().create_server(lambda: _Connection(self), host, port,
+                                                                         backlog=2048)  # fmt: skip
+        except OSError as e:
+            raise OSError(e.errno, f"cannot listen for remoting on {host}:{port}: {e.strerror}") from None
+        log.info("serving RocketMQ remoting on %s:%d (raft %s)", host, port, self.service.id)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for c in list(self.connections):
+                c.close()
+            await self._server.wait_closed()
+            self._server = None
+        for t in list(self._tasks):
+            t.cancel()
+
+    def _on_result(self, request_type: str, result: Result) -> None:
+        """The leader's results: push NOTIFY_BROKER_ROLE_CHANGED (1008) to every member alive at the command's
+        time, on a connection the controller opens to the broker's address (oneway, as RocketMQ does)."""
+        if self._server is None:
+            return
+        for note in result.notifications:
+            ext = H.to_ext(note.header())
+            body = _body_bytes(note.body())
+            for _, address in note.targets:
+                self._spawn(self._notify(address, ext, body))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notify(self, address: str, ext: dict[str, str], body: bytes | None) -> None:
+        host, _, port = address.rpartition(":")
+        frame = codec.encode(RemotingCommand(NOTIFY_BROKER_ROLE_CHANGED, 0, codec.ONEWAY_FLAG, None, ext, body))
+        try:
+            async with asyncio.timeout(NOTIFY_TIMEOUT_S):
+                _, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+                writer.write(frame)
+                await writer.drain()
+                writer.close()
+                await writer.wait_closed()
+            self.notified += 1
+        except (OSError, ValueError, TimeoutError) as e:
+            log.warning("role-change notification (1008) to broker %s failed: %s", address, e)
+
+    def saw_heartbeat(self, conn: _Connection, cmd: RemotingCommand) -> None:
+        """Remember which connection a broker heartbeats on (RocketMQ keeps the channel per identity)."""
+        ext = cmd.ext_fields
+        try:
+            identity = (ext["clusterName"], ext["brokerName"], int(ext["brokerId"]))
+        except (KeyError, ValueError):
+            return  # the answer will say what is wrong
+        conn.brokers.add(identity)
+        self.channels[identity] = conn
+
+    def channel_closed(self, conn: _Connection) -> None:
+        """CLOSE_CHANNEL (1014) for every broker whose latest connection this was, when this node leads."""
+        for identity in conn.brokers:
+            if self.channels.get(identity) is not conn:
+                continue
+            del self.channels[identity]
+            if self.service.started and not self.service.stopping and self.service.node.is_leader():
+                self._spawn(self._close_channel(identity))
+
+    async def _close_channel(self, identity: tuple[str, str, int]) -> None:
+        try:
+            r = await self.service.write(lambda now: commands.close_channel(now, *identity), "BROKER_CLOSE_CHANNEL")
+            self.closed_channels += 1
+            log.info("broker %s/%s/%d closed its connection: %s", *identity, r.body)
+        except (NotLeaderError, UnavailableError) as e:
+            log.warning("close-channel of broker %s/%s/%d not proposed: %s", *identity, e)

@@ -1,0 +1,140 @@
+"""RocketMQ's controller requests as commands: the one mapping from a request's fields (named as RocketMQ's
+header classes name them) to the command the service proposes or reads. Both front ends call it: the HTTP
+routes with their validated models, the remoting listener with the decoded extFields."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from api.http.errors import invalid, validation_error
+from api.service import ControllerService
+from api.settings import ApiSettings
+from statemachine import codes as C
+from statemachine import commands
+from statemachine.result import Result
+
+Build = Any  # Callable[[int], bytes]: the command at the leader's now
+Fields = Mapping[str, Any]
+
+
+def heartbeat(h: Fields) -> Build:
+    """904 BROKER_HEARTBEAT, proposed as 1018 with the leader's receive time as lastUpdateTimestamp."""
+    return lambda now: commands.heartbeat(
+        now, h["clusterName"], h["brokerName"], h["brokerAddr"], h["brokerId"], epoch=h["epoch"],
+        max_offset=h["maxOffset"], confirm_offset=h["confirmOffset"],
+        heartbeat_timeout_millis=h["heartbeatTimeoutMills"], election_priority=h["electionPriority"])  # fmt: skip
+
+
+def get_next_broker_id(h: Fields) -> Build:
+    return lambda now: commands.get_next_broker_id(now, h["clusterName"], h["brokerName"])
+
+
+def apply_broker_id(h: Fields) -> Build:
+    return lambda now: commands.apply_broker_id(
+        now, h["clusterName"], h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"])  # fmt: skip
+
+
+def register_broker(h: Fields) -> Build:
+    return lambda now: commands.register_broker(
+        now, h["clusterName"], h["brokerName"], h["brokerId"], h["brokerAddress"])  # fmt: skip
+
+
+def elect_master(cluster: str | None, broker_name: str, broker_id: int | None, designate: bool) -> Build:
+    """1002 from a broker (own id), the controller (no id: -1 or None) or an admin (designate)."""
+    bid = None if broker_id == -1 else broker_id
+    return lambda now: commands.elect_master(now, broker_name, cluster_name=cluster, broker_id=bid,
+                                             designate_elect=designate)  # fmt: skip
+
+
+def alter_sync_state_set(h: Fields, sync_state_set: Iterable[int], sync_state_set_epoch: int) -> Build:
+    """1001: header fields plus the SyncStateSet body the master sends (the epoch it holds)."""
+    return lambda now: commands.alter_sync_state_set(
+        now, h["brokerName"], h["masterBrokerId"], h["masterEpoch"], sync_state_set, sync_state_set_epoch)  # fmt: skip
+
+
+def get_replica_info(h: Fields) -> Build:
+    return lambda now: commands.get_replica_info(now, h["brokerName"])
+
+
+def get_sync_state_data(broker_names: Iterable[str]) -> Build:
+    return lambda now: commands.get_sync_state_data(now, broker_names)
+
+
+def update_controller_config(changes: Mapping[str, Any]) -> Build:
+    """1009 with the replicated keys `plan_config_update` accepted."""
+    return lambda now: commands.update_controller_config(now, changes)
+
+
+def clean_broker_data(h: Fields) -> Build:
+    return lambda now: commands.clean_broker_data(
+        now, h["brokerName"], cluster_name=h["clusterName"],
+        broker_controller_ids_to_clean=h["brokerControllerIdsToClean"],
+        is_clean_living_broker=h["isCleanLivingBroker"])  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- controller config (1009/1010)
+
+JAVA_INT_MAX = 2**31 - 1
+_INT = re.compile(r"[+-]?[0-9]+")
+BLACK_LISTED = Result(C.NO_PERMISSION, "Can not update config in black list.")  # RocketMQ's answer
+
+
+def _text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def config_view(service: ControllerService, settings: ApiSettings) -> dict[str, str]:
+    """1010: the node-local effective keys, and the replicated keys as the state machine applies them
+    (this node's applied state, like RocketMQ's node-local 1010)."""
+    out = dict(settings.local_config)
+    out.update({k: _text(v) for k, v in service.replicated_config().items()})
+    return dict(sorted(out.items()))
+
+
+def _parse(kind: int, raw: Any) -> Any:
+    """A replicated key's value from properties text or the JSON value of its type; None if neither."""
+    if kind == commands.BOOL:
+        if type(raw) is bool:
+            return raw
+        if type(raw) is str and raw.strip().lower() in ("true", "false"):
+            return raw.strip().lower() == "true"
+    elif kind == commands.INT:
+        if type(raw) is int:
+            return raw
+        if type(raw) is str and _INT.fullmatch(raw.strip()):
+            return int(raw.strip())
+    return None
+
+
+def plan_config_update(body: Mapping[str, Any], settings: ApiSettings) -> dict[str, Any] | Result:
+    """The 1009 changes of a config update, or RocketMQ's 16 answer for a black-listed key. Raises ApiError
+    (a 422 over HTTP) naming every key that is unknown, node-local (not changeable at runtime) or has a bad value."""
+    if any(k in settings.black_list() for k in body):
+        return BLACK_LISTED
+    if not body:
+        raise invalid("body", "no config key given", type="missing")
+    runtime = ", ".join(sorted(commands.CONFIG_KEYS))
+    changes: dict[str, Any] = {}
+    errors: list[dict[str, str]] = []
+    for key, raw in body.items():
+        kind = commands.CONFIG_KEYS.get(key)
+        if kind is None:
+            if key in settings.local_config:
+                why = f"a node-local key: set it in the node's properties file and restart (only {runtime} change at runtime, through the Raft log)"
+            else:
+                why = f"not a controller config key that can change at runtime (those are {runtime})"
+            errors.append({"field": key, "location": "body", "message": why, "type": "config_key"})
+            continue
+        value = _parse(kind, raw)
+        in_range = value is not None and (kind != commands.INT or 0 <= value <= JAVA_INT_MAX)
+        if not in_range or not commands.config_value_ok(key, value):
+            want = '"true" or "false"' if kind == commands.BOOL else f"an integer from 0 to {JAVA_INT_MAX}"
+            errors.append({"field": key, "location": "body", "message": f"must be {want}, got {raw!r}",
+                           "type": "config_value"})  # fmt: skip
+            continue
+        changes[key] = value
+    if errors:
+        raise validation_error(errors)
+    return changes

@@ -1,0 +1,398 @@
+"""The remoting listener on real services over loopback TCP: the HTTP fidelity scenarios of test_controller
+replayed as RemotingCommands (through an adapter that turns each HTTP call into its RocketMQ code, header and
+body), errors and limits, concurrency, the close-channel path, and a 3-node failover."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from api.remoting import codec
+from api.remoting import headers as H
+from api.remoting.client import RemotingClient
+from api.remoting.server import RemotingServer
+from api.service import ControllerService
+from raft.testing.cluster import free_ports
+from statemachine import codes as C
+from tests.api.harness import GROUP_RAFT, SETTINGS, Counter, build, running, service_options, settled, solo
+from tests.api.test_controller import (  # noqa: F401  (the HTTP scenarios, collected here over remoting)
+    test_alter_sync_state_set_and_fencing,
+    test_apply_broker_id_conflict,
+    test_elect_master_without_broker_id_is_the_controller_trigger,
+    test_heartbeat_is_replicated_with_the_leader_clock_and_starts_the_scan_guard,
+    test_register_flow_elect_and_replica_info,
+    test_unknown_broker_set_codes,
+)
+
+pytestmark = pytest.mark.anyio
+
+PATHS = {
+    "/api/v1/controller/heartbeat": H.BROKER_HEARTBEAT,
+    "/api/v1/controller/next-broker-id": C.GET_NEXT_BROKER_ID,
+    "/api/v1/controller/apply-broker-id": C.APPLY_BROKER_ID,
+    "/api/v1/controller/register-broker": C.REGISTER_BROKER,
+    "/api/v1/controller/elect-master": C.ELECT_MASTER,
+    "/api/v1/controller/alter-sync-state-set": C.ALTER_SYNC_STATE_SET,
+    "/api/v1/controller/replica-info": C.GET_REPLICA_INFO,
+    "/api/v1/controller/metadata": H.GET_METADATA_INFO,
+}
+
+
+def envelope(code: int, resp: codec.RemotingCommand) -> dict[str, Any]:
+    """A remoting response as the HTTP envelope: the header typed by the Java response header class, its null
+    fields (left out on the wire) back as null."""
+    schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(code, ())
+    header = H.typed(schema, resp.ext_fields)
+    if header or (schema and resp.code == C.SUCCESS):
+        header = {name: header.get(name) for name, _, _ in schema} | header
+    return {"code": resp.code, "codeName": C.code_name(resp.code), "remark": resp.remark, "header": header or None,
+            "body": json.loads(resp.body) if resp.body else None}  # fmt: skip
+
+
+class RemotingNode:
+    """The `Node` of the HTTP tests, speaking remoting: `ok(method, path, json=...)` sends the request's fields
+    as extFields (the SyncStateSet of 1001 as the body)."""
+
+    def __init__(self, service: ControllerService, server: RemotingServer, client: RemotingClient) -> None:
+        self.service, self.server, self.client = service, server, client
+
+    @property
+    def id(self) -> str:
+        return self.service.id
+
+    def last_index(self) -> int:
+        return int(self.service.node.status()["last_index"])
+
+    async def ok(self, method: str, path: str, *, code: int = 0, json: dict[str, Any] | None = None,
+                 **_: Any) -> dict[str, Any]:  # fmt: skip
+        rcode = PATHS[path]
+        fields = dict(json or {})
+        body = None
+        if rcode == C.ALTER_SYNC_STATE_SET:
+            body = _json.dumps(fields.pop("syncStateSet")).encode()
+        if rcode == C.ELECT_MASTER:  # what Java's client sends for the fields it leaves at their initial values
+            fields = {"clusterName": "", "brokerId": -1, "designateElect": False} | fields
+        env = envelope(rcode, await self.client.request(rcode, fields, body))
+        assert env["code"] == code, env
+        return env
+
+
+_json = json
+
+
+@pytest.fixture(scope="module", params=[codec.ROCKETMQ, codec.JSON], ids=["rocketmq", "json"])
+async def node(request: pytest.FixtureRequest, anyio_backend: str,
+               tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RemotingNode]:  # fmt: skip
+    async with solo(tmp_path_factory.mktemp("remoting")) as n:
+        server = RemotingServer(n.service, SETTINGS, ("127.0.0.1", 0))
+        await server.start()
+        client = await RemotingClient.connect("127.0.0.1", server.port, request.param)
+        try:
+            yield RemotingNode(n.service, server, client)
+        finally:
+            client.close()
+            await server.stop()
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.01)
+
+
+async def test_unknown_code_is_not_supported_as_java_answers(node: RemotingNode) -> None:
+    for code in (1, 1007, 1014, 1018, 9999):
+        r = await node.client.request(code)
+        assert (r.code, r.remark, r.is_response) == (C.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported",
+                                                     True)  # fmt: skip
+
+
+async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: RemotingNode) -> None:
+    r = await node.client.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c1"})
+    assert r.code == C.SYSTEM_ERROR and r.remark == "the custom field <brokerName> is null"
+    # @CFNotNull holds even where the Java field has an initial value (Java's client always sends it).
+    r = await node.client.request(C.ELECT_MASTER, {"clusterName": "c1", "brokerName": "b", "brokerId": 1})
+    assert r.code == C.SYSTEM_ERROR and r.remark == "the custom field <designateElect> is null"
+    r = await node.client.request(C.APPLY_BROKER_ID, {"clusterName": "c", "brokerName": "b", "appliedBrokerId": "x1",
+                                                      "registerCheckCode": "a;1"})  # fmt: skip
+    assert r.code == C.SYSTEM_ERROR and "appliedBrokerId" in r.remark
+    r = await node.client.request(C.ALTER_SYNC_STATE_SET, {"brokerName": "b"}, b"{nope")
+    assert r.code == C.SYSTEM_ERROR and "body is not JSON" in r.remark
+    r = await node.client.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1"})
+    assert (r.code, r.remark) == (C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+    # An unreadable JSON header: answered (opaque 0), the stream stays usable.
+    fut = asyncio.get_running_loop().create_future()
+    header = b"{broken"
+    node.client.pending[0] = fut
+    node.client.send_raw(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    bad = await asyncio.wait_for(fut, 10)
+    assert bad.code == C.SYSTEM_ERROR and "not valid JSON" in bad.remark
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+
+
+async def test_a_broken_stream_closes_only_that_connection(node: RemotingNode) -> None:
+    other = await RemotingClient.connect("127.0.0.1", node.server.port)
+    other.send_raw(struct.pack(">i", 2))  # a length below 4
+    await asyncio.wait_for(other.closed, 10)
+    big = await RemotingClient.connect("127.0.0.1", node.server.port)
+    big.send_raw(struct.pack(">i", codec.DEFAULT_MAX_FRAME + 1))
+    await asyncio.wait_for(big.closed, 10)
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+
+
+async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, unique: Counter) -> None:
+    name = unique("busy")
+    beats = [node.client.request_nowait(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name,
+             "brokerAddr": f"a:{i}", "brokerId": i}) for i in range(1, 201)]  # fmt: skip
+    meta = node.client.request_nowait(H.GET_METADATA_INFO)
+    first = await asyncio.wait_for(asyncio.wait([meta, *beats], return_when=asyncio.FIRST_COMPLETED), 10)
+    assert meta in first[0]  # the local answer did not wait behind 200 commits
+    answers = await asyncio.wait_for(asyncio.gather(*beats), 10)
+    assert [a.code for a in answers] == [C.SUCCESS] * 200
+    assert len({a.opaque for a in answers}) == 200
+    assert all(("c", name, i) in node.service.sm.live.table for i in range(1, 201))
+
+
+async def test_oneway_heartbeat_is_served_unanswered(node: RemotingNode, unique: Counter) -> None:
+    name = unique("oneway")
+    node.client.request_nowait(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1",
+                                                    "brokerId": 1}, oneway=True)  # fmt: skip
+    await wait_for(lambda: ("c", name, 1) in node.service.sm.live.table)
+    assert not node.client.pending
+
+
+async def test_metadata_config_and_sync_state_data(node: RemotingNode, unique: Counter) -> None:
+    meta = envelope(H.GET_METADATA_INFO, await node.client.request(H.GET_METADATA_INFO))
+    assert meta["header"]["isLeader"] is True and meta["header"]["controllerLeaderId"] == node.id
+    cfg = await node.client.request(H.GET_CONTROLLER_CONFIG)
+    assert cfg.code == C.SUCCESS and b"enableElectUncleanMaster=false\n" in cfg.body
+    r = await node.client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"configStorePath=/tmp/x\n")
+    assert (r.code, r.remark) == (C.NO_PERMISSION, "Can not update config in black list.")
+    r = await node.client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"enableElectUncleanMaster=maybe\n")
+    assert r.code == C.SYSTEM_ERROR and "enableElectUncleanMaster" in r.remark
+    assert (await node.client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=4\n")).code == 0
+    assert b"electMasterMaxRetryCount=4\n" in (await node.client.request(H.GET_CONTROLLER_CONFIG)).body
+    name = unique("ssd")
+    for path, fields in (("next-broker-id", {"clusterName": "c", "brokerName": name}),
+                         ("apply-broker-id", {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1,
+                                              "registerCheckCode": "h:1;1"})):  # fmt: skip
+        await node.ok("POST", f"/api/v1/controller/{path}", json=fields)
+    r = await node.client.request(C.GET_SYNC_STATE_DATA, body=json.dumps([name]).encode())
+    table = json.loads(r.body)["replicasInfoTable"]
+    assert r.code == C.SUCCESS and table[name]["masterEpoch"] == 0
+    r = await node.client.request(C.CLEAN_BROKER_DATA, {"clusterName": "c", "brokerName": name,
+                                                        "isCleanLivingBroker": True})  # fmt: skip
+    assert r.code == C.SUCCESS and name not in node.service.sm.manager.replicas.sets
+
+
+async def test_a_closed_connection_goes_through_close_channel(node: RemotingNode, unique: Counter) -> None:
+    name = unique("closing")
+    broker = await RemotingClient.connect("127.0.0.1", node.server.port)
+    r = await broker.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1",
+                                                  "brokerId": 1, "heartbeatTimeoutMills": 600000})  # fmt: skip
+    assert r.code == C.SUCCESS and ("c", name, 1) in node.service.sm.live.table
+    before = node.last_index()
+    broker.close()
+    await wait_for(lambda: ("c", name, 1) not in node.service.sm.live.table)
+    assert node.last_index() > before  # removed through the log (1014), not locally
+
+
+# ---------------------------------------------------------------------------------- 3 nodes, failover
+
+
+async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None:
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    nodes = [build(service_options(tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting)) for i in range(3)]
+    servers = [RemotingServer(n.service, SETTINGS, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
+    for s in servers:
+        await s.start()
+    try:
+        async with running(nodes):
+            leader = await settled(nodes)
+            follower = next(n for n in nodes if n is not leader)
+            # A broker asks a follower: 2007 names the leader's remoting address, as 1005 does.
+            fclient = await RemotingClient.connect("127.0.0.1", rports[nodes.index(follower)])
+            r = await fclient.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
+            assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
+            meta = await fclient.request(H.GET_METADATA_INFO)
+            assert meta.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
+            assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or \
+                set(meta.ext_fields["peers"].rstrip(";").split(";")) == set(remoting.values())  # fmt: skip
+            fclient.close()
+            status = follower.service.raft_status()
+            assert {p["id"]: p["remotingAddress"] for p in status["peers"]} == remoting
+
+            async def broker_step(fn: Callable[[RemotingClient], Awaitable[Any]]) -> Any:
+                """Run fn against the leader found through 1005, as a broker's controller client does."""
+                async with asyncio.timeout(20):
+                    while True:
+                        for addr in remoting.values():
+                            try:
+                                c = await RemotingClient.connect(*addr.split(":"))
+                            except OSError:
+                                continue
+                            try:
+                                m = await c.request(H.GET_METADATA_INFO, timeout=2)
+                                lead = m.ext_fields.get("controllerLeaderAddress")
+                                if m.ext_fields.get("isLeader") == "true":
+                                    result = await fn(c)
+                                    if result is not None:
+                                        return result
+                                elif lead is None:
+                                    pass
+                            except (ConnectionError, TimeoutError):
+                                pass
+                            finally:
+                                c.close()
+                        await asyncio.sleep(0.05)
+
+            async def register(c: RemotingClient, bid: int) -> Any:
+                addr = f"10.1.0.{bid}:10911"
+                for code, ext in ((C.APPLY_BROKER_ID, {"clusterName": "c", "brokerName": "b", "appliedBrokerId": bid,
+                                                       "registerCheckCode": f"{addr};1"}),
+                                  (H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": addr,
+                                                        "brokerId": bid, "heartbeatTimeoutMills": 600000}),
+                                  (C.REGISTER_BROKER, {"clusterName": "c", "brokerName": "b", "brokerId": bid,
+                                                       "brokerAddress": addr})):  # fmt: skip
+                    r = await c.request(code, ext)
+                    if r.code != C.SUCCESS:
+                        return None
+                return True
+
+            await broker_step(lambda c: register(c, 1))
+            await broker_step(lambda c: register(c, 2))
+
+            async def elect(c: RemotingClient) -> Any:
+                r = await c.request(C.ELECT_MASTER, {"clusterName": "c", "brokerName": "b", "brokerId": 1,
+                                                     "designateElect": False})  # fmt: skip
+                return r if r.code in (C.SUCCESS, C.CONTROLLER_MASTER_STILL_EXIST) else None
+
+            assert (await broker_step(elect)).ext_fields["masterBrokerId"] == "1"
+            # The leader goes away; the brokers find the new one and keep heartbeating and reading.
+            await leader.service.stop(transfer=False)
+            rest = [n for n in nodes if n is not leader]
+            await wait_for(lambda: any(n.service.node.is_leader() for n in rest), 20)
+
+            async def beat_and_read(c: RemotingClient) -> Any:
+                r = await c.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b",
+                                    "brokerAddr": "10.1.0.2:10911", "brokerId": 2})  # fmt: skip
+                if r.code != C.SUCCESS:
+                    return None
+                r = await c.request(C.GET_REPLICA_INFO, {"brokerName": "b"})
+                return r if r.code == C.SUCCESS else None
+
+            r = await broker_step(beat_and_read)
+            assert r.ext_fields["masterBrokerId"] == "1" and json.loads(r.body)["syncStateSet"] == [1]
+    finally:
+        for s in servers:
+            await s.stop()
+
+
+async def test_controller_server_serves_remoting_beside_http_and_names_a_busy_port(tmp_path: Path) -> None:
+    from api.server import ControllerServer
+
+    raft, http, rport = free_ports(3)
+    opts = service_options(tmp_path, [raft], 0, GROUP_RAFT)
+    server = ControllerServer(opts, SETTINGS, ("127.0.0.1", http), remoting_address=("127.0.0.1", rport))
+    await server.start()
+    try:
+        await server.service.node.wait_for_leader(10)
+        client = await RemotingClient.connect("127.0.0.1", rport, codec.JSON)
+        r = await client.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1",
+                                                      "brokerId": 1})  # fmt: skip
+        assert (r.code, r.remark, r.serialize_type) == (C.SUCCESS, "Heart beat success", codec.JSON)
+        client.close()
+        # A second node on the same remoting port fails to start, saying which address.
+        (raft2, http2) = free_ports(2)
+        other = ControllerServer(service_options(tmp_path / "o", [raft2], 0, GROUP_RAFT), SETTINGS,
+                                 ("127.0.0.1", http2), remoting_address=("127.0.0.1", rport))  # fmt: skip
+        with pytest.raises(OSError, match=f"cannot listen for remoting on 127.0.0.1:{rport}"):
+            await other.start()
+        assert not other.service.started
+    finally:
+        await server.stop()
+
+
+async def test_an_election_pushes_notify_role_changed_to_the_alive_brokers(node: RemotingNode, unique: Counter) -> None:
+    """1008 travels on a connection the controller opens to the broker's registered address, oneway."""
+    got: asyncio.Queue[codec.RemotingCommand] = asyncio.Queue()
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read()
+        for frame in codec.FrameDecoder().feed(data):
+            got.put_nowait(codec.decode(frame))
+        writer.close()
+
+    listener = await asyncio.start_server(broker, "127.0.0.1", 0)
+    addr = f"127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    name = unique("notified")
+    try:
+        for path, fields in (
+            ("next-broker-id", {"clusterName": "c", "brokerName": name}),
+            ("apply-broker-id", {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1,
+                                 "registerCheckCode": f"{addr};1"}),
+            ("heartbeat", {"clusterName": "c", "brokerName": name, "brokerAddr": addr, "brokerId": 1,
+                           "heartbeatTimeoutMills": 600000}),
+            ("register-broker", {"clusterName": "c", "brokerName": name, "brokerId": 1, "brokerAddress": addr}),
+            ("elect-master", {"clusterName": "c", "brokerName": name, "brokerId": 1}),
+        ):  # fmt: skip
+            await node.ok("POST", f"/api/v1/controller/{path}", json=fields)
+        note = await asyncio.wait_for(got.get(), 10)
+    finally:
+        listener.close()
+    assert (note.code, note.is_oneway) == (1008, True)
+    assert note.ext_fields == {"masterAddress": addr, "masterEpoch": "1", "syncStateSetEpoch": "1", "masterBrokerId": "1"}
+    assert json.loads(note.body) == {"syncStateSet": [1], "syncStateSetEpoch": 1}
+
+
+def _expectation(stream: bytes) -> str:
+    """What the listener must do with `stream` followed by a probe: "closes" (a broken length), "incomplete"
+    (it waits for the rest of a frame, as TCP framing must) or "answers"."""
+    d = codec.FrameDecoder()
+    try:
+        d.feed(stream)
+    except codec.FrameError:
+        return "closes"
+    return "incomplete" if d.pending else "answers"
+
+
+async def test_fuzzed_frames_never_crash_or_hang_the_listener(node: RemotingNode, caplog: pytest.LogCaptureFixture) -> None:
+    """Seeded random streams: valid lengths around random headers (both types, random codes and ext fields) and
+    raw garbage. Each connection is answered or closed; the listener keeps serving and logs no exception."""
+    import random
+
+    rng = random.Random(17)
+    seen = {"answers": 0, "closes": 0, "incomplete": 0}
+    codes = [904, 1001, 1002, 1003, 1004, 1005, 1006, 1009, 1010, 1011, 1012, 1013, 1014, rng.randrange(-32768, 32767)]
+    for round_ in range(60):
+        c = await RemotingClient.connect("127.0.0.1", node.server.port, round_ % 2)
+        if round_ % 3 == 0:
+            mangled = rng.randbytes(rng.randrange(1, 200))
+            c.send_raw(mangled)
+        else:
+            ext = {rng.choice(["brokerName", "clusterName", "brokerId", "masterEpoch", "designateElect", "x"]):
+                   rng.choice(["", "1", "-1", "9" * 30, "true", "b\u00e9", "1;2"]) for _ in range(rng.randrange(4))}
+            body = rng.choice([None, b"[]", b"{", b'{"syncStateSet":[1],"syncStateSetEpoch":"x"}', rng.randbytes(9)])
+            frame = codec.encode(codec.RemotingCommand(rng.choice(codes), 5, 0, None, ext, body,
+                                                       serialize_type=round_ % 2))  # fmt: skip
+            cut = rng.randrange(4, len(frame) + 1)
+            mangled = frame[:cut] + rng.randbytes(rng.randrange(3)) if round_ % 5 == 0 else frame
+            c.send_raw(mangled)
+        expect = _expectation(mangled)
+        if expect == "answers":
+            assert (await c.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+        elif expect == "closes":
+            await asyncio.wait_for(c.closed, 10)
+        seen[expect] += 1
+        c.close()
+    assert seen["answers"] and seen["closes"] and seen["incomplete"], seen
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
