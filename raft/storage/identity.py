@@ -110,8 +110,8 @@ def claim_identity(data_dir: str, group: str, node: str) -> bool:
         raise IdentityError(
             f"{path}: this data directory belongs to node {have.node!r} of group {have.group!r}, but this node "
             f"is {node!r} of group {group!r}; refusing to start on another node's data. Fix: point "
-            f"controllerStorePath at node {node!r}'s own data directory (an empty one if it has none; it then "
-            f"catches up from the leader)",
+            f"controllerStorePath at the data directory of node {node!r} (an empty one if it has none; it "
+            f"then catches up from the leader)",
             path,
         )
     return False
