@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+from json import loads as json_loads
 from pathlib import Path
 
 import msgpack
@@ -119,3 +120,19 @@ def test_the_controller_service_writes_its_group(tmp_path: Path) -> None:
     assert ControllerService(opts).node.opts.group_id == "controller-group-7"
     other = ServiceOptions(options(tmp_path / "data"), group_id="from-service")
     assert ControllerService(other).node.opts.group_id == "from-service"
+
+
+def test_offline_rmqctl_verbs_read_a_data_dir_with_its_identity(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from cli.rmqctl import main
+
+    d = tmp_path / "data"
+    start_stop(options(d), proposals=3)
+    assert (d / IDENTITY_FILE).exists()
+    for args in (["log", "info", str(d)], ["log", "info", str(d), "--copy"], ["log", "dump", str(d)]):
+        r = CliRunner().invoke(main, ["-o", "json", *args])
+        assert r.exit_code == 0, (args, r.output)
+    doc = json_loads(CliRunner().invoke(main, ["-o", "json", "log", "info", str(d)]).stdout)
+    assert doc["lastIndex"] >= 4 and doc["raftVote"] == "a"  # a leader's noop and 3 proposals
+    assert read_identity(str(d)) == DataDirIdentity("g1", "a")  # the verbs leave it alone
