@@ -663,6 +663,7 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
     """The raft node's options. Other fields of RaftOptions/SnapshotOptions/TransportOptions keep their defaults."""
     return NodeOptions(
         node_id=cfg.server_id,
+        group_id=cfg.group_id,
         data_dir=cfg.store_path,
         peers={a: split_addr(a) for a in cfg.init_conf},
         secret=cfg.secret_bytes,

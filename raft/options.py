@@ -185,6 +185,9 @@ class NodeOptions:
     member's address in the log wins over this (docs/raft.md, "Membership addresses")."""
     secret: bytes
     """The cluster secret authenticating every raft frame."""
+    group_id: str = "jRaft-Controller"
+    """The raft group (jRaftGroupId). With node_id it is written into the data directory's IDENTITY file at
+    the first start and checked at every later one (raft/storage/identity.py)."""
     voters: tuple[str, ...] = ()
     """Bootstrap configuration; empty means every peer. A node joining an existing cluster lists the
     current voters (not itself) and is added by add_peer."""

@@ -136,7 +136,7 @@ class ControllerService:
     def __init__(self, options: ServiceOptions, clock: Callable[[], int] = wall_ms) -> None:
         self.opts = options
         self.sm = _Machine(self)
-        node_opts = options.node
+        node_opts = replace(options.node, group_id=options.group_id)  # the data dir's IDENTITY names the group
         if options.http_addresses and not node_opts.http_addresses:
             node_opts = replace(node_opts, http_addresses=dict(options.http_addresses))
         self.node = Node(node_opts, self.sm)

@@ -46,6 +46,7 @@ from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.storage import FileMetaStorage, LogWriter, SegmentLog
 from raft.storage.dirlock import DataDirLock
+from raft.storage.identity import claim_identity
 from raft.transport import TcpTransport
 from raft.transport.tcp import Address, format_address, parse_address
 from snapshot import format as snapshot_format
@@ -121,6 +122,13 @@ class Node:
     async def start(self) -> None:
         o = self.opts
         self._lock = DataDirLock(o.data_dir)  # DataDirLockedError while another process uses the directory
+        try:  # IdentityError if the directory holds another node's or group's data
+            if claim_identity(o.data_dir, o.group_id, o.node_id):
+                log.info("%s: wrote IDENTITY (node %s, group %s)", o.data_dir, o.node_id, o.group_id)
+        except BaseException:
+            self._lock.release()
+            self._lock = None
+            raise
         self._loop = asyncio.get_running_loop()
         self._failed = self._loop.create_future()
         so = o.snapshot

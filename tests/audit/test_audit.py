@@ -14,6 +14,7 @@ import pytest
 
 from raft.core.messages import Entry
 from raft.storage import SegmentLog
+from raft.storage.identity import IDENTITY_FILE, read_identity
 from raft.storage.walscan import LiveLog, list_segments, merge_scans, run_arrays, scan_segment_bytes
 from snapshot.format import META_FILE, decode_meta, encode_meta
 from snapshot.storage import SnapshotStorage
@@ -27,6 +28,13 @@ pytestmark = pytest.mark.xdist_group("spark-audit")  # one JVM per worker, share
 
 def audit(spark: Any, root: Path, out: Path, **kw: Any) -> Result:
     return run(spark, Options([str(root)], str(out), "test-run", plots=kw.pop("plots", False), **kw))
+
+
+def node(root: Path, data_dir: str) -> str:
+    """The node id the data dir's IDENTITY file names: the audit's label for it."""
+    ident = read_identity(str(root / data_dir))
+    assert ident is not None
+    return ident.node
 
 
 def only(result: Result, check: str) -> list[dict[str, Any]]:
@@ -65,7 +73,8 @@ def test_clean_cluster_run_has_no_findings(spark: Any, data: tuple[Path, dict[st
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     (group,) = s["groups"].values()
     assert group == {"baseIndex": 0, "replayedTo": marks["last"], "snapshotPoints": [marks["first"], marks["second"]]}
-    assert sorted(n["node"] for n in s["nodes"]) == ["n0", "n1", "n2"]
+    assert sorted(n["node"] for n in s["nodes"]) == sorted(node(root, d) for d in ("n0", "n1", "n2"))
+    assert list(s["groups"]) == ["jRaft-Controller"]
     assert s["entriesScanned"] == 3 * marks["last"] and s["commandsApplied"] > 50
     assert s["snapshotsNotReplayVerified"] == [] and s["sectionsNotReplayAudited"] == []
     for name in ("log_growth.png", "findings_by_check.png"):
@@ -84,7 +93,8 @@ def test_flipped_bit_in_a_log_record(spark: Any, data: tuple[Path, dict[str, int
     path.write_bytes(bytes(raw))
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["log_index"], f["offset"], f["path"]) == ("wal.crc", "n1", index, off, str(path))
+    assert (f["check"], f["node"], f["log_index"], f["offset"], f["path"]) == ("wal.crc", node(root, "n1"), index, off,
+                                                                                str(path))  # fmt: skip
     assert "CRC" in f["detail"] and r.exit_code == EXIT_CORRUPT
 
 
@@ -96,7 +106,7 @@ def test_dropped_entry(spark: Any, data: tuple[Path, dict[str, int]], tmp_path: 
     path.write_bytes(raw[:off] + raw[off + size :])
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["log_index"]) == ("wal.crc", "n2", index)
+    assert (f["check"], f["node"], f["log_index"]) == ("wal.crc", node(root, "n2"), index)
     assert r.exit_code == EXIT_CORRUPT
 
 
@@ -123,10 +133,10 @@ def test_snapshot_with_one_wrong_value(spark: Any, data: tuple[Path, dict[str, i
     r = audit(spark, root, tmp_path / "out")
     replay = only(r, "snapshot.replay")
     assert [(f["node"], f["snapshot_index"], f["section"], f["entity"]) for f in replay] == [
-        ("n0", index, "kvConfig", "ns1/key-3")]
+        (node(root, "n0"), index, "kvConfig", "ns1/key-3")]
     assert (json.loads(replay[0]["snapshot_value"]), json.loads(replay[0]["replayed_value"])) == ("tampered", "v2-3")
     digest = only(r, "snapshot.digest")
-    assert [(f["node"], f["snapshot_index"], f["section"]) for f in digest] == [("n0", index, "kvConfig")]
+    assert [(f["node"], f["snapshot_index"], f["section"]) for f in digest] == [(node(root, "n0"), index, "kvConfig")]
     assert len(r.findings) == 2 and r.exit_code == EXIT_DIVERGENCE
 
 
@@ -142,8 +152,8 @@ def test_node_whose_log_diverges(spark: Any, data: tuple[Path, dict[str, int]], 
         log.append([Entry(e.term + 7, e.index, e.type, e.data) for e in entries[keep:]])
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["log_index"], f["first_divergent_index"]) == ("log.matching", "n2", keep + 1,
-                                                                                    keep + 1)  # fmt: skip
+    assert (f["check"], f["node"], f["log_index"], f["first_divergent_index"]) == ("log.matching", node(root, "n2"),
+                                                                                    keep + 1, keep + 1)  # fmt: skip
     assert r.exit_code == EXIT_DIVERGENCE
 
 
@@ -155,7 +165,8 @@ def test_snapshot_meta_lies_about_its_term(spark: Any, data: tuple[Path, dict[st
     meta_path.write_bytes(encode_meta(dataclasses.replace(meta, last_included_term=meta.last_included_term + 1)))
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["snapshot_index"], f["field"]) == ("snapshot.meta", "n1", index, "lastIncludedTerm")
+    assert (f["check"], f["node"], f["snapshot_index"], f["field"]) == ("snapshot.meta", node(root, "n1"), index,
+                                                                        "lastIncludedTerm")  # fmt: skip
     assert (f["snapshot_value"], f["replayed_value"]) == (str(meta.last_included_term + 1), str(meta.last_included_term))
     assert r.exit_code == EXIT_CORRUPT
 
@@ -167,7 +178,7 @@ def test_torn_tail_is_reported_as_such(spark: Any, data: tuple[Path, dict[str, i
     path.write_bytes(raw + raw[off : off + size - 3])  # the start of a next batch that never finished
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["severity"], f["node"], f["offset"]) == ("wal.torn_tail", "info", "n0", len(raw))
+    assert (f["check"], f["severity"], f["node"], f["offset"]) == ("wal.torn_tail", "info", node(root, "n0"), len(raw))
     assert r.exit_code == EXIT_OK
 
 
@@ -184,4 +195,46 @@ def test_compacted_logs_replay_from_the_snapshot_they_continue_from(spark: Any, 
     (group,) = r.summary["groups"].values()
     assert group == {"baseIndex": marks["first"], "replayedTo": marks["last"], "snapshotPoints": [marks["second"]]}
     assert sorted((u["node"], u["index"]) for u in r.summary["snapshotsNotReplayVerified"]) == [
-        (n, marks["first"]) for n in ("n0", "n1", "n2")]
+        (node(root, n), marks["first"]) for n in ("n0", "n1", "n2")]
+
+
+def test_nodes_are_labelled_by_their_identity_even_when_renamed(spark: Any, data: tuple[Path, dict[str, int]],
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    """The directories are renamed, two of them to each other's names: the labels follow the IDENTITY files."""
+    root, _ = data
+    ids = {d: node(root, d) for d in ("n0", "n1", "n2")}
+    (root / "n0").rename(root / "tmp")
+    (root / "n1").rename(root / "n0")
+    (root / "tmp").rename(root / "n1")
+    (root / "n2").rename(root / "copy-of-something")
+    r = audit(spark, root, tmp_path / "out")
+    assert r.findings == [] and r.exit_code == EXIT_OK
+    labels = {Path(n["dataDir"]).name: n["node"] for n in r.summary["nodes"]}
+    assert labels == {"n1": ids["n0"], "n0": ids["n1"], "copy-of-something": ids["n2"]}
+    assert {n["group"] for n in r.summary["nodes"]} == {"jRaft-Controller"}
+
+
+def test_copies_without_identity_are_labelled_by_directory_with_a_warning(spark: Any, data: tuple[Path, dict[str, int]],
+                                                                          tmp_path: Path) -> None:  # fmt: skip
+    root, _ = data
+    for d in ("n0", "n1", "n2"):
+        (root / d / IDENTITY_FILE).unlink()
+    r = audit(spark, root, tmp_path / "out")
+    missing = only(r, "identity.missing")
+    assert sorted((f["node"], f["severity"], f["path"]) for f in missing) == [
+        (d, "warning", str(root / d)) for d in ("n0", "n1", "n2")]
+    assert len(r.findings) == 3 and r.exit_code == EXIT_OK  # a warning about labels, not about the data
+    (group,) = {n["group"] for n in r.summary["nodes"]}
+    assert group.startswith("127.0.0.1:")  # named by its voters, as before IDENTITY existed
+
+
+def test_damaged_identity_is_corrupt_input(spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    root, _ = data
+    path = root / "n2" / IDENTITY_FILE
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0x01  # the node id's last byte: the CRC no longer matches
+    path.write_bytes(bytes(raw))
+    r = audit(spark, root, tmp_path / "out")
+    (f,) = r.findings
+    assert (f["check"], f["node"], f["path"], f["offset"]) == ("identity.readable", "n2", str(path), len(raw) - 4)
+    assert "CRC" in f["detail"] and r.exit_code == EXIT_CORRUPT

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from raft.storage.identity import read_identity
 from snapshot.format import META_FILE, decode_meta, encode_meta
 from tests.audit.cluster_data import build_cluster_data
 from tools.audit.job import main
@@ -46,7 +47,9 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     assert "snapshot.meta" in p.stdout and f"output in {out}" in p.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["exitCode"] == EXIT_CORRUPT and summary["findings"] == 1
-    assert {n["node"] for n in summary["nodes"]} == {"n0", "n1", "n2"}
+    ids = {d: read_identity(str(tmp_path / "data" / d)) for d in ("n0", "n1", "n2")}  # labels come from IDENTITY
+    assert {n["node"]: Path(n["dataDir"]).name for n in summary["nodes"]} == {i.node: d for d, i in ids.items() if i}
     assert [c["check"] for c in summary["checks"] if c["findings"]] == ["snapshot.meta"]
     (row,) = summary["topFindings"]
-    assert (row["node"], row["snapshot_index"], row["path"]) == ("n2", marks["second"], f"file://{meta_path.parent}")
+    assert (row["node"], row["snapshot_index"], row["path"]) == (ids["n2"].node, marks["second"],  # type: ignore[union-attr]
+                                                                 f"file://{meta_path.parent}")  # fmt: skip

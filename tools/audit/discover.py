@@ -1,8 +1,12 @@
 """Finding the data directories under the inputs, through the local filesystem or Spark's Hadoop layer.
 
 A data directory (controllerStorePath) holds `log/` and/or `snapshot/` (cli/rmqctl/store.py); an input may
-be one, or a directory above several (up to three levels). Only names, sizes and the small wal_meta file
-are read here, on the driver; segments and snapshots are read by the executors.
+be one, or a directory above several (up to three levels). Only names, sizes and the small wal_meta and
+IDENTITY files are read here, on the driver; segments and snapshots are read by the executors.
+
+A node is labelled by its IDENTITY file (raft/storage/identity.py: group id and node id, written by the node
+at its first start), so renamed or copied directories keep their labels; a directory without one (a copy
+made before nodes wrote it) is labelled by its name, and the audit says so (`identity.missing`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cli.rmqctl.store import LOG_DIR, SNAPSHOT_DIR, SNAPSHOT_NAME
+from raft.storage.identity import IDENTITY_FILE, DataDirIdentity, IdentityError, decode_identity
 from raft.storage.segment import WAL_META_FILE
 from raft.storage.walscan import WalListing, list_segments
 from tools.audit.tasks import local_path
@@ -32,6 +37,8 @@ class NodeInput:
     snapshots: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # index -> (dir uri, file names)
     quarantined: list[str] = field(default_factory=list)
     listing_error: tuple[str, int, str] | None = None
+    identity: DataDirIdentity | None = None  # None: no IDENTITY file, or a damaged one (identity_error)
+    identity_error: tuple[str, int, str] | None = None  # (path, offset, reason)
 
     @property
     def local(self) -> bool:
@@ -113,6 +120,12 @@ def _walk(fs: LocalFs | HadoopFs, uri: str, depth: int, found: list[str]) -> Non
 
 def describe(fs: LocalFs | HadoopFs, nid: int, uri: str) -> NodeInput:
     node = NodeInput(nid, uri)
+    if any(n == IDENTITY_FILE and not d for n, _, d in fs.ls(uri)):
+        path = join(uri, IDENTITY_FILE)
+        try:
+            node.identity = decode_identity(fs.read(path), path)
+        except IdentityError as e:
+            node.identity_error = (path, e.offset, str(e))
     log_uri = join(uri, LOG_DIR)
     if fs.isdir(log_uri):
         entries = fs.ls(log_uri)
@@ -138,13 +151,20 @@ def describe(fs: LocalFs | HadoopFs, nid: int, uri: str) -> NodeInput:
 
 
 def name_nodes(nodes: list[NodeInput]) -> None:
-    """Labels: the directory's name, with as many parent names as it takes to be unique."""
+    """Labels: the node id of the IDENTITY file; without one, the directory's name. Labels that are not unique
+    (two copies of one node, nodes of two groups with equal ids, a directory named like another's node id)
+    get the directory's name after an `@`, with as many parent names as it takes to be unique."""
     parts = {n.nid: n.uri.rstrip("/").split("/") for n in nodes}
     depth = 1
     while True:
-        labels = {nid: "/".join(p[-depth:]) for nid, p in parts.items()}
-        if len(set(labels.values())) == len(labels) or depth > 8:
+        dirs = {nid: "/".join(p[-depth:]) for nid, p in parts.items()}
+        if len(set(dirs.values())) == len(dirs) or depth > 8:
             break
         depth += 1
+    labels = {n.nid: n.identity.node if n.identity is not None else dirs[n.nid] for n in nodes}
+    counts: dict[str, int] = {}
+    for label in labels.values():
+        counts[label] = counts.get(label, 0) + 1
     for n in nodes:
-        n.name = labels[n.nid]
+        label = labels[n.nid]
+        n.name = label if counts[label] == 1 or n.identity is None else f"{label}@{dirs[n.nid]}"

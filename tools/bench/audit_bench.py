@@ -37,6 +37,8 @@ import msgpack
 from raft.core.confchange import encode_conf
 from raft.core.messages import ConfState, Entry, EntryType
 from raft.storage import SegmentLog
+from raft.storage.identity import IDENTITY_FILE, DataDirIdentity, encode_identity
+from snapshot.durable import atomic_write
 from snapshot.storage import SnapshotStorage
 from statemachine import SECTION_NAMES, ControllerStateMachine
 from statemachine import codes as C
@@ -110,8 +112,10 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
                 pending.commit()
         if batch:
             log.append(batch)
-    for n in NODES[1:]:
-        shutil.copytree(node0, root / n)
+    for k, n in enumerate(NODES):  # what a node writes at its first start (raft/storage/identity.py)
+        if k:
+            shutil.copytree(node0, root / n)
+        atomic_write(root / n, IDENTITY_FILE, encode_identity(DataDirIdentity("jRaft-Controller", VOTERS[k])))
     size = sum(f.stat().st_size for f in (node0 / "log").iterdir())
     return {"indexes": indexes, "entries": indexes * len(NODES), "sets": sets, "brokers": 3 * sets,
             "heartbeat_share": heartbeats / (indexes - 2), "log_bytes_per_node": size, "snapshots": marks,
