@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from google_crc32c import extend as crc32c_extend
 
+from snapshot import failpoint
 from snapshot.durable import ensure_dir, fsync_dir, write_file
 from snapshot.errors import SnapshotError, SnapshotExistsError, SnapshotFormatError, SnapshotNotFoundError
 from snapshot.format import (
@@ -600,5 +601,6 @@ class SnapshotStorage:
             fsync_dir(self.directory)
 
     def _step(self, point: str) -> None:
+        failpoint.hit("snapshot." + point)
         if self._fail_at == point:
             raise SimulatedCrash(point)

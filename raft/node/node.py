@@ -48,6 +48,7 @@ from raft.storage import FileMetaStorage, LogWriter, SegmentLog
 from raft.storage.dirlock import DataDirLock
 from raft.transport import TcpTransport
 from raft.transport.tcp import Address, format_address, parse_address
+from snapshot import failpoint
 from snapshot import format as snapshot_format
 from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
 from snapshot.storage import SnapshotStorage
@@ -695,6 +696,8 @@ class Node:
             if e.type == EntryType.NORMAL:
                 result = results[r]
                 r += 1
+            elif e.type == EntryType.CONF:
+                failpoint.hit("membership.apply")
             elif e.type == EntryType.NOOP and e.term == core.term and core.role == LEADER:
                 if self._leader_term != e.term:
                     self._leader_term = e.term
@@ -758,6 +761,7 @@ class Node:
         # node configured with fewer peers, or a new one, reaches them too.
         o = self.opts
         known = tuple((p, format_address(a), o.http_addresses.get(p, "")) for p, a in sorted(o.peers.items()))
+        failpoint.hit("membership.propose")
         index, term = core.propose_conf_change(replace(change, known=known))
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()
         self._waiters[index] = (term, fut)

@@ -13,6 +13,7 @@ import struct
 from google_crc32c import value as _crc
 
 from raft.core.messages import HardState
+from snapshot import failpoint
 from snapshot.durable import atomic_write, ensure_dir, fsync_dir
 
 __all__ = ["FileMetaStorage", "MetaCorruptionError", "atomic_write", "ensure_dir", "fsync_dir"]
@@ -76,6 +77,7 @@ class FileMetaStorage:
         return decode_hard_state(data, str(self.path))
 
     def save(self, hs: HardState) -> None:
+        failpoint.hit("meta.save")
         atomic_write(self.directory, META_FILE, encode_hard_state(hs))
 
     def close(self) -> None:
