@@ -602,7 +602,7 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         secret=cfg.secret_bytes,
         raft=RaftOptions(election_timeout_ms=cfg.election_timeout_ms),
         # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
-        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1"),
+        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1", **_segment_bytes()),
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
@@ -691,3 +691,10 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
             continue
         lines += [f"# {source}", f"{key}={_escape(text)}"]
     return lines
+
+
+def _segment_bytes() -> dict[str, int]:
+    """Fault injection only (tools.torture): CONTROLLERD_SEGMENT_BYTES makes small WAL segments, so that a short
+    run rolls segments often."""
+    raw = os.environ.get("CONTROLLERD_SEGMENT_BYTES")
+    return {"segment_bytes": int(raw)} if raw else {}

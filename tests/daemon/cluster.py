@@ -49,8 +49,8 @@ class ControllerdCluster:
     def log_path(self, i: int) -> str:
         return os.path.join(self.root, f"n{i}.log")
 
-    def start(self, i: int) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    def start(self, i: int, env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
         p = subprocess.Popen(
             [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", self.confs[i], "--log-format", "json"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
