@@ -353,6 +353,8 @@ class SegmentLog:
             seg = SegmentFile(path, seg_id, first_index, fd, scan.valid_end)
             self._segments[seg_id] = seg
             if scan.torn:
+                logger.warning("%s: torn write at the end (a crash mid-append): cut back from %d to %d bytes, the last "
+                               "committed batch", path, len(data), scan.valid_end)  # fmt: skip
                 os.ftruncate(fd, scan.valid_end)
                 os.fsync(fd)
             for batch in scan.batches:

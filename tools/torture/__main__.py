@@ -7,6 +7,7 @@ import tempfile
 
 import click
 
+from tools.torture import corrupt as corrupt_mod
 from tools.torture import crash as crash_mod
 
 
@@ -31,6 +32,19 @@ def crash(root: str | None, max_hit: int, window: int, target: int, budget: floa
     if as_json:
         click.echo(report.to_json())
     sys.exit(code)
+
+
+@cli.command()
+@click.option("--dir", "root", default=None, help="working directory (default: a fresh temp dir)")
+@click.option("--sample", default=1, show_default=True, help="run every Nth case of the enumeration (1: all)")
+def corrupt(root: str | None, sample: int) -> None:
+    """Damage a stopped node's files at every record/section boundary, start it, compare with the healthy replicas."""
+    root = root or tempfile.mkdtemp(prefix="torture-corrupt-")
+    click.echo(f"corruption sweep in {root}")
+    report = corrupt_mod.run(root, sample=sample, echo=click.echo)
+    for line in corrupt_mod.iter_lines(report):
+        click.echo(line)
+    sys.exit(1 if report.silent or report.unnamed else 0)
 
 
 if __name__ == "__main__":
