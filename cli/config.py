@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from api.service import ServiceOptions
+from api.settings import read_token_file
 from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
 
 log = logging.getLogger("controllerd.config")
@@ -267,6 +268,8 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
     KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
     KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
+    KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
+            doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes"),  # fmt: skip
 )
 BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
 SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
@@ -320,6 +323,8 @@ class ControllerConfig:
     admin_token: str | None
     cluster_secret: str | None
     """As configured; None when unset (then `secret_bytes` is the dev secret, loopback only)."""
+    admin_token_file: str
+    """controllerAdminTokenFile; "" when unset."""
     sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type"."""
 
@@ -534,12 +539,20 @@ def parse_config(
     if both:
         fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
 
+    if values["admin_token_file"] and not bad & {"controllerAdminToken", "controllerAdminTokenFile"}:
+        if values["admin_token"] is not None:
+            fail("controllerAdminTokenFile", "controllerAdminToken is set too; set only one of them")
+        else:
+            try:
+                read_token_file(values["admin_token_file"])
+            except (OSError, ValueError) as e:
+                fail("controllerAdminTokenFile", f"cannot use it: {e}")
     # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
     if addresses_ok and "controllerAdminToken" not in bad:
         my_http = rpc[init.index(me)]
         for key, addr in (("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)):
             host = split_addr(addr)[0]
-            if not is_loopback(host) and values["admin_token"] is None:
+            if not is_loopback(host) and values["admin_token"] is None and not values["admin_token_file"]:
                 fail(
                     key,
                     f"this node binds non-loopback host {host} ({addr}) but controllerAdminToken is not set; "

@@ -137,6 +137,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         to_service_options(cfg),
         ApiSettings(
             admin_token=cfg.admin_token,
+            admin_token_file=cfg.admin_token_file or None,
             address=cfg.server_id,  # RocketMQ labels jRaft metrics with jRaftServerId as address and peer_id
             group=cfg.group_id,
             peer_id=cfg.server_id,
