@@ -268,6 +268,8 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
     KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
     KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
+    KeySpec("controllerMinFreeDiskMB", "min_free_disk_mb", "int", "16", minimum=0,
+            doc="writes get 503 while the store's file system has less free space (MiB); 0 disables"),  # fmt: skip
     KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
             doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes"),  # fmt: skip
 )
@@ -325,6 +327,7 @@ class ControllerConfig:
     """As configured; None when unset (then `secret_bytes` is the dev secret, loopback only)."""
     admin_token_file: str
     """controllerAdminTokenFile; "" when unset."""
+    min_free_disk_mb: int
     sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type"."""
 
@@ -615,7 +618,8 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         secret=cfg.secret_bytes,
         raft=RaftOptions(election_timeout_ms=cfg.election_timeout_ms),
         # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
-        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1", **_segment_bytes()),
+        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1", **_segment_bytes(),
+                              min_free_bytes=cfg.min_free_disk_mb << 20),  # fmt: skip
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),

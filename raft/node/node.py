@@ -86,6 +86,7 @@ class Node:
         self._meta: FileMetaStorage | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self._space_free, self._space_checked_at = 0, float("-inf")  # _check_space's cached statvfs
         self._waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # index -> (term, future)
         self._reads: list[asyncio.Future[int]] = []
         self._read_waiters: list[tuple[int, asyncio.Future[int]]] = []  # (index, future) until applied
@@ -227,6 +228,7 @@ class Node:
         """Propose a command; the future resolves with the state machine's result for it."""
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()
         self._check_usable()
+        self._check_space()
         self._proposals.append((data, fut))
         self._kick()
         return fut
@@ -802,6 +804,20 @@ class Node:
             raise RaftException(RaftError.EIO, f"node failed: {self._error!r}")
         if self._stopped:
             raise RaftException(RaftError.ECANCELED, "node stopped")
+
+    def _check_space(self) -> None:
+        """Refuse a proposal while the log's file system is nearly full (LogStorageOptions.min_free_bytes);
+        statvfs at most every 100 ms."""
+        need = self.opts.log.min_free_bytes
+        if not need:
+            return
+        now = self._loop_or_raise().time()
+        if now >= self._space_checked_at + 0.1:
+            st = os.statvfs(self.opts.data_dir)
+            self._space_free, self._space_checked_at = st.f_bavail * st.f_frsize, now
+        if self._space_free < need:
+            raise RaftException(RaftError.EBUSY, f"disk nearly full: {self._space_free} bytes free under "
+                                f"{self.opts.data_dir}, writes need {need}; free space and writes resume by themselves")  # fmt: skip
 
     def _require_leader(self) -> None:
         if not self.is_leader():
