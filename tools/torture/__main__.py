@@ -18,8 +18,8 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--dir", "root", default=None, help="working directory (default: a fresh temp dir)")
-@click.option("--max-hit", default=200, show_default=True, help="largest hit count tried per point")
-@click.option("--window", default=250, show_default=True, help="acked writes an armed node gets to reach its point")
+@click.option("--max-hit", default=150, show_default=True, help="largest hit count tried per point")
+@click.option("--window", default=600, show_default=True, help="acked writes an armed node gets to reach its point")
 @click.option("--target", default=1000, show_default=True, help="stop after this many crashes at a point")
 @click.option("--budget", default=3600.0, show_default=True, help="stop after this many seconds")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")

@@ -5,9 +5,9 @@ A 3-node group runs on loopback with small WAL segments, frequent snapshots and 
 a few hundred writes meet every storage step many times: appends and fsyncs, segment rolls, wal_meta and
 raft_meta replacements, prefix truncations, snapshot saves and retention, and, on every restart of a node
 that fell behind, an InstallSnapshot download and adoption. Each node works through its own queue of cases
-(point, hit count): it runs with CONTROLLERD_FAILPOINTS="<point>=crash@<count>" until it dies there (fired)
+(point, hit count), every count from 1 up: it runs with CONTROLLERD_FAILPOINTS="<point>=crash@<count>" until it dies there (fired)
 or until `window` more writes were acknowledged without the point reaching that count (not reached: it is
-killed and a larger count of that point is not tried). Either way it is restarted at once with its next
+killed; after two such misses no larger count of that point is tried). Either way it is restarted at once with its next
 case, so the restart is also the recovery check of the previous crash. A node that exits by itself with an
 error is a refusal; its message must name a file under its store.
 
@@ -123,9 +123,8 @@ class Writers:
 
 
 def cases(points: tuple[str, ...], max_hit: int) -> dict[str, deque[int]]:
-    """Hit counts to try per point: every count up to 20, then every 5th up to 60, every 10th after."""
-    counts = [n for n in range(1, max_hit + 1) if n <= 20 or (n <= 60 and n % 5 == 0) or n % 10 == 0]
-    return {p: deque(counts) for p in points}
+    """Hit counts to try per point: every count from 1 to max_hit."""
+    return {p: deque(range(1, max_hit + 1)) for p in points}
 
 
 def _refusal_ok(log_tail: str, store: str) -> bool:
@@ -144,6 +143,7 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
     t0 = time.monotonic()
     arm: dict[int, tuple[str, int, int]] = {}  # node -> (point, count, acked writes when armed)
     shown = 0
+    missed: dict[str, int] = {}
 
     def next_case() -> tuple[str, int] | None:
         for _ in range(len(order)):
@@ -182,9 +182,11 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
                 rc = p.poll()
                 if rc is None and w.count() - since < window:
                     continue
-                if rc is None:  # the point did not reach `count` hits in this window: larger counts won't
+                if rc is None:  # not reached in this window; after the second miss larger counts aren't tried
                     report.not_reached += 1
-                    todo[point].clear()
+                    missed[point] = missed.get(point, 0) + 1
+                    if missed[point] >= 2:
+                        todo[point].clear()
                     c.kill(i)
                 elif rc == -signal.SIGKILL:
                     report.fired += 1
