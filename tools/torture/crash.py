@@ -78,6 +78,7 @@ class Writers:
     def __init__(self, cluster: ControllerdCluster, n: int = 3) -> None:
         self.c = cluster
         self.acked: dict[str, str] = {}
+        self.unanswered: list[str] = []
         self.cond = threading.Condition()
         self._seq = itertools.count()
         self._stop = threading.Event()
@@ -108,7 +109,10 @@ class Writers:
                     i = self._leader
                     try:
                         env = client.put(self.c.url(i, f"/api/v1/kv/t/{key}"), json={"value": value}).json()
-                    except (httpx.HTTPError, ValueError):
+                    except (httpx.HTTPError, ValueError) as e:
+                        if not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
+                            with self.cond:  # the request reached the node and got no answer
+                                self.unanswered.append(f"n{i} {key}: {e!r}")
                         self._leader = (i + 1) % len(self.c.confs)
                         self._stop.wait(0.05)  # back off: the node is restarting
                         continue
