@@ -25,6 +25,10 @@ class ApiSettings:
     re-read whenever it changes; used instead of admin_token. Unreadable or empty: every request is refused."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """Largest request body accepted; a larger one is refused with 413 before it is parsed."""
+    max_connections: int = 1000
+    """[controllerHttpMaxConnections] concurrent connections and requests served; beyond, 503 at once."""
+    keep_alive_s: float = 5.0
+    """[controllerHttpKeepAliveSecs] an idle keep-alive connection is closed after this long."""
     address: str | None = None
     """Metric label `address`; None: the node's raft id (RocketMQ sets it to jRaftServerId in jRaft mode)."""
     group: str | None = None
@@ -50,6 +54,8 @@ class ApiSettings:
             raise ValueError("admin_token must be None (no check) or a non-empty string")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+        if self.max_connections < 1 or self.keep_alive_s <= 0:
+            raise ValueError("max_connections and keep_alive_s must be positive")
         if self.max_transfer_lag_entries < 0:
             raise ValueError(f"max_transfer_lag_entries must be >= 0, got {self.max_transfer_lag_entries}")
         if self.add_peer_timeout_s <= 0 or (self.transfer_timeout_s is not None and self.transfer_timeout_s <= 0):

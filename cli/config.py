@@ -268,6 +268,12 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
     KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
     KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
+    KeySpec("controllerHttpMaxBodyBytes", "http_max_body_bytes", "int", "262144", minimum=1024,
+            doc="larger request bodies get 413 before they are parsed"),  # fmt: skip
+    KeySpec("controllerHttpMaxConnections", "http_max_connections", "int", "1000", minimum=1,
+            doc="concurrent HTTP connections and requests; beyond, 503 at once"),  # fmt: skip
+    KeySpec("controllerHttpKeepAliveSecs", "http_keep_alive_secs", "int", "5", minimum=1,
+            doc="idle keep-alive connections are closed after this long"),  # fmt: skip
     KeySpec("controllerMinFreeDiskMB", "min_free_disk_mb", "int", "16", minimum=0,
             doc="writes get 503 while the store's file system has less free space (MiB); 0 disables"),  # fmt: skip
     KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
@@ -328,6 +334,9 @@ class ControllerConfig:
     admin_token_file: str
     """controllerAdminTokenFile; "" when unset."""
     min_free_disk_mb: int
+    http_max_body_bytes: int
+    http_max_connections: int
+    http_keep_alive_secs: int
     sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type"."""
 

@@ -138,6 +138,9 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         ApiSettings(
             admin_token=cfg.admin_token,
             admin_token_file=cfg.admin_token_file or None,
+            max_body_bytes=cfg.http_max_body_bytes,
+            max_connections=cfg.http_max_connections,
+            keep_alive_s=float(cfg.http_keep_alive_secs),
             address=cfg.server_id,  # RocketMQ labels jRaft metrics with jRaftServerId as address and peer_id
             group=cfg.group_id,
             peer_id=cfg.server_id,

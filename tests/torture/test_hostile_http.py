@@ -100,3 +100,29 @@ def _fuzzer(c: ControllerdCluster, leader: int, op, stats: dict[str, int]):
             assert digest(c, leader) == before, f"{op.method} {op.path} rejected ({response.status_code}), state changed"
 
     return fuzz
+
+
+@pytest.mark.xdist_group("torture-disk")
+def test_http_limits_are_config_keys(tmp_path) -> None:
+    """controllerHttpMaxBodyBytes and controllerHttpMaxConnections reach the served node."""
+    c = ControllerdCluster(str(tmp_path), n=1, election_ms=300,
+                           extra="controllerHttpMaxBodyBytes=2048\ncontrollerHttpMaxConnections=4\n")  # fmt: skip
+    c.start_all()
+    try:
+        c.wait_ready()
+        r = httpx.put(c.url(0, "/api/v1/kv/t/k"), json={"value": "x" * 4096}, timeout=5)
+        assert r.status_code == 413
+        r = httpx.put(c.url(0, "/api/v1/kv/t/k"), json={"value": "x" * 1000}, timeout=5)
+        assert r.status_code == 200
+        host, port = c.https[0].rsplit(":", 1)
+        socks = [socket.create_connection((host, int(port)), timeout=5) for _ in range(6)]
+        try:
+            for s in socks:  # requests on held connections, never finished: they count against the limit
+                s.sendall(b"PUT /api/v1/kv/t/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+            assert socks[-1].recv(64).startswith(b"HTTP/1.1 503")  # the 6th: over the limit, answered at once
+            assert httpx.get(c.url(0, "/livez"), timeout=5).status_code == 503
+        finally:
+            for s in socks:
+                s.close()
+    finally:
+        c.stop_all()
