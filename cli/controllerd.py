@@ -161,7 +161,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         try:
             await server.start()
         except Exception as e:  # noqa: BLE001 - any start failure is reported in one line, exit 1
-            log.error("the controller failed to start: %s", e)
+            log.error("the controller failed to start: %s%s", e, corruption_fix(e, cfg.server_id, cfg.store_path))
             await server.service.stop(transfer=False)
             return EXIT_FAILED
         log.info("The Controller Server boot success. node %s, HTTP %s:%d, data %s", cfg.server_id, host, port,
@@ -212,3 +212,20 @@ main.add_command(local_cluster)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
+    """The fix to print after a start failure caused by a damaged store file; "" for any other failure."""
+    from raft.storage.meta import MetaCorruptionError
+    from raft.storage.segment import LogCorruptionError
+    from snapshot.errors import SnapshotFormatError
+
+    e: BaseException | None = exc
+    while e is not None and not isinstance(e, LogCorruptionError | MetaCorruptionError | SnapshotFormatError):
+        e = e.__cause__ or e.__context__
+    if e is None:
+        return ""
+    return (f". Fix: keep a copy of {store} for analysis; restore the damaged file from a backup, or rebuild this "
+            f"member: on the leader DELETE /api/v1/raft/peers/{server_id}, empty {store}, start this node and POST "
+            f"/api/v1/raft/peers {{\"id\": \"{server_id}\"}} (it is then repaired from the others by "
+            f"InstallSnapshot; docs/reliability.md)")  # fmt: skip
