@@ -208,12 +208,6 @@ def check_config(ctx: click.Context, controller_type: str | None, config_file: s
     click.echo(f"{config_file}: OK")
 
 
-main.add_command(local_cluster)
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
-
 def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
     """The fix to print after a start failure caused by a damaged store file; "" for any other failure."""
     from raft.storage.meta import MetaCorruptionError
@@ -229,3 +223,10 @@ def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
             f"member: on the leader DELETE /api/v1/raft/peers/{server_id}, empty {store}, start this node and POST "
             f"/api/v1/raft/peers {{\"id\": \"{server_id}\"}} (it is then repaired from the others by "
             f"InstallSnapshot; docs/reliability.md)")  # fmt: skip
+
+
+main.add_command(local_cluster)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+
