@@ -492,11 +492,11 @@ class SnapshotStorage:
                 except BaseException:
                     snap.close()
                     raise
-            self._check_older(index, verify, quarantined)
+            self.check_older(index, verify, quarantined)
             return LoadResult(snap.meta, snap, quarantined)
         return LoadResult(None, None, quarantined)
 
-    def _check_older(self, newest: int, verify: bool, quarantined: builtins.list[Quarantined]) -> None:
+    def check_older(self, newest: int, verify: bool, quarantined: builtins.list[Quarantined]) -> None:
         """Verify the retained snapshots older than the loaded one now, not when the newest fails later and one
         of them is the fallback: a damaged one is quarantined (and reported) like the newest would be."""
         for index in self.list():
