@@ -74,6 +74,8 @@ class ControllerServer:
             access_log=access_log,
             log_config=None,  # the host's logging configuration
             timeout_graceful_shutdown=5,
+            limit_concurrency=settings.max_connections,
+            timeout_keep_alive=settings.keep_alive_s,
         )
         self._http: _EmbeddedUvicorn | None = None
         self._main: asyncio.Task[None] | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,8 +20,15 @@ class ApiSettings:
 
     admin_token: str | None = None
     """[controllerAdminToken] bearer token the admin and raft endpoints require; None: no check."""
+    admin_token_file: str | None = None
+    """[controllerAdminTokenFile] file holding the accepted token(s), one per line (two during a rotation),
+    re-read whenever it changes; used instead of admin_token. Unreadable or empty: every request is refused."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """Largest request body accepted; a larger one is refused with 413 before it is parsed."""
+    max_connections: int = 1000
+    """[controllerHttpMaxConnections] concurrent connections and requests served; beyond, 503 at once."""
+    keep_alive_s: float = 5.0
+    """[controllerHttpKeepAliveSecs] an idle keep-alive connection is closed after this long."""
     address: str | None = None
     """Metric label `address`; None: the node's raft id (RocketMQ sets it to jRaftServerId in jRaft mode)."""
     group: str | None = None
@@ -45,6 +54,8 @@ class ApiSettings:
             raise ValueError("admin_token must be None (no check) or a non-empty string")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
+        if self.max_connections < 1 or self.keep_alive_s <= 0:
+            raise ValueError("max_connections and keep_alive_s must be positive")
         if self.max_transfer_lag_entries < 0:
             raise ValueError(f"max_transfer_lag_entries must be >= 0, got {self.max_transfer_lag_entries}")
         if self.add_peer_timeout_s <= 0 or (self.transfer_timeout_s is not None and self.transfer_timeout_s <= 0):
@@ -53,5 +64,52 @@ class ApiSettings:
             if not _LABEL.fullmatch(name) or name.startswith("__"):
                 raise ValueError(f"metrics label {name!r} is not a valid Prometheus label name")
 
+    def admin_tokens(self) -> tuple[str, ...] | None:
+        """The accepted bearer tokens; None: no check."""
+        if self.admin_token_file is not None:
+            return _TOKEN_FILES.get(self.admin_token_file)
+        return None if self.admin_token is None else (self.admin_token,)
+
     def black_list(self) -> frozenset[str]:
         return frozenset(ALWAYS_BLACK_LISTED) | frozenset(self.config_black_list)
+
+
+MAX_TOKENS = 2  # the current token and, during a rotation, the next one
+
+
+def read_token_file(path: str) -> tuple[str, ...]:
+    """The tokens of a controllerAdminTokenFile (blank lines and surrounding spaces ignored); ValueError
+    saying what is wrong (never the token)."""
+    with open(path, encoding="utf-8") as f:
+        tokens = tuple(t for t in (line.strip() for line in f) if t)
+    if not tokens:
+        raise ValueError(f"{path}: no token in the file")
+    if len(tokens) > MAX_TOKENS:
+        raise ValueError(f"{path}: {len(tokens)} tokens; at most {MAX_TOKENS} (the current and the next one)")
+    return tokens
+
+
+class _TokenFiles:
+    """Token files re-read when their (mtime, size, inode) changes: a rotation needs no restart."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[tuple[int, int, int], tuple[str, ...]]] = {}
+
+    def get(self, path: str) -> tuple[str, ...]:
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            with self._lock:
+                hit = self._cache.get(path)
+                if hit is not None and hit[0] == key:
+                    return hit[1]
+            tokens = read_token_file(path)
+        except (OSError, ValueError):
+            return ()  # fail closed: no token is accepted
+        with self._lock:
+            self._cache[path] = (key, tokens)
+        return tokens
+
+
+_TOKEN_FILES = _TokenFiles()

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from api.service import ServiceOptions
+from api.settings import read_token_file
 from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
 
 log = logging.getLogger("controllerd.config")
@@ -300,6 +301,16 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
     KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
     KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
+    KeySpec("controllerHttpMaxBodyBytes", "http_max_body_bytes", "int", "262144", minimum=1024,
+            doc="larger request bodies get 413 before they are parsed"),  # fmt: skip
+    KeySpec("controllerHttpMaxConnections", "http_max_connections", "int", "1000", minimum=1,
+            doc="concurrent HTTP connections and requests; beyond, 503 at once"),  # fmt: skip
+    KeySpec("controllerHttpKeepAliveSecs", "http_keep_alive_secs", "int", "5", minimum=1,
+            doc="idle keep-alive connections are closed after this long"),  # fmt: skip
+    KeySpec("controllerMinFreeDiskMB", "min_free_disk_mb", "int", "16", minimum=0,
+            doc="writes get 503 while the store's file system has less free space (MiB); 0 disables"),  # fmt: skip
+    KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
+            doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes"),  # fmt: skip
 )
 BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
 SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
@@ -358,6 +369,12 @@ class ControllerConfig:
     admin_token: str | None
     cluster_secret: str | None
     """As configured; None when unset (then `secret_bytes` is the dev secret, loopback only)."""
+    admin_token_file: str
+    """controllerAdminTokenFile; "" when unset."""
+    min_free_disk_mb: int
+    http_max_body_bytes: int
+    http_max_connections: int
+    http_keep_alive_secs: int
     sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type"."""
 
@@ -596,6 +613,14 @@ def parse_config(
     if "jRaftMaxClockDriftPercent" not in bad and values["max_clock_drift_percent"] >= 100:
         fail("jRaftMaxClockDriftPercent", "must be below 100")
 
+    if values["admin_token_file"] and not bad & {"controllerAdminToken", "controllerAdminTokenFile"}:
+        if values["admin_token"] is not None:
+            fail("controllerAdminTokenFile", "controllerAdminToken is set too; set only one of them")
+        else:
+            try:
+                read_token_file(values["admin_token_file"])
+            except (OSError, ValueError) as e:
+                fail("controllerAdminTokenFile", f"cannot use it: {e}")
     # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
     if addresses_ok and "controllerAdminToken" not in bad:
         my_http = rpc[init.index(me)]
@@ -604,7 +629,7 @@ def parse_config(
             mine.append(("controllerHttpAddr", https[init.index(me)]))
         for key, addr in mine:
             host = split_addr(addr)[0]
-            if not is_loopback(host) and values["admin_token"] is None:
+            if not is_loopback(host) and values["admin_token"] is None and not values["admin_token_file"]:
                 fail(
                     key,
                     f"this node binds non-loopback host {host} ({addr}) but controllerAdminToken is not set; "
@@ -676,7 +701,8 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             unsafe_tick_lease=os.environ.get("CONTROLLERD_UNSAFE_TICK_LEASE") == "1",
         ),
         # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
-        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1"),
+        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1", **_segment_bytes(),
+                              min_free_bytes=cfg.min_free_disk_mb << 20),  # fmt: skip
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
@@ -782,3 +808,10 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
             continue
         lines += [f"# {source}", f"{key}={_escape(text)}"]
     return lines
+
+
+def _segment_bytes() -> dict[str, int]:
+    """Fault injection only (tools.torture): CONTROLLERD_SEGMENT_BYTES makes small WAL segments, so that a short
+    run rolls segments often."""
+    raw = os.environ.get("CONTROLLERD_SEGMENT_BYTES")
+    return {"segment_bytes": int(raw)} if raw else {}

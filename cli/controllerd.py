@@ -138,6 +138,10 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         to_service_options(cfg),
         ApiSettings(
             admin_token=cfg.admin_token,
+            admin_token_file=cfg.admin_token_file or None,
+            max_body_bytes=cfg.http_max_body_bytes,
+            max_connections=cfg.http_max_connections,
+            keep_alive_s=float(cfg.http_keep_alive_secs),
             address=cfg.server_id,  # RocketMQ labels jRaft metrics with jRaftServerId as address and peer_id
             group=cfg.group_id,
             peer_id=cfg.server_id,
@@ -159,7 +163,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         try:
             await server.start()
         except Exception as e:  # noqa: BLE001 - any start failure is reported in one line, exit 1
-            log.error("the controller failed to start: %s", e)
+            log.error("the controller failed to start: %s%s", e, corruption_fix(e, cfg.server_id, cfg.store_path))
             await server.service.stop(transfer=False)
             return EXIT_FAILED
         log.info("The Controller Server boot success. node %s, HTTP %s:%d, data %s", cfg.server_id, host, port,
@@ -206,7 +210,25 @@ def check_config(ctx: click.Context, controller_type: str | None, config_file: s
     click.echo(f"{config_file}: OK")
 
 
+def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
+    """The fix to print after a start failure caused by a damaged store file; "" for any other failure."""
+    from raft.storage.meta import MetaCorruptionError
+    from raft.storage.segment import LogCorruptionError
+    from snapshot.errors import SnapshotFormatError
+
+    e: BaseException | None = exc
+    while e is not None and not isinstance(e, LogCorruptionError | MetaCorruptionError | SnapshotFormatError):
+        e = e.__cause__ or e.__context__
+    if e is None:
+        return ""
+    return (f". Fix: keep a copy of {store} for analysis; restore the damaged file from a backup, or rebuild this "
+            f"member: on the leader DELETE /api/v1/raft/peers/{server_id}, empty {store}, start this node and POST "
+            f"/api/v1/raft/peers {{\"id\": \"{server_id}\"}} (it is then repaired from the others by "
+            f"InstallSnapshot; docs/reliability.md)")  # fmt: skip
+
+
 main.add_command(local_cluster)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+

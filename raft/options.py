@@ -19,10 +19,16 @@ class LogStorageOptions:
     fsync_sidecar: bool = False
     """For fault injection (the Jepsen crash nemesis): after every fsynced append, overwrite `FSYNCED` in the log
     directory with `<segment file name> <durable byte offset>` (docs/log-format.md). Off in production."""
+    min_free_bytes: int = 16 * 1024 * 1024
+    """A leader refuses new proposals (retryable, HTTP 503) while the log's file system has less free space than
+    this, and accepts them again by itself once there is (etcd's NOSPACE alarm, without the manual disarm):
+    running out of space in the middle of a WAL write would stop the node (fsyncgate). 0 disables the check."""
 
     def __post_init__(self) -> None:
         if self.segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, got {self.segment_bytes}")
+        if self.min_free_bytes < 0:
+            raise ValueError(f"min_free_bytes must be >= 0, got {self.min_free_bytes}")
 
 
 @dataclass(frozen=True, slots=True)

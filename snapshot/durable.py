@@ -9,6 +9,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from snapshot import failpoint
+
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:
     """Make creations, renames and unlinks inside `directory` durable."""
@@ -51,5 +53,7 @@ def atomic_write(directory: str | os.PathLike[str], name: str, data: bytes) -> N
     """Durably replace directory/name with data (temp file, fsync, rename, fsync directory)."""
     tmp = os.path.join(directory, name + ".tmp")
     write_file(tmp, data)
+    failpoint.hit("file.before_rename")
     os.replace(tmp, os.path.join(directory, name))
+    failpoint.hit("file.before_dir_fsync")
     fsync_dir(directory)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from snapshot.errors import SnapshotError, SnapshotNotFoundError
 from snapshot.format import SnapshotMeta
 from snapshot.rw import SnapshotWriter
-from snapshot.storage import SnapshotStorage, StoredSnapshot
+from snapshot.storage import Quarantined, SnapshotStorage, StoredSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +264,9 @@ class SnapshotManager:
                 raise
             self.base_index = index  # the state is now exactly this snapshot
             self.applied_since = self.bytes_since = 0
+            older: list[Quarantined] = []  # the fallbacks of this one: damage found now, not when needed
+            self.storage.check_older(index, True, older)
+            quarantined += [(q.index, q.reason) for q in older]
             return Loaded(snap, tuple(quarantined), tuple(skipped))
         return Loaded(None, tuple(quarantined), tuple(skipped))
 

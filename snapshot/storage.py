@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from google_crc32c import extend as crc32c_extend
 
+from snapshot import failpoint
 from snapshot.durable import ensure_dir, fsync_dir, write_file
 from snapshot.errors import SnapshotError, SnapshotExistsError, SnapshotFormatError, SnapshotNotFoundError
 from snapshot.format import (
@@ -491,8 +492,22 @@ class SnapshotStorage:
                 except BaseException:
                     snap.close()
                     raise
+            self.check_older(index, verify, quarantined)
             return LoadResult(snap.meta, snap, quarantined)
         return LoadResult(None, None, quarantined)
+
+    def check_older(self, newest: int, verify: bool, quarantined: builtins.list[Quarantined]) -> None:
+        """Verify the retained snapshots older than the loaded one now, not when the newest fails later and one
+        of them is the fallback: a damaged one is quarantined (and reported) like the newest would be."""
+        for index in self.list():
+            if index >= newest:
+                continue
+            try:
+                self.open(index, verify=verify).close()
+            except SnapshotNotFoundError:
+                continue
+            except SnapshotError as e:
+                quarantined.append(self._reject(index, str(e)))
 
     def _reject(self, index: int, reason: str) -> Quarantined:
         if self.read_only:
@@ -600,5 +615,6 @@ class SnapshotStorage:
             fsync_dir(self.directory)
 
     def _step(self, point: str) -> None:
+        failpoint.hit("snapshot." + point)
         if self._fail_at == point:
             raise SimulatedCrash(point)

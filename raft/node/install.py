@@ -41,6 +41,7 @@ from google_crc32c import value as crc32c
 
 from raft.core.messages import Message
 from raft.options import SnapshotOptions
+from snapshot import failpoint
 from snapshot.durable import atomic_write, ensure_dir, fsync_dir
 from snapshot.errors import SnapshotNotFoundError
 from snapshot.format import META_FILE, check_file_name, decode_meta
@@ -294,9 +295,11 @@ class SnapshotDownloader:
             done.add(f.name)
             await loop.run_in_executor(self._io, _write_progress, target, done, None)
         await loop.run_in_executor(self._io, _finish, target)
+        failpoint.hit("install.before_adopt")
         # Every file was checked against the meta's CRC as it was written (a resumed file continues the
         # CRC from its checkpoint, taken after an fsync), so adopting needs no second read.
         await loop.run_in_executor(self._io, functools.partial(self.storage.adopt, target, verify=False))
+        failpoint.hit("install.after_adopt")
         return self.storage.path(offer.index)
 
     async def _request(self, offer: Offer, name: str, offset: int, length: int) -> asyncio.Future[tuple[object, ...]]:
@@ -368,6 +371,7 @@ class SnapshotDownloader:
                     raise DownloadError(f"{name}: {len(data)} bytes at offset {at}, asked for {n} (file changed?)")
                 crc = crc32c_extend(crc, data)
                 await loop.run_in_executor(self._io, os.pwrite, fd, data, at)
+                failpoint.hit("install.chunk")
                 offset = at + n
                 if offset - synced_at >= self.options.sync_every_bytes and offset < size:
                     await loop.run_in_executor(self._io, _checkpoint, fd, target, name, offset, crc)

@@ -49,6 +49,7 @@ from raft.storage.dirlock import DataDirLock
 from raft.storage.identity import claim_identity
 from raft.transport import TcpTransport
 from raft.transport.tcp import Address, format_address, parse_address
+from snapshot import failpoint
 from snapshot import format as snapshot_format
 from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
 from snapshot.storage import SnapshotStorage
@@ -88,6 +89,7 @@ class Node:
         self._meta: FileMetaStorage | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self._space_free, self._space_checked_at = 0, float("-inf")  # _check_space's cached statvfs
         self._waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # index -> (term, future)
         self._reads: list[asyncio.Future[int]] = []
         self._read_waiters: list[tuple[int, asyncio.Future[int]]] = []  # (index, future) until applied
@@ -237,6 +239,7 @@ class Node:
         """Propose a command; the future resolves with the state machine's result for it."""
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()
         self._check_usable()
+        self._check_space()
         self._proposals.append((data, fut))
         self._kick()
         return fut
@@ -715,6 +718,8 @@ class Node:
             if e.type == EntryType.NORMAL:
                 result = results[r]
                 r += 1
+            elif e.type == EntryType.CONF:
+                failpoint.hit("membership.apply")
             elif e.type == EntryType.NOOP and e.term == core.term and core.role == LEADER:
                 if self._leader_term != e.term:
                     self._leader_term = e.term
@@ -778,6 +783,7 @@ class Node:
         # node configured with fewer peers, or a new one, reaches them too.
         o = self.opts
         known = tuple((p, format_address(a), o.http_addresses.get(p, "")) for p, a in sorted(o.peers.items()))
+        failpoint.hit("membership.propose")
         index, term = core.propose_conf_change(replace(change, known=known))
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()
         self._waiters[index] = (term, fut)
@@ -818,6 +824,20 @@ class Node:
             raise RaftException(RaftError.EIO, f"node failed: {self._error!r}")
         if self._stopped:
             raise RaftException(RaftError.ECANCELED, "node stopped")
+
+    def _check_space(self) -> None:
+        """Refuse a proposal while the log's file system is nearly full (LogStorageOptions.min_free_bytes);
+        statvfs at most every 100 ms."""
+        need = self.opts.log.min_free_bytes
+        if not need:
+            return
+        now = self._loop_or_raise().time()
+        if now >= self._space_checked_at + 0.1:
+            st = os.statvfs(self.opts.data_dir)
+            self._space_free, self._space_checked_at = st.f_bavail * st.f_frsize, now
+        if self._space_free < need:
+            raise RaftException(RaftError.EBUSY, f"disk nearly full: {self._space_free} bytes free under "
+                                f"{self.opts.data_dir}, writes need {need}; free space and writes resume by themselves")  # fmt: skip
 
     def _require_leader(self) -> None:
         if not self.is_leader():

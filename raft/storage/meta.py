@@ -13,6 +13,7 @@ import struct
 from google_crc32c import value as _crc
 
 from raft.core.messages import HardState
+from snapshot import failpoint
 from snapshot.durable import atomic_write, ensure_dir, fsync_dir
 
 __all__ = ["FileMetaStorage", "MetaCorruptionError", "atomic_write", "ensure_dir", "fsync_dir"]
@@ -42,22 +43,22 @@ def encode_hard_state(hs: HardState) -> bytes:
 
 def decode_hard_state(data: bytes, path: str) -> HardState:
     if len(data) < _META_HEAD.size + _CRC.size:
-        raise MetaCorruptionError(f"{path}: {len(data)} bytes is too short for a meta file")
+        raise MetaCorruptionError(f"{path}: at byte offset {len(data)}: {len(data)} bytes is too short for a meta file")
     magic, version, vote_len, term = _META_HEAD.unpack_from(data)
     if magic != META_MAGIC:
-        raise MetaCorruptionError(f"{path}: bad magic {magic!r}")
+        raise MetaCorruptionError(f"{path}: at byte offset 0: bad magic {magic!r}")
     if version != META_VERSION:
-        raise MetaCorruptionError(f"{path}: unsupported meta format version {version}")
+        raise MetaCorruptionError(f"{path}: at byte offset 4: unsupported meta format version {version}")
     end = _META_HEAD.size + vote_len
     if len(data) != end + _CRC.size:
-        raise MetaCorruptionError(f"{path}: length {len(data)} does not match vote length {vote_len}")
+        raise MetaCorruptionError(f"{path}: at byte offset 6: length {len(data)} does not match vote length {vote_len}")
     (crc,) = _CRC.unpack_from(data, end)
     if _crc(data[:end]) != crc:
-        raise MetaCorruptionError(f"{path}: CRC mismatch")
+        raise MetaCorruptionError(f"{path}: at byte offset {end}: CRC mismatch over bytes [0, {end})")
     try:
         vote = data[_META_HEAD.size : end].decode()
     except UnicodeDecodeError as e:
-        raise MetaCorruptionError(f"{path}: vote is not UTF-8") from e
+        raise MetaCorruptionError(f"{path}: at byte offset {_META_HEAD.size}: vote is not UTF-8") from e
     return HardState(term=term, vote=vote)
 
 
@@ -76,6 +77,7 @@ class FileMetaStorage:
         return decode_hard_state(data, str(self.path))
 
     def save(self, hs: HardState) -> None:
+        failpoint.hit("meta.save")
         atomic_write(self.directory, META_FILE, encode_hard_state(hs))
 
     def close(self) -> None:

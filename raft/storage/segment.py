@@ -21,6 +21,7 @@ from google_crc32c import extend as _crc_extend
 from google_crc32c import value as _crc
 
 from raft.core.messages import Entry
+from snapshot import failpoint
 
 FORMAT_VERSION = 1
 SEGMENT_MAGIC = b"RAFTWAL\x00"
@@ -91,6 +92,8 @@ class SegmentFile:
         while view:
             n = os.pwrite(self.fd, view, pos)
             view, pos = view[n:], pos + n
+        failpoint.hit("wal.append.before_fsync")
+        failpoint.hit("wal.fsync")
         os.fdatasync(self.fd)
         self.size = pos
 

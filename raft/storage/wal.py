@@ -51,6 +51,7 @@ from raft.storage.segment import (
     scan_segment,
     segment_name,
 )
+from snapshot import failpoint
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +159,9 @@ class SegmentLog:
             try:
                 if seg is None:
                     seg = self._create_segment(x)
+                failpoint.hit("wal.append.before_write")
                 seg.write_sync(batch.data)
+                failpoint.hit("wal.append.after_fsync")
             except OSError as e:
                 self._failed = e
                 raise
@@ -192,6 +195,7 @@ class SegmentLog:
                         break
                     dead.append(seg)
                 self._forget(dead)
+            self._guard(lambda: failpoint.hit("wal.truncate_prefix.before_unlink"))
             self._guard(lambda: self._unlink(dead))
 
     def reset(self, next_index: int) -> None:
@@ -208,6 +212,7 @@ class SegmentLog:
                 del self._terms[:], self._offsets[:], self._sizes[:], self._segs[:]
                 dead = list(self._segments.values())
                 self._forget(dead)
+            self._guard(lambda: failpoint.hit("wal.reset.before_unlink"))
             self._guard(lambda: self._unlink(dead))
 
     def close(self) -> None:
@@ -271,8 +276,10 @@ class SegmentLog:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         seg = SegmentFile(path, seg_id, first_index, fd, 0)
         try:
+            failpoint.hit("wal.roll.before_header")
             seg.write_sync(encode_header(first_index, seg_id))
             os.fsync(fd)  # the new file's metadata too, not just its data
+            failpoint.hit("wal.roll.before_dir_fsync")
             fsync_dir(self.directory)
         except OSError:
             os.close(fd)
@@ -293,6 +300,7 @@ class SegmentLog:
         self.fsyncs += 1
 
     def _write_meta(self, first_index: int, min_seg_id: int) -> None:
+        failpoint.hit("wal.meta.before_write")
         atomic_write(self.directory, WAL_META_FILE, encode_wal_meta(first_index, min_seg_id))
         self.fsyncs += 2
 
@@ -345,6 +353,8 @@ class SegmentLog:
             seg = SegmentFile(path, seg_id, first_index, fd, scan.valid_end)
             self._segments[seg_id] = seg
             if scan.torn:
+                logger.warning("%s: torn write at the end (a crash mid-append): cut back from %d to %d bytes, the last "
+                               "committed batch", path, len(data), scan.valid_end)  # fmt: skip
                 os.ftruncate(fd, scan.valid_end)
                 os.fsync(fd)
             for batch in scan.batches:

@@ -32,6 +32,7 @@ class ControllerdCluster:
         self.rafts = [f"127.0.0.1:{p}" for p in ports[:n]]
         self.https = [f"127.0.0.1:{p}" for p in ports[n:]]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.headers: dict[str, str] = {}  # sent by wait_ready (an Authorization header when a token is set)
         self._logged = threading.Condition()
         self._lines = 0  # log lines read from every child so far
         self.readers: dict[int, threading.Thread] = {}
@@ -49,8 +50,8 @@ class ControllerdCluster:
     def log_path(self, i: int) -> str:
         return os.path.join(self.root, f"n{i}.log")
 
-    def start(self, i: int) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    def start(self, i: int, env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
         p = subprocess.Popen(
             [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", self.confs[i], "--log-format", "json"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
@@ -91,7 +92,8 @@ class ControllerdCluster:
                     raise AssertionError(f"node {i} exited with {self.procs[i].returncode}: {self.tail(i)}")
             try:
                 if all(httpx.get(f"http://{self.https[i]}/readyz", timeout=2).status_code == 200 for i in nodes):
-                    leaders = {httpx.get(f"http://{self.https[i]}/api/v1/raft/status", timeout=2).json()["body"]["leaderId"]
+                    leaders = {httpx.get(f"http://{self.https[i]}/api/v1/raft/status", timeout=2,
+                                         headers=self.headers).json()["body"]["leaderId"]
                                for i in nodes}  # fmt: skip
                     if len(leaders) == 1 and None not in leaders:
                         return leaders.pop()

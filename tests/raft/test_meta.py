@@ -8,7 +8,7 @@ import pytest
 
 from raft.core.messages import HardState
 from raft.storage import FileMetaStorage, MemoryMetaStorage, MetaCorruptionError
-from raft.storage.meta import META_FILE, encode_hard_state
+from raft.storage.meta import META_FILE, decode_hard_state, encode_hard_state
 
 
 def test_missing_file_loads_the_zero_hard_state(tmp_path: Path) -> None:
@@ -73,3 +73,16 @@ def test_memory_meta_storage() -> None:
     assert meta.load() == HardState()
     meta.save(HardState(2, "b"))
     assert meta.load() == HardState(2, "b") and meta.saves == 1
+
+
+def test_every_meta_corruption_names_the_byte_offset(tmp_path):
+    """The corruption sweep found raft_meta refusals naming the file but not where in it."""
+    good = encode_hard_state(HardState(7, "n1"))
+    for pos in range(len(good)):
+        bad = bytearray(good)
+        bad[pos] ^= 0x10
+        with pytest.raises(MetaCorruptionError, match=r"raft_meta: at byte offset \d+: "):
+            decode_hard_state(bytes(bad), "/s/meta/raft_meta")
+    for cut in range(len(good)):
+        with pytest.raises(MetaCorruptionError, match=r"at byte offset \d+: "):
+            decode_hard_state(good[:cut], "/s/meta/raft_meta")

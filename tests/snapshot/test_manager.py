@@ -131,3 +131,19 @@ def test_load_quarantines_damaged_skips_unusable_and_falls_back(tmp_path: Path) 
     assert res.snapshot is None and res.skipped[0][0] == 20  # not ahead of the applied state
     m.close()
     m2.close()
+
+
+def test_load_verifies_the_older_snapshots_it_would_fall_back_to(tmp_path: Path) -> None:
+    """The corruption sweep found a damaged older snapshot silent at start (only the newest was read)."""
+    m = manager(tmp_path)
+    for i in (10, 20, 30):
+        m.save(i, 1, ("a",), (), fill(f"state-{i}".encode()), now=0.0, created_at=0.0).result(10)
+    data = m.storage.path(20) / "data"
+    raw = bytearray(data.read_bytes())
+    raw[8] ^= 1
+    data.write_bytes(bytes(raw))
+    res = m.load(lambda s: None, usable=lambda meta: None)
+    assert res.meta is not None and res.meta.last_included_index == 30
+    assert [i for i, _ in res.quarantined] == [20] and m.storage.list() == [30, 10]
+    res.snapshot.close()  # type: ignore[union-attr]
+    m.close()

@@ -497,3 +497,19 @@ def test_io_errors_during_commit_leave_the_storage_as_it_was(
     check_loads(st, 1)
     save(st, 2)
     assert st.list() == [2, 1]
+
+
+@pytest.mark.parametrize("name", [META_FILE, DATA_FILE])
+def test_a_damaged_older_snapshot_is_found_at_load_not_when_it_is_needed(root: Path, name, caplog) -> None:
+    """The corruption sweep found older retained snapshots unchecked at start: their damage stayed silent until
+    the newest failed and the fallback was needed. They are verified (and quarantined) when the newest loads."""
+    st = SnapshotStorage(root, known_types=NAMES)
+    for i in (1, 2, 3):
+        save(st, i)
+    damage(root / snapshot_dir_name(2) / name, 20)
+    with caplog.at_level(logging.ERROR, logger="snapshot.storage"):
+        meta, snap, quarantined = st.load_newest()
+    assert meta is not None and meta.last_included_index == 3 and snap is not None
+    snap.close()
+    assert [q.index for q in quarantined] == [2] and st.list() == [3, 1]
+    assert snapshot_dir_name(2) in caplog.text and name in caplog.text

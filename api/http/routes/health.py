@@ -27,6 +27,7 @@ _RESPONSES: dict[int | str, dict[str, object]] = {
     200: {"model": M.HealthReport, **_TEXT},
     503: {"model": M.HealthReport, "description": "a check failed (same formats)"},
 }
+_ONE_CHECK = {**_RESPONSES, 404: {"model": M.ErrorBody, "description": "no check of that name (NOT_FOUND)"}}
 
 
 def liveness() -> list[Check]:
@@ -73,7 +74,7 @@ async def livez(request: Request, verbose: Verbose = None, exclude: Exclude = []
     return report("livez", liveness(), request, verbose, exclude)
 
 
-@router.get("/livez/{check}", responses=_RESPONSES)
+@router.get("/livez/{check}", responses=_ONE_CHECK)
 async def livez_check(request: Request, check: Annotated[str, Path()]) -> Response:
     return single("livez", liveness(), check, request)
 
@@ -85,7 +86,7 @@ async def readyz(request: Request, gw: GatewayDep, verbose: Verbose = None, excl
     return report("readyz", gw.service.readiness(), request, verbose, exclude)
 
 
-@router.get("/readyz/{check}", responses=_RESPONSES)
+@router.get("/readyz/{check}", responses=_ONE_CHECK)
 async def readyz_check(request: Request, check: Annotated[str, Path()], gw: GatewayDep) -> Response:
     """One readiness check (404 for an unknown name)."""
     return single("readyz", _readiness_of(gw, check), check, request)
@@ -97,7 +98,7 @@ async def healthz(request: Request, gw: GatewayDep, verbose: Verbose = None, exc
     return report("readyz", gw.service.readiness(), request, verbose, exclude)
 
 
-@router.get("/healthz/{check}", responses=_RESPONSES)
+@router.get("/healthz/{check}", responses=_ONE_CHECK)
 async def healthz_check(request: Request, check: Annotated[str, Path()], gw: GatewayDep) -> Response:
     """Alias of /readyz/{check}."""
     return single("readyz", _readiness_of(gw, check), check, request)

@@ -1,0 +1,266 @@
+"""The corruption sweep: damage one file of a stopped node at every record and section boundary, start it, and
+check it never runs with silently wrong state (docs/reliability.md).
+
+A 3-node group takes writes until it has several snapshots and WAL segments; one follower (the victim) is
+stopped cleanly and its store copied. For each case the store is restored from that copy, one file is damaged
+at one boundary (a bit flipped, 8 bytes zeroed, or the file truncated there), and the victim is started next
+to the two healthy nodes. Outcomes:
+
+* refused: it exits non-zero and its last log lines name the damaged file, a byte offset and the fix;
+* fallback: it starts, logs the damage with the file name (a quarantined snapshot, a torn WAL tail cut back),
+  catches up from the leader (log or InstallSnapshot) and then holds exactly the acknowledged state;
+* benign: it starts, logs nothing about that file and holds the right state (the damage hit bytes that carry
+  no state, e.g. the tail cut exactly at a batch end, which is indistinguishable from a crash before it);
+* silent: it runs with state that differs from the healthy replicas. Must be 0.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
+from raft.storage.segment import SEGMENT_NAME
+from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
+from snapshot.format import META_FILE, META_HEAD_SIZE, table_end
+from tests.daemon.cluster import ControllerdCluster
+from tools.torture.crash import CONF, ENV, Writers
+
+MUTATIONS = ("flip", "zero", "truncate")
+
+
+@dataclass(frozen=True)
+class Case:
+    kind: str  # wal, wal_meta, raft_meta, snapshot_data, snapshot_meta
+    rel: str  # path relative to the store
+    offset: int
+    mutation: str
+
+    def __str__(self) -> str:
+        return f"{self.mutation} {self.rel}@{self.offset}"
+
+
+@dataclass
+class CorruptReport:
+    cases: int = 0
+    refused: int = 0
+    fallback: int = 0
+    benign: int = 0
+    silent: list[str] = field(default_factory=list)
+    benign_cases: list[str] = field(default_factory=list)
+    unnamed: list[str] = field(default_factory=list)  # refusals whose message does not name file and offset
+    by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [cases, refused, fallback, benign]
+    seconds: float = 0.0
+
+    @property
+    def detected(self) -> int:
+        return self.refused + self.fallback
+
+    def lines(self) -> list[str]:
+        kinds = "; ".join(f"{k}: {v[0]} cases, {v[1]} refused, {v[2]} fallback, {v[3]} benign"
+                          for k, v in sorted(self.by_kind.items()))  # fmt: skip
+        return [
+            f"cases {self.cases}, detected {self.detected} (refused {self.refused}, fallback {self.fallback}), "
+            f"benign {self.benign}, silent {len(self.silent)}, refusals not naming file+offset {len(self.unnamed)}",
+            kinds,
+            f"{self.seconds:.0f} s",
+        ]
+
+
+def _wal_boundaries(data: bytes) -> list[int]:
+    """0, the header's fields, then the start of every frame, and the end of the file."""
+    out = [0, 8, 24, WAL_HEADER_SIZE - 4]
+    off = WAL_HEADER_SIZE
+    while off + 8 <= len(data):
+        out.append(off)
+        (length,) = struct.unpack_from("<I", data, off + 4)
+        off += 8 + length
+    return out + [len(data)]
+
+
+def _snapshot_boundaries(data: bytes) -> list[int]:
+    (count,) = struct.unpack_from("<I", data, 12)
+    out = [0, 8, SNAP_HEADER_SIZE - 4, SNAP_HEADER_SIZE]
+    out += [SNAP_HEADER_SIZE + 32 * i for i in range(1, count)]
+    out.append(table_end(count) - 4)
+    out += sorted({struct.unpack_from("<Q", data, SNAP_HEADER_SIZE + 32 * i + 20)[0] for i in range(count)})
+    return out + [len(data)]
+
+
+def enumerate_cases(store: Path) -> list[Case]:
+    files: list[tuple[str, Path, list[int]]] = []
+    for p in sorted((store / "log").iterdir()):
+        data = p.read_bytes()
+        if SEGMENT_NAME.match(p.name):
+            files.append(("wal", p, _wal_boundaries(data)))
+        elif p.name == "wal_meta":
+            files.append(("wal_meta", p, [0, 4, 8, 16, 24, len(data)]))
+    meta = store / "meta" / "raft_meta"
+    files.append(("raft_meta", meta, [0, 4, 8, 16, meta.stat().st_size - 4, meta.stat().st_size]))
+    for sdir in sorted((store / "snapshot").glob("snapshot_*")):
+        data = (sdir / "data").read_bytes()
+        files.append(("snapshot_data", sdir / "data", _snapshot_boundaries(data)))
+        n = (sdir / META_FILE).stat().st_size
+        files.append(("snapshot_meta", sdir / META_FILE, [0, 8, META_HEAD_SIZE, (n + META_HEAD_SIZE) // 2, n - 4, n]))
+    cases = []
+    for kind, path, bounds in files:
+        size = path.stat().st_size
+        for b in sorted(set(bounds)):
+            for m in MUTATIONS:
+                if m == "truncate" and b >= size or m != "truncate" and b >= size:
+                    continue
+                cases.append(Case(kind, str(path.relative_to(store)), b, m))
+    return cases
+
+
+def damage(path: Path, case: Case) -> None:
+    data = bytearray(path.read_bytes())
+    if case.mutation == "flip":
+        data[case.offset] ^= 0x10
+    elif case.mutation == "zero":
+        end = min(case.offset + 8, len(data))
+        if data[case.offset : end] == bytes(end - case.offset):  # already zero: zeroing changes nothing
+            data[case.offset] = 0xFF
+        else:
+            data[case.offset : end] = bytes(end - case.offset)
+    else:
+        del data[case.offset :]
+    path.write_bytes(bytes(data))
+
+
+def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], None] = print) -> CorruptReport:
+    """Every `sample`-th case of the enumeration (1: all)."""
+    shutil.rmtree(root, ignore_errors=True)
+    c = ControllerdCluster(root, election_ms=300, extra=CONF)
+    report = CorruptReport()
+    t0 = time.monotonic()
+    for i in range(3):
+        c.start(i, ENV)
+    try:
+        leader = c.index_of(c.wait_ready())
+        victim = (leader + 1) % 3
+        w = Writers(c, n=2)
+        w.start()
+        with w.cond:
+            w.cond.wait_for(lambda: len(w.acked) >= writes, 120)
+        w.stop()
+        acked = dict(w.acked)
+        _caught_up(c, victim, 60)
+        assert c.terminate(victim) == 0
+        store = Path(root) / f"n{victim}"
+        pristine = Path(root) / "pristine"
+        shutil.copytree(store, pristine)
+        cases = enumerate_cases(pristine)[::sample]
+        echo(f"victim n{victim}: {len(cases)} cases over {len({x.rel for x in cases})} files")
+        for case in cases:
+            shutil.rmtree(store)
+            shutil.copytree(pristine, store)
+            damage(store / case.rel, case)
+            outcome = _one(c, victim, case, acked)
+            counts = report.by_kind.setdefault(case.kind, [0, 0, 0, 0])
+            counts[0] += 1
+            report.cases += 1
+            if outcome == "refused":
+                report.refused += 1
+                counts[1] += 1
+                tail = c.tail(victim, 8)
+                if Path(case.rel).name not in tail or "offset" not in tail or "Fix:" not in tail:
+                    report.unnamed.append(f"{case}: {tail[-300:]}")
+            elif outcome == "fallback":
+                report.fallback += 1
+                counts[2] += 1
+            elif outcome == "benign":
+                report.benign += 1
+                counts[3] += 1
+                report.benign_cases.append(str(case))
+            else:
+                report.silent.append(f"{case}: {outcome}")
+                echo(f"SILENT {case}: {outcome}")
+    finally:
+        c.stop_all()
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _one(c: ControllerdCluster, i: int, case: Case, acked: dict[str, str]) -> str:
+    before = _log_size(c, i)
+    p = c.start(i, ENV)
+    try:
+        ok = _caught_up(c, i, 60)
+    except _Exited:
+        ok = False
+    if not ok:
+        if p.poll() is None:
+            c.kill(i)
+            return "neither started nor refused within 60 s"
+        c.readers[i].join(10)
+        return "refused"
+    wrong = _diff(c, i, acked)
+    mentioned = case.rel.split("/")[1] in _log_since(c, i, before)  # the segment, meta or snapshot dir name
+    c.terminate(i)
+    if wrong:
+        return f"started with wrong state: {wrong[:3]}"
+    return "fallback" if mentioned else "benign"
+
+
+class _Exited(Exception):
+    pass
+
+
+def _caught_up(c: ControllerdCluster, i: int, timeout: float) -> bool:
+    """True once node i has applied the leader's commit index; _Exited if the process ends first."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2) as client:
+        while time.monotonic() < deadline:
+            if c.procs[i].poll() is not None:
+                raise _Exited
+            try:
+                sts = [client.get(c.url(j, "/api/v1/raft/status")).json()["body"] for j in range(3)]
+            except (httpx.HTTPError, ValueError, KeyError):
+                time.sleep(0.05)  # polling a real process's progress, not synchronising a test
+                continue
+            leaders = [s for s in sts if s["role"] == "leader"]
+            if leaders and sts[i]["appliedIndex"] >= leaders[0]["commitIndex"]:
+                return True
+            time.sleep(0.05)
+    return False
+
+
+def _diff(c: ControllerdCluster, i: int, acked: dict[str, str]) -> list[str]:
+    wrong = []
+    with httpx.Client(timeout=5) as client:
+        for key, value in acked.items():
+            got = (client.get(c.url(i, f"/api/v1/kv/t/{key}")).json().get("body") or {}).get("value")
+            if got != value:
+                wrong.append(f"{key}={got!r} (acked {value!r})")
+    return wrong
+
+
+def _log_size(c: ControllerdCluster, i: int) -> int:
+    try:
+        return os.path.getsize(c.log_path(i))
+    except FileNotFoundError:
+        return 0
+
+
+def _log_since(c: ControllerdCluster, i: int, offset: int) -> str:
+    with open(c.log_path(i), "rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
+
+
+def iter_lines(report: CorruptReport) -> Iterator[str]:
+    yield from report.lines()
+    for s in report.silent[:10]:
+        yield f"SILENT: {s}"
+    for b in report.benign_cases[:20]:
+        yield f"benign: {b}"
+    for u in report.unnamed[:10]:
+        yield f"refusal without file+offset: {u}"

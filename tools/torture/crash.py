@@ -1,0 +1,254 @@
+"""The crash-point sweep: kill -9 real `controllerd` processes at named failpoints, restart them, and check
+that no acknowledged write is ever missing (docs/reliability.md).
+
+A 3-node group runs on loopback with small WAL segments, frequent snapshots and a short trailing log, so that
+a few hundred writes meet every storage step many times: appends and fsyncs, segment rolls, wal_meta and
+raft_meta replacements, prefix truncations, snapshot saves and retention, and, on every restart of a node
+that fell behind, an InstallSnapshot download and adoption. Each node works through its own queue of cases
+(point, hit count), every count from 1 up: it runs with CONTROLLERD_FAILPOINTS="<point>=crash@<count>" until it dies there (fired)
+or until `window` more writes were acknowledged without the point reaching that count (not reached: it is
+killed; after two such misses no larger count of that point is tried). Either way it is restarted at once with its next
+case, so the restart is also the recovery check of the previous crash. A node that exits by itself with an
+error is a refusal; its message must name a file under its store.
+
+Writers PUT unique keys and record every acknowledged one. At the end every node is brought up to the
+leader's commit index and each acknowledged key is read from each node's own state (the nodes run with
+CONTROLLERD_UNSAFE_LOCAL_READS=1 for that); a missing or different value counts as lost.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import httpx
+
+from snapshot.failpoint import POINTS
+from tests.daemon.cluster import ControllerdCluster
+
+# Points this workload meets (membership changes are swept by tests/torture, not here).
+SWEPT = tuple(p for p in POINTS if not p.startswith("membership."))
+CONF = (
+    "statemachineSnapshotThreshold=10\njRaftSnapshotTrailingLogs=2\nmaxSnapshotReservedNum=2\n"
+    "jRaftSnapshotIntervalSecs=0\n"
+)
+ENV = {"CONTROLLERD_SEGMENT_BYTES": "2048", "CONTROLLERD_UNSAFE_LOCAL_READS": "1"}
+
+
+@dataclass
+class CrashReport:
+    armed: int = 0  # cases started
+    fired: int = 0  # died at the armed point: distinct (point, count) combinations that crashed the node
+    not_reached: int = 0
+    restarts: int = 0
+    refusals: list[str] = field(default_factory=list)
+    acked: int = 0
+    checked: int = 0  # acknowledged writes checked, summed over nodes
+    lost: list[str] = field(default_factory=list)
+    fired_points: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        per = ", ".join(f"{p} {n}" for p, n in sorted(self.fired_points.items()))
+        return [
+            f"cases armed {self.armed}, crashed at the point {self.fired}, point not reached {self.not_reached}",
+            f"restarts {self.restarts}, refusals {len(self.refusals)}",
+            f"acknowledged writes {self.acked}, checked on every node {self.checked}, lost {len(self.lost)}",
+            f"crashes per point: {per}",
+            f"{self.seconds:.0f} s",
+        ]
+
+    def to_json(self) -> str:
+        d = dict(self.__dict__)
+        d["refusals"], d["lost"] = self.refusals[:20], self.lost[:20]
+        d["refused"], d["lost_count"] = len(self.refusals), len(self.lost)
+        return json.dumps(d, indent=1)
+
+
+class Writers:
+    """`n` threads PUTting unique keys to whichever node leads; every 200 + code 0 is recorded."""
+
+    def __init__(self, cluster: ControllerdCluster, n: int = 3) -> None:
+        self.c = cluster
+        self.acked: dict[str, str] = {}
+        self.unanswered: list[str] = []
+        self.cond = threading.Condition()
+        self._seq = itertools.count()
+        self._stop = threading.Event()
+        self._leader = 0
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(n)]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self.threads:
+            t.join(30)
+
+    def count(self) -> int:
+        with self.cond:
+            return len(self.acked)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=3) as client:
+            while not self._stop.is_set():
+                n = next(self._seq)
+                key, value = f"w{n}", f"v{n}"
+                for _attempt in range(50):
+                    if self._stop.is_set():
+                        return
+                    i = self._leader
+                    try:
+                        env = client.put(self.c.url(i, f"/api/v1/kv/t/{key}"), json={"value": value}).json()
+                    except (httpx.HTTPError, ValueError) as e:
+                        if not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
+                            with self.cond:  # the request reached the node and got no answer
+                                self.unanswered.append(f"n{i} {key}: {e!r}")
+                        self._leader = (i + 1) % len(self.c.confs)
+                        self._stop.wait(0.05)  # back off: the node is restarting
+                        continue
+                    if env.get("code") == 0:
+                        with self.cond:
+                            self.acked[key] = value
+                            self.cond.notify_all()
+                        break
+                    addr = (env.get("header") or {}).get("controllerLeaderAddress")
+                    self._leader = self.c.https.index(addr) if addr in self.c.https else (i + 1) % len(self.c.confs)
+                    self._stop.wait(0.02)
+
+
+def cases(points: tuple[str, ...], max_hit: int) -> dict[str, deque[int]]:
+    """Hit counts to try per point: every count from 1 to max_hit."""
+    return {p: deque(range(1, max_hit + 1)) for p in points}
+
+
+def _refusal_ok(log_tail: str, store: str) -> bool:
+    """A refusal must say which file (a path under the node's store)."""
+    return store in log_tail or bool(re.search(r"/[\w.-]+/", log_tail))
+
+
+def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window: int = 60,
+        budget_s: float = 600.0, target: int | None = None, echo=print) -> CrashReport:  # fmt: skip
+    """Sweep until every case is done, `target` crashes fired, or `budget_s` passed; the report."""
+    shutil.rmtree(root, ignore_errors=True)
+    c = ControllerdCluster(root, election_ms=300, extra=CONF)
+    report = CrashReport()
+    todo = cases(points, max_hit)
+    order = deque(points)
+    t0 = time.monotonic()
+    arm: dict[int, tuple[str, int, int]] = {}  # node -> (point, count, acked writes when armed)
+    shown = 0
+    missed: dict[str, int] = {}
+
+    def next_case() -> tuple[str, int] | None:
+        for _ in range(len(order)):
+            p = order[0]
+            order.rotate(-1)
+            if todo[p]:
+                return p, todo[p].popleft()
+        return None
+
+    def start(i: int) -> None:
+        case = next_case()
+        env = dict(ENV)
+        if case is not None:
+            env["CONTROLLERD_FAILPOINTS"] = f"{case[0]}=crash@{case[1]}"
+            arm[i] = (case[0], case[1], w.count())
+            report.armed += 1
+        else:
+            arm.pop(i, None)
+        c.start(i, env)
+
+    for i in range(3):
+        c.start(i, ENV)
+    c.wait_ready()
+    w = Writers(c)
+    w.start()
+    try:
+        for i in range(3):
+            c.kill(i)
+            start(i)
+        while arm and time.monotonic() - t0 < budget_s and (target is None or report.fired < target):
+            with w.cond:  # wake on every acknowledged write, or every 0.2 s while the group is stalled
+                w.cond.wait(0.2)
+            for i in list(arm):
+                p = c.procs[i]
+                point, count, since = arm[i]
+                rc = p.poll()
+                if rc is None and w.count() - since < window:
+                    continue
+                if rc is None:  # not reached in this window; after the second miss larger counts aren't tried
+                    report.not_reached += 1
+                    missed[point] = missed.get(point, 0) + 1
+                    if missed[point] >= 2:
+                        todo[point].clear()
+                    c.kill(i)
+                elif rc == -signal.SIGKILL:
+                    report.fired += 1
+                    report.fired_points[point] = report.fired_points.get(point, 0) + 1
+                    c.readers[i].join(10)
+                else:
+                    tail = c.tail(i, 5)
+                    c.readers[i].join(10)
+                    report.refusals.append(f"n{i} armed {point}@{count} exited {rc}: {tail[-400:]}")
+                    if not _refusal_ok(tail, root):
+                        report.lost.append(f"refusal of n{i} names no file: {tail[-200:]}")
+                    echo(f"refusal: n{i} {point}@{count} exit {rc}")
+                report.restarts += 1
+                start(i)
+            if report.armed >= shown + 50:
+                shown = report.armed
+                echo(f"  {report.armed} armed, {report.fired} fired, {w.count()} acked, {time.monotonic() - t0:.0f} s")
+        for i in list(arm):  # disarm: a clean restart of every node still armed
+            c.kill(i)
+            c.start(i, ENV)
+            report.restarts += 1
+        arm.clear()
+        c.wait_ready(timeout=120)
+        w.stop()
+        report.acked = len(w.acked)
+        _check(c, w.acked, report)
+    finally:
+        w.stop()
+        c.stop_all()
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _check(c: ControllerdCluster, acked: dict[str, str], report: CrashReport) -> None:
+    """Every node reaches the leader's commit index, then holds every acknowledged write."""
+    with httpx.Client(timeout=10) as client:
+        status = [client.get(c.url(i, "/api/v1/raft/status")).json()["body"] for i in range(3)]
+        commit = max(s["commitIndex"] for s in status)
+        for i in range(3):
+            deadline = time.monotonic() + 60
+            while client.get(c.url(i, "/api/v1/raft/status")).json()["body"]["appliedIndex"] < commit:
+                if time.monotonic() > deadline:
+                    report.lost.append(f"n{i} did not apply up to {commit} within 60 s")
+                    break
+                time.sleep(0.05)  # polling a real process's progress, not synchronising a test
+            for key, value in acked.items():
+                env = client.get(c.url(i, f"/api/v1/kv/t/{key}")).json()
+                report.checked += 1
+                got = (env.get("body") or {}).get("value")
+                if got != value:
+                    report.lost.append(f"n{i}: {key} is {got!r}, acknowledged {value!r}")
+
+
+def main_report(report: CrashReport, echo=print) -> int:
+    for line in report.lines():
+        echo(line)
+    for r in report.refusals[:10]:
+        echo(f"refusal: {r}")
+    for lost in report.lost[:10]:
+        echo(f"LOST: {lost}")
+    return 1 if report.lost else 0
