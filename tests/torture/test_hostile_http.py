@@ -27,7 +27,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControllerdCluster, int]]:
-    c = ControllerdCluster(str(tmp_path_factory.mktemp("hostile")), election_ms=500,
+    # A long election timeout: the fuzzing compares (term, last index) around every rejected request, so a
+    # leader change from CPU starvation on a loaded 2-core machine must not pass for a state change.
+    c = ControllerdCluster(str(tmp_path_factory.mktemp("hostile")), election_ms=2000,
                            extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\n")  # fmt: skip
     c.headers = AUTH
     c.start_all()
