@@ -30,9 +30,10 @@ from typing import Any
 
 import click
 
-from jepsen.checker import EXIT_CODE, CheckOptions, check_history, summary
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID
+from jepsen.client import Client, LeaderHint
 from jepsen.db import Cluster, ClusterOptions, DBError
+from jepsen.driver import Mix, Recorder
 from jepsen.history import HistoryError, read_history
 from jepsen.nemesis import (
     NEMESES,
@@ -45,7 +46,8 @@ from jepsen.nemesis import (
     spare_nodes,
 )
 from jepsen.net import Net, NetError
-from jepsen.workloads import WORKLOADS, Client, LeaderHint, Mix, Recorder
+from jepsen.suite import EXIT_CODE, CheckOptions, check_history, summary
+from jepsen.workloads import WORKLOADS
 
 EXIT_ABORTED = 4
 EXIT_INTERRUPTED = 130
