@@ -94,7 +94,7 @@ def summary(results: dict[str, Any]) -> list[str]:
     by_checker = {spec.checker: spec for spec in WORKLOADS.values()}
     for name, res in results["checkers"].items():
         spec = by_checker[name]
-        lines.append(f"{name:<22} {res['verdict']:<8} {spec.counts_line(res)}")
+        lines.append(f"{name:<22} {res['verdict']:<8} {spec.counts.format_map({**res, **res['counts']})}")
         lines.extend("    " + line for line in spec.details(res))
     lines.append(f"verdict: {results['verdict']}")
     return lines

@@ -176,8 +176,8 @@ class Workload(ABC):
 class WorkloadSpec:
     """One workload, whole: the harness builds `make(concurrency)`; the checker suite gives it the ops whose
     `f` is in `fs` (jepsen.suite.classify), checks each with `validate` (raises HistoryError) and judges them
-    with `check`, stored under `checker` in results.json; `counts_line` and `details` render that result in
-    the summary."""
+    with `check`, stored under `checker` in results.json. In the summary, `counts` (a format string over the
+    result and its `counts`) follows the verdict, and `details` adds lines about what was not valid."""
 
     name: str
     make: Callable[[int], Workload]
@@ -185,7 +185,7 @@ class WorkloadSpec:
     validate: Callable[[Op], None]
     checker: str
     check: Callable[[list[Op], CheckOptions], dict[str, Any]]
-    counts_line: Callable[[dict[str, Any]], str]
+    counts: str
     details: Callable[[dict[str, Any]], list[str]]
 
 

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jepsen.checker.linearizable import CheckOptions
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID
 from jepsen.client import MASTER_STILL_EXIST, Answer, outcome
 from jepsen.history import OK, HistoryError, Key, Op
@@ -53,6 +52,11 @@ FS = frozenset(
     }
 )
 CHECKER = "controller-invariants"
+COUNTS = (
+    "{observations} observations of {broker_sets} broker-sets; violations: single master {single_master_violations}, "
+    "monotonic epochs {monotonic_epochs_violations}, acknowledged alters {acknowledged_alters_violations} "
+    "({unjudged_alters} unjudged)"
+)
 CLUSTER = "jepsen"
 HEARTBEAT_TIMEOUT_MS = 4000
 HEARTBEAT_EVERY_S = 1.0
@@ -77,6 +81,10 @@ class View:
     master_epoch: int | None = None
     sss: list[int] = field(default_factory=list)
     sss_epoch: int | None = None
+
+
+def _toggle(b: Broker) -> None:
+    b.up = not b.up
 
 
 def _state(header: Any, body: Any) -> dict[str, Any]:
@@ -186,45 +194,43 @@ class Controller(Workload):
             b.registered = True
             self.heartbeat(worker, b)
 
+    def _with_broker(self, pred: Callable[[Broker], bool], rng: random.Random, action: Callable[[Broker], Any]) -> bool:
+        """Claim a free broker that `pred` accepts, run `action` on it and release it; False when none was free."""
+        b = self._claim(pred, rng)
+        if b is None:
+            return False
+        try:
+            action(b)
+        finally:
+            b.busy = False
+        return True
+
     def op(self, worker: Worker) -> None:
         rng = worker.rng
         now = time.monotonic()
-        b = self._claim(lambda b: b.up and b.registered and now - b.last_heartbeat >= HEARTBEAT_EVERY_S, rng)
-        if b is not None:
-            try:
-                self.heartbeat(worker, b)
-            finally:
-                b.busy = False
+        due = lambda b: b.up and b.registered and now - b.last_heartbeat >= HEARTBEAT_EVERY_S  # noqa: E731
+        if self._with_broker(due, rng, lambda b: self.heartbeat(worker, b)):
             return
-        b = self._claim(lambda b: not b.registered, rng)
-        if b is not None:
-            try:
-                self.register(worker, b)
-            finally:
-                b.busy = False
+        if self._with_broker(lambda b: not b.registered, rng, lambda b: self.register(worker, b)):
             return
         name = rng.choice(self.names)
         r = rng.random()
         if r < 0.3:
             self._call(worker, "replica-info", name, {"brokerName": name}, read=True)
         elif r < 0.5:
-            b = self._claim(lambda b: b.name == name and b.up, rng)
-            if b is None:
-                return
-            try:
-                self._call(worker, "elect-master", name, {"clusterName": CLUSTER, "brokerName": name, "brokerId": b.id},
-                           read=False, ok_codes=frozenset({0, MASTER_STILL_EXIST}))  # fmt: skip
-            finally:
-                b.busy = False
+            self._with_broker(lambda b: b.name == name and b.up, rng, lambda b: self.elect(worker, b))
         elif r < 0.8:
             self.alter(worker, name)
         elif r < 0.9:
             self._call(worker, "sync-state-data", None, {"brokerNames": list(self.names)}, read=True)
         else:
-            b = self._claim(lambda b: b.registered, rng)
-            if b is not None:
-                b.up = not b.up  # a broker going down stops heartbeating; coming back it heartbeats at once
-                b.busy = False
+            # a broker going down stops heartbeating; coming back it heartbeats at once
+            self._with_broker(lambda b: b.registered, rng, _toggle)
+
+    def elect(self, worker: Worker, b: Broker) -> None:
+        """An election as a broker asks for it: with its own id (2011: a master still exists, and is reported)."""
+        self._call(worker, "elect-master", b.name, {"clusterName": CLUSTER, "brokerName": b.name, "brokerId": b.id},
+                   read=False, ok_codes=frozenset({0, MASTER_STILL_EXIST}))  # fmt: skip
 
     def alter(self, worker: Worker, name: str) -> None:
         t, _ = self._call(worker, "replica-info", name, {"brokerName": name}, read=True)
@@ -421,19 +427,6 @@ def validate(op: Op) -> None:
         )
 
 
-def check(ops: list[Op], options: CheckOptions) -> dict[str, Any]:
-    return check_controller(ops)
-
-
-def counts_line(res: dict[str, Any]) -> str:
-    c = res["counts"]
-    return (
-        f"{c['observations']} observations of {c['broker_sets']} broker-sets; violations: single master "
-        f"{c['single_master_violations']}, monotonic epochs {c['monotonic_epochs_violations']}, "
-        f"acknowledged alters {c['acknowledged_alters_violations']} ({c['unjudged_alters']} unjudged)"
-    )
-
-
 def details(res: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for v in res["single_master"][:3]:
@@ -450,4 +443,4 @@ def details(res: dict[str, Any]) -> list[str]:
     return out
 
 
-SPEC = WorkloadSpec(NAME, Controller, FS, validate, CHECKER, check, counts_line, details)
+SPEC = WorkloadSpec(NAME, Controller, FS, validate, CHECKER, lambda ops, _: check_controller(ops), COUNTS, details)

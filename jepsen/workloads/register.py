@@ -35,6 +35,9 @@ from jepsen.workloads.base import (
 
 NAME = "register"
 FS = frozenset({"read", "write", "cas", "delete"})
+COUNTS = (
+    "{keys} keys ({invalid_keys} invalid, {unknown_keys} unknown), {ops} ops, {configs} configurations, {elapsed_s} s"
+)
 
 
 class Register(Workload):
@@ -157,14 +160,6 @@ def check(ops: list[Op], options: CheckOptions) -> dict[str, Any]:
     ).to_json()
 
 
-def counts_line(res: dict[str, Any]) -> str:
-    c = res["counts"]
-    return (
-        f"{c['keys']} keys ({c['invalid_keys']} invalid, {c['unknown_keys']} unknown), "
-        f"{c['ops']} ops, {c['configs']} configurations, {res['elapsed_s']} s"
-    )
-
-
 def details(res: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for u in res["unknown"][:3]:
@@ -189,4 +184,4 @@ def _failure_lines(f: dict[str, Any]) -> list[str]:
     return out
 
 
-SPEC = WorkloadSpec(NAME, Register, FS, validate, linearizable.NAME, check, counts_line, details)
+SPEC = WorkloadSpec(NAME, Register, FS, validate, linearizable.NAME, check, COUNTS, details)

@@ -29,7 +29,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from jepsen.checker.linearizable import CheckOptions
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID, combine
 from jepsen.client import QUERY_NOT_FOUND, outcome
 from jepsen.history import FAIL, INFO, OK, HistoryError, Key, Op
@@ -38,6 +37,7 @@ from jepsen.workloads.base import KeyPool, Worker, Workload, WorkloadSpec, kv_pa
 NAME = "set"
 FS = frozenset({"add", "read"})
 CHECKER = "set"
+COUNTS = "{attempted} attempted, {acknowledged} acknowledged, lost {lost}, unexpected {unexpected}, stale {stale}, recovered {recovered}"
 _MAX_LISTED = 100
 
 
@@ -208,18 +208,6 @@ def keys_of(ops: Iterable[Op]) -> set[Key]:
     return {op.key for op in ops if op.f == "add" or (op.f == "read" and op.type == OK and isinstance(op.result, list))}
 
 
-def check(ops: list[Op], options: CheckOptions) -> dict[str, Any]:
-    return check_set(ops)
-
-
-def counts_line(res: dict[str, Any]) -> str:
-    c = res["counts"]
-    return (
-        f"{c['attempted']} attempted, {c['acknowledged']} acknowledged, lost {c['lost']}, "
-        f"unexpected {c['unexpected']}, stale {c['stale']}, recovered {c['recovered']}"
-    )
-
-
 def details(res: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for s in res["sets"]:
@@ -234,4 +222,4 @@ def details(res: dict[str, Any]) -> list[str]:
     return out
 
 
-SPEC = WorkloadSpec(NAME, SetWorkload, FS, validate, CHECKER, check, counts_line, details)
+SPEC = WorkloadSpec(NAME, SetWorkload, FS, validate, CHECKER, lambda ops, _: check_set(ops), COUNTS, details)
