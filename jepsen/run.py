@@ -8,6 +8,11 @@ history.jsonl, results.json, summary.txt, schedule.json (the seeded nemesis plan
 nodes/nK.conf and nodes/nK.log, latency.png and rate.png. The data directories (data/nK) are kept only when
 the run did not pass (or with --keep-data).
 
+A run (`run_one`) has three phases, `Run.setup` (network, nodes, recorder, clients, nemesis), `Run.run` (the
+workload under the nemesis's schedule) and `Run.heal` (final heal, recovery, final reads); each pushes on one
+`ExitStack` what undoes it, so that whichever phase fails or is interrupted the teardown stops the load and
+the nemesis, stops every node, closes the clients and the history, and removes the network, in that order.
+
 Exit codes: 0 every checker valid; 1 invalid (an anomaly: see summary.txt); 2 unknown (a checker ran out of
 budget, or nothing could be judged); 4 the run was aborted (no namespaces, a fault not in effect, the cluster
 never came up); 130 interrupted.
