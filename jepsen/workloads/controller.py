@@ -208,7 +208,10 @@ class Controller(Workload):
     def op(self, worker: Worker) -> None:
         rng = worker.rng
         now = time.monotonic()
-        due = lambda b: b.up and b.registered and now - b.last_heartbeat >= HEARTBEAT_EVERY_S  # noqa: E731
+
+        def due(b: Broker) -> bool:  # a heartbeat is due
+            return b.up and b.registered and now - b.last_heartbeat >= HEARTBEAT_EVERY_S
+
         if self._with_broker(due, rng, lambda b: self.heartbeat(worker, b)):
             return
         if self._with_broker(lambda b: not b.registered, rng, lambda b: self.register(worker, b)):
