@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from jepsen.checker import EXIT_CODE, EXIT_MALFORMED, CheckOptions, check_history, summary
 from jepsen.checker.linearizable import DEFAULT_BUDGET_S, DEFAULT_MAX_CONFIGS, DEFAULT_SHRINK_BUDGET_S
 from jepsen.history import HistoryError, read_history
+from jepsen.suite import EXIT_CODE, EXIT_MALFORMED, CheckOptions, check_history, summary
 
 
 class JepsenGroup(click.Group):

@@ -241,7 +241,7 @@ def make_schedule(name: str, n: int, seed: int, time_limit: float, interval: flo
 class Context:
     net: Net
     cluster: Cluster
-    recorder: Any  # jepsen.workloads.Recorder
+    recorder: Any  # jepsen.driver.Recorder
     log: Callable[[str], None] = print
     probes: list[dict[str, Any]] = field(default_factory=list)
 

@@ -8,6 +8,11 @@ history.jsonl, results.json, summary.txt, schedule.json (the seeded nemesis plan
 nodes/nK.conf and nodes/nK.log, latency.png and rate.png. The data directories (data/nK) are kept only when
 the run did not pass (or with --keep-data).
 
+A run (`run_one`) has three phases, `Run.setup` (network, nodes, recorder, clients, nemesis), `Run.run` (the
+workload under the nemesis's schedule) and `Run.heal` (final heal, recovery, final reads); each pushes on one
+`ExitStack` what undoes it, so that whichever phase fails or is interrupted the teardown stops the load and
+the nemesis, stops every node, closes the clients and the history, and removes the network, in that order.
+
 Exit codes: 0 every checker valid; 1 invalid (an anomaly: see summary.txt); 2 unknown (a checker ran out of
 budget, or nothing could be judged); 4 the run was aborted (no namespaces, a fault not in effect, the cluster
 never came up); 130 interrupted.
@@ -24,28 +29,34 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from jepsen.checker import EXIT_CODE, CheckOptions, check_history, summary
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID
+from jepsen.client import Client, LeaderHint
 from jepsen.db import Cluster, ClusterOptions, DBError
+from jepsen.driver import Mix, Recorder
 from jepsen.history import HistoryError, read_history
 from jepsen.nemesis import (
     NEMESES,
     Context,
+    Nemesis,
     NemesisAbort,
     Runner,
+    Step,
     effective_nemesis,
     make_nemesis,
     make_schedule,
     spare_nodes,
 )
 from jepsen.net import Net, NetError
-from jepsen.workloads import WORKLOADS, Client, LeaderHint, Mix, Recorder
+from jepsen.suite import EXIT_CODE, CheckOptions, check_history, summary
+from jepsen.workloads import WORKLOADS
 
 EXIT_ABORTED = 4
 EXIT_INTERRUPTED = 130
@@ -118,56 +129,95 @@ def _raise_interrupt(signum: int, _frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_one(cfg: RunConfig, out: Path) -> int:
-    """One workload under one nemesis in `out`; the exit code."""
+@dataclass(frozen=True)
+class Parts:
+    """What a run is built from: the real network, nodes, driver and nemesis runner. Tests swap in fakes."""
+
+    net: Callable[[int], Net] = Net
+    cluster: Callable[[Net, Path, ClusterOptions], Cluster] = Cluster
+    driver: Callable[[list[str], Recorder, Callable[[random.Random], Client], int, float, int], Mix] = Mix
+    runner: Callable[[Context, Nemesis, list[Step], float], Runner] = Runner
+
+
+@contextmanager
+def _teardown() -> Iterator[ExitStack]:
+    """The stack the phases push their undo steps on, unwound however the phases end (done, aborted, Ctrl-C);
+    signals that arrive while it unwinds are ignored (see _raise_interrupt)."""
     global _cleaning
-    out.mkdir(parents=True, exist_ok=True)
-    name, note = effective_nemesis(cfg.nemesis, cfg.nodes)
-    if note:
-        _echo(note)
-    steps = make_schedule(name, cfg.nodes, cfg.seed, cfg.time_limit, cfg.interval)
-    _write_json(out / "params.json", {**asdict(cfg), "effective_nemesis": name, "note": note,
-                                      "argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
-    _write_json(out / "schedule.json", {"nemesis": name, "requested": cfg.nemesis, "note": note, "seed": cfg.seed,
-                                        "interval": cfg.interval, "time_limit": cfg.time_limit,
-                                        "steps": [s.to_json() for s in steps]})  # fmt: skip
-    history = out / "history.jsonl"
-    history.unlink(missing_ok=True)
-    run_info: dict[str, Any] = {"workload": cfg.workload, "nemesis": name, "requested_nemesis": cfg.nemesis,
-                                "seed": cfg.seed, "nodes": cfg.nodes, "note": note,
-                                "read_mode": cfg.read_mode}  # fmt: skip
-    abort: str | None = None
-    interrupted = False
-    spares = spare_nodes(name)  # brand-new servers the membership nemesis adds: extra namespaces, not started
-    net = Net(cfg.nodes + spares)
-    cluster: Cluster | None = None
-    recorder: Recorder | None = None
-    driver: Mix | None = None
-    runner: Runner | None = None
-    ctx: Context | None = None
+    stack = ExitStack()
     try:
+        yield stack
+    finally:
+        _cleaning = True
+        try:
+            stack.close()
+        finally:
+            _cleaning = False
+
+
+class Run:
+    """One workload under one nemesis in `out`: setup, run, heal, each pushing on the teardown stack what
+    undoes it, so that whichever phase fails the nemesis stops, every node stops and the network goes."""
+
+    # built by setup()
+    cluster: Cluster
+    recorder: Recorder
+    driver: Mix
+    runner: Runner
+    deadline: float  # set by run(): the end of the workload, time.monotonic()
+
+    def __init__(self, cfg: RunConfig, out: Path, parts: Parts) -> None:
+        self.cfg, self.out, self.parts = cfg, out, parts
+        out.mkdir(parents=True, exist_ok=True)
+        name, note = effective_nemesis(cfg.nemesis, cfg.nodes)
+        if note:
+            _echo(note)
+        self.nemesis = name
+        self.steps = make_schedule(name, cfg.nodes, cfg.seed, cfg.time_limit, cfg.interval)
+        _write_json(out / "params.json", {**asdict(cfg), "effective_nemesis": name, "note": note,
+                                          "argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
+        _write_json(out / "schedule.json", {"nemesis": name, "requested": cfg.nemesis, "note": note, "seed": cfg.seed,
+                                            "interval": cfg.interval, "time_limit": cfg.time_limit,
+                                            "steps": [s.to_json() for s in self.steps]})  # fmt: skip
+        self.history = out / "history.jsonl"
+        self.history.unlink(missing_ok=True)
+        self.info: dict[str, Any] = {"workload": cfg.workload, "nemesis": name, "requested_nemesis": cfg.nemesis,
+                                     "seed": cfg.seed, "nodes": cfg.nodes, "note": note,
+                                     "read_mode": cfg.read_mode}  # fmt: skip
+        self.abort: str | None = None
+        self.spares = spare_nodes(name)  # brand-new servers the membership nemesis adds: extra namespaces, not started
+        self.net = parts.net(cfg.nodes + self.spares)
+        self.ctx: Context | None = None
+
+    def setup(self, stack: ExitStack) -> None:
+        """The network, the nodes (until every one is ready), the recorder, the clients and the nemesis."""
+        cfg, net = self.cfg, self.net
+        stack.callback(self._remove_network)  # also after a setup that failed half-way
         try:
             net.setup()
         except NetError as e:
             raise Aborted(f"cannot build the test network: {e}") from None
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
-        cluster = Cluster(net, out, ClusterOptions(snapshot_threshold=cfg.snapshot_threshold,
-                                                   faketime=name == "clock-skew",
-                                                   unsafe_local_reads=cfg.unsafe_reads,
-                                                   lease_read=cfg.read_mode == "lease",
-                                                   unsafe_tick_lease=cfg.read_mode == "tick-lease", spares=spares))  # fmt: skip
+        # closed after the nodes stop (the stack unwinds in reverse): clients and the history outlive them
+        closing = stack.enter_context(ExitStack())
+        cluster = self.cluster = self.parts.cluster(net, self.out, ClusterOptions(
+            snapshot_threshold=cfg.snapshot_threshold, faketime=self.nemesis == "clock-skew",
+            unsafe_local_reads=cfg.unsafe_reads, lease_read=cfg.read_mode == "lease",
+            unsafe_tick_lease=cfg.read_mode == "tick-lease", spares=self.spares))  # fmt: skip
+        stack.callback(self._stop_nodes)
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)
         if not_ready:
             raise Aborted(f"nodes {', '.join(cluster.node(i).name for i in not_ready)} did not become ready in 60 s; "
-                          f"see {out / 'nodes'}")  # fmt: skip
+                          f"see {self.out / 'nodes'}")  # fmt: skip
         leader = cluster.leader()
         _echo(f"{cfg.nodes} nodes ready, leader {leader.name if leader else '?'}; running {cfg.workload} under "
-              f"{name} for {cfg.time_limit:g} s (seed {cfg.seed})")  # fmt: skip
-        recorder = Recorder(history)
-        ctx = Context(net, cluster, recorder, log=_echo)
-        ctx.probe("setup")  # the healthy matrix: proves the probe itself works
+              f"{self.nemesis} for {cfg.time_limit:g} s (seed {cfg.seed})")  # fmt: skip
+        recorder = self.recorder = Recorder(self.history)
+        closing.callback(recorder.close)
+        self.ctx = Context(net, cluster, recorder, log=_echo)
+        self.ctx.probe("setup")  # the healthy matrix: proves the probe itself works
         hint = LeaderHint()
         addresses = [n.http for n in cluster.nodes]
 
@@ -175,69 +225,86 @@ def run_one(cfg: RunConfig, out: Path) -> int:
             # the token: sync-state-data is an admin endpoint
             return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.spread_reads)
 
-        driver = Mix(cfg.workload.split(","), recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed)
-        runner = Runner(ctx, make_nemesis(name), steps, t0=recorder.t0_s)
+        driver = self.driver = self.parts.driver(cfg.workload.split(","), recorder, make_client, cfg.concurrency,
+                                                 cfg.rate, cfg.seed)  # fmt: skip
+        closing.callback(driver.close)
+        self.runner = self.parts.runner(self.ctx, make_nemesis(self.nemesis), self.steps, recorder.t0_s)
+        stack.callback(self._stop_load)
+
+    def run(self) -> None:
+        """The workload and the nemesis's schedule for --time-limit seconds (less if the nemesis fails)."""
+        driver, runner, cluster = self.driver, self.runner, self.cluster
         driver.start()
         runner.start()
-        deadline = recorder.t0_s + cfg.time_limit
-        while time.monotonic() < deadline and not runner.failed.is_set():
-            runner.failed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+        self.deadline = self.recorder.t0_s + self.cfg.time_limit
+        while time.monotonic() < self.deadline and not runner.failed.is_set():
+            runner.failed.wait(min(1.0, max(0.0, self.deadline - time.monotonic())))
             cluster.check_exits()
         driver.stop()
         if runner.failed.is_set():
-            abort = f"the nemesis failed: {runner.error}"
-            run_info["nemesis_error"] = runner.error_text
+            self.abort = f"the nemesis failed: {runner.error}"
+            self.info["nemesis_error"] = runner.error_text
         _echo(f"workload stopped after {driver.ops()} ops; healing")
-        heal = runner.finish()
-        run_info["final_heal"] = heal
-        run_info["faults_applied"] = runner.applied
+
+    def heal(self) -> None:
+        """The final heal, then --recovery seconds for every node to be ready, and the final reads."""
+        cfg, info, driver, cluster = self.cfg, self.info, self.driver, self.cluster
+        info["final_heal"] = self.runner.finish()
+        info["faults_applied"] = self.runner.applied
         t_heal = time.monotonic()
         not_ready = cluster.wait_ready(timeout=cfg.recovery)
         recovered_s = round(time.monotonic() - t_heal, 2)
         final = driver.final(deadline=time.monotonic() + max(10.0, cfg.recovery - recovered_s))
-        run_info["recovery"] = {"not_ready": [cluster.node(i).name for i in not_ready], "seconds": recovered_s,
-                                "final_reads": final or "all done"}  # fmt: skip
-        run_info["unexpected_exits"] = cluster.check_exits()
-        run_info["workload_stats"] = driver.stats()
-        run_info["ops"] = driver.ops()
+        info["recovery"] = {"not_ready": [cluster.node(i).name for i in not_ready], "seconds": recovered_s,
+                            "final_reads": final or "all done"}  # fmt: skip
+        info["unexpected_exits"] = cluster.check_exits()
+        info["workload_stats"] = driver.stats()
+        info["ops"] = driver.ops()
         if driver.errors:
-            run_info["harness_errors"] = driver.errors[:20]
+            info["harness_errors"] = driver.errors[:20]
         _echo(f"recovery: {'all nodes ready' if not not_ready else f'not ready: {not_ready}'} in {recovered_s} s")
+
+    # teardown, in the order the stack unwinds it
+
+    def _stop_load(self) -> None:
+        self.driver.halt.set()
+        self.runner.abandon()  # a no-op after finish(); on Ctrl-C or an abort it stops the faults first
+
+    def _stop_nodes(self) -> None:
+        self.cluster.close()
+        self.info["final_exit_codes"] = self.cluster.exit_codes()
+
+    def _remove_network(self) -> None:
+        left = self.net.teardown()
+        if left:
+            _echo(f"could not remove: {left}")
+
+
+def run_one(cfg: RunConfig, out: Path, parts: Parts | None = None) -> int:
+    """One workload under one nemesis in `out`; the exit code."""
+    run = Run(cfg, out, parts or Parts())
+    interrupted = False
+    try:
+        with _teardown() as stack:
+            run.setup(stack)
+            run.run()
+            run.heal()
     except Aborted as e:
-        abort = str(e)
+        run.abort = str(e)
     except NemesisAbort as e:
-        abort = f"the nemesis failed: {e}"
+        run.abort = f"the nemesis failed: {e}"
     except (NetError, DBError) as e:
-        abort = f"{type(e).__name__}: {e}"
+        run.abort = f"{type(e).__name__}: {e}"
     except KeyboardInterrupt:
         interrupted = True
-        abort = "interrupted"
-    except Exception as e:  # noqa: BLE001 - a harness bug: still clean up and report it
-        abort = f"harness error: {type(e).__name__}: {e}"
-        run_info["harness_traceback"] = traceback.format_exc()
-    finally:
-        _cleaning = True
-        if driver is not None:
-            driver.halt.set()
-        if runner is not None:
-            runner.abandon()  # a no-op after finish(); on Ctrl-C or an abort it stops the faults first
-        try:
-            if cluster is not None:
-                cluster.close()
-                run_info["final_exit_codes"] = cluster.exit_codes()
-        finally:
-            if driver is not None:
-                driver.close()
-            if recorder is not None:
-                recorder.close()
-            left = net.teardown()
-            if left:
-                _echo(f"could not remove: {left}")
-            _cleaning = False
+        run.abort = "interrupted"
+    except Exception as e:  # noqa: BLE001 - a harness bug: the teardown ran; report it
+        run.abort = f"harness error: {type(e).__name__}: {e}"
+        run.info["harness_traceback"] = traceback.format_exc()
     interrupted = interrupted or _interrupted
-    if ctx is not None:
-        _write_json(out / "probes.json", ctx.probes)
-    return finish(cfg, out, run_info, abort, interrupted)
+    if run.ctx is not None:
+        _write_json(out / "probes.json", run.ctx.probes)
+    return finish(cfg, out, run.info, run.abort, interrupted)
 
 
 def recovery_verdict(info: dict[str, Any]) -> dict[str, Any]:

@@ -1,23 +1,13 @@
-"""Checkers that judge a recorded history (docs/jepsen.md, "Checkers").
+"""The linearizability checker, the engine the register workload's checker runs (docs/jepsen.md, "Checkers").
 
-- `linearizable`: WGL search per key against the KV register model (`models`, `wgl`);
-- `sets`: lost, unexpected, stale and recovered elements of the set workload;
-- `controller`: the controller workload's invariants;
-- `suite`: picks the checkers for the workloads found in a history, builds `results.json` and the summary.
+- `wgl`: the Wing & Gong / Lowe search, and the verdicts "valid", "invalid", "unknown";
+- `models`: sequential specifications (the KV register) the search checks against;
+- `linearizable`: per-key checking with budgets, pruning and counterexample shrinking.
 
-Every verdict is "valid", "invalid" or "unknown" (a budget ran out, or nothing could be judged).
+Each workload's own checker lives with the workload (jepsen/workloads/); `jepsen.suite` runs the checkers of
+the workloads found in a history.
 """
 
-from jepsen.checker.suite import EXIT_CODE, EXIT_MALFORMED, CheckOptions, check_history, summary
 from jepsen.checker.wgl import INVALID, UNKNOWN, VALID
 
-__all__ = [
-    "EXIT_CODE",
-    "EXIT_MALFORMED",
-    "INVALID",
-    "UNKNOWN",
-    "VALID",
-    "CheckOptions",
-    "check_history",
-    "summary",
-]
+__all__ = ["INVALID", "UNKNOWN", "VALID"]

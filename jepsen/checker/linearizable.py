@@ -54,6 +54,15 @@ _MAX_LISTED = 20  # ops listed in the prefix and concurrent parts of a counterex
 _MAX_WINDOW = 500
 
 
+@dataclass(frozen=True, slots=True)
+class CheckOptions:
+    """The budgets of a check. Only the linearizability search has any; every checker is handed them."""
+
+    budget_s: float = DEFAULT_BUDGET_S  # the linearizability checker's time budget
+    max_configs: int = DEFAULT_MAX_CONFIGS  # ... and its memory budget, in cached configurations
+    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S  # shrinking counterexamples, after the verdicts
+
+
 def register_action(op: Op) -> Action | None:
     """The model action of a register op, or None when the op constrains nothing (failed, or a read
     with an unknown outcome). An ok cas whose result is false did not apply: it observed the register."""

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jepsen.checker.controller import check_controller
 from jepsen.history import HistoryError
+from jepsen.workloads.controller import check_controller
 from tests.jepsen import HOp, history
 
 

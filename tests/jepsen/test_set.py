@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jepsen.checker.sets import check_set
+from jepsen.workloads.set import check_set
 from tests.jepsen import HOp, history
 
 

@@ -12,22 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from jepsen.checker import check_history
+from jepsen.client import Answer, Client, LeaderHint, outcome
+from jepsen.driver import Mix, Recorder
 from jepsen.history import read_history
-from jepsen.workloads import (
-    Answer,
-    Client,
-    Controller,
-    KeyPool,
-    LeaderHint,
-    Mix,
-    Processes,
-    Recorder,
-    Register,
-    SetWorkload,
-    Worker,
-    outcome,
-)
+from jepsen.suite import check_history
+from jepsen.workloads.base import KeyPool, Processes, Worker
+from jepsen.workloads.controller import Controller
+from jepsen.workloads.register import Register
+from jepsen.workloads.set import SetWorkload
 
 NODES = ["n1:9770", "n2:9770", "n3:9770"]
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from jepsen.checker.workloads import classify
 from jepsen.history import HistoryError
+from jepsen.suite import classify
 from tests.jepsen import HOp, cas, history, r, w
 
 
