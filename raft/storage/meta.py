@@ -13,10 +13,8 @@ import struct
 from google_crc32c import value as _crc
 
 from raft.core.messages import HardState
-from snapshot import failpoint
-from snapshot.durable import atomic_write, ensure_dir, fsync_dir
-
-__all__ = ["FileMetaStorage", "MetaCorruptionError", "atomic_write", "ensure_dir", "fsync_dir"]
+from raft.leaf import failpoint
+from raft.leaf.durable import atomic_write, ensure_dir
 
 META_FILE = "raft_meta"
 META_MAGIC = b"RMTA"

@@ -21,7 +21,7 @@ from google_crc32c import extend as _crc_extend
 from google_crc32c import value as _crc
 
 from raft.core.messages import Entry
-from snapshot import failpoint
+from raft.leaf import failpoint
 
 FORMAT_VERSION = 1
 SEGMENT_MAGIC = b"RAFTWAL\x00"

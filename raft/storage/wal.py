@@ -32,8 +32,9 @@ from typing import Self
 
 from raft.core.messages import Entry, HardState
 from raft.latency import LatencyHistogram
+from raft.leaf import failpoint
+from raft.leaf.durable import atomic_write, ensure_dir, fsync_dir
 from raft.options import LogStorageOptions
-from raft.storage.meta import atomic_write, ensure_dir, fsync_dir
 from raft.storage.protocols import LogStorage, MetaStorage
 from raft.storage.segment import (
     HEADER_SIZE,
@@ -51,7 +52,6 @@ from raft.storage.segment import (
     scan_segment,
     segment_name,
 )
-from snapshot import failpoint
 
 logger = logging.getLogger(__name__)
 
