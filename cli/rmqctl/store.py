@@ -29,6 +29,7 @@ from cli.rmqctl import BadUsage, CorruptInput, Failed
 from raft.storage.meta import META_FILE as RAFT_META_FILE
 from raft.storage.meta import MetaCorruptionError
 from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, LogCorruptionError
+from raft.storage.walscan import list_segments
 from snapshot.errors import SnapshotError, SnapshotFormatError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
@@ -204,8 +205,7 @@ def _copy_log(src: Path, dst: Path) -> None:
     copied mid-append: that is a torn tail, which reading handles like a crash."""
     if not src.is_dir():
         return
-    names = [n for n in os.listdir(src) if SEGMENT_NAME.match(n)]
-    names.sort(key=lambda n: int(SEGMENT_NAME.match(n).group(2), 16))  # type: ignore[union-attr]
+    names = [s.name for s in list_segments(((n, 0) for n in os.listdir(src)), None).segments]  # seg_id order
     _copy_files(src, dst, [*names, RAFT_META_FILE, WAL_META_FILE])
 
 
