@@ -113,7 +113,7 @@ class LogView:
         if error is not None:
             raise error
         self.wal_first, self.min_seg_id = verdict.listing.wal_first, verdict.listing.min_seg_id
-        position = {}
+        position: dict[int, int] = {}
         for k, scan in enumerate(verdict.scans):
             position[scan.seg_id] = k
             self.segments.append(SegmentReport(Path(scan.path), scan.seg_id, scan.first_index, scan.size,

@@ -68,8 +68,14 @@ def list_segments(files: Iterable[tuple[str, int]], wal_meta: bytes | None, meta
     found = sorted((int(m.group(2), 16), int(m.group(1)), n, size) for n, size in files if (m := SEGMENT_NAME.match(n)))
     live = [f for f in found if f[0] >= min_seg_id]
     out = tuple(
-        SegmentListing(name, seg_id, first, size, "live" if seg_id >= min_seg_id else "void", bool(live) and
-                       (seg_id, first, name, size) == live[-1])  # fmt: skip
+        SegmentListing(
+            name,
+            seg_id,
+            first,
+            size,
+            "live" if seg_id >= min_seg_id else "void",
+            bool(live) and (seg_id, first, name, size) == live[-1],
+        )
         for seg_id, first, name, size in found
     )
     return WalListing(wal_first, min_seg_id, out)
@@ -357,7 +363,7 @@ def scan_directory(directory: str | os.PathLike[str], listing: WalListing | None
     progress. Raises LogCorruptionError only for a damaged wal_meta (nothing can be placed without it)."""
     directory = os.fspath(directory)
     listing = listing or list_directory(directory)
-    scans = []
+    scans: list[SegmentScan] = []
     for seg in listing.segments:
         path = os.path.join(directory, seg.name)
         data = b""

@@ -9,6 +9,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -72,7 +73,7 @@ def read_only(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in d.iterdir()}
 
 
-def info(d: Path) -> tuple[int, dict, str]:  # type: ignore[type-arg]
+def info(d: Path) -> tuple[int, dict[str, Any], str]:
     r = CliRunner().invoke(main, ["log", "info", str(d), "-o", "json"], catch_exceptions=False)
     return r.exit_code, json.loads(r.stdout) if r.exit_code == 0 else {}, r.stderr
 
@@ -108,7 +109,10 @@ def test_scanner_recovery_and_rmqctl_agree(tmp_path: Path, case: str) -> None:
         fatal = verdict.fatal
         assert fatal is not None and reason in fatal.reason
         assert fatal.path == str(segments(d)[seg_pos])
-        assert (code, stderr) == (4, f"rmqctl: corrupt input: {fatal.path}: at byte offset {fatal.offset}: {fatal.reason}\n")
+        assert (code, stderr) == (
+            4,
+            f"rmqctl: corrupt input: {fatal.path}: at byte offset {fatal.offset}: {fatal.reason}\n",
+        )
         with pytest.raises(LogCorruptionError) as e:
             SegmentLog(d)
         assert (e.value.path, e.value.offset, e.value.reason) == (fatal.path, fatal.offset, fatal.reason)
@@ -122,7 +126,10 @@ def test_scanner_recovery_and_rmqctl_agree(tmp_path: Path, case: str) -> None:
     assert rows == [(Path(s.path).name, s.status, s.torn_bytes, sum(s.seg_id == x for x in index.seg_ids))
                     for s in verdict.scans]  # fmt: skip
     assert (doc["firstIndex"], doc["lastIndex"], doc["tornBytes"]) == (
-        verdict.live.first, last, sum(s.torn_bytes for s in verdict.scans))
+        verdict.live.first,
+        last,
+        sum(s.torn_bytes for s in verdict.scans),
+    )
     with SegmentLog(d) as log:
         assert (log.first_index(), log.last_index()) == (verdict.live.first, last)
         assert [log.term(i) for i in range(log.first_index(), last + 1)] == list(index.terms)
