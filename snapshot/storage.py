@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 
 from google_crc32c import extend as crc32c_extend
 
-from snapshot import failpoint
-from snapshot.durable import ensure_dir, fsync_dir, write_file
+from raft.leaf import failpoint
+from raft.leaf.durable import ensure_dir, fsync_dir, write_file
 from snapshot.errors import SnapshotError, SnapshotExistsError, SnapshotFormatError, SnapshotNotFoundError
 from snapshot.format import (
     CODEC_LZ4,

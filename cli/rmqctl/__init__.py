@@ -82,7 +82,7 @@ class CorruptInput(RmqctlError):
 
     @classmethod
     def of(cls, error: BaseException, show_path: Callable[[str], str] | None = None) -> CorruptInput:
-        """From a SnapshotFormatError / LogCorruptionError / store.MetaCorruption (each carries path, offset
+        """From a SnapshotFormatError / LogCorruptionError / MetaCorruptionError (each carries path, offset
         and reason); `show_path` maps a path read from a --copy back to the user's path."""
         path = str(getattr(error, "path", "?"))
         path = show_path(path) if show_path is not None else path
@@ -94,11 +94,11 @@ class CorruptInput(RmqctlError):
 def _translate(error: BaseException) -> RmqctlError | None:
     """The storage and network errors any verb may let escape, mapped to exit codes in this one place."""
     from cli.datadir import DataDirLockedError
-    from cli.rmqctl.store import MetaCorruption
+    from raft.storage.meta import MetaCorruptionError
     from raft.storage.segment import LogCorruptionError
     from snapshot.errors import SnapshotError, SnapshotFormatError
 
-    if isinstance(error, SnapshotFormatError | LogCorruptionError | MetaCorruption):
+    if isinstance(error, SnapshotFormatError | LogCorruptionError | MetaCorruptionError):
         return CorruptInput.of(error)
     if isinstance(error, SnapshotError):
         return Failed(str(error))

@@ -20,11 +20,12 @@ from cli.rmqctl import BadUsage, Failed
 from cli.rmqctl.offline import copy_option, path_argument
 from cli.rmqctl.output import Block, Out, emit_document, emit_rows, iso_millis, output_options, pass_out, progress
 from cli.rmqctl.state import state_blocks
-from cli.rmqctl.store import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR, Source, open_source, read_hard_state
+from cli.rmqctl.store import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR, Source, open_source
 from cli.rmqctl.store import storage as snapshot_storage
 from cli.rmqctl.walread import LogView
 from raft.core.confchange import decode_conf
 from raft.core.messages import Entry, EntryType
+from raft.storage.meta import read_hard_state
 from snapshot.errors import SnapshotExistsError, SnapshotFormatError
 from snapshot.storage import SnapshotStorage
 from statemachine import ControllerStateMachine
@@ -86,7 +87,8 @@ def info(out: Out, path: str, copy: bool) -> None:
     """Index and term range, segment files, entries and bytes per command code, term and vote, snapshots."""
     with open_source(path, copy=copy, parts=ALL_PARTS) as src:
         view = _view(out, src)
-        hs = read_hard_state(src.meta_file())
+        meta_file = src.meta_file()
+        hs = read_hard_state(meta_file) if meta_file is not None else None
         per_code: Counter[tuple[int | None, str]] = Counter()
         data_bytes: Counter[tuple[int | None, str]] = Counter()
         with progress(out, "decoding entries", len(view)) as advance:

@@ -19,20 +19,17 @@ import contextlib
 import os
 import re
 import shutil
-import struct
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from google_crc32c import value as crc32c
-
 from cli.datadir import LOCK_FILE, probe
 from cli.rmqctl import BadUsage, CorruptInput, Failed
-from raft.core.messages import HardState
 from raft.storage.meta import META_FILE as RAFT_META_FILE
-from raft.storage.meta import MetaCorruptionError, decode_hard_state
+from raft.storage.meta import MetaCorruptionError
 from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, LogCorruptionError
+from raft.storage.walscan import list_segments
 from snapshot.errors import SnapshotError, SnapshotFormatError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
@@ -41,15 +38,6 @@ from statemachine.sections import SECTION_NAMES
 
 LOG_DIR, META_DIR, SNAPSHOT_DIR, DOWNLOAD_DIR = "log", "meta", "snapshot", "snapshot-download"
 SNAPSHOT_NAME = re.compile(r"snapshot_(\d{20})(\.corrupt-\d+)?")
-
-
-class MetaCorruption(Exception):
-    """`raft_meta` is damaged; like the snapshot and WAL errors, it says where (the storage's own
-    MetaCorruptionError names the file only)."""
-
-    def __init__(self, path: str, offset: int, reason: str) -> None:
-        super().__init__(f"{path}: at byte offset {offset}: {reason}")
-        self.path, self.offset, self.reason = path, offset, reason
 
 
 @dataclass(frozen=True)
@@ -159,7 +147,7 @@ def open_source(path: str | os.PathLike[str], *, copy: bool, parts: tuple[str, .
         src = _stage(src, Path(tmp), copy, parts)
         try:
             yield src
-        except (SnapshotFormatError, LogCorruptionError, MetaCorruption) as e:
+        except (SnapshotFormatError, LogCorruptionError, MetaCorruptionError) as e:
             raise CorruptInput.of(e, src.show) from e
         except SnapshotError as e:
             raise Failed(src.show(str(e))) from e
@@ -217,8 +205,7 @@ def _copy_log(src: Path, dst: Path) -> None:
     copied mid-append: that is a torn tail, which reading handles like a crash."""
     if not src.is_dir():
         return
-    names = [n for n in os.listdir(src) if SEGMENT_NAME.match(n)]
-    names.sort(key=lambda n: int(SEGMENT_NAME.match(n).group(2), 16))  # type: ignore[union-attr]
+    names = [s.name for s in list_segments(((n, 0) for n in os.listdir(src)), None).segments]  # seg_id order
     _copy_files(src, dst, [*names, RAFT_META_FILE, WAL_META_FILE])
 
 
@@ -238,39 +225,3 @@ def _copy_snapshots(src: Path, dst: Path) -> None:
 
 def _copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True)
-
-
-# --- raft_meta --------------------------------------------------------------------------------------------
-
-_META_HEAD = struct.Struct("<4sHHQ")  # magic, version, vote_len, term (docs/log-format.md)
-
-
-def read_hard_state(path: Path | None) -> HardState | None:
-    """Term and vote from `raft_meta`; None when there is no such file (a node that never voted)."""
-    if path is None:
-        return None
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    try:
-        return decode_hard_state(data, str(path))
-    except MetaCorruptionError as e:
-        reason = str(e).removeprefix(f"{path}: ")
-        raise MetaCorruption(str(path), _meta_damage_offset(data), reason) from None
-
-
-def _meta_damage_offset(data: bytes) -> int:
-    """Where decode_hard_state's first failing check looks (the same order of checks)."""
-    if len(data) < _META_HEAD.size + 4:
-        return len(data)  # where the missing bytes start
-    magic, version, vote_len, _term = _META_HEAD.unpack_from(data)
-    if magic != b"RMTA":
-        return 0
-    if version != 1:
-        return 4
-    end = _META_HEAD.size + vote_len
-    if len(data) != end + 4:
-        return 6  # the vote length field disagrees with the file size
-    (stored,) = struct.unpack_from("<I", data, end)
-    return end if crc32c(data[:end]) != stored else _META_HEAD.size  # bad CRC, else a vote that is not UTF-8

@@ -1,32 +1,22 @@
-"""A read-only view of a WAL directory, for the offline verbs.
+"""A read-only view of a WAL directory, for the offline verbs: the verdict of raft.storage.walscan (the
+WAL's own recovery rules, the very code `SegmentLog` applies when it opens), printed instead of applied.
 
-`raft.storage.SegmentLog` cannot be used: opening it *recovers*, which truncates a torn tail, deletes
-segments and rewrites nothing less than the live node's files. This view applies the same rules as its
-recovery (docs/log-format.md, *Replay*) with the same building blocks (`read_header`, `scan_segment`,
-`decode_entry`), and only reports what recovery would change: a torn tail, void segments, a crashed
-segment creation. Real damage raises the same LogCorruptionError (file and byte offset).
+`raft.storage.SegmentLog` cannot be used: opening it *recovers*, which truncates a torn tail and deletes
+segments in the live node's files. This view only reports what recovery would change (a torn tail, void
+segments, a crashed segment creation); damage that stops recovery raises the same LogCorruptionError
+(file and byte offset).
 """
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from raft.core.messages import Entry
-from raft.storage.segment import (
-    HEADER_SIZE,
-    SEGMENT_NAME,
-    WAL_META_FILE,
-    Batch,
-    LogCorruptionError,
-    decode_entry,
-    decode_wal_meta,
-    read_header,
-    scan_segment,
-)
+from raft.storage.segment import LogCorruptionError, decode_entry
+from raft.storage.walscan import list_directory, scan_directory
 
 
 @dataclass
@@ -65,14 +55,14 @@ class LogView:
         self._sizes: array[int] = array("I")
         self._segs: array[int] = array("I")  # index into self.segments
         if directory is not None and directory.is_dir():
-            self._scan(directory, advance or (lambda n: None))
+            self._read(directory, advance)
 
     @staticmethod
     def total_bytes(directory: Path | None) -> int:
         """Bytes a scan reads (for a progress bar)."""
         if directory is None or not directory.is_dir():
             return 0
-        return sum((directory / n).stat().st_size for n in os.listdir(directory) if SEGMENT_NAME.match(n))
+        return sum(s.size for s in list_directory(directory).segments)
 
     # --- queries ------------------------------------------------------------------------------------------
 
@@ -115,67 +105,21 @@ class LogView:
                 yield decode_entry(buf, offsets[k] - start, path, offsets[k])
             i = j
 
-    # --- the recovery rules, without writing ------------------------------------------------------------
+    # --- the scanner's verdict ------------------------------------------------------------------------------
 
-    def _scan(self, directory: Path, advance: Callable[[int], None]) -> None:
-        meta = directory / WAL_META_FILE
-        if meta.exists():
-            self.wal_first, self.min_seg_id = decode_wal_meta(meta.read_bytes(), str(meta))
-        self._first = self.wal_first
-        found = sorted(
-            (int(m.group(2), 16), int(m.group(1)), n) for n in os.listdir(directory) if (m := SEGMENT_NAME.match(n))
-        )
-        live = [f for f in found if f[0] >= self.min_seg_id]
-        for seg_id, first_index, name in found:
-            path = directory / name
-            report = SegmentReport(path, seg_id, first_index, path.stat().st_size)
-            self.segments.append(report)
-            if seg_id < self.min_seg_id:  # a reset's leftovers: a node start deletes them unread
-                report.status = "void"
-                advance(report.size)
-                continue
-            data = path.read_bytes()
-            advance(len(data))
-            is_last = (seg_id, first_index, name) == live[-1]
-            if is_last and len(data) <= HEADER_SIZE and not _header_ok(data, str(path)):
-                report.status = "crashed creation"
-                continue
-            header = read_header(data, str(path))
-            if header != (first_index, seg_id):
-                raise LogCorruptionError(str(path), 0, f"header (first_index, seg_id) {header} contradicts the name")
-            scan = scan_segment(data, str(path), is_last)
-            report.torn_bytes = len(data) - scan.valid_end if scan.torn else 0
-            for batch in scan.batches:
-                self._replay(len(self.segments) - 1, batch)
-        for sid in self._segs:
-            self.segments[sid].entries += 1
-
-    def _replay(self, sid: int, batch: Batch) -> None:
-        """SegmentLog._replay: a truncate frame voids the suffix; entries below first_index are compacted;
-        the first entry kept must be exactly last_index + 1."""
-        if batch.truncate_from is not None and batch.truncate_from <= self.last_index():
-            k = max(batch.truncate_from - self._first, 0)
-            del self._terms[k:], self._offsets[k:], self._sizes[k:], self._segs[k:]
-        n = len(batch.terms)
-        lo = batch.first_index
-        skip = min(max(self._first - lo, 0), n)
-        if skip == n:
-            return
-        expected = self.last_index() + 1
-        if lo + skip != expected:
-            path = str(self.segments[sid].path)
-            raise LogCorruptionError(
-                path, batch.offsets[skip], f"entry {lo + skip} found where index {expected} was expected"
-            )
-        self._terms.extend(batch.terms[skip:])
-        self._offsets.extend(batch.offsets[skip:])
-        self._sizes.extend(batch.sizes[skip:])
-        self._segs.extend(array("I", [sid]) * (n - skip))
-
-
-def _header_ok(data: bytes, path: str) -> bool:
-    try:
-        read_header(data, path)
-    except LogCorruptionError:
-        return False
-    return len(data) == HEADER_SIZE
+    def _read(self, directory: Path, advance: Callable[[int], None] | None) -> None:
+        verdict = scan_directory(directory, advance=advance)
+        error = verdict.error()
+        if error is not None:
+            raise error
+        self.wal_first, self.min_seg_id = verdict.listing.wal_first, verdict.listing.min_seg_id
+        position: dict[int, int] = {}
+        for k, scan in enumerate(verdict.scans):
+            position[scan.seg_id] = k
+            self.segments.append(SegmentReport(Path(scan.path), scan.seg_id, scan.first_index, scan.size,
+                                               scan.status, scan.torn_bytes))  # fmt: skip
+        index = verdict.index()
+        self._first, self._terms, self._offsets, self._sizes = index.first, index.terms, index.offsets, index.sizes
+        self._segs = array("I", [position[sid] for sid in index.seg_ids])
+        for k in self._segs:
+            self.segments[k].entries += 1

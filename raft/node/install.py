@@ -40,9 +40,9 @@ from google_crc32c import extend as crc32c_extend
 from google_crc32c import value as crc32c
 
 from raft.core.messages import Message
+from raft.leaf import failpoint
+from raft.leaf.durable import atomic_write, ensure_dir, fsync_dir
 from raft.options import SnapshotOptions
-from snapshot import failpoint
-from snapshot.durable import atomic_write, ensure_dir, fsync_dir
 from snapshot.errors import SnapshotNotFoundError
 from snapshot.format import META_FILE, check_file_name, decode_meta
 from snapshot.storage import SnapshotStorage

@@ -40,6 +40,7 @@ from raft.core import (
 )
 from raft.core.progress import ProgressState
 from raft.latency import LatencyHistogram
+from raft.leaf import failpoint
 from raft.node.install import GET, SnapshotDownloader, SnapshotServer
 from raft.node.statemachine import BaseStateMachine, StateMachine
 from raft.options import NodeOptions
@@ -49,7 +50,6 @@ from raft.storage.dirlock import DataDirLock
 from raft.storage.identity import claim_identity
 from raft.transport import TcpTransport
 from raft.transport.tcp import Address, format_address, parse_address
-from snapshot import failpoint
 from snapshot import format as snapshot_format
 from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
 from snapshot.storage import SnapshotStorage

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from google_crc32c import value as _crc
 
-from snapshot.durable import atomic_write
+from raft.leaf.durable import atomic_write
 
 IDENTITY_FILE = "IDENTITY"
 IDENTITY_MAGIC = b"RMID"

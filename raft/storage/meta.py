@@ -13,10 +13,8 @@ import struct
 from google_crc32c import value as _crc
 
 from raft.core.messages import HardState
-from snapshot import failpoint
-from snapshot.durable import atomic_write, ensure_dir, fsync_dir
-
-__all__ = ["FileMetaStorage", "MetaCorruptionError", "atomic_write", "ensure_dir", "fsync_dir"]
+from raft.leaf import failpoint
+from raft.leaf.durable import atomic_write, ensure_dir
 
 META_FILE = "raft_meta"
 META_MAGIC = b"RMTA"
@@ -28,7 +26,16 @@ _MAX_VOTE = 0xFFFF
 
 
 class MetaCorruptionError(Exception):
-    """The term/vote file exists but cannot be trusted. Starting anyway could double-vote, so stop."""
+    """The term/vote file exists but cannot be trusted. Starting anyway could double-vote, so stop.
+
+    Like LogCorruptionError it carries where: the file, the byte offset its first failing check looks at,
+    and why."""
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"{path}: at byte offset {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
 
 
 def encode_hard_state(hs: HardState) -> bytes:
@@ -43,23 +50,34 @@ def encode_hard_state(hs: HardState) -> bytes:
 
 def decode_hard_state(data: bytes, path: str) -> HardState:
     if len(data) < _META_HEAD.size + _CRC.size:
-        raise MetaCorruptionError(f"{path}: at byte offset {len(data)}: {len(data)} bytes is too short for a meta file")
+        raise MetaCorruptionError(path, len(data), f"{len(data)} bytes is too short for a meta file")
     magic, version, vote_len, term = _META_HEAD.unpack_from(data)
     if magic != META_MAGIC:
-        raise MetaCorruptionError(f"{path}: at byte offset 0: bad magic {magic!r}")
+        raise MetaCorruptionError(path, 0, f"bad magic {magic!r}")
     if version != META_VERSION:
-        raise MetaCorruptionError(f"{path}: at byte offset 4: unsupported meta format version {version}")
+        raise MetaCorruptionError(path, 4, f"unsupported meta format version {version}")
     end = _META_HEAD.size + vote_len
     if len(data) != end + _CRC.size:
-        raise MetaCorruptionError(f"{path}: at byte offset 6: length {len(data)} does not match vote length {vote_len}")
+        raise MetaCorruptionError(path, 6, f"length {len(data)} does not match vote length {vote_len}")
     (crc,) = _CRC.unpack_from(data, end)
     if _crc(data[:end]) != crc:
-        raise MetaCorruptionError(f"{path}: at byte offset {end}: CRC mismatch over bytes [0, {end})")
+        raise MetaCorruptionError(path, end, f"CRC mismatch over bytes [0, {end})")
     try:
         vote = data[_META_HEAD.size : end].decode()
     except UnicodeDecodeError as e:
-        raise MetaCorruptionError(f"{path}: at byte offset {_META_HEAD.size}: vote is not UTF-8") from e
+        raise MetaCorruptionError(path, _META_HEAD.size, "vote is not UTF-8") from e
     return HardState(term=term, vote=vote)
+
+
+def read_hard_state(path: str | os.PathLike[str]) -> HardState | None:
+    """Term and vote from a `raft_meta` file, read-only; None when there is no such file (a node that never
+    voted). The node's FileMetaStorage and `rmqctl` both read it through here."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    return decode_hard_state(data, os.fspath(path))
 
 
 class FileMetaStorage:
@@ -70,11 +88,7 @@ class FileMetaStorage:
         self.path = self.directory / META_FILE
 
     def load(self) -> HardState:
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return HardState()
-        return decode_hard_state(data, str(self.path))
+        return read_hard_state(self.path) or HardState()
 
     def save(self, hs: HardState) -> None:
         failpoint.hit("meta.save")

@@ -1,7 +1,8 @@
 """The on-disk format of one WAL segment: header, frames, batch encoding and the recovery scan.
 
-Byte-level layout is specified in docs/log-format.md; this module is its only implementation, so the dump
-tooling can reuse `read_header` and `scan_segment` instead of re-deriving the format.
+Byte-level layout is specified in docs/log-format.md; this module is its only implementation. The rules for
+a whole directory (which segments count, torn tails, replay) are in raft/storage/walscan.py, built on
+`read_header` and `scan_segment`.
 
 Frame = crc:u32 | length:u32 | body[length], little endian, unaligned (no padding, so every byte of a frame
 is covered by its CRC). crc = CRC32C(length bytes + body). body[0] is the frame type.
@@ -21,7 +22,7 @@ from google_crc32c import extend as _crc_extend
 from google_crc32c import value as _crc
 
 from raft.core.messages import Entry
-from snapshot import failpoint
+from raft.leaf import failpoint
 
 FORMAT_VERSION = 1
 SEGMENT_MAGIC = b"RAFTWAL\x00"

@@ -32,26 +32,22 @@ from typing import Self
 
 from raft.core.messages import Entry, HardState
 from raft.latency import LatencyHistogram
+from raft.leaf import failpoint
+from raft.leaf.durable import atomic_write, ensure_dir, fsync_dir
 from raft.options import LogStorageOptions
-from raft.storage.meta import atomic_write, ensure_dir, fsync_dir
 from raft.storage.protocols import LogStorage, MetaStorage
 from raft.storage.segment import (
     HEADER_SIZE,
-    SEGMENT_NAME,
     WAL_META_FILE,
-    Batch,
     LogCorruptionError,
     SegmentFile,
     decode_entry,
-    decode_wal_meta,
     encode_batch,
     encode_header,
     encode_wal_meta,
-    read_header,
-    scan_segment,
     segment_name,
 )
-from snapshot import failpoint
+from raft.storage.walscan import list_segments, scan_directory
 
 logger = logging.getLogger(__name__)
 
@@ -304,87 +300,46 @@ class SegmentLog:
         atomic_write(self.directory, WAL_META_FILE, encode_wal_meta(first_index, min_seg_id))
         self.fsyncs += 2
 
-    def _read_meta(self) -> tuple[int, int]:
-        path = self.directory / WAL_META_FILE
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return 1, 0
-        return decode_wal_meta(data, str(path))
-
     # ---- recovery ------------------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        """Rebuild the index from disk.
+        """Rebuild the index from disk by applying the verdict of raft.storage.walscan (the one reader of
+        the recovery rules, docs/log-format.md *Replay*).
 
         Every segment is CRC-checked in full. Only the last segment may end in a torn batch; it is cut
         back to its last commit frame and fsynced. A header-only-or-shorter last segment with a bad
-        header is a crashed segment creation and is deleted. Everything else that fails to parse raises
-        LogCorruptionError with the file and byte offset.
+        header is a crashed segment creation and is deleted, as are segments below wal_meta's min_seg_id.
+        Anything else that fails to parse raises LogCorruptionError with the file and byte offset, before
+        any file is changed.
         """
-        self._first, self._min_seg_id = self._read_meta()
-        found: list[tuple[int, int, str]] = []
-        for name in os.listdir(self.directory):
-            m = SEGMENT_NAME.match(name)
-            if m:
-                found.append((int(m.group(2), 16), int(m.group(1)), name))
-        found.sort()
+        verdict = scan_directory(self.directory)
+        error = verdict.error()
+        if error is not None:
+            raise error
+        self._first, self._min_seg_id = verdict.listing.wal_first, verdict.listing.min_seg_id
+        self._next_seg_id = max([self._min_seg_id, 1] + [s.seg_id + 1 for s in verdict.listing.segments])
         dirty = False
-        for seg_id, _, name in found:  # leftovers of a reset that crashed before unlinking
-            if seg_id < self._min_seg_id:
-                os.unlink(self.directory / name)
-                dirty = True
-        live = [f for f in found if f[0] >= self._min_seg_id]
-        self._next_seg_id = max([self._min_seg_id, 1] + [seg_id + 1 for seg_id, _, _ in found])
-        for k, (seg_id, first_index, name) in enumerate(live):
-            path = str(self.directory / name)
-            is_last = k == len(live) - 1
-            with open(path, "rb") as f:
-                data = f.read()
-            if is_last and len(data) <= HEADER_SIZE and not _header_ok(data, path):
-                os.unlink(path)
+        for listed, scan in zip(verdict.listing.segments, verdict.scans, strict=True):
+            if scan.status in ("void", "crashed creation"):  # a reset's leftovers; a segment never written
+                os.unlink(scan.path)
                 dirty = True
                 continue
-            header = read_header(data, path)
-            if header != (first_index, seg_id):
-                raise LogCorruptionError(path, 0, f"header (first_index, seg_id) {header} contradicts the name")
-            scan = scan_segment(data, path, is_last)
-            fd = os.open(path, os.O_RDWR if is_last else os.O_RDONLY)
-            seg = SegmentFile(path, seg_id, first_index, fd, scan.valid_end)
-            self._segments[seg_id] = seg
-            if scan.torn:
+            fd = os.open(scan.path, os.O_RDWR if listed.is_last else os.O_RDONLY)
+            seg = SegmentFile(scan.path, scan.seg_id, scan.first_index, fd, scan.valid_end)
+            seg.max_index = scan.max_index
+            self._segments[scan.seg_id] = seg
+            if scan.torn_bytes:
                 logger.warning("%s: torn write at the end (a crash mid-append): cut back from %d to %d bytes, the last "
-                               "committed batch", path, len(data), scan.valid_end)  # fmt: skip
+                               "committed batch", scan.path, scan.size, scan.valid_end)  # fmt: skip
                 os.ftruncate(fd, scan.valid_end)
                 os.fsync(fd)
-            for batch in scan.batches:
-                self._replay(seg, batch)
-            if is_last and seg.size < self.options.segment_bytes:
+            if listed.is_last and seg.size < self.options.segment_bytes:
                 self._active = seg
+        index = verdict.index()
+        self._terms, self._offsets, self._sizes, self._segs = index.terms, index.offsets, index.sizes, index.seg_ids
         if dirty:
             fsync_dir(self.directory)
         self._collect_below_first()
-
-    def _replay(self, seg: SegmentFile, batch: Batch) -> None:
-        if batch.truncate_from is not None and batch.truncate_from <= self._first + len(self._terms) - 1:
-            self._cut_from(batch.truncate_from)
-        n = len(batch.terms)
-        if not n:
-            return
-        lo = batch.first_index
-        seg.max_index = max(seg.max_index, lo + n - 1)
-        skip = min(max(self._first - lo, 0), n)  # entries below first_index are compacted
-        if skip == n:
-            return
-        expected = self._first + len(self._terms)
-        if lo + skip != expected:
-            raise LogCorruptionError(
-                seg.path, batch.offsets[skip], f"entry {lo + skip} found where index {expected} was expected"
-            )
-        self._terms.extend(batch.terms[skip:])
-        self._offsets.extend(batch.offsets[skip:])
-        self._sizes.extend(batch.sizes[skip:])
-        self._segs.extend(array("Q", [seg.seg_id]) * (n - skip))
 
     def _collect_below_first(self) -> None:
         """Finish a truncate_prefix that crashed after writing wal_meta but before unlinking."""
@@ -397,18 +352,9 @@ class SegmentLog:
         self._unlink(dead)
 
 
-def _header_ok(data: bytes, path: str) -> bool:
-    try:
-        read_header(data, path)
-    except LogCorruptionError:
-        return False
-    return len(data) == HEADER_SIZE
-
-
 def wal_files(directory: str | os.PathLike[str]) -> list[Path]:
     """Segment files of a WAL directory in seg_id order (for tooling and tests)."""
-    found = [(int(m.group(2), 16), n) for n in os.listdir(directory) if (m := SEGMENT_NAME.match(n))]
-    return [Path(directory) / n for _, n in sorted(found)]
+    return [Path(directory) / s.name for s in list_segments(((n, 0) for n in os.listdir(directory)), None).segments]
 
 
 # ---- group commit ------------------------------------------------------------------------------------

@@ -1,22 +1,28 @@
-"""A pure, read-only scan of a WAL directory that *reports* instead of raising: segments, torn tails, the
-live index ranges, gaps and damage with file and byte offset. For offline tools (the Spark audit) that
-must keep going past the first problem and say where every one is.
+"""The one reader of a WAL directory's recovery rules: a pure, read-only scan that *reports* what the
+directory holds (segments, torn tails, live index ranges, gaps, damage with file and byte offset) and never
+writes. Everyone who needs to know what a WAL directory holds reads it through here
+(docs/log-format.md, *Replay*; docs/layout.md):
 
-Built from the format module's own pieces (`read_header`, `scan_segment`, `decode_entry`,
-`decode_wal_meta`) and the replay rules of `SegmentLog._recover` (docs/log-format.md, *Replay*); the WAL's
-recovery itself is untouched. Nothing here opens a file: callers pass names, sizes and bytes, so the same
-code serves local files and bytes read through Hadoop.
+* `SegmentLog` (raft/storage/wal.py) applies the verdict when it opens: it refuses `WalScan.fatal`, deletes
+  void segments and a crashed segment creation, cuts a torn tail and builds its index from `live_index`;
+* `rmqctl log info|dump|replay` (cli/rmqctl/walread.py) prints the same verdict, changing nothing;
+* the Spark audit (tools/audit) runs the per-segment pieces on its executors, over bytes read through
+  Hadoop, and merges them on the driver, keeping going past the first problem.
+
+The bytes-level pieces open no file (callers pass names, sizes and bytes); `list_directory` and
+`scan_directory` do the reading for a local directory.
 
     listing = list_segments(names_and_sizes, wal_meta_bytes)
     scans = [scan_segment_bytes(read(s.name), s) for s in listing.segments]
-    live = merge_scans(listing, scans)            # runs of live entries, gaps, first/last index
+    live = merge_scans(listing, scans)            # runs of live entries, gaps, first/last index, fatal
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from raft.storage.segment import (
@@ -26,6 +32,7 @@ from raft.storage.segment import (
     HEADER_SIZE,
     SEGMENT_NAME,
     TRUNCATE_SIZE,
+    WAL_META_FILE,
     Batch,
     LogCorruptionError,
     decode_entry,
@@ -33,7 +40,6 @@ from raft.storage.segment import (
     read_header,
     scan_segment,
 )
-from raft.storage.wal import _header_ok  # the crashed-creation rule, shared with recovery
 
 _U32 = struct.Struct("<I")
 
@@ -62,8 +68,14 @@ def list_segments(files: Iterable[tuple[str, int]], wal_meta: bytes | None, meta
     found = sorted((int(m.group(2), 16), int(m.group(1)), n, size) for n, size in files if (m := SEGMENT_NAME.match(n)))
     live = [f for f in found if f[0] >= min_seg_id]
     out = tuple(
-        SegmentListing(name, seg_id, first, size, "live" if seg_id >= min_seg_id else "void", bool(live) and
-                       (seg_id, first, name, size) == live[-1])  # fmt: skip
+        SegmentListing(
+            name,
+            seg_id,
+            first,
+            size,
+            "live" if seg_id >= min_seg_id else "void",
+            bool(live) and (seg_id, first, name, size) == live[-1],
+        )
         for seg_id, first, name, size in found
     )
     return WalListing(wal_first, min_seg_id, out)
@@ -105,15 +117,22 @@ class SegmentScan:
     damage: Damage | None = None
     spans: list[Span] = field(default_factory=list)  # one per batch
 
+    @property
+    def max_index(self) -> int:
+        """The highest entry index in any committed batch, live or voided (0 without entries): a segment is
+        deleted by a prefix truncation only once this is below the new first index."""
+        return max((b.first_index + b.count - 1 for b in self.spans if b.count), default=0)
 
-def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None) -> SegmentScan:
+
+def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None, *, crcs: bool = True) -> SegmentScan:
     """Scan one segment's bytes with the WAL's own rules; damage is recorded (with the batches before it)
-    instead of raised."""
+    instead of raised. `crcs`: keep each entry frame's CRC (the audit's log matching; recovery needs none).
+    A void segment's bytes are not looked at (pass b"")."""
     path = path or seg.name
-    out = SegmentScan(path, seg.seg_id, seg.first_index, len(data), seg.status)
+    out = SegmentScan(path, seg.seg_id, seg.first_index, seg.size if seg.status == "void" else len(data), seg.status)
     if seg.status == "void":
         return out
-    if seg.is_last and len(data) <= HEADER_SIZE and not _header_ok(data, path):
+    if seg.is_last and _crashed_creation(data, path):
         out.status = "crashed creation"
         return out
     try:
@@ -136,10 +155,23 @@ def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None
     out.batches = scan.batches
     out.spans = [Span(b.truncate_from, b.first_index, len(b.terms), b.offsets[0] if len(b.offsets) else 0)
                  for b in scan.batches]  # fmt: skip
-    out.crcs = [array("I", [_U32.unpack_from(data, o)[0] for o in b.offsets]) for b in scan.batches]
+    if crcs:
+        out.crcs = [array("I", [_U32.unpack_from(data, o)[0] for o in b.offsets]) for b in scan.batches]
     out.valid_end = scan.valid_end
     out.torn_bytes = len(data) - scan.valid_end if scan.torn else 0
     return out
+
+
+def _crashed_creation(data: bytes, path: str) -> bool:
+    """A last segment of at most a header whose header is not whole and valid: the node crashed while creating
+    it (before its header was durable), so nothing was ever appended to it and recovery deletes it."""
+    if len(data) > HEADER_SIZE:
+        return False
+    try:
+        read_header(data, path)
+    except LogCorruptionError:
+        return True
+    return False
 
 
 def _lost_index(data: bytes, path: str, batches: list[Batch], committed: int, bad: int, first: int) -> int:
@@ -193,6 +225,7 @@ class LiveLog:
     runs: list[LiveRun]
     gaps: list[Gap]
     overlaps: list[Damage]  # a batch that restarts below the end without a truncate frame
+    fatal: Damage | None = None  # the first problem in recovery order: where SegmentLog refuses to open
 
     @property
     def last(self) -> int:
@@ -204,14 +237,17 @@ class LiveLog:
 
 def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
     """Apply the recovery's replay rules across segments, in seg_id order: a truncate frame voids the
-    suffix, entries below wal_first are compacted. Where SegmentLog would stop (a missing index, an
-    overlap), this records a Gap or an overlap and carries on with what follows."""
+    suffix, entries below wal_first are compacted, the first entry kept must be exactly last + 1. Where
+    SegmentLog stops (damage, a missing index, an overlap), this records it (the first one as `fatal`) and
+    carries on with what follows. A segment's damage comes before its batches: recovery scans a segment
+    whole before it replays it."""
     live = LiveLog(listing.wal_first, [], [], [])
     runs = live.runs
     damaged = False
     for k, scan in enumerate(scans):
         if scan.status in ("void", "crashed creation"):
             continue
+        live.fatal = live.fatal or scan.damage
         for b, batch in enumerate(scan.spans):
             if batch.truncate_from is not None:
                 _cut(runs, batch.truncate_from)
@@ -223,11 +259,13 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
             if skip == n:
                 continue
             start, expected = lo + skip, live.last + 1
-            if start < expected:
-                live.overlaps.append(Damage(scan.path, batch.offset,
-                                            f"entry {start} found where index {expected} was expected", expected))  # fmt: skip
-                continue
-            if start > expected:
+            if start != expected:
+                offset = scan.batches[b].offsets[skip] if scan.batches else batch.offset
+                found = Damage(scan.path, offset, f"entry {start} found where index {expected} was expected", expected)
+                live.fatal = live.fatal or found
+                if start < expected:
+                    live.overlaps.append(found)
+                    continue
                 live.gaps.append(Gap(expected, start - 1, scan.path, batch.offset, damaged))
             damaged = False
             runs.append(LiveRun(k, b, skip, start, lo + n - 1))
@@ -259,3 +297,80 @@ def entry_payloads(data: bytes, offsets: Iterable[int], sizes: Iterable[int]) ->
 def entry_type(data: bytes, offset: int) -> int:
     """The entry type of the (scanned) entry frame at `offset`."""
     return data[offset + 9]
+
+
+@dataclass(slots=True)
+class LiveIndex:
+    """Per live entry, first..last in order: term, frame offset, frame size, the seg_id of its segment."""
+
+    first: int
+    terms: array[int]
+    offsets: array[int]
+    sizes: array[int]
+    seg_ids: array[int]
+
+
+def live_index(scans: Sequence[SegmentScan], live: LiveLog) -> LiveIndex:
+    """The live entries' index arrays (what SegmentLog keeps in memory; scans must hold their batches)."""
+    out = LiveIndex(live.first, array("q"), array("q"), array("I"), array("Q"))
+    for run in live.runs:
+        batch, a, z = scans[run.seg].batches[run.batch], run.skip, run.skip + run.hi - run.lo + 1
+        out.terms.extend(batch.terms[a:z])
+        out.offsets.extend(batch.offsets[a:z])
+        out.sizes.extend(batch.sizes[a:z])
+        out.seg_ids.extend(array("Q", [scans[run.seg].seg_id]) * (z - a))
+    return out
+
+
+@dataclass
+class WalScan:
+    """What a local WAL directory holds, by the recovery rules: `fatal` None means SegmentLog opens it."""
+
+    directory: str
+    listing: WalListing
+    scans: list[SegmentScan]
+    live: LiveLog
+
+    @property
+    def fatal(self) -> Damage | None:
+        return self.live.fatal
+
+    def error(self) -> LogCorruptionError | None:
+        """The error SegmentLog raises for this directory (file, byte offset, reason), if any."""
+        d = self.live.fatal
+        return None if d is None else LogCorruptionError(d.path, d.offset, d.reason)
+
+    def index(self) -> LiveIndex:
+        return live_index(self.scans, self.live)
+
+
+def list_directory(directory: str | os.PathLike[str]) -> WalListing:
+    """list_segments over a local directory (sizes from stat, wal_meta read if present)."""
+    directory = os.fspath(directory)
+    files = [(e.name, e.stat().st_size) for e in os.scandir(directory) if SEGMENT_NAME.match(e.name)]
+    meta_path = os.path.join(directory, WAL_META_FILE)
+    try:
+        with open(meta_path, "rb") as f:
+            meta: bytes | None = f.read()
+    except FileNotFoundError:
+        meta = None
+    return list_segments(files, meta, meta_path)
+
+
+def scan_directory(directory: str | os.PathLike[str], listing: WalListing | None = None, *, crcs: bool = False,
+                   advance: Callable[[int], None] | None = None) -> WalScan:  # fmt: skip
+    """Read and scan every segment of a local WAL directory; writes nothing. `advance(bytes)` reports
+    progress. Raises LogCorruptionError only for a damaged wal_meta (nothing can be placed without it)."""
+    directory = os.fspath(directory)
+    listing = listing or list_directory(directory)
+    scans: list[SegmentScan] = []
+    for seg in listing.segments:
+        path = os.path.join(directory, seg.name)
+        data = b""
+        if seg.status != "void":
+            with open(path, "rb") as f:
+                data = f.read()
+        scans.append(scan_segment_bytes(data, seg, path, crcs=crcs))
+        if advance is not None:
+            advance(seg.size)
+    return WalScan(directory, listing, scans, merge_scans(listing, scans))

@@ -357,6 +357,7 @@ def test_bad_raft_meta_is_corrupt_input(fx: Fixture, damage: Any, offset: int, r
     r = rmqctl("log", "info", fx.root)
     assert r.exit_code == 4
     assert r.stderr.startswith(f"rmqctl: corrupt input: {meta}: at byte offset {offset}: ") and reason in r.stderr
+    assert r.stderr.count("at byte offset") == 1  # the storage's own error, not a re-derived copy of it
 
 
 # --- the data-dir lock and --copy ----------------------------------------------------------------------------

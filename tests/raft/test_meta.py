@@ -8,7 +8,7 @@ import pytest
 
 from raft.core.messages import HardState
 from raft.storage import FileMetaStorage, MemoryMetaStorage, MetaCorruptionError
-from raft.storage.meta import META_FILE, decode_hard_state, encode_hard_state
+from raft.storage.meta import META_FILE, decode_hard_state, encode_hard_state, read_hard_state
 
 
 def test_missing_file_loads_the_zero_hard_state(tmp_path: Path) -> None:
@@ -86,3 +86,14 @@ def test_every_meta_corruption_names_the_byte_offset(tmp_path):
     for cut in range(len(good)):
         with pytest.raises(MetaCorruptionError, match=r"at byte offset \d+: "):
             decode_hard_state(good[:cut], "/s/meta/raft_meta")
+
+
+def test_the_error_carries_file_offset_and_reason_once(tmp_path: Path) -> None:
+    """rmqctl prints MetaCorruptionError's fields (it once re-derived the offset and printed it twice)."""
+    path = tmp_path / META_FILE
+    path.write_bytes(b"XXXX" + encode_hard_state(HardState(1, "a"))[4:])
+    with pytest.raises(MetaCorruptionError) as e:
+        read_hard_state(path)
+    assert (e.value.path, e.value.offset, e.value.reason) == (str(path), 0, "bad magic b'XXXX'")
+    assert str(e.value) == f"{path}: at byte offset 0: bad magic b'XXXX'"
+    assert read_hard_state(tmp_path / "absent") is None and FileMetaStorage(tmp_path / "d").load() == HardState()

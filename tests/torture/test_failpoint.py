@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from raft.core.messages import Entry, HardState
+from raft.leaf import failpoint
 from raft.storage import FileMetaStorage, SegmentLog
 from raft.storage.wal import LogStorageFailedError
-from snapshot import failpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

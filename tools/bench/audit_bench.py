@@ -36,9 +36,9 @@ import msgpack
 
 from raft.core.confchange import encode_conf
 from raft.core.messages import ConfState, Entry, EntryType
+from raft.leaf.durable import atomic_write
 from raft.storage import SegmentLog
 from raft.storage.identity import IDENTITY_FILE, DataDirIdentity, encode_identity
-from snapshot.durable import atomic_write
 from snapshot.storage import SnapshotStorage
 from statemachine import SECTION_NAMES, ControllerStateMachine
 from statemachine import codes as C

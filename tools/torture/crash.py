@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from snapshot.failpoint import POINTS
+from raft.leaf.failpoint import POINTS
 from tests.daemon.cluster import ControllerdCluster
 
 # Points this workload meets (membership changes are swept by tests/torture, not here).

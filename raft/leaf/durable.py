@@ -1,7 +1,8 @@
 """Durable file primitives shared by the snapshot store and the raft log: fsync a directory, create
 directories durably, write a file fully and fsync it, replace a file atomically.
 
-They live here because `snapshot/` may import nothing of ours, while `raft/` may import `snapshot/`."""
+A leaf module (raft/leaf/__init__.py): standard library only, so `snapshot/` and `raft/storage/` share it
+without either importing the other."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from snapshot import failpoint
+from raft.leaf import failpoint
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -12,7 +12,8 @@ imported; unset or empty, `hit()` is one function call that tests an empty dict 
     @N       fire on the Nth hit of the point only (1-based); @N+ on the Nth and every later hit;
              no @: on every hit
 
-It lives in `snapshot/` because that package may import nothing of ours and `raft/` imports `snapshot/`.
+A leaf module (raft/leaf/__init__.py): standard library only, so the WAL, the snapshot store and the node
+all arm the same points without importing one another.
 Tests that run in-process use `configure()` and `reset()`.
 """
 

@@ -1,0 +1,52 @@
+"""The package arrows of docs/layout.md, checked on the source: a forbidden import fails here, not in review."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("raft", "statemachine", "snapshot", "api", "cli", "tests", "jepsen", "tools")
+LEAF = "raft.leaf"  # imports nothing of ours; every package may import it
+
+
+def imports(package: str) -> list[tuple[str, str]]:
+    """(file, imported module) for every absolute import of one of our packages from outside `package`/."""
+    own = package.replace("/", ".")
+    out = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            out += [(str(path.relative_to(ROOT)), n) for n in names
+                    if n.split(".")[0] in OURS and n != own and not n.startswith(own + ".")]  # fmt: skip
+    return out
+
+
+def is_leaf(module: str) -> bool:
+    return module == LEAF or module.startswith(LEAF + ".")
+
+
+def offending(package: str, forbidden: tuple[str, ...], *, leaf_ok: bool = True) -> list[tuple[str, str]]:
+    return [(f, m) for f, m in imports(package)
+            if m.split(".")[0] in forbidden and not (leaf_ok and is_leaf(m))]  # fmt: skip
+
+
+def test_the_leaf_imports_nothing_of_ours() -> None:
+    assert imports("raft/leaf") == []
+
+
+def test_snapshot_imports_nothing_of_ours_but_the_leaf() -> None:
+    assert offending("snapshot", tuple(p for p in OURS if p != "snapshot")) == []
+
+
+def test_the_raft_log_storage_does_not_import_the_snapshot_package() -> None:
+    assert offending("raft/storage", ("snapshot",)) == []
+
+
+def test_arrows_that_must_never_exist() -> None:
+    assert offending("raft", ("statemachine", "api", "cli", "jepsen", "tools", "tests")) == []
+    assert offending("statemachine", ("raft", "api", "cli", "jepsen", "tools", "tests")) == []
+    for package in ("api", "cli", "tools", "jepsen"):
+        assert offending(package, ("jepsen", "tools")) == [], package
