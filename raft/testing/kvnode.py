@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -217,7 +218,7 @@ async def serve(args: argparse.Namespace) -> None:
             transport.send = lambda msgs: None  # type: ignore[method-assign]
             return {"ok": True}
         if op == "status":
-            return {"ok": True, "status": node.status(), "keys": len(fsm.data)}
+            return {"ok": True, "status": dataclasses.asdict(node.status()), "keys": len(fsm.data)}
         if op == "bench":
             return {"ok": True, **await bench(node, float(req["seconds"]), int(req["concurrency"]), int(req["size"]))}
         raise ValueError(f"unknown op {op!r}")
