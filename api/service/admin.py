@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from api.service.errors import MemberNotFoundError, RefusedError, UnavailableError
 from raft.core import CoreStatus
-from raft.core.confchange import ConfChangeError
-from raft.status import RaftException
+from raft.status import RaftBaseError
 from snapshot.format import SnapshotMeta
 
 if TYPE_CHECKING:
@@ -119,7 +118,7 @@ class AdminOperations:
             await self._node.transfer_leadership(target, timeout_s)
         except TimeoutError:
             raise UnavailableError(f"leadership did not move to {target} in time") from None
-        except RaftException as e:
+        except RaftBaseError as e:
             raise svc.outcome(e, admin=True) from None
         st = self._node.status()
         return Transfer(st.id, st.leader, st.term, lag, _ms_since(t0))
@@ -137,7 +136,7 @@ class AdminOperations:
             await self._node.add_peer(peer, raft_address, timeout_s, http_address or "")
         except TimeoutError:
             raise UnavailableError(f"{peer} did not catch up within {timeout_s:g}s; it stays a learner") from None
-        except (RaftException, ConfChangeError) as e:
+        except RaftBaseError as e:
             raise svc.outcome(e, admin=True) from None
         return self.membership(peer)
 
@@ -150,7 +149,7 @@ class AdminOperations:
             raise MemberNotFoundError(f"{peer} is not a member (voters: {', '.join(st.voters)})")
         try:
             await self._node.remove_peer(peer)
-        except (RaftException, ConfChangeError) as e:
+        except RaftBaseError as e:
             raise svc.outcome(e, admin=True) from None
         return self.membership(peer)
 
@@ -164,7 +163,7 @@ class AdminOperations:
         t0 = time.perf_counter()
         try:
             meta = await self._node.snapshot()
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self._service.outcome(e, admin=True) from None
         except Exception as e:  # noqa: BLE001 - a failed save (disk full, I/O error) is reported, not a bug
             log.exception("on-demand snapshot failed")

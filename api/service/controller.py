@@ -31,10 +31,9 @@ from typing import Any
 from api.service.admin import AdminOperations
 from api.service.errors import NotLeaderError, UnavailableError, outcome_of
 from raft.core import PeerProgress, Role
-from raft.core.confchange import ConfChangeError
 from raft.node import Node, NodeStatus
 from raft.options import NodeOptions
-from raft.status import RaftException
+from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.machine import READ_ONLY_CODES, ControllerStateMachine
@@ -205,7 +204,7 @@ class ControllerService:
         try:
             await self.node.transfer_leadership(target, self.opts.transfer_on_stop_s)
             log.info("leadership handed to %s before stopping", target)
-        except (RaftException, TimeoutError) as e:
+        except (RaftBaseError, TimeoutError) as e:
             log.warning("leadership transfer to %s before stopping failed: %s", target, e)
 
     def election_ticks(self) -> float:
@@ -256,14 +255,14 @@ class ControllerService:
         data = build(self.now_ms())
         try:
             fut = self.node.apply(data)
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self.outcome(e) from None
         self._deadlines.watch(fut)
         try:
             result: Result = await fut
         except CommitTimeout:
             raise UnavailableError(f"not committed within {self.opts.request_timeout_s:g}s; outcome unknown") from None
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self.outcome(e) from None
         for listener in self.listeners:
             listener(request_type, result)
@@ -295,7 +294,7 @@ class ControllerService:
                 await self.node.read_index()
         except TimeoutError:
             raise UnavailableError(f"read barrier not confirmed within {self.opts.request_timeout_s:g}s") from None
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self.outcome(e, read=True) from None
         return answer(self.now_ms())
 
@@ -307,7 +306,7 @@ class ControllerService:
         """The replicated controller config as this node applied it (local, like RocketMQ's 1010)."""
         return self.sm.config_values()
 
-    def outcome(self, e: RaftException | ConfChangeError, *, read: bool = False, admin: bool = False) -> Exception:
+    def outcome(self, e: RaftBaseError, *, read: bool = False, admin: bool = False) -> Exception:
         """What a Raft error from this node means for a request (errors.outcome_of, the one mapping)."""
         return outcome_of(e, self._leader_named, read=read, admin=admin)
 

@@ -41,6 +41,7 @@ from google_crc32c import value as crc32c
 
 from raft.core.messages import Message
 from raft.options import SnapshotOptions
+from raft.status import RaftBaseError
 from snapshot import failpoint
 from snapshot.durable import atomic_write, ensure_dir, fsync_dir
 from snapshot.errors import SnapshotNotFoundError
@@ -56,7 +57,7 @@ PROGRESS_FILE = ".progress"
 SendFrame = Callable[[str, tuple[object, ...]], bool]
 
 
-class DownloadError(Exception):
+class DownloadError(RaftBaseError):
     pass
 
 

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
 from raft.core.messages import Entry
+from raft.status import RaftBaseError
 
 
 class StateMachine(Protocol):
@@ -29,7 +30,7 @@ class StateMachine(Protocol):
         """A fatal error stopped the node (storage failure, state machine exception)."""
 
 
-class SnapshotUnsupported(RuntimeError):
+class SnapshotUnsupported(RaftBaseError, RuntimeError):
     """The state machine keeps no snapshots: its state is rebuilt from the whole log."""
 
 

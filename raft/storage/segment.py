@@ -21,6 +21,7 @@ from google_crc32c import extend as _crc_extend
 from google_crc32c import value as _crc
 
 from raft.core.messages import Entry
+from raft.status import RaftBaseError
 from snapshot import failpoint
 
 FORMAT_VERSION = 1
@@ -63,7 +64,7 @@ _WAL_META_VERSION = 1
 _WAL_META = struct.Struct("<4sHHQQ")
 
 
-class LogCorruptionError(Exception):
+class LogCorruptionError(RaftBaseError):
     """Durable log data is damaged in a way that cannot be a torn write. The node must stop."""
 
     def __init__(self, path: str, offset: int, reason: str) -> None:

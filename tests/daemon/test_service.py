@@ -24,6 +24,7 @@ from api.service.errors import outcome_of
 from raft.core.confchange import ConfChangeError
 from raft.options import NodeOptions, RaftOptions
 from raft.status import RaftError, RaftException
+from raft.storage.segment import LogCorruptionError
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from statemachine import commands
@@ -323,6 +324,7 @@ def _leader_of(hint: str) -> tuple[str, str | None]:
         (RaftException(RaftError.EINVAL, "not a voter"), {"admin": True}, ("RefusedError", "REFUSED")),
         (ConfChangeError("cannot remove the last voter"), {"admin": True}, ("RefusedError", "REFUSED")),
         (RaftException(RaftError.EIO, "disk"), {"admin": True}, ("UnavailableError", None)),
+        (LogCorruptionError("wal/1.log", 40, "bad crc"), {"admin": True}, ("UnavailableError", None)),  # no code
     ],
 )
 def test_one_mapping_from_raft_errors_to_service_errors(error: Any, kind: dict[str, bool], expect: Any) -> None:
