@@ -43,6 +43,7 @@ from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.testing.cluster import ProcessCluster, free_ports
 from raft.testing.kvnode import KV_SECTION, KvStateMachine
 from snapshot.manager import SnapshotManager, SnapshotTriggers
+from snapshot.rw import SnapshotReader
 from snapshot.storage import DATA_FILE, SnapshotStorage
 
 MiB = 1 << 20
@@ -376,7 +377,7 @@ class _TimedKv(KvStateMachine):
         finally:
             self.apply_s += time.perf_counter() - t0
 
-    def on_snapshot_load(self, reader: Any) -> None:
+    def on_snapshot_load(self, reader: SnapshotReader) -> None:
         t0 = time.perf_counter()
         super().on_snapshot_load(reader)
         self.load_s += time.perf_counter() - t0
