@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from raft.core import Role
 from statemachine import codes as C
 from statemachine.result import Result
 
 if TYPE_CHECKING:
     from api.service import ControllerService
+    from raft.node import NodeStatus
 
 log = logging.getLogger("controllerd.api")
 
@@ -34,7 +36,7 @@ _US, _MS, _S = 1, 1000, 1_000_000
 LATENCY_BUCKETS_US: tuple[float, ...] = tuple(
     float(m * unit) for unit in (_US, _MS) for m in (1, 3, 5, 10, 30, 50, 100, 300, 500)
 ) + (1.0 * _S, 3.0 * _S, 5.0 * _S, 10.0 * _S)  # RocketMQ's ControllerMetricsManager buckets
-ROLE_VALUES = {"pre_candidate": 1, "candidate": 1, "follower": 2, "leader": 3}  # 0: unknown (not started)
+ROLE_VALUES = {Role.PRE_CANDIDATE: 1, Role.CANDIDATE: 1, Role.FOLLOWER: 2, Role.LEADER: 3}  # 0: unknown (not started)
 NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED = (
     "new_master_elected",
     "keep_current_master",
@@ -134,10 +136,10 @@ class ControllerMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def _newest_snapshot(self, st: dict[str, Any]) -> Any:
+    def _newest_snapshot(self, st: NodeStatus) -> Any:
         """The newest snapshot's meta on disk, re-read only when a save or an install happened."""
-        snap = st["snapshot"]
-        key = (snap["index"], snap["saves"], snap["installs"])
+        snap = st.snapshot
+        key = (snap.index, snap.saves, snap.installs)
         if self._snapshot_cache[0] != key:
             metas = self.service.admin.snapshots()
             self._snapshot_cache = (key, metas[0] if metas else None)
@@ -184,13 +186,13 @@ class _Collector:
     def _state(self, family: Any, values: list[str]) -> Iterator[Metric]:
         m, service = self.m, self.m.service
         role = family(GaugeMetricFamily, "role", "role of current node: 0 unknown, 1 candidate, 2 follower, 3 leader")
-        st: dict[str, Any] | None = None
+        st: NodeStatus | None = None
         if service.started:
             try:
                 st = service.node_status()
             except Exception:  # noqa: BLE001 - a scrape must answer even if the node is broken
                 log.exception("metrics: node status failed")
-        role.add_metric(values, ROLE_VALUES.get(st["role"], 0) if st else 0)
+        role.add_metric(values, ROLE_VALUES.get(st.role, 0) if st else 0)
         yield role
         yield self._active_brokers(family, values)
         if st is None:
@@ -206,42 +208,42 @@ class _Collector:
             c.add_metric(values, v)
             return c
 
-        snap = st["snapshot"]
-        yield gauge("term", "current term", st["term"])
-        yield gauge("is_leader", "1 if this node leads", 1 if st["role"] == "leader" else 0)
-        yield gauge("has_leader", "1 if this node knows a leader", 1 if st["leader"] else 0)
-        yield gauge("commit_index", "highest log index known committed", st["commit"])
-        yield gauge("applied_index", "highest log index applied to the state machine", st["applied"])
-        yield gauge("apply_lag_entries", "commit_index - applied_index", st["commit"] - st["applied"])
-        yield gauge("log_first_index", "first index in the log (after truncation)", st["first_index"])
-        yield gauge("log_last_index", "last index in the log", st["last_index"])
-        yield gauge("voters", "voters in the configuration", len(st["voters"]))
-        yield gauge("learners", "learners in the configuration", len(st["learners"]))
-        yield gauge("last_snapshot_index", "index the latest snapshot covers", snap["index"])
-        yield gauge("last_snapshot_term", "term of that index", snap["term"])
-        yield gauge("snapshot_saving", "1 while a snapshot is being written", 1 if snap["saving"] else 0)
-        yield gauge("snapshot_save_duration_seconds", "duration of the latest save by this node", snap["last_save_s"])
+        snap = st.snapshot
+        yield gauge("term", "current term", st.term)
+        yield gauge("is_leader", "1 if this node leads", 1 if st.role is Role.LEADER else 0)
+        yield gauge("has_leader", "1 if this node knows a leader", 1 if st.leader else 0)
+        yield gauge("commit_index", "highest log index known committed", st.commit)
+        yield gauge("applied_index", "highest log index applied to the state machine", st.applied)
+        yield gauge("apply_lag_entries", "commit_index - applied_index", st.commit - st.applied)
+        yield gauge("log_first_index", "first index in the log (after truncation)", st.first_index)
+        yield gauge("log_last_index", "last index in the log", st.last_index)
+        yield gauge("voters", "voters in the configuration", len(st.voters))
+        yield gauge("learners", "learners in the configuration", len(st.learners))
+        yield gauge("last_snapshot_index", "index the latest snapshot covers", snap.index)
+        yield gauge("last_snapshot_term", "term of that index", snap.term)
+        yield gauge("snapshot_saving", "1 while a snapshot is being written", 1 if snap.saving else 0)
+        yield gauge("snapshot_save_duration_seconds", "duration of the latest save by this node", snap.last_save_s)
         newest = m._newest_snapshot(st)
         if newest is not None:
             yield gauge("snapshot_size_bytes", "size of the newest snapshot on disk", sum(f.size for f in newest.files))
             age = max(0.0, time.time() - newest.created_at) if newest.created_at else 0.0
             yield gauge("snapshot_age_seconds", "age of the newest snapshot on disk", age)
-        yield counter("snapshot_saves", "snapshots saved by this node", snap["saves"])
-        yield counter("snapshot_installs", "snapshots installed from a leader", snap["installs"])
+        yield counter("snapshot_saves", "snapshots saved by this node", snap.saves)
+        yield counter("snapshot_installs", "snapshots installed from a leader", snap.installs)
         yield from self._followers(family, values, st)
-        for name, doc in (("fsync", "write + fdatasync of one log batch"),
-                          ("commit", "a proposal batch from propose to applied on this leader")):  # fmt: skip
-            h = (st.get("latency") or {}).get(name)
+        for name, doc, h in (("fsync", "write + fdatasync of one log batch", st.fsync_latency),
+                             ("commit", "a proposal batch from propose to applied on this leader",
+                              st.commit_latency)):  # fmt: skip
             if h:
                 fam = family(HistogramMetricFamily, f"controllerd_raft_{name}_duration_seconds", doc)
                 fam.add_metric(values, [(str(b), c) for b, c in h["buckets"]], h["sum"])
                 yield fam
-        writer = st.get("log_writer")
+        writer = st.log_writer
         if writer:
-            yield counter("log_fsyncs", "fsyncs of the log writer (one per batch)", writer["fsyncs"])
-            yield counter("log_batches", "batches written by the log writer", writer["batches"])
-            yield counter("log_entries", "entries written by the log writer", writer["entries"])
-        for key, v in sorted((st.get("transport") or {}).items()):
+            yield counter("log_fsyncs", "fsyncs of the log writer (one per batch)", writer.fsyncs)
+            yield counter("log_batches", "batches written by the log writer", writer.batches)
+            yield counter("log_entries", "entries written by the log writer", writer.entries)
+        for key, v in sorted((st.transport or {}).items()):
             if key == "pending_bytes":
                 yield gauge("transport_pending_bytes", "encoded messages waiting for peers", v)
             else:
@@ -250,7 +252,7 @@ class _Collector:
         scans.add_metric(values, service.scans)
         yield scans
 
-    def _followers(self, family: Any, values: list[str], st: dict[str, Any]) -> Iterator[Metric]:
+    def _followers(self, family: Any, values: list[str], st: NodeStatus) -> Iterator[Metric]:
         """Per-peer replication progress, on the leader only (a follower tracks none)."""
         tick_s = self.m.service.tick_ms() / 1000
         match = family(
@@ -259,12 +261,12 @@ class _Collector:
         lag = family(GaugeMetricFamily, "controllerd_raft_follower_lag_entries", "log_last_index - match", ("peer",))
         contact = family(GaugeMetricFamily, "controllerd_raft_follower_last_contact_seconds",
                          "since the peer last answered (-1: not this term)", ("peer",))  # fmt: skip
-        for peer, pr in sorted(st["peers"].items()):
-            if peer == st["id"]:
+        for peer, pr in sorted(st.progress.items()):
+            if peer == st.id:
                 continue
-            match.add_metric([*values, peer], pr["match"])
-            lag.add_metric([*values, peer], pr["lag"])
-            ticks = pr.get("contact_ticks", -1)
+            match.add_metric([*values, peer], pr.match)
+            lag.add_metric([*values, peer], pr.lag)
+            ticks = pr.contact_ticks
             contact.add_metric([*values, peer], -1 if ticks < 0 else round(ticks * tick_s, 3))
         yield match
         yield lag

@@ -1,4 +1,6 @@
-"""Errors as values with codes, in the spirit of JRaft's RaftError (braft errno)."""
+"""Errors of the raft package: every one derives from `RaftBaseError` (as snapshot's derive from
+SnapshotError), so a caller catches the package's failures in one clause. `RaftException` carries a code,
+in the spirit of JRaft's RaftError (braft errno)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,13 @@ class RaftError(enum.IntEnum):
     ESTALE = 9
 
 
-class RaftException(Exception):
+class RaftBaseError(Exception):
+    """Base class of every error raised by the `raft` package."""
+
+
+class RaftException(RaftBaseError):
+    """A refused or failed Raft operation, with its code and the leader it knows of (may be "")."""
+
     def __init__(self, code: RaftError, message: str = "", leader: str = "") -> None:
         super().__init__(f"{code.name}: {message}" if message else code.name)
         self.code = code

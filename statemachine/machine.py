@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import msgpack
 
-from snapshot.rw import SnapshotAbleMetadataManager, load_managers, save_managers
+from snapshot.rw import SnapshotAbleMetadataManager, SnapshotReader, SnapshotWriter, load_managers, save_managers
 from statemachine import codes as C
 from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
@@ -164,12 +164,12 @@ class ControllerStateMachine:
             m.load_snapshot(sections[m.section_type()])
         self._install(*staged)
 
-    def on_snapshot_save(self, writer: Any) -> None:
+    def on_snapshot_save(self, writer: SnapshotWriter) -> None:
         """On the apply thread: one `add_section(type, bytes)` per manager. Cheap: the replica and sync-state
         rows are cached per set, and the live rows are packed as stored, in one msgpack call."""
         save_managers(writer, self.managers())
 
-    def on_snapshot_load(self, reader: Any) -> None:
+    def on_snapshot_load(self, reader: SnapshotReader) -> None:
         staged = _fresh()
         load_managers(reader, staged)  # SnapshotFormatError on a body that does not decode
         self._install(*staged)

@@ -11,7 +11,15 @@ Front ends (api/http/ today) call only this package; docs/request-path.md follow
 """
 
 from api.service.admin import AdminOperations, Membership, SnapshotTaken, Transfer, choose_transferee, most_caught_up
-from api.service.controller import READ_CODES, CommitTimeout, ControllerService, Deadlines, ServiceOptions, wall_ms
+from api.service.controller import (
+    READ_CODES,
+    CommitTimeout,
+    ControllerService,
+    Deadlines,
+    Peer,
+    ServiceOptions,
+    wall_ms,
+)
 from api.service.errors import (
     CommandArgumentError,
     MemberNotFoundError,
@@ -31,6 +39,7 @@ __all__ = [
     "MemberNotFoundError",
     "Membership",
     "NotLeaderError",
+    "Peer",
     "RefusedError",
     "ServiceOptions",
     "SnapshotTaken",

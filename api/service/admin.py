@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from api.service.errors import MemberNotFoundError, RefusedError, UnavailableError
-from raft.core.confchange import ConfChangeError
-from raft.status import RaftException
+from raft.core import CoreStatus
+from raft.status import RaftBaseError
 from snapshot.format import SnapshotMeta
 
 if TYPE_CHECKING:
@@ -54,33 +53,32 @@ class SnapshotTaken:
     duration_ms: float
 
 
-def most_caught_up(st: Mapping[str, Any], candidates: list[str], silent_after_ticks: float) -> str | None:
+def most_caught_up(st: CoreStatus, candidates: list[str], silent_after_ticks: float) -> str | None:
     """The candidate with the highest match index (then the most recent contact) among those that answered the
-    leader whose node status is `st` within `silent_after_ticks`; None when none did."""
-    progress = st["peers"]
+    leader whose status is `st` within `silent_after_ticks`; None when none did."""
+    progress = st.progress
 
     def heard(p: str) -> bool:
-        return 0 <= progress.get(p, {}).get("contact_ticks", -1) <= silent_after_ticks
+        pr = progress.get(p)
+        return pr is not None and 0 <= pr.contact_ticks <= silent_after_ticks
 
     reachable = [p for p in candidates if heard(p)]
     if not reachable:
         return None
-    return max(reachable, key=lambda p: (progress[p]["match"], -progress[p]["contact_ticks"]))
+    return max(reachable, key=lambda p: (progress[p].match, -progress[p].contact_ticks))
 
 
-def choose_transferee(
-    st: Mapping[str, Any], to: str | None, max_lag: int, silent_after_ticks: float
-) -> tuple[str, int]:
-    """(target, its lag in entries) for a transfer from the leader whose node status is `st`; RefusedError when
+def choose_transferee(st: CoreStatus, to: str | None, max_lag: int, silent_after_ticks: float) -> tuple[str, int]:
+    """(target, its lag in entries) for a transfer from the leader whose status is `st`; RefusedError when
     no voter qualifies. The named voter (or, without `to`, the most caught-up one) must be another voter, have
     answered within `silent_after_ticks` (an election timeout) and lag at most `max_lag` entries: a lagging
     target would leave the group unwritable while it catches up."""
-    me, last, progress = st["id"], st["last_index"], st["peers"]
+    me, last, progress = st.id, st.last_index, st.progress
     if to == me:
         raise RefusedError("REFUSED", f"{me} already leads")
-    if to is not None and to not in st["voters"]:
-        raise RefusedError("REFUSED", f"{to} is not a voter of this group (voters: {', '.join(st['voters'])})")
-    candidates = [to] if to is not None else [p for p in st["voters"] if p != me]
+    if to is not None and to not in st.voters:
+        raise RefusedError("REFUSED", f"{to} is not a voter of this group (voters: {', '.join(st.voters)})")
+    candidates = [to] if to is not None else [p for p in st.voters if p != me]
     if not candidates:
         raise RefusedError("REFUSED", "there is no other voter to hand leadership to")
 
@@ -88,7 +86,7 @@ def choose_transferee(
     if target is None:
         who = to if to is not None else "any other voter"
         raise RefusedError("REFUSED", f"{who} has not answered within an election timeout; not transferring")
-    lag = last - progress[target]["match"]
+    lag = last - progress[target].match
     if lag > max_lag:
         raise RefusedError(
             "REFUSED", f"{target} lags by {lag} entries (more than maxLagEntries={max_lag}); not transferring"
@@ -107,7 +105,7 @@ class AdminOperations:
         """The voter a leader hands over to on stop: the most caught-up one heard within an election timeout."""
         st = self._node.status()
         me = self._service.id
-        return most_caught_up(st, [p for p in st["voters"] if p != me], self._service.election_ticks())
+        return most_caught_up(st, [p for p in st.voters if p != me], self._service.election_ticks())
 
     async def transfer_leadership(self, to: str | None, max_lag: int, timeout_s: float | None) -> Transfer:
         """Hand leadership to `to`, or to the most caught-up voter (choose_transferee's rules); waits until it
@@ -120,10 +118,10 @@ class AdminOperations:
             await self._node.transfer_leadership(target, timeout_s)
         except TimeoutError:
             raise UnavailableError(f"leadership did not move to {target} in time") from None
-        except RaftException as e:
+        except RaftBaseError as e:
             raise svc.outcome(e, admin=True) from None
         st = self._node.status()
-        return Transfer(st["id"], st["leader"], st["term"], lag, _ms_since(t0))
+        return Transfer(st.id, st.leader, st.term, lag, _ms_since(t0))
 
     async def add_peer(self, peer: str, raft_address: tuple[str, int], http_address: str | None,
                        timeout_s: float) -> Membership:  # fmt: skip
@@ -132,13 +130,13 @@ class AdminOperations:
         catch up within `timeout_s` (it stays a learner)."""
         svc = self._service
         svc.require_leader()
-        if peer in self._node.status()["voters"]:
+        if peer in self._node.status().voters:
             raise RefusedError("PEER_EXISTS", f"{peer} is already a voter")
         try:
             await self._node.add_peer(peer, raft_address, timeout_s, http_address or "")
         except TimeoutError:
             raise UnavailableError(f"{peer} did not catch up within {timeout_s:g}s; it stays a learner") from None
-        except (RaftException, ConfChangeError) as e:
+        except RaftBaseError as e:
             raise svc.outcome(e, admin=True) from None
         return self.membership(peer)
 
@@ -147,17 +145,17 @@ class AdminOperations:
         svc = self._service
         svc.require_leader()
         st = self._node.status()
-        if peer not in st["voters"] and peer not in st["learners"]:
-            raise MemberNotFoundError(f"{peer} is not a member (voters: {', '.join(st['voters'])})")
+        if peer not in st.voters and peer not in st.learners:
+            raise MemberNotFoundError(f"{peer} is not a member (voters: {', '.join(st.voters)})")
         try:
             await self._node.remove_peer(peer)
-        except (RaftException, ConfChangeError) as e:
+        except RaftBaseError as e:
             raise svc.outcome(e, admin=True) from None
         return self.membership(peer)
 
     def membership(self, peer: str) -> Membership:
         st = self._node.status()
-        return Membership(peer, list(st["voters"]), list(st["learners"]))
+        return Membership(peer, list(st.voters), list(st.learners))
 
     async def take_snapshot(self) -> SnapshotTaken:
         """Take a snapshot now (any node). When nothing was applied since the newest one, answers that one
@@ -165,7 +163,7 @@ class AdminOperations:
         t0 = time.perf_counter()
         try:
             meta = await self._node.snapshot()
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self._service.outcome(e, admin=True) from None
         except Exception as e:  # noqa: BLE001 - a failed save (disk full, I/O error) is reported, not a bug
             log.exception("on-demand snapshot failed")

@@ -30,10 +30,10 @@ from typing import Any
 
 from api.service.admin import AdminOperations
 from api.service.errors import NotLeaderError, UnavailableError, outcome_of
-from raft.core.confchange import ConfChangeError
-from raft.node import Node
+from raft.core import PeerProgress, Role
+from raft.node import Node, NodeStatus
 from raft.options import NodeOptions
-from raft.status import RaftException
+from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.machine import READ_ONLY_CODES, ControllerStateMachine
@@ -85,6 +85,20 @@ class _Machine(ControllerStateMachine):
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """One member of the group as this node sees it (`ControllerService.peers`)."""
+
+    id: str
+    role: Role  # LEADER, LEARNER or FOLLOWER
+    voter: bool
+    raft_address: str
+    http_address: str  # "" when unknown
+    remoting_address: str | None
+    progress: PeerProgress | None  # the leader's view of its replication; None on a follower
+    last_contact_ms: int | None  # since it last answered the leader; None when unknown or not this term
 
 
 class CommitTimeout(Exception):
@@ -190,7 +204,7 @@ class ControllerService:
         try:
             await self.node.transfer_leadership(target, self.opts.transfer_on_stop_s)
             log.info("leadership handed to %s before stopping", target)
-        except (RaftException, TimeoutError) as e:
+        except (RaftBaseError, TimeoutError) as e:
             log.warning("leadership transfer to %s before stopping failed: %s", target, e)
 
     def election_ticks(self) -> float:
@@ -241,14 +255,14 @@ class ControllerService:
         data = build(self.now_ms())
         try:
             fut = self.node.apply(data)
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self.outcome(e) from None
         self._deadlines.watch(fut)
         try:
             result: Result = await fut
         except CommitTimeout:
             raise UnavailableError(f"not committed within {self.opts.request_timeout_s:g}s; outcome unknown") from None
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self.outcome(e) from None
         for listener in self.listeners:
             listener(request_type, result)
@@ -280,7 +294,7 @@ class ControllerService:
                 await self.node.read_index()
         except TimeoutError:
             raise UnavailableError(f"read barrier not confirmed within {self.opts.request_timeout_s:g}s") from None
-        except RaftException as e:
+        except RaftBaseError as e:
             raise self.outcome(e, read=True) from None
         return answer(self.now_ms())
 
@@ -292,7 +306,7 @@ class ControllerService:
         """The replicated controller config as this node applied it (local, like RocketMQ's 1010)."""
         return self.sm.config_values()
 
-    def outcome(self, e: RaftException | ConfChangeError, *, read: bool = False, admin: bool = False) -> Exception:
+    def outcome(self, e: RaftBaseError, *, read: bool = False, admin: bool = False) -> Exception:
         """What a Raft error from this node means for a request (errors.outcome_of, the one mapping)."""
         return outcome_of(e, self._leader_named, read=read, admin=admin)
 
@@ -366,57 +380,23 @@ class ControllerService:
     def tick_ms(self) -> float:
         return self.opts.node.raft.tick()
 
-    def raft_status(self) -> dict[str, Any]:
-        """GET /api/v1/raft/status (http-api.md field names)."""
-        st = self.node.status()
-        addrs = st["addresses"]
-        return {
-            "nodeId": st["id"],
-            "group": self.opts.group_id,
-            "role": st["role"],
-            "term": st["term"],
-            "leaderId": st["leader"] or None,
-            "commitIndex": st["commit"],
-            "appliedIndex": st["applied"],
-            "firstLogIndex": st["first_index"],
-            "lastLogIndex": st["last_index"],
-            "lastSnapshotIndex": st["snapshot"]["index"],
-            "lastSnapshotTerm": st["snapshot"]["term"],
-            "peers": [
-                {"id": p, "raftAddress": addrs[p]["raft"], "httpAddress": addrs[p]["http"],
-                 "remotingAddress": self.remoting_address(p), "voter": p in st["voters"]}
-                for p in sorted(set(st["voters"]) | set(st["learners"]))
-            ],
-        }
-
-    def node_status(self) -> dict[str, Any]:
-        """The Raft node's status (raft.node.Node.status), for metrics and diagnostics."""
+    def node_status(self) -> NodeStatus:
+        """The Raft node's status (raft.node.Node.status)."""
         return self.node.status()
 
-    def raft_peers(self) -> dict[str, Any]:
-        """GET /api/v1/raft/peers: the leader, the last log index and per peer role, match index, lag in entries
-        and last contact (leader's view; on a follower only the membership and roles are known)."""
-        st = self.node.status()
-        addrs = st["addresses"]
+    def peers(self, st: NodeStatus | None = None) -> list[Peer]:
+        """Every member (voters and learners, ascending by id) as this node sees them in `st` (default: now):
+        role, addresses, and on the leader its replication progress and last contact."""
+        st = st or self.node.status()
         tick = self.tick_ms()
         rows = []
-        for p in sorted(set(st["voters"]) | set(st["learners"])):
-            pr = st["peers"].get(p)
-            role = "leader" if p == st["leader"] else ("learner" if p in st["learners"] else "follower")
-            row: dict[str, Any] = {"id": p, "role": role, "raftAddress": addrs[p]["raft"],
-                                   "httpAddress": addrs[p]["http"], "remotingAddress": self.remoting_address(p),
-                                   "matchIndex": None, "lagEntries": None,
-                                   "lastContactMs": None}  # fmt: skip
-            if pr is not None:
-                contact = pr.get("contact_ticks", -1)
-                row.update(
-                    matchIndex=pr["match"],
-                    lagEntries=pr["lag"],
-                    lastContactMs=None if contact < 0 else round(contact * tick),
-                    state=pr["state"],
-                )
-            rows.append(row)
-        return {"leaderId": st["leader"] or None, "lastLogIndex": st["last_index"], "peers": rows}
+        for p in sorted({*st.voters, *st.learners}):
+            pr = st.progress.get(p)
+            role = Role.LEADER if p == st.leader else (Role.LEARNER if p in st.learners else Role.FOLLOWER)
+            contact = None if pr is None or pr.contact_ticks < 0 else round(pr.contact_ticks * tick)
+            addrs = st.addresses[p]
+            rows.append(Peer(p, role, p in st.voters, addrs.raft, addrs.http, self.remoting_address(p), pr, contact))
+        return rows
 
     def metadata(self, remoting: bool = False) -> dict[str, Any]:
         """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus). The
@@ -425,9 +405,9 @@ class ControllerService:
         st = self.node.status()
         if remoting:
             laddr = self.remoting_address(lid) if lid else None
-            peers = [self.remoting_address(p) or p for p in st["voters"]]
+            peers = [self.remoting_address(p) or p for p in st.voters]
         else:
-            peers = [st["addresses"][p]["http"] or p for p in st["voters"]]
+            peers = [st.addresses[p].http or p for p in st.voters]
         return {
             "group": self.opts.group_id,
             "controllerLeaderId": lid or None,
@@ -441,13 +421,13 @@ class ControllerService:
         if not self.started:
             return [("started", False, "the node has not started")]
         st = self.node.status()
-        lag = st["commit"] - st["applied"]
+        lag = st.commit - st.applied
         checks = [
             ("started", not self.stopping, "stopping" if self.stopping else "ok"),
-            ("snapshot_loaded", True, f"snapshot {st['snapshot']['index']}"),
-            ("log_replayed", st["applied"] >= min(st["commit"], st["snapshot"]["index"]), f"applied {st['applied']}"),
-            ("leader_known", bool(st["leader"]), f"leader {st['leader'] or 'unknown'}"),
+            ("snapshot_loaded", True, f"snapshot {st.snapshot.index}"),
+            ("log_replayed", st.applied >= min(st.commit, st.snapshot.index), f"applied {st.applied}"),
+            ("leader_known", bool(st.leader), f"leader {st.leader or 'unknown'}"),
             ("apply_caught_up", lag <= self.opts.ready_apply_lag, f"{lag} entries behind commit"),
-            ("no_error", "error" not in st, st.get("error", "ok")),
+            ("no_error", st.error is None, st.error or "ok"),
         ]
         return checks

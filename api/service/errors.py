@@ -8,8 +8,8 @@
 * CommandArgumentError: a command constructor refused an argument, naming the field; nothing was proposed
   (HTTP 422).
 
-`outcome_of` is the one mapping from a Raft error (raft.status.RaftException, a refused ConfChange) to
-these.
+`outcome_of` is the one mapping from a Raft error (any raft.status.RaftBaseError: a coded RaftException,
+a refused ConfChange, ...) to these.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from raft.core.confchange import ConfChangeError
-from raft.status import RaftError, RaftException
+from raft.status import RaftBaseError, RaftError, RaftException
 from statemachine.commands import CommandError
 
 
@@ -75,7 +75,7 @@ def checked(build: Callable[[int], bytes]) -> Callable[[int], bytes]:
 
 
 def outcome_of(
-    e: RaftException | ConfChangeError,
+    e: RaftBaseError,
     leader: Callable[[str], tuple[str, str | None]],
     *,
     read: bool = False,
@@ -88,9 +88,12 @@ def outcome_of(
     * for an admin operation, EBUSY (a transfer or a configuration change in progress), EINVAL (not a
       voter, already leader) and a refused configuration change: RefusedError; on the data path EBUSY is
       overload, so it stays a retryable UnavailableError;
-    * anything else (stopped, storage failure, leadership lost after proposing): UnavailableError."""
+    * anything else (stopped, storage failure, leadership lost after proposing, any other error of the raft
+      package): UnavailableError."""
     if isinstance(e, ConfChangeError):
         return RefusedError("REFUSED", str(e))
+    if not isinstance(e, RaftException):
+        return UnavailableError(str(e))
     if e.code == RaftError.EPERM or (read and e.code == RaftError.ELEADERCHANGED):
         return NotLeaderError(*leader(e.leader))
     if admin and e.code in (RaftError.EBUSY, RaftError.EINVAL):

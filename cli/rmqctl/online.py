@@ -38,6 +38,7 @@ from cli.rmqctl.client import (
     parse_addresses,
 )
 from cli.rmqctl.output import Block, Out, emit_document, emit_rows, fmt, iso_seconds, output_options, pass_out
+from raft.core import Role
 
 QUERY_NOT_FOUND = 22
 _LONG_MAX = 2**63 - 1
@@ -445,7 +446,7 @@ def _peer_http(peers: Any, peer_id: Any) -> str:
 def _status_redirect(reply: Reply) -> str | None:
     """For `raft status --leader`: accept the leader's own answer; a follower's points at the leader it names."""
     body = reply.body or {}
-    if body.get("role") == "leader":
+    if body.get("role") == Role.LEADER:
         return None
     return _peer_http(body.get("peers"), body.get("leaderId"))
 
@@ -480,7 +481,7 @@ def raft_status(out: Out, conn: Conn, leader: bool | None) -> None:
 def _peers_redirect(reply: Reply) -> str | None:
     """For `raft peers`: the leader's view; a node that knows no leader is shown as is (with a warning)."""
     rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
-    leader = next((p for p in rows if p.get("role") == "leader"), None)
+    leader = next((p for p in rows if p.get("role") == Role.LEADER), None)
     if leader is None or not leader.get("httpAddress") or leader["httpAddress"] == reply.node:
         return None
     return str(leader["httpAddress"])
@@ -499,7 +500,7 @@ def raft_peers(out: Out, conn: Conn, local: bool) -> None:
         reply = c.get("/api/v1/raft/peers", redirect=None if local else _peers_redirect)
     _check(out, reply)
     rows = [p for p in (reply.body or {}).get("peers") or [] if isinstance(p, Mapping)]
-    leader = next((p for p in rows if p.get("role") == "leader"), None)
+    leader = next((p for p in rows if p.get("role") == Role.LEADER), None)
     if leader is None and not local:
         _warn(f"{reply.node} knows no leader: match index, lag and last contact are unknown")
     if out.mode == "json":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import msgpack
 
 from raft.core.messages import ConfState, Member
+from raft.status import RaftBaseError
 
 
 class ConfChangeOp(enum.IntEnum):
@@ -34,7 +35,7 @@ class ConfChange:
     change records them too, so that nodes configured with fewer peers learn them."""
 
 
-class ConfChangeError(ValueError):
+class ConfChangeError(RaftBaseError, ValueError):
     pass
 
 

@@ -9,7 +9,9 @@ schedule replays exactly.
 
 from __future__ import annotations
 
+import enum
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from raft.core import quorum
@@ -17,10 +19,20 @@ from raft.core.confchange import ConfChange, apply_change, encode_conf
 from raft.core.log import RaftLog
 from raft.core.messages import ConfState, Entry, EntryType, HardState, Message, MsgType, SnapshotMeta
 from raft.core.progress import Progress, ProgressState
+from raft.core.quorum import VoteResult
 from raft.core.ready import ReadState, Ready
 from raft.status import RaftError, RaftException
 
-FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre_candidate", "candidate", "leader"
+
+class Role(enum.StrEnum):
+    """A node's role. The value is what status documents, metrics and logs print."""
+
+    FOLLOWER = "follower"
+    PRE_CANDIDATE = "pre_candidate"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    LEARNER = "learner"  # a member's role in the membership view only: a learner's own core is a follower
+
 
 # Messages a leader (or pre-candidate) may send before its own Ready is durable, provided its term and
 # vote already are (see `ready`): they promise nothing about local entries that a crash could take back.
@@ -78,10 +90,22 @@ class _PendingRead:
     seq: int
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class PeerProgress:
+    """The leader's view of one member's replication."""
+
+    match: int
+    next: int
+    lag: int  # last_index - match
+    state: ProgressState
+    learner: bool
+    contact_ticks: int  # ticks since it last answered (0 for the leader itself; -1: never this term)
+
+
+@dataclass(frozen=True, slots=True)
 class CoreStatus:
     id: str
-    role: str
+    role: Role
     term: int
     leader: str
     vote: str
@@ -90,8 +114,16 @@ class CoreStatus:
     first_index: int
     last_index: int
     conf: ConfState
-    progress: dict[str, dict[str, int | str]] = field(default_factory=dict)
+    progress: Mapping[str, PeerProgress] = field(default_factory=dict)  # on the leader only, by member id
     lead_transferee: str = ""
+
+    @property
+    def voters(self) -> tuple[str, ...]:
+        return self.conf.voters
+
+    @property
+    def learners(self) -> tuple[str, ...]:
+        return self.conf.learners
 
 
 class RaftCore:
@@ -121,7 +153,7 @@ class RaftCore:
         self.term = hard_state.term
         self.vote = hard_state.vote
         self.leader = ""
-        self.role = FOLLOWER
+        self.role = Role.FOLLOWER
         self.prs: dict[str, Progress] = {}
         self.votes: dict[str, bool] = {}
         self.election_elapsed = 0
@@ -164,7 +196,7 @@ class RaftCore:
         `tick_ms`); without it the node has no clock and never holds a lease (reads take a quorum round)."""
         self.now += 1
         self.observe_clock(now)
-        if self.role == LEADER:
+        if self.role == Role.LEADER:
             self._tick_leader()
         else:
             self.election_elapsed += 1
@@ -176,7 +208,7 @@ class RaftCore:
 
     def campaign(self, transfer: bool = False) -> None:
         """Start an election now (PreVote first unless this is a leadership transfer)."""
-        if not self._promotable() or self.role == LEADER:
+        if not self._promotable() or self.role == Role.LEADER:
             return
         if self.cfg.pre_vote and not transfer:
             self._become_pre_candidate()
@@ -187,7 +219,7 @@ class RaftCore:
 
     def propose(self, datas: list[bytes], entry_type: int = EntryType.NORMAL) -> tuple[int, int]:
         """Append commands on the leader. Returns (first index, term); raises RaftException if refused."""
-        if self.role != LEADER:
+        if self.role != Role.LEADER:
             raise RaftException(RaftError.EPERM, f"not leader (leader is {self.leader or 'unknown'})")
         if self.lead_transferee:
             raise RaftException(RaftError.EBUSY, f"leadership is being transferred to {self.lead_transferee}")
@@ -200,7 +232,7 @@ class RaftCore:
         return first, term
 
     def propose_conf_change(self, change: ConfChange) -> tuple[int, int]:
-        if self.role != LEADER:
+        if self.role != Role.LEADER:
             raise RaftException(RaftError.EPERM, "not leader")
         if self.pending_conf_index > self.log.applied:
             raise RaftException(RaftError.EBUSY, "a configuration change is already in progress")
@@ -216,7 +248,7 @@ class RaftCore:
         `dropped_reads` if this node cannot serve it). With `lease_read`, a leader whose lease holds at
         `now` (the driver's monotonic clock, read when the request arrived) answers without a round; the
         lease is only ever judged at the time a read arrives, never on a clock reading from earlier."""
-        if self.role != LEADER:
+        if self.role != Role.LEADER:
             self.dropped_reads.append((ctx, RaftError.EPERM))
             return
         self.observe_clock(now)
@@ -236,7 +268,7 @@ class RaftCore:
         self.clock = now
 
     def transfer_leader(self, target: str) -> None:
-        if self.role != LEADER:
+        if self.role != Role.LEADER:
             raise RaftException(RaftError.EPERM, "not leader")
         if target == self.id:
             raise RaftException(RaftError.EINVAL, "already leader")
@@ -256,7 +288,7 @@ class RaftCore:
     def report_snapshot(self, peer: str, success: bool) -> None:
         """The driver finished (or gave up) sending a snapshot to peer."""
         pr = self.prs.get(peer)
-        if self.role != LEADER or pr is None or pr.state is not ProgressState.SNAPSHOT:
+        if self.role != Role.LEADER or pr is None or pr.state is not ProgressState.SNAPSHOT:
             return
         if not success:
             pr.pending_snapshot = 0
@@ -265,7 +297,7 @@ class RaftCore:
 
     def report_unreachable(self, peer: str) -> None:
         pr = self.prs.get(peer)
-        if self.role == LEADER and pr is not None and pr.state is ProgressState.REPLICATE:
+        if self.role == Role.LEADER and pr is not None and pr.state is ProgressState.REPLICATE:
             pr.become_probe()
 
     def compact(self, snapshot: SnapshotMeta, keep_from: int) -> None:
@@ -280,7 +312,7 @@ class RaftCore:
     def on_persisted(self, index: int, term: int) -> None:
         """The driver made the log durable up to (index, term)."""
         self.log.stable_to(index, term)
-        if self.role == LEADER and self.id in self.prs:
+        if self.role == Role.LEADER and self.id in self.prs:
             if self.prs[self.id].maybe_update(self.log.stable):
                 self._maybe_commit()
 
@@ -339,7 +371,7 @@ class RaftCore:
             self.pending_install = None
         if rd.committed:
             self.log.applied = rd.committed[-1].index
-            if self.role == LEADER and self.id not in self.conf.voters and self.log.applied >= self.log.conf_index():
+            if self.role == Role.LEADER and self.id not in self.conf.voters and self.log.applied >= self.log.conf_index():
                 # Our removal is committed: step down; the remaining voters elect a leader.
                 self._become_follower(self.term, "")
         if rd.messages is self.msgs:
@@ -352,7 +384,13 @@ class RaftCore:
             self.dropped_reads = []
 
     def status(self) -> CoreStatus:
-        st = CoreStatus(
+        progress: dict[str, PeerProgress] = {}
+        if self.role == Role.LEADER:
+            last = self.log.last_index()
+            for pid, pr in sorted(self.prs.items()):
+                contact = 0 if pid == self.id else (self.now - pr.last_contact if pr.last_contact >= 0 else -1)
+                progress[pid] = PeerProgress(pr.match, pr.next, last - pr.match, pr.state, pr.is_learner, contact)
+        return CoreStatus(
             id=self.id,
             role=self.role,
             term=self.term,
@@ -363,27 +401,15 @@ class RaftCore:
             first_index=self.log.first_index(),
             last_index=self.log.last_index(),
             conf=self.conf,
+            progress=progress,
             lead_transferee=self.lead_transferee,
         )
-        if self.role == LEADER:
-            last = self.log.last_index()
-            for pid, pr in sorted(self.prs.items()):
-                st.progress[pid] = {
-                    "match": pr.match,
-                    "next": pr.next,
-                    "lag": last - pr.match,
-                    "state": pr.state.name.lower(),
-                    "learner": int(pr.is_learner),
-                    # ticks since this peer last answered (0 for the leader itself; -1: never this term)
-                    "contact_ticks": 0 if pid == self.id else (self.now - pr.last_contact if pr.last_contact >= 0 else -1),
-                }
-        return st
 
     def lease_valid(self, now: float | None = None) -> bool:
         """The leader lease holds at `now` (the driver's monotonic clock, ms; None: at the last clock reading)."""
         self.observe_clock(now)
         return (
-            self.role == LEADER and self.lease_until is not None and self.clock is not None and self.clock < self.lease_until
+            self.role == Role.LEADER and self.lease_until is not None and self.clock is not None and self.clock < self.lease_until
         )
 
     # ------------------------------------------------------------------ step
@@ -411,9 +437,9 @@ class RaftCore:
         t = m.type
         if t == MsgType.VOTE or t == MsgType.PRE_VOTE:
             self._handle_vote(m)
-        elif self.role == LEADER:
+        elif self.role == Role.LEADER:
             self._step_leader(m)
-        elif self.role in (CANDIDATE, PRE_CANDIDATE):
+        elif self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
             self._step_candidate(m)
         else:
             self._step_follower(m)
@@ -480,18 +506,18 @@ class RaftCore:
         if t in (MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP):
             self._become_follower(m.term, m.frm)
             self._step_follower(m)
-        elif (t == MsgType.VOTE_RESP and self.role == CANDIDATE) or (
-            t == MsgType.PRE_VOTE_RESP and self.role == PRE_CANDIDATE
+        elif (t == MsgType.VOTE_RESP and self.role == Role.CANDIDATE) or (
+            t == MsgType.PRE_VOTE_RESP and self.role == Role.PRE_CANDIDATE
         ):
             self.votes[m.frm] = not m.reject
             result = quorum.vote_result(self.conf.voters, self.votes)
-            if result == "won":
-                if self.role == PRE_CANDIDATE:
+            if result is VoteResult.WON:
+                if self.role == Role.PRE_CANDIDATE:
                     self._become_candidate()
                     self._request_votes(MsgType.VOTE, self.term, force=False)
                 else:
                     self._become_leader()
-            elif result == "lost":
+            elif result is VoteResult.LOST:
                 self._become_follower(self.term, "")
 
     def _step_follower(self, m: Message) -> None:
@@ -685,24 +711,24 @@ class RaftCore:
 
     def _become_follower(self, term: int, leader: str) -> None:
         self._reset(term)
-        self.role = FOLLOWER
+        self.role = Role.FOLLOWER
         self.leader = leader
 
     def _become_pre_candidate(self) -> None:
         # A pre-candidate keeps its term and vote; it only asks whether it could win.
-        self.role = PRE_CANDIDATE
+        self.role = Role.PRE_CANDIDATE
         self.votes = {self.id: True}
         self.leader = ""
 
     def _become_candidate(self) -> None:
         self._reset(self.term + 1)
-        self.role = CANDIDATE
+        self.role = Role.CANDIDATE
         self.vote = self.id
         self.votes = {self.id: True}
 
     def _become_leader(self) -> None:
         self._reset(self.term)
-        self.role = LEADER
+        self.role = Role.LEADER
         self.leader = self.id
         last = self.log.last_index()
         members = self.conf.members()
@@ -720,7 +746,7 @@ class RaftCore:
         self._broadcast_append()
 
     def _request_votes(self, kind: MsgType, term: int, force: bool) -> None:
-        if quorum.vote_result(self.conf.voters, self.votes) == "won":
+        if quorum.vote_result(self.conf.voters, self.votes) is VoteResult.WON:
             # A single-voter cluster wins at once.
             if kind == MsgType.PRE_VOTE:
                 self._become_candidate()
@@ -743,7 +769,7 @@ class RaftCore:
             self.election_elapsed = 0
             if self.cfg.check_quorum:
                 active = {p for p, pr in self.prs.items() if pr.recent_active or p == self.id}
-                if quorum.vote_result(self.conf.voters, {p: True for p in active}) != "won":
+                if quorum.vote_result(self.conf.voters, {p: True for p in active}) is not VoteResult.WON:
                     self._become_follower(self.term, "")
                     return
                 for p, pr in self.prs.items():
@@ -773,10 +799,10 @@ class RaftCore:
     # ------------------------------------------------------------------ reads
 
     def _reads_startable(self) -> bool:
-        return self.role != LEADER or self.log.term(self.log.committed) == self.term
+        return self.role != Role.LEADER or self.log.term(self.log.committed) == self.term
 
     def _start_read_round(self) -> None:
-        if self.role != LEADER:
+        if self.role != Role.LEADER:
             for ctx in self.waiting_reads:
                 self.dropped_reads.append((ctx, RaftError.EPERM))
             self.waiting_reads = []

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
+
+
+class VoteResult(enum.Enum):
+    """The outcome of a vote tally so far."""
+
+    WON = "won"
+    LOST = "lost"
+    PENDING = "pending"
 
 
 def majority(n: int) -> int:
@@ -17,14 +26,14 @@ def committed_index(voters: Iterable[str], match: Mapping[str, int]) -> int:
     return values[majority(len(values)) - 1]
 
 
-def vote_result(voters: Iterable[str], votes: Mapping[str, bool]) -> str:
-    """'won', 'lost' or 'pending' for a tally of granted (True) and rejected (False) votes."""
+def vote_result(voters: Iterable[str], votes: Mapping[str, bool]) -> VoteResult:
+    """WON, LOST or PENDING for a tally of granted (True) and rejected (False) votes."""
     voters = list(voters)
     need = majority(len(voters))
     granted = sum(1 for v in voters if votes.get(v) is True)
     rejected = sum(1 for v in voters if votes.get(v) is False)
     if granted >= need:
-        return "won"
+        return VoteResult.WON
     if len(voters) - rejected < need:
-        return "lost"
-    return "pending"
+        return VoteResult.LOST
+    return VoteResult.PENDING

@@ -2,5 +2,9 @@
 
 from raft.node.node import Node, core_config
 from raft.node.statemachine import BaseStateMachine, SnapshotUnsupported, StateMachine
+from raft.node.status import MemberAddresses, NodeStatus, SnapshotDownloads, SnapshotSending, SnapshotStatus
 
-__all__ = ["BaseStateMachine", "Node", "SnapshotUnsupported", "StateMachine", "core_config"]
+__all__ = [
+    "BaseStateMachine", "MemberAddresses", "Node", "NodeStatus", "SnapshotDownloads", "SnapshotSending",
+    "SnapshotStatus", "SnapshotUnsupported", "StateMachine", "core_config",
+]

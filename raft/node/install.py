@@ -43,6 +43,7 @@ from raft.core.messages import Message
 from raft.leaf import failpoint
 from raft.leaf.durable import atomic_write, ensure_dir, fsync_dir
 from raft.options import SnapshotOptions
+from raft.status import RaftBaseError
 from snapshot.errors import SnapshotNotFoundError
 from snapshot.format import META_FILE, check_file_name, decode_meta
 from snapshot.storage import SnapshotStorage
@@ -56,7 +57,7 @@ PROGRESS_FILE = ".progress"
 SendFrame = Callable[[str, tuple[object, ...]], bool]
 
 
-class DownloadError(Exception):
+class DownloadError(RaftBaseError):
     pass
 
 

@@ -24,7 +24,6 @@ from dataclasses import replace
 from typing import Any
 
 from raft.core import (
-    LEADER,
     ConfChange,
     ConfChangeOp,
     ConfState,
@@ -36,6 +35,7 @@ from raft.core import (
     MsgType,
     RaftCore,
     Ready,
+    Role,
     SnapshotMeta,
 )
 from raft.core.progress import ProgressState
@@ -43,6 +43,7 @@ from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
 from raft.node.install import GET, SnapshotDownloader, SnapshotServer
 from raft.node.statemachine import BaseStateMachine, StateMachine
+from raft.node.status import MemberAddresses, NodeStatus, SnapshotDownloads, SnapshotSending, SnapshotStatus
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.storage import FileMetaStorage, LogWriter, SegmentLog
@@ -258,7 +259,7 @@ class Node:
         core.transfer_leader(peer)
         self._kick()
         limit = timeout or 2 * self.opts.raft.election_timeout_ms / 1000
-        await asyncio.wait_for(self._wait_for(lambda: core.leader == peer and core.role != LEADER), limit)
+        await asyncio.wait_for(self._wait_for(lambda: core.leader == peer and core.role != Role.LEADER), limit)
 
     async def wait_for_leader(self, timeout: float) -> str:
         """Wait until this node knows a leader whose term has a committed entry here; returns its id."""
@@ -345,65 +346,39 @@ class Node:
             return found[1]
         return self.opts.http_addresses.get(peer)
 
-    def status(self) -> dict[str, Any]:
-        core = self._core()
-        st = core.status()
-        out: dict[str, Any] = {
-            "id": st.id,
-            "role": st.role,
-            "term": st.term,
-            "leader": st.leader,
-            "commit": st.commit,
-            "applied": self.applied_index,
-            "first_index": st.first_index,
-            "last_index": st.last_index,
-            "voters": list(st.conf.voters),
-            "learners": list(st.conf.learners),
-            "peers": st.progress,
-            "addresses": {p: {"raft": r, "http": h} for p, (r, h) in sorted(self.member_addresses().items())},
-        }
-        snap = self.core.snapshot if self.core is not None else None
-        mgr = self._snapshots
-        out["snapshot"] = {
-            "index": snap.index if snap else 0,
-            "term": snap.term if snap else 0,
-            "saving": bool(mgr and mgr.saving),
-            "saves": mgr.stats.saves if mgr else 0,
-            "bytes": mgr.stats.last_bytes if mgr else 0,
-            "last_save_s": round(mgr.stats.last_duration_s, 4) if mgr else 0.0,
-            "last_stall_ms": round(mgr.stats.last_stall_s * 1000, 3) if mgr else 0.0,
-            "last_saved_at": mgr.stats.last_saved_at if mgr else 0.0,
-            "installs": self.installs,
-            "sending": {p: {"index": t.index, "bytes": t.bytes_sent} for p, t in self._server.transfers.items()}
-            if self._server
-            else {},
-            "downloading": self._downloader.active.index if self._downloader and self._downloader.active else None,
-            "download": {
-                "received": self._downloader.bytes_received,
-                "resumed": self._downloader.resumed_bytes,
-                "completed": self._downloader.completed,
-                "failed": self._downloader.failed,
-            }
-            if self._downloader
-            else {},
-        }
-        if self.writer is not None:
-            ws = self.writer.stats()
-            out["latency"] = {"fsync": self.writer.fsync_latency.snapshot(), "commit": self.commit_latency.snapshot()}
-            out["log_writer"] = {
-                "fsyncs": ws.fsyncs,
-                "batches": ws.batches,
-                "entries": ws.entries,
-                "mean_batch": round(ws.mean_batch_size, 2),
-            }
-        if self.transport is not None:
-            out["transport"] = self.transport.stats()
-        if self._error is not None:
-            out["error"] = repr(self._error)
-        return out
+    def status(self) -> NodeStatus:
+        mgr, server, downloader = self._snapshots, self._server, self._downloader
+        snap = self._core().snapshot
+        snapshot = SnapshotStatus(
+            index=snap.index,
+            term=snap.term,
+            saving=bool(mgr and mgr.saving),
+            saves=mgr.stats.saves if mgr else 0,
+            bytes=mgr.stats.last_bytes if mgr else 0,
+            last_save_s=round(mgr.stats.last_duration_s, 4) if mgr else 0.0,
+            last_stall_ms=round(mgr.stats.last_stall_s * 1000, 3) if mgr else 0.0,
+            last_saved_at=mgr.stats.last_saved_at if mgr else 0.0,
+            installs=self.installs,
+            sending={p: SnapshotSending(t.index, t.bytes_sent) for p, t in server.transfers.items()} if server else {},
+            downloading=downloader.active.index if downloader and downloader.active else None,
+            download=SnapshotDownloads(downloader.bytes_received, downloader.resumed_bytes, downloader.completed,
+                                       downloader.failed) if downloader else None,  # fmt: skip
+        )
+        writer = self.writer
+        return NodeStatus.of(
+            self._core().status(),
+            applied=self.applied_index,
+            addresses={p: MemberAddresses(r, h) for p, (r, h) in sorted(self.member_addresses().items())},
+            snapshot=snapshot,
+            fsync_latency=writer.fsync_latency.snapshot() if writer else None,
+            commit_latency=self.commit_latency.snapshot() if writer else None,
+            log_writer=writer.stats() if writer else None,
+            transport=self.transport.stats() if self.transport is not None else None,
+            error=repr(self._error) if self._error is not None else None,
+        )
 
     def is_leader(self) -> bool:
-        return self.core is not None and self.core.role == LEADER
+        return self.core is not None and self.core.role == Role.LEADER
 
     def leader_id(self) -> str:
         return self.core.leader if self.core is not None else ""
@@ -511,7 +486,7 @@ class Node:
         if server is not None and server.transfers:
             core = self._core()
             for peer in list(server.transfers):
-                pr = core.prs.get(peer) if core.role == LEADER else None
+                pr = core.prs.get(peer) if core.role == Role.LEADER else None
                 if pr is None or pr.state is not ProgressState.SNAPSHOT:
                     server.end(peer)
             for peer in server.idle(now):
@@ -720,7 +695,7 @@ class Node:
                 r += 1
             elif e.type == EntryType.CONF:
                 failpoint.hit("membership.apply")
-            elif e.type == EntryType.NOOP and e.term == core.term and core.role == LEADER:
+            elif e.type == EntryType.NOOP and e.term == core.term and core.role == Role.LEADER:
                 if self._leader_term != e.term:
                     self._leader_term = e.term
                     self.fsm.on_leader_start(e.term)
@@ -751,7 +726,7 @@ class Node:
                 fut.set_result(idx)
 
     def _check_role(self, core: RaftCore) -> None:
-        is_leader = core.role == LEADER
+        is_leader = core.role == Role.LEADER
         if core.leader != self._known_leader:
             self._known_leader = core.leader
             log.info("node %s: leader %s (term %d, %s)", self.id, core.leader or "unknown", core.term, core.role)

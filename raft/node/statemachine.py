@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
 from raft.core.messages import Entry
+from raft.status import RaftBaseError
+from snapshot.rw import SnapshotReader, SnapshotWriter
 
 
 class StateMachine(Protocol):
@@ -13,11 +15,11 @@ class StateMachine(Protocol):
         """Apply committed commands in log order; return one result per entry (the leader hands each
         result to the caller of `Node.apply`). Must be deterministic. Raising stops the node."""
 
-    def on_snapshot_save(self, writer: Any) -> None:
-        """Write a point-in-time image through `writer` (the snapshot subsystem's SnapshotWriter)."""
+    def on_snapshot_save(self, writer: SnapshotWriter) -> None:
+        """Write a point-in-time image through `writer`: its sections (`add_section`, `add_section_lazy`)."""
 
-    def on_snapshot_load(self, reader: Any) -> None:
-        """Replace the whole state with the image read through `reader`."""
+    def on_snapshot_load(self, reader: SnapshotReader) -> None:
+        """Replace the whole state with the image read through `reader` (a committed snapshot's data file)."""
 
     def on_leader_start(self, term: int) -> None:
         """This node leads `term`, and the term's first entry is applied: every earlier command is visible."""
@@ -29,7 +31,7 @@ class StateMachine(Protocol):
         """A fatal error stopped the node (storage failure, state machine exception)."""
 
 
-class SnapshotUnsupported(RuntimeError):
+class SnapshotUnsupported(RaftBaseError, RuntimeError):
     """The state machine keeps no snapshots: its state is rebuilt from the whole log."""
 
 
@@ -40,10 +42,10 @@ class BaseStateMachine(ABC):
     @abstractmethod
     def on_apply(self, entries: list[Entry]) -> list[Any]: ...
 
-    def on_snapshot_save(self, writer: Any) -> None:
+    def on_snapshot_save(self, writer: SnapshotWriter) -> None:
         raise SnapshotUnsupported(f"{type(self).__name__} keeps no snapshots")
 
-    def on_snapshot_load(self, reader: Any) -> None:
+    def on_snapshot_load(self, reader: SnapshotReader) -> None:
         raise SnapshotUnsupported(f"{type(self).__name__} keeps no snapshots")
 
     def on_leader_start(self, term: int) -> None:  # noqa: B027 - an optional hook: doing nothing is the default

@@ -11,10 +11,12 @@ from __future__ import annotations
 import fcntl
 import os
 
+from raft.status import RaftBaseError
+
 LOCK_FILE = "LOCK"
 
 
-class DataDirLockedError(RuntimeError):
+class DataDirLockedError(RaftBaseError, RuntimeError):
     """Another process holds the data directory's lock."""
 
     def __init__(self, data_dir: str, pid: str) -> None:

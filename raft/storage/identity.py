@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from google_crc32c import value as _crc
 
 from raft.leaf.durable import atomic_write
+from raft.status import RaftBaseError
 
 IDENTITY_FILE = "IDENTITY"
 IDENTITY_MAGIC = b"RMID"
@@ -29,7 +30,7 @@ _CRC = struct.Struct("<I")
 _MAX_NAME = 0xFFFF
 
 
-class IdentityError(Exception):
+class IdentityError(RaftBaseError):
     """The identity file is damaged or names another node or group; the node must not start on this data.
     `path` is the file; `offset` the byte where a damaged file first goes wrong."""
 

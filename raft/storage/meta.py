@@ -15,6 +15,7 @@ from google_crc32c import value as _crc
 from raft.core.messages import HardState
 from raft.leaf import failpoint
 from raft.leaf.durable import atomic_write, ensure_dir
+from raft.status import RaftBaseError
 
 META_FILE = "raft_meta"
 META_MAGIC = b"RMTA"
@@ -25,7 +26,7 @@ _CRC = struct.Struct("<I")
 _MAX_VOTE = 0xFFFF
 
 
-class MetaCorruptionError(Exception):
+class MetaCorruptionError(RaftBaseError):
     """The term/vote file exists but cannot be trusted. Starting anyway could double-vote, so stop.
 
     Like LogCorruptionError it carries where: the file, the byte offset its first failing check looks at,

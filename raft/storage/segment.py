@@ -23,6 +23,7 @@ from google_crc32c import value as _crc
 
 from raft.core.messages import Entry
 from raft.leaf import failpoint
+from raft.status import RaftBaseError
 
 FORMAT_VERSION = 1
 SEGMENT_MAGIC = b"RAFTWAL\x00"
@@ -64,7 +65,7 @@ _WAL_META_VERSION = 1
 _WAL_META = struct.Struct("<4sHHQQ")
 
 
-class LogCorruptionError(Exception):
+class LogCorruptionError(RaftBaseError):
     """Durable log data is damaged in a way that cannot be a torn write. The node must stop."""
 
     def __init__(self, path: str, offset: int, reason: str) -> None:

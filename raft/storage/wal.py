@@ -35,6 +35,7 @@ from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
 from raft.leaf.durable import atomic_write, ensure_dir, fsync_dir
 from raft.options import LogStorageOptions
+from raft.status import RaftBaseError
 from raft.storage.protocols import LogStorage, MetaStorage
 from raft.storage.segment import (
     HEADER_SIZE,
@@ -52,7 +53,7 @@ from raft.storage.walscan import list_segments, scan_directory
 logger = logging.getLogger(__name__)
 
 
-class LogStorageFailedError(RuntimeError):
+class LogStorageFailedError(RaftBaseError, RuntimeError):
     """A write or fsync failed earlier; the on-disk state is unknown, so every later mutation is refused."""
 
 
@@ -362,7 +363,7 @@ def wal_files(directory: str | os.PathLike[str]) -> list[Path]:
 Callback = Callable[[BaseException | None], None]
 
 
-class LogWriterError(RuntimeError):
+class LogWriterError(RaftBaseError, RuntimeError):
     """The writer stopped after a failed write; nothing more can be made durable through it."""
 
 

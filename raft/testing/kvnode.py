@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from raft.core.messages import Entry
 from raft.node import BaseStateMachine, Node
 from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.status import RaftException
-from snapshot.rw import load_managers
+from snapshot.rw import SnapshotReader, SnapshotWriter, load_managers
 
 KV_SECTION = 1
 
@@ -61,13 +62,13 @@ class KvStateMachine(BaseStateMachine):
         self.data = {k: v for k, v in items}
         self.applied = applied
 
-    def on_snapshot_save(self, writer: Any) -> None:
+    def on_snapshot_save(self, writer: SnapshotWriter) -> None:
         # Hand over a point-in-time view (values are immutable) and encode it on the writer thread, in
         # pieces: applying stalls only for the copy.
         items, applied = list(self.data.items()), self.applied
         writer.add_section_lazy(KV_SECTION, lambda: _encode_pieces(applied, items))
 
-    def on_snapshot_load(self, reader: Any) -> None:
+    def on_snapshot_load(self, reader: SnapshotReader) -> None:
         load_managers(reader, [self])
 
     def on_apply(self, entries: list[Entry]) -> list[Any]:
@@ -217,7 +218,7 @@ async def serve(args: argparse.Namespace) -> None:
             transport.send = lambda msgs: None  # type: ignore[method-assign]
             return {"ok": True}
         if op == "status":
-            return {"ok": True, "status": node.status(), "keys": len(fsm.data)}
+            return {"ok": True, "status": dataclasses.asdict(node.status()), "keys": len(fsm.data)}
         if op == "bench":
             return {"ok": True, **await bench(node, float(req["seconds"]), int(req["concurrency"]), int(req["size"]))}
         raise ValueError(f"unknown op {op!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from raft.core import ConfState, CoreConfig, Entry, EntryType, HardState, Message, RaftCore, Ready, SnapshotMeta
+from raft.core import ConfState, CoreConfig, Entry, EntryType, HardState, Message, RaftCore, Ready, Role, SnapshotMeta
 
 
 class Network:
@@ -138,7 +138,7 @@ class Network:
         core = self.cores[i]
         core.campaign()
         self.deliver()
-        assert core.role == "leader", f"{i} did not win: {core.role}"
+        assert core.role == Role.LEADER, f"{i} did not win: {core.role}"
         return core
 
     def propose(self, i: str, *datas: bytes) -> int:

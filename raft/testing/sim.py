@@ -28,8 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from raft.core import (
-    CANDIDATE,
-    LEADER,
     ConfChange,
     ConfChangeOp,
     ConfState,
@@ -41,6 +39,7 @@ from raft.core import (
     MsgType,
     RaftCore,
     Ready,
+    Role,
     SnapshotMeta,
 )
 from raft.status import RaftException
@@ -383,7 +382,7 @@ class Simulation:
                     self._log(f"restart {n.id}")
         for n in self.nodes.values():
             n.advance_clock()
-            if n.paused_until == self.step_no and n.alive and n.core.role == LEADER and rng.random() < 0.5:
+            if n.paused_until == self.step_no and n.alive and n.core.role == Role.LEADER and rng.random() < 0.5:
                 self._read(n)  # a client's read waited in the socket of a paused leader: first thing it sees
         if plan and o.plan and self.plan_at < len(o.plan) and rng.random() < o.plan_rate:
             self._plan_step()
@@ -415,12 +414,12 @@ class Simulation:
             n.handle_ready()
 
     def _leader(self) -> SimNode | None:
-        leaders = [n for n in self.nodes.values() if n.alive and n.core.role == LEADER]
+        leaders = [n for n in self.nodes.values() if n.alive and n.core.role == Role.LEADER]
         return max(leaders, key=lambda n: n.core.term) if leaders else None
 
     def _any_leader(self) -> SimNode | None:
         """A random node that believes it leads (a client cannot tell a deposed leader from the newest)."""
-        leaders = [n for n in self.nodes.values() if n.alive and not n.paused() and n.core.role == LEADER]
+        leaders = [n for n in self.nodes.values() if n.alive and not n.paused() and n.core.role == Role.LEADER]
         return self.rng.choice(leaders) if leaders else None
 
     def _propose(self) -> None:
@@ -473,7 +472,7 @@ class Simulation:
             for _ in range(limit):
                 if cond():
                     return True
-                if who is not None and who.alive and who.core.role not in (LEADER, CANDIDATE):
+                if who is not None and who.alive and who.core.role not in (Role.LEADER, Role.CANDIDATE):
                     who.core.campaign(transfer=True)  # a forced election: no PreVote, no lockout
                 self.step(plan=False)
             return cond()
@@ -483,7 +482,7 @@ class Simulation:
             self._log(f"script partition {[[n.id for n in g] for g in gs]}")
 
         def leads(n: SimNode) -> bool:
-            return n.alive and n.core.role == LEADER and n.core.log.term(n.core.log.committed) == n.core.term
+            return n.alive and n.core.role == Role.LEADER and n.core.log.term(n.core.log.committed) == n.core.term
 
         def durable(n: SimNode, index: int, term: int) -> bool:
             return any(e.index == index and e.term == term for e in n.durable.entries)
@@ -499,7 +498,7 @@ class Simulation:
         n1.crash(False)
         self._log("script crash n1")
         groups([n2], [n3, n4, n5])
-        if not until(lambda: n5.core.role == LEADER, n5):
+        if not until(lambda: n5.core.role == Role.LEADER, n5):
             return
         groups([n2], [n3, n4], [n5])  # n5's no-op at k goes nowhere
         self.step(plan=False)
@@ -518,7 +517,7 @@ class Simulation:
             )  # fmt: skip
 
         self.drop_if = only_up_to_k
-        if not until(lambda: n1.core.role == LEADER and durable(n3, k, tx) and durable(n4, k, tx), n1):
+        if not until(lambda: n1.core.role == Role.LEADER and durable(n3, k, tx) and durable(n4, k, tx), n1):
             self.drop_if = None
             return
         for _ in range(4):  # time for n1 to learn the matches (and, with a broken commit rule, to commit X)
@@ -692,7 +691,7 @@ class Simulation:
                 for i in conf.learners:
                     self._propose_change(ld, ConfChange(ConfChangeOp.ADD_VOTER, i))
                     self._drain_until_applied(ld)
-                if not ld.core.conf.learners and ld.core.role == LEADER:
+                if not ld.core.conf.learners and ld.core.role == Role.LEADER:
                     self._goal_reached(goal)
             else:
                 self._goal_reached(goal)
@@ -700,7 +699,7 @@ class Simulation:
     def _drain_until_applied(self, ld: SimNode, limit: int = 60) -> None:
         """Run steps (faults included) until the leader applied its pending change or stopped leading."""
         for _ in range(limit):
-            if not ld.alive or ld.core.role != LEADER or ld.core.pending_conf_index <= ld.core.log.applied:
+            if not ld.alive or ld.core.role != Role.LEADER or ld.core.pending_conf_index <= ld.core.log.applied:
                 return
             self.step(plan=False)
 
@@ -819,7 +818,7 @@ class Simulation:
         seen = self.applied.setdefault(e.index, (e.term, e.data))
         if seen != (e.term, e.data):
             raise AssertionError(f"{n.id} applied {e.index}@{e.term} {e.data!r} but another node applied {seen}")
-        if n.core.role == LEADER and self.proposed.get((e.index, e.term)) == e.data:
+        if n.core.role == Role.LEADER and self.proposed.get((e.index, e.term)) == e.data:
             self.acked[e.index] = e.data
 
     def check_read(self, n: SimNode, ctx: object) -> None:
@@ -836,7 +835,7 @@ class Simulation:
             if not n.alive:
                 continue
             core = n.core
-            if core.role == LEADER:
+            if core.role == Role.LEADER:
                 prev = self.leader_of_term.setdefault(core.term, n.id)
                 if prev != n.id:
                     raise AssertionError(f"two leaders in term {core.term}: {prev} and {n.id}")

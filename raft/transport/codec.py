@@ -18,9 +18,10 @@ from collections.abc import Iterable, Sequence
 import msgpack
 
 from raft.core.messages import ConfState, Entry, Message, MsgType, SnapshotMeta
+from raft.status import RaftBaseError
 
 
-class CodecError(ValueError):
+class CodecError(RaftBaseError, ValueError):
     """Bytes that are not a valid encoding (truncated, garbage, wrong shape or type)."""
 
 

@@ -51,7 +51,7 @@ class Node:
         return self.service.id
 
     def last_index(self) -> int:
-        return int(self.service.node.status()["last_index"])
+        return int(self.service.node.status().last_index)
 
     async def call(self, method: str, path: str, *, token: bool = False, **kw: Any) -> httpx.Response:
         headers = {**(AUTH if token else {}), **kw.pop("headers", {})}

@@ -13,6 +13,8 @@ import pytest
 
 from api.http import models as M
 from api.service import RefusedError, choose_transferee
+from raft.core import ConfState, CoreStatus, PeerProgress, Role
+from raft.core.progress import ProgressState
 from raft.options import RaftOptions
 from statemachine import codes as C
 from tests.api.harness import Node, group, http_address, joiner, running, scrape, settled, value
@@ -38,7 +40,7 @@ async def caught_up(nodes: list[Node]) -> Node:
 
     def done() -> bool:
         s = st()
-        return all(p["match"] == s["last_index"] and p["contact_ticks"] >= 0 for p in s["peers"].values())
+        return all(p.match == s.last_index and p.contact_ticks >= 0 for p in s.progress.values())
 
     await until(leader, done)
     return leader
@@ -152,7 +154,7 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
                 "remotingAddress": None, "voter": True} in status["peers"]  # fmt: skip
         # Issue 12, bug 5: the followers' configuration never named it; they learn both addresses from the log.
         for n in trio:
-            await until(n, lambda n=n: new.id in n.service.node.status()["voters"])
+            await until(n, lambda n=n: new.id in n.service.node.status().voters)
             status = (await n.ok("GET", "/api/v1/raft/status", token=True))["body"]
             assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id),
                     "remotingAddress": None, "voter": True} in status["peers"], n.id  # fmt: skip
@@ -167,7 +169,7 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
         assert new.id not in env["body"]["voters"]
         r = await leader.call("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)
         assert r.status_code == 404 and r.json()["error"] == "PEER_NOT_FOUND"
-    assert sorted(leader.service.node.status()["voters"]) == sorted(n.id for n in trio)
+    assert sorted(leader.service.node.status().voters) == sorted(n.id for n in trio)
 
 
 async def test_a_commit_that_cannot_happen_is_503(tmp_path: Path) -> None:
@@ -199,10 +201,11 @@ async def test_a_commit_that_cannot_happen_is_503(tmp_path: Path) -> None:
         assert leader.service.node.is_leader()
 
 
-def status(last: int, peers: dict[str, tuple[int, int]], me: str = "a") -> dict[str, Any]:
-    """A leader's node status with (match, contact_ticks) per peer."""
-    progress = {p: {"match": m, "contact_ticks": c} for p, (m, c) in peers.items()}
-    return {"id": me, "last_index": last, "voters": sorted(peers), "peers": progress}
+def status(last: int, peers: dict[str, tuple[int, int]], me: str = "a") -> CoreStatus:
+    """A leader's status with (match, contact_ticks) per peer."""
+    progress = {p: PeerProgress(m, m + 1, last - m, ProgressState.REPLICATE, False, c) for p, (m, c) in peers.items()}
+    return CoreStatus(id=me, role=Role.LEADER, term=1, leader=me, vote=me, commit=last, applied=last, first_index=1,
+                      last_index=last, conf=ConfState(tuple(sorted(peers))), progress=progress)  # fmt: skip
 
 
 @pytest.mark.parametrize(

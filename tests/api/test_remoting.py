@@ -67,7 +67,7 @@ class RemotingNode:
         return self.service.id
 
     def last_index(self) -> int:
-        return int(self.service.node.status()["last_index"])
+        return int(self.service.node.status().last_index)
 
     async def ok(self, method: str, path: str, *, code: int = 0, json: dict[str, Any] | None = None,
                  **_: Any) -> dict[str, Any]:  # fmt: skip
@@ -227,8 +227,7 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
             assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or \
                 set(meta.ext_fields["peers"].rstrip(";").split(";")) == set(remoting.values())  # fmt: skip
             fclient.close()
-            status = follower.service.raft_status()
-            assert {p["id"]: p["remotingAddress"] for p in status["peers"]} == remoting
+            assert {p.id: p.remoting_address for p in follower.service.peers()} == remoting
 
             async def broker_step(fn: Callable[[RemotingClient], Awaitable[Any]]) -> Any:
                 """Run fn against the leader found through 1005, as a broker's controller client does."""

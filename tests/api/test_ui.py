@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from api.http.ui import Events
+from raft.core import ConfState, CoreStatus, Role
 from statemachine import codes as C
 from statemachine.result import Result
 from tests.api.harness import Node, group, settled
@@ -76,17 +77,22 @@ def test_a_scan_election_is_recorded_with_its_trigger_and_the_expired_brokers(no
 
 
 class FakeService:
-    """What Events.sample reads: raft_status() of a node whose leader and membership change."""
+    """What Events.sample reads: node_status() of a node whose leader and membership change."""
 
     id = "n1"
     started = True
 
     def __init__(self) -> None:
-        self.status = {"leaderId": "n1", "term": 2, "peers": [{"id": "n1", "voter": True}, {"id": "n2", "voter": True}]}
+        self.status = status("n1", 2, ("n1", "n2"))
         self.listeners: list = []
 
-    def raft_status(self) -> dict:
+    def node_status(self) -> CoreStatus:
         return self.status
+
+
+def status(leader: str, term: int, voters: tuple[str, ...], learners: tuple[str, ...] = ()) -> CoreStatus:
+    return CoreStatus(id="n1", role=Role.FOLLOWER, term=term, leader=leader, vote="", commit=0, applied=0,
+                      first_index=1, last_index=0, conf=ConfState(voters, learners))  # fmt: skip
 
 
 def test_raft_leader_and_membership_changes_are_recorded_with_the_previous_state() -> None:
@@ -94,12 +100,11 @@ def test_raft_leader_and_membership_changes_are_recorded_with_the_previous_state
     events = Events(svc)  # type: ignore[arg-type]
     events.sample()
     assert list(events.ring) == []  # the first look records nothing
-    svc.status = {"leaderId": None, "term": 3, "peers": svc.status["peers"]}  # an election running
+    svc.status = status("", 3, ("n1", "n2"))  # an election running
     events.sample()
-    svc.status = {"leaderId": "n2", "term": 3,
-                  "peers": [{"id": "n1", "voter": True}, {"id": "n2", "voter": True}, {"id": "n3", "voter": False}]}  # fmt: skip
+    svc.status = status("n2", 3, ("n1", "n2"), ("n3",))
     events.sample()
-    svc.status = {**svc.status, "peers": [{"id": "n2", "voter": True}, {"id": "n3", "voter": True}]}
+    svc.status = status("n2", 3, ("n2", "n3"))
     events.sample()
     said = [(e["kind"], e["text"], e["reason"]) for e in events.ring]
     assert said == [
@@ -119,7 +124,7 @@ async def test_a_follower_that_cannot_reach_the_leader_says_it_shows_its_own_app
         ids = {"clusterName": "ui-c", "brokerName": "ui-f"}
         await leader.ok("POST", f"{API}/apply-broker-id", json={**ids, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"})
         await leader.ok("POST", f"{API}/register-broker", json={**ids, "brokerId": 1, "brokerAddress": "h:1"})
-        applied = leader.service.raft_status()["appliedIndex"]
+        applied = leader.service.node_status().applied
         await follower.service.node.wait_applied(applied, 10)
         state = (await follower.call("GET", "/ui/api/state", token=True)).json()
         assert state["view"] == "follower" and state["servedBy"] == follower.id and state["leaderId"] == leader.id

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from raft.core import Role
 from tests.api.harness import Node, group, register
 
 CTL = "/api/v1/controller"
@@ -16,7 +17,7 @@ SETS = [f"broker-{k}" for k in range(6)]
 
 async def _wait_applied(nodes: list[Node], index: int) -> None:
     for _ in range(2000):
-        if all(n.service.node.status()["applied"] >= index for n in nodes):
+        if all(n.service.node.status().applied >= index for n in nodes):
             return
         await asyncio.sleep(0.005)  # polling a condition, bounded (10 s)
     raise AssertionError(f"nodes did not apply {index}")
@@ -54,7 +55,7 @@ async def _traffic(leader: Node, round_: int) -> None:
 
 async def _build(root: Path) -> dict[str, int]:
     async with group(root) as nodes:
-        leader = next(n for n in nodes if n.service.node.status()["role"] == "leader")
+        leader = next(n for n in nodes if n.service.node.status().role is Role.LEADER)
         await _traffic(leader, 0)
         first = await _snapshot_all(nodes, leader)
         await _traffic(leader, 1)

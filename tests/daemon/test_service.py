@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from api.http import documents
 from api.service import (
     CommitTimeout,
     ControllerService,
@@ -23,6 +24,7 @@ from api.service.errors import outcome_of
 from raft.core.confchange import ConfChangeError
 from raft.options import NodeOptions, RaftOptions
 from raft.status import RaftError, RaftException
+from raft.storage.segment import LogCorruptionError
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from statemachine import commands
@@ -93,14 +95,14 @@ def test_writes_on_the_leader_and_2007_from_followers_with_the_leader_http_addre
             r = await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v1"))
             assert r.ok
             follower = next(s for s in svcs.values() if s is not leader)
-            last = follower.node.status()["last_index"]
+            last = follower.node.status().last_index
             with pytest.raises(NotLeaderError) as e:
                 await follower.write(lambda now: commands.kv_put(now, "ns", "k", "v2"))
             assert e.value.leader_id == leader.id
             assert e.value.leader_address == leader.opts.http_addresses[leader.id]
             with pytest.raises(NotLeaderError):
                 await follower.read(lambda now: commands.kv_get(now, "ns", "k"))
-            assert follower.node.status()["last_index"] == last  # nothing was proposed
+            assert follower.node.status().last_index == last  # nothing was proposed
 
     run(body)
 
@@ -111,10 +113,10 @@ def test_reads_see_every_acknowledged_write_and_never_enter_the_log(tmp_path: An
             leader = await leader_of(svcs)
             for i in range(5):
                 await leader.write(lambda now, i=i: commands.kv_put(now, "ns", "k", f"v{i}"))
-                last = leader.node.status()["last_index"]
+                last = leader.node.status().last_index
                 r = await leader.read(lambda now: commands.kv_get(now, "ns", "k"))
                 assert r.body == {"value": f"v{i}"}
-                assert leader.node.status()["last_index"] == last
+                assert leader.node.status().last_index == last
             with pytest.raises(ValueError, match="not a read"):
                 await leader.read(lambda now: commands.kv_put(now, "ns", "k", "x"))
 
@@ -130,10 +132,10 @@ def test_unsafe_local_reads_answer_from_any_replica_without_a_barrier(tmp_path: 
             leader = await leader_of(svcs)
             await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v1"))
             follower = next(s for s in svcs.values() if s is not leader)
-            await follower.node.wait_applied(leader.node.status()["commit"], 10)
-            last = follower.node.status()["last_index"]
+            await follower.node.wait_applied(leader.node.status().commit, 10)
+            last = follower.node.status().last_index
             r = await follower.read(lambda now: commands.kv_get(now, "ns", "k"))
-            assert r.body == {"value": "v1"} and follower.node.status()["last_index"] == last
+            assert r.body == {"value": "v1"} and follower.node.status().last_index == last
             with pytest.raises(NotLeaderError):  # writes are unchanged
                 await follower.write(lambda now: commands.kv_put(now, "ns", "k", "v2"))
 
@@ -176,7 +178,7 @@ def test_scan_waits_for_a_heartbeat_then_expires_with_the_leaders_time(tmp_path:
             assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 1}]
             assert r.body["newMasters"][0]["masterBrokerId"] == 2
             # Every replica decided the same from the entry: same master everywhere once applied.
-            idx = leader.node.status()["commit"]
+            idx = leader.node.status().commit
             for s in svcs.values():
                 await s.node.wait_applied(idx, 10)
                 assert s.sm.sync.sets["b1"].master_broker_id == 2
@@ -209,7 +211,7 @@ def test_the_file_config_is_replicated_once_leading_and_an_explicit_value_wins(t
             await leader.read(lambda now: commands.kv_get(now, "ns", "k"))  # the term's first entry applied
             for task in list(leader._tasks):  # so the proposal made on leader start exists
                 await task
-            idx = leader.node.status()["commit"]
+            idx = leader.node.status().commit
             for s in svcs.values():
                 await s.node.wait_applied(idx, 10)
             assert all(s.sm.config_values()["electMasterMaxRetryCount"] == 7 for s in svcs.values())
@@ -265,12 +267,12 @@ def test_status_documents_use_the_http_api_field_names(tmp_path: Any) -> None:
         async with running(make(str(tmp_path))) as svcs:
             leader = await leader_of(svcs)
             await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v"))
-            st = leader.raft_status()
+            st = documents.raft_status(leader)
             for k in ("nodeId", "role", "term", "leaderId", "commitIndex", "appliedIndex", "firstLogIndex",
                       "lastLogIndex", "lastSnapshotIndex", "lastSnapshotTerm", "peers"):  # fmt: skip
                 assert k in st
             assert st["leaderId"] == leader.id and st["role"] == "leader"
-            peers = leader.raft_peers()
+            peers = documents.raft_peers(leader)
             assert peers["leaderId"] == leader.id and peers["lastLogIndex"] == st["lastLogIndex"]
             rows = peers["peers"]
             assert {r["id"] for r in rows} == set(svcs)
@@ -322,6 +324,7 @@ def _leader_of(hint: str) -> tuple[str, str | None]:
         (RaftException(RaftError.EINVAL, "not a voter"), {"admin": True}, ("RefusedError", "REFUSED")),
         (ConfChangeError("cannot remove the last voter"), {"admin": True}, ("RefusedError", "REFUSED")),
         (RaftException(RaftError.EIO, "disk"), {"admin": True}, ("UnavailableError", None)),
+        (LogCorruptionError("wal/1.log", 40, "bad crc"), {"admin": True}, ("UnavailableError", None)),  # no code
     ],
 )
 def test_one_mapping_from_raft_errors_to_service_errors(error: Any, kind: dict[str, bool], expect: Any) -> None:

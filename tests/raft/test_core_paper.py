@@ -6,10 +6,6 @@ from __future__ import annotations
 import pytest
 
 from raft.core import (
-    CANDIDATE,
-    FOLLOWER,
-    LEADER,
-    PRE_CANDIDATE,
     ConfChange,
     ConfChangeOp,
     ConfState,
@@ -20,6 +16,7 @@ from raft.core import (
     Message,
     MsgType,
     RaftCore,
+    Role,
     SnapshotMeta,
 )
 from raft.status import RaftError, RaftException
@@ -39,7 +36,7 @@ def test_follower_times_out_and_becomes_candidate_with_next_term() -> None:
     c = core(pre_vote=False, election_tick=10)
     for _ in range(2 * 10):
         c.tick()
-    assert c.role == CANDIDATE
+    assert c.role == Role.CANDIDATE
     assert c.term == 1 and c.vote == "a"
     rd = c.ready()
     votes = [m for m in rd.persisted_messages if m.type == MsgType.VOTE]
@@ -61,7 +58,7 @@ def test_election_timeout_is_randomized_in_t_to_2t() -> None:
 def test_candidate_with_majority_becomes_leader_and_appends_noop() -> None:
     net = Network(IDS, pre_vote=False)
     a = net.elect("a")
-    assert a.role == LEADER and a.term == 1
+    assert a.role == Role.LEADER and a.term == 1
     assert a.log.entries[-1].type == EntryType.NOOP and a.log.entries[-1].term == 1
     assert net.cores["b"].leader == "a" and net.cores["c"].leader == "a"
     assert a.log.committed == 1  # the no-op commits
@@ -105,7 +102,7 @@ def test_higher_term_turns_any_role_into_follower() -> None:
     net = Network(IDS, pre_vote=False)
     a = net.elect("a")
     a.step(Message(MsgType.APP_RESP, "b", "a", term=5))
-    assert a.role == FOLLOWER and a.term == 5 and a.vote == ""
+    assert a.role == Role.FOLLOWER and a.term == 5 and a.vote == ""
 
 
 def test_stale_term_append_is_answered_with_current_term() -> None:
@@ -120,16 +117,16 @@ def test_heartbeats_keep_followers_from_starting_elections() -> None:
     net = Network(IDS, election_tick=10, heartbeat_tick=1)
     net.elect("a")
     net.tick_all(100)
-    assert net.cores["a"].role == LEADER and net.cores["a"].term == 1
-    assert all(net.cores[i].role == FOLLOWER for i in "bc")
+    assert net.cores["a"].role == Role.LEADER and net.cores["a"].term == 1
+    assert all(net.cores[i].role == Role.FOLLOWER for i in "bc")
 
 
 def test_candidate_steps_down_on_append_from_leader_of_same_term() -> None:
     c = core("c", pre_vote=False)
     c.campaign()
-    assert c.role == CANDIDATE and c.term == 1
+    assert c.role == Role.CANDIDATE and c.term == 1
     c.step(Message(MsgType.APP, "a", "c", term=1, index=0, log_term=0))
-    assert c.role == FOLLOWER and c.leader == "a"
+    assert c.role == Role.FOLLOWER and c.leader == "a"
 
 
 def test_split_vote_leads_to_a_new_election_in_a_later_term() -> None:
@@ -139,13 +136,13 @@ def test_split_vote_leads_to_a_new_election_in_a_later_term() -> None:
     net.cut.add(frozenset(("a", "c")))
     net.cut.add(frozenset(("b", "c")))
     net.deliver()
-    assert net.cores["a"].role == CANDIDATE and net.cores["b"].role == CANDIDATE
+    assert net.cores["a"].role == Role.CANDIDATE and net.cores["b"].role == Role.CANDIDATE
     net.heal()
     for _ in range(40):
         net.tick_all()
-        if any(c.role == LEADER for c in net.cores.values()):
+        if any(c.role == Role.LEADER for c in net.cores.values()):
             break
-    leaders = [c for c in net.cores.values() if c.role == LEADER]
+    leaders = [c for c in net.cores.values() if c.role == Role.LEADER]
     assert len(leaders) == 1 and leaders[0].term >= 2
 
 
@@ -176,7 +173,7 @@ def test_leader_commit_waits_for_its_own_durability() -> None:
     a.campaign()
     rd = a.ready()
     a.advance(rd)
-    assert a.role == LEADER and a.log.committed == 0  # no-op not yet durable
+    assert a.role == Role.LEADER and a.log.committed == 0  # no-op not yet durable
     a.on_persisted(rd.entries[-1].index, rd.entries[-1].term)
     assert a.log.committed == 1
 
@@ -200,9 +197,9 @@ def test_conflicting_follower_suffix_is_overwritten_by_the_leader() -> None:
     net.crash("a")
     for _ in range(400):  # enough for split votes (1 run in 80 split the first round: 60 ticks were too few)
         net.tick_all()
-        if net.cores["b"].role == LEADER or net.cores["c"].role == LEADER:
+        if net.cores["b"].role == Role.LEADER or net.cores["c"].role == Role.LEADER:
             break
-    new = "b" if net.cores["b"].role == LEADER else "c"
+    new = "b" if net.cores["b"].role == Role.LEADER else "c"
     net.propose(new, b"kept")
     net.start("a")
     net.tick_all(30)
@@ -247,7 +244,7 @@ def test_figure_8_old_term_entries_are_not_committed_by_counting_replicas() -> N
     s1.campaign()
     for v in ("s2", "s3"):
         s1.step(Message(MsgType.VOTE_RESP, v, "s1", term=3))
-    assert s1.role == LEADER and s1.term == 3
+    assert s1.role == Role.LEADER and s1.term == 3
     rd = s1.ready()
     s1.advance(rd)
     s1.on_persisted(3, 3)  # the leader's no-op of term 3 is durable locally
@@ -289,10 +286,10 @@ def test_prevote_partitioned_node_does_not_inflate_its_term() -> None:
     net.isolate("c")
     net.tick_all(100)
     c = net.cores["c"]
-    assert c.term == 1 and c.role == PRE_CANDIDATE
+    assert c.term == 1 and c.role == Role.PRE_CANDIDATE
     net.heal()
     net.tick_all(5)
-    assert net.cores["a"].role == LEADER and net.cores["a"].term == 1
+    assert net.cores["a"].role == Role.LEADER and net.cores["a"].term == 1
 
 
 def test_votes_ignored_while_leader_lease_holds() -> None:
@@ -310,7 +307,7 @@ def test_check_quorum_leader_steps_down_without_majority() -> None:
     for _ in range(25):
         a.tick()
         net.deliver()
-    assert a.role == FOLLOWER
+    assert a.role == Role.FOLLOWER
 
 
 def test_stale_leader_steps_down_on_healing() -> None:
@@ -318,10 +315,10 @@ def test_stale_leader_steps_down_on_healing() -> None:
     a = net.elect("a")
     net.isolate("a")
     net.tick_all(60)
-    assert any(net.cores[i].role == LEADER for i in "bc")
+    assert any(net.cores[i].role == Role.LEADER for i in "bc")
     net.heal()
     net.tick_all(3)
-    assert a.role == FOLLOWER and a.term > 1
+    assert a.role == Role.FOLLOWER and a.term > 1
 
 
 # ---------------------------------------------------------------- reads
@@ -386,11 +383,11 @@ def test_leader_removing_itself_does_not_serve_reads_alone() -> None:
     a = net.elect("a")
     net.filter = lambda m: not (m.frm == "b" and m.to == "a")  # b -> a is cut
     a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
-    assert a.conf.voters == ("b",) and a.role == LEADER
+    assert a.conf.voters == ("b",) and a.role == Role.LEADER
     a.read_index("r")
     net.deliver()
     net.tick_all(3 * a.cfg.heartbeat_tick)
-    assert a.role == LEADER and net.read_states["a"] == []
+    assert a.role == Role.LEADER and net.read_states["a"] == []
 
 
 # ---------------------------------------------------------------- leadership transfer
@@ -404,7 +401,7 @@ def test_transfer_leadership_with_timeout_now() -> None:
     with pytest.raises(RaftException):
         a.propose([b"refused during transfer"])
     net.deliver()
-    assert net.cores["b"].role == LEADER and a.role == FOLLOWER
+    assert net.cores["b"].role == Role.LEADER and a.role == Role.FOLLOWER
     assert net.cores["b"].term == 2
 
 
@@ -416,7 +413,7 @@ def test_transfer_to_lagging_follower_first_catches_it_up() -> None:
     net.heal()
     a.transfer_leader("c")
     net.deliver()
-    assert net.cores["c"].role == LEADER
+    assert net.cores["c"].role == Role.LEADER
     assert net.cores["c"].log.last_index() >= 3
 
 
@@ -431,8 +428,8 @@ def test_learner_receives_log_but_does_not_vote_or_count() -> None:
     net.cores["d"].tick()
     for _ in range(100):
         net.cores["d"].tick()
-    assert net.cores["d"].role == FOLLOWER
-    assert a.status().progress["d"]["learner"] == 1
+    assert net.cores["d"].role == Role.FOLLOWER
+    assert a.status().progress["d"].learner
 
 
 def test_add_learner_then_promote_then_remove() -> None:
@@ -460,7 +457,7 @@ def test_add_learner_then_promote_then_remove() -> None:
     a.propose_conf_change(ConfChange(ConfChangeOp.REMOVE, "a"))
     net.deliver()
     net.tick_all(1)
-    assert a.role == FOLLOWER and "a" not in net.cores["b"].conf.voters
+    assert a.role == Role.FOLLOWER and "a" not in net.cores["b"].conf.voters
 
 
 def test_restarted_node_uses_latest_configuration_in_its_log() -> None:
@@ -473,7 +470,7 @@ def test_restarted_node_uses_latest_configuration_in_its_log() -> None:
         c.tick()
     # It may campaign (it does not know whether its removal committed), but only under {a, b}: it asks a and
     # b and never counts its own vote, so alone it never wins.
-    assert c.role != LEADER
+    assert c.role != Role.LEADER
     rd = c.ready()
     asked = {m.to for m in rd.messages + rd.persisted_messages if m.type in (MsgType.PRE_VOTE, MsgType.VOTE)}
     assert asked == {"a", "b"}
@@ -565,15 +562,15 @@ def test_a_leader_whose_own_removal_did_not_commit_can_lead_again() -> None:
     net.propose("a", b"only on a")
     net.tick("a", 50)  # check quorum: a steps down
     net.deliver()
-    assert a.role == FOLLOWER and a.conf.voters == ("b",)
+    assert a.role == Role.FOLLOWER and a.conf.voters == ("b",)
     net.heal()
     for _ in range(200):
         net.tick_all()
-        if net.cores["b"].role == LEADER:
+        if net.cores["b"].role == Role.LEADER:
             break
     b = net.cores["b"]
-    assert b.role == LEADER and b.conf.voters == ("b",)
-    assert b.log.committed >= a.log.last_index() - 1 and a.role == FOLLOWER
+    assert b.role == Role.LEADER and b.conf.voters == ("b",)
+    assert b.log.committed >= a.log.last_index() - 1 and a.role == Role.FOLLOWER
     assert b"only on a" in net.normal_applied("b")
 
 

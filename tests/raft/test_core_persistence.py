@@ -4,7 +4,7 @@ before it leaves too (test_core_paper covers APP_RESP and VOTE_RESP)."""
 
 from __future__ import annotations
 
-from raft.core import LEADER, ConfState, CoreConfig, HardState, Message, MsgType, RaftCore, Ready
+from raft.core import ConfState, CoreConfig, HardState, Message, MsgType, RaftCore, Ready, Role
 from raft.testing.network import Network
 
 TERM_STAMPED = {MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW}
@@ -17,7 +17,7 @@ def stamped(msgs: list[Message]) -> list[Message]:
 def test_no_append_or_heartbeat_leaves_before_the_term_is_reported_durable() -> None:
     a = RaftCore(CoreConfig(id="a", heartbeat_tick=1), ConfState(("a",), ("l",)))
     a.campaign()  # a lone voter: candidate and leader in one call
-    assert a.role == LEADER
+    assert a.role == Role.LEADER
     rd = a.ready()
     assert rd.hard_state == HardState(1, "a")
     assert stamped(rd.messages) == [] and [m.type for m in rd.persisted_messages] == [MsgType.APP]

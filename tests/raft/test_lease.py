@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raft.core import LEADER, ConfState, CoreConfig, Message, MsgType, RaftCore
+from raft.core import ConfState, CoreConfig, Message, MsgType, RaftCore, Role
 from raft.options import RaftOptions
 from raft.testing.network import Network
 
@@ -86,7 +86,7 @@ def test_an_abandoned_transfer_never_renews_the_lease() -> None:
     for _ in range(E):
         net.tick("a")
         net.deliver()
-    assert not a.lead_transferee and a.role == LEADER  # abandoned at the last tick, which sent one more round
+    assert not a.lead_transferee and a.role == Role.LEADER  # abandoned at the last tick, which sent one more round
     net.filter = None
     during = [m for m in held if m.seq < a.read_seq]
     after = [m for m in held if m.seq == a.read_seq]

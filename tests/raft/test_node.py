@@ -10,7 +10,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from raft.node import Node
+from raft.core import Role
+from raft.node import MemberAddresses, Node
 from raft.options import NodeOptions, RaftOptions
 from raft.status import RaftError, RaftException
 from raft.testing.cluster import free_ports
@@ -70,9 +71,9 @@ def test_apply_returns_state_machine_result_and_followers_redirect(tmp_path) -> 
         async with running(make(str(tmp_path), ids, dict(zip(ids, free_ports(3), strict=True)))) as nodes:
             ld = await leader_of(nodes)
             index = await ld.apply(put("a", 1))
-            assert index == ld.status()["commit"]
+            assert index == ld.status().commit
             fsm = ld.fsm
-            assert isinstance(fsm, Recorder) and fsm.data == {"a": 1} and fsm.leader_terms == [ld.status()["term"]]
+            assert isinstance(fsm, Recorder) and fsm.data == {"a": 1} and fsm.leader_terms == [ld.status().term]
             follower = next(n for n in nodes.values() if n is not ld)
             with pytest.raises(RaftException) as exc:
                 await follower.apply(put("b", 2))
@@ -81,10 +82,10 @@ def test_apply_returns_state_machine_result_and_followers_redirect(tmp_path) -> 
                 await follower.read_index()
             assert await ld.read_index() >= index
             st = ld.status()
-            assert st["role"] == "leader" and set(st["peers"]) == set(ids)
+            assert st.role is Role.LEADER and set(st.progress) == set(ids)
             # Committed means a majority holds it; the third acknowledgement may still be in flight.
-            assert sum(p["match"] >= index for p in st["peers"].values()) >= 2
-            assert all(p["lag"] == st["last_index"] - p["match"] for p in st["peers"].values())
+            assert sum(p.match >= index for p in st.progress.values()) >= 2
+            assert all(p.lag == st.last_index - p.match for p in st.progress.values())
 
     run(main)
 
@@ -124,7 +125,7 @@ def test_add_peer_as_learner_then_voter_and_remove_peer(tmp_path) -> None:
             for k in range(30):
                 await ld.apply(put(f"k{k}", k))
             await ld.add_peer("n4", ("127.0.0.1", ports["n4"]))
-            assert ld.status()["voters"] == ids
+            assert list(ld.status().voters) == ids
             await ld.apply(put("with-n4", 1))
             await nodes["n4"].wait_for_leader(10)
             fsm4 = nodes["n4"].fsm
@@ -136,7 +137,7 @@ def test_add_peer_as_learner_then_voter_and_remove_peer(tmp_path) -> None:
             assert fsm4.data["k29"] == 29 and fsm4.data["with-n4"] == 1
             victim = next(i for i in ("n1", "n2", "n3") if i != ld.id)
             await ld.remove_peer(victim)
-            assert victim not in ld.status()["voters"]
+            assert victim not in ld.status().voters
 
     run(main)
 
@@ -153,7 +154,7 @@ def test_add_peer_never_promotes_a_learner_that_has_not_answered(tmp_path) -> No
             await ld.apply(put("k", 1))
             with pytest.raises(TimeoutError):
                 await ld.add_peer("ghost", ("127.0.0.1", ports["ghost"]), timeout=1.0)
-            assert ld.status()["voters"] == ["n1"] and ld.is_leader()
+            assert ld.status().voters == ("n1",) and ld.is_leader()
             await ld.apply(put("still-writable", 1))
 
     run(main)
@@ -182,14 +183,14 @@ def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the
             await ld.apply(put("before", 1))
             await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14")
             await ld.add_peer("n5", addr["n5"], http_address="127.0.0.1:15")
-            assert ld.status()["voters"] == ids
+            assert list(ld.status().voters) == ids
             barrier = await ld.apply(put("after-both", 1))
             for i in ids:  # both new members are reachable and caught up
                 await nodes[i].wait_applied(barrier, 10)
             for i in ids:  # every node knows both addresses, whatever its file says
-                st = nodes[i].status()["addresses"]
-                assert st["n4"] == {"raft": f"127.0.0.1:{ports['n4']}", "http": "127.0.0.1:14"}, i
-                assert st["n5"] == {"raft": f"127.0.0.1:{ports['n5']}", "http": "127.0.0.1:15"}, i
+                st = nodes[i].status().addresses
+                assert st["n4"] == MemberAddresses(f"127.0.0.1:{ports['n4']}", "127.0.0.1:14"), i
+                assert st["n5"] == MemberAddresses(f"127.0.0.1:{ports['n5']}", "127.0.0.1:15"), i
                 assert nodes[i].http_address("n5") == "127.0.0.1:15"
             # n5 leads; its file never named n4, yet n4 gets its entries.
             await ld.transfer_leadership("n5")
@@ -207,7 +208,7 @@ def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the
             nodes["n2"] = node("n2", boot)
             await nodes["n2"].start()
             assert nodes["n2"].core is not None and nodes["n2"].core.log.confs == []
-            assert nodes["n2"].status()["addresses"]["n5"]["raft"] == f"127.0.0.1:{ports['n5']}"
+            assert nodes["n2"].status().addresses["n5"].raft == f"127.0.0.1:{ports['n5']}"
             assert nodes["n2"].transport_peers()["n4"] == addr["n4"]
 
     run(main)

@@ -126,7 +126,7 @@ def test_lone_voter_sends_no_append_before_its_term_is_on_disk(tmp_path: Any, ev
         async with gated_node("a", ["a", "l"], tmp_path, events, fast, voters=("a",)) as (node, gate):
             loop = asyncio.get_running_loop()
             assert await loop.run_in_executor(None, gate.entered.wait, 30)  # it campaigned; the write waits
-            assert node.is_leader() and node.status()["learners"] == ["l"]
+            assert node.is_leader() and node.status().learners == ("l",)
             assert sent(events, MsgType.APP) == [], "an append left before the new term was on disk"
             gate.open.set()
             await asyncio.wait_for(node._wait_for(lambda: bool(sent(events, MsgType.APP))), 30)

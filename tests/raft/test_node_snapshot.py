@@ -70,7 +70,7 @@ def test_threshold_trigger_truncates_log_and_restart_loads_snapshot(tmp_path: Pa
             await n._wait_for(lambda: not n._snapshots_mgr().saving)
         await fill(n, 400, 450)
         st = n.status()
-        assert st["snapshot"]["saves"] == 4
+        assert st.snapshot.saves == 4
         snaps = [m.last_included_index for m in n.snapshots()]
         assert len(snaps) == 2 and snaps[0] > snaps[1]  # retention keeps 2
         # The log reaches back to the previous snapshot (fallback), but no further.
@@ -80,10 +80,10 @@ def test_threshold_trigger_truncates_log_and_restart_loads_snapshot(tmp_path: Pa
 
         m = single(tmp_path, port, snap_opts(threshold_entries=100, max_reserved=2))
         await m.start()
-        assert m.status()["snapshot"]["index"] == snaps[0]
+        assert m.status().snapshot.index == snaps[0]
         assert m.applied_index >= snaps[0]
         await m.wait_for_leader(10)
-        await m.wait_applied(st["commit"], 10)
+        await m.wait_applied(st.commit, 10)
         assert kv(m) == before and len(before) == 450
         await m.stop()
 
@@ -128,13 +128,13 @@ def test_corrupt_newest_snapshot_falls_back_to_previous_and_replays(tmp_path: Pa
         await fill(n, 200, 230)
         assert older and newest
         await n._wait_for(lambda: n._log is not None and n._log.first_index() == older.last_included_index + 1)
-        before, commit = dict(kv(n)), n.status()["commit"]
+        before, commit = dict(kv(n)), n.status().commit
         await n.stop()
 
         corrupt_data(tmp_path, newest.last_included_index)
         m = single(tmp_path, port, snap_opts())
         await m.start()
-        assert m.status()["snapshot"]["index"] == older.last_included_index
+        assert m.status().snapshot.index == older.last_included_index
         quarantined = list((tmp_path / "n1" / "snapshot").glob("snapshot_*.corrupt-1"))
         assert [p.name.split(".")[0] for p in quarantined] == [f"snapshot_{newest.last_included_index:020d}"]
         await m.wait_for_leader(10)
@@ -187,12 +187,12 @@ def test_crash_at_each_save_step_keeps_a_loadable_snapshot_and_every_entry(tmp_p
             await n.snapshot()
         except SimulatedCrash:
             pass
-        committed, before = n.status()["commit"], dict(kv(n))
+        committed, before = n.status().commit, dict(kv(n))
         await n.stop()  # the save thread died at `point`: the disk is as a crash there leaves it
 
         m = single(tmp_path, port, snap_opts())
         await m.start()
-        assert m.status()["snapshot"]["index"] >= first.last_included_index if first else False
+        assert m.status().snapshot.index >= first.last_included_index if first else False
         await m.wait_for_leader(10)
         await m.wait_applied(committed, 10)
         assert kv(m) == before and len(before) == 120
@@ -218,22 +218,22 @@ def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
             await nodes[victim].stop()
             shutil.rmtree(tmp_path / victim)  # the follower loses everything
             await fill(ld, 0, 1000)
-            await ld._wait_for(lambda: ld.status()["first_index"] > 1)
+            await ld._wait_for(lambda: ld.status().first_index > 1)
             nodes[victim] = make(tmp_path, [victim], ports, opts)[victim]
             await nodes[victim].start()
-            commit = ld.status()["commit"]
+            commit = ld.status().commit
             await nodes[victim].wait_applied(commit, 30)
             st = nodes[victim].status()
-            assert st["snapshot"]["installs"] == 1 and st["snapshot"]["download"]["completed"] == 1
+            assert st.snapshot.installs == 1 and st.snapshot.download is not None and st.snapshot.download.completed == 1
             assert kv(nodes[victim]) == kv(ld) and len(kv(ld)) == 1000
             # The follower's log now starts right after the installed snapshot.
-            assert st["first_index"] == st["snapshot"]["index"] + 1
+            assert st.first_index == st.snapshot.index + 1
             # It keeps replicating normally afterwards.
             idx = await ld.apply(put("after", 1))
             await nodes[victim].wait_applied(idx, 10)
             assert kv(nodes[victim])["after"] == 1
             # The transfer ended and released its pin on the leader's snapshot.
-            await asyncio.wait_for(ld._wait_for(lambda: ld.status()["snapshot"]["sending"] == {}), 5)
+            await asyncio.wait_for(ld._wait_for(lambda: ld.status().snapshot.sending == {}), 5)
             assert ld._storage is not None and all(ld._storage.refcount(i) == 0 for i in ld._storage.list())
         finally:
             for n in nodes.values():
@@ -268,11 +268,11 @@ def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(
             ld = nodes[leaders[0]]
             await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14")
             await fill(ld, 0, 600)
-            await ld._wait_for(lambda: ld.status()["first_index"] > 1)
+            await ld._wait_for(lambda: ld.status().first_index > 1)
             await ld.add_peer("n5", addr["n5"])
             n5 = nodes["n5"]
-            await n5.wait_applied(ld.status()["commit"], 30)
-            assert n5.status()["snapshot"]["installs"] == 1
+            await n5.wait_applied(ld.status().commit, 30)
+            assert n5.status().snapshot.installs == 1
             assert n5.core is not None and n5.core.snapshot.conf.address("n4") == (f"127.0.0.1:{ports['n4']}",
                                                                                    "127.0.0.1:14")  # fmt: skip
             (meta,) = [m for m in n5.snapshots() if m.last_included_index == n5.core.snapshot.index]

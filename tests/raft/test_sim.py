@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from raft.core import LEADER, quorum
+from raft.core import Role, quorum
 from raft.core.core import RaftCore
 from raft.core.ready import ReadState
 from raft.testing.profiles import PROFILES, profile_for
@@ -129,7 +129,7 @@ def test_simulation_detects_read_index_without_its_heartbeat_round(monkeypatch: 
     original = RaftCore._start_read_round
 
     def answer_at_once(self: RaftCore) -> None:
-        if self.role == LEADER and self.log.term(self.log.committed) == self.term:
+        if self.role == Role.LEADER and self.log.term(self.log.committed) == self.term:
             self.read_states.extend(ReadState(ctx, self.log.committed) for ctx in self.waiting_reads)
             self.waiting_reads = []
             return

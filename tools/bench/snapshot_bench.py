@@ -43,6 +43,7 @@ from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.testing.cluster import ProcessCluster, free_ports
 from raft.testing.kvnode import KV_SECTION, KvStateMachine
 from snapshot.manager import SnapshotManager, SnapshotTriggers
+from snapshot.rw import SnapshotReader
 from snapshot.storage import DATA_FILE, SnapshotStorage
 
 MiB = 1 << 20
@@ -318,7 +319,7 @@ async def snapshot_twice(node: Node) -> Any:
     meta = await node.snapshot()
     assert meta is not None
     for _ in range(1000):  # the prefix truncation runs on the log writer thread after the commit
-        if node.status()["first_index"] > 1:
+        if node.status().first_index > 1:
             break
         await asyncio.sleep(0.01)
     else:
@@ -347,9 +348,9 @@ async def add_snapshot(data_dir: Path, election_ms: int, last: int) -> dict[str,
         "two_snapshots_s": snap_s,
         "snapshot_index": meta.last_included_index,
         "snapshot_bytes": sum(f.size for f in meta.files),
-        "first_index": st["first_index"],
-        "last_index": st["last_index"],
-        "applied": st["applied"],
+        "first_index": st.first_index,
+        "last_index": st.last_index,
+        "applied": st.applied,
     }
 
 
@@ -376,7 +377,7 @@ class _TimedKv(KvStateMachine):
         finally:
             self.apply_s += time.perf_counter() - t0
 
-    def on_snapshot_load(self, reader: Any) -> None:
+    def on_snapshot_load(self, reader: SnapshotReader) -> None:
         t0 = time.perf_counter()
         super().on_snapshot_load(reader)
         self.load_s += time.perf_counter() - t0
@@ -411,8 +412,8 @@ async def _restart(data_dir: Path, election_ms: int, last: int) -> dict[str, Any
         "snapshot_load_s": fsm.load_s,
         "apply_s": fsm.apply_s,  # the state machine's on_apply only
         "keys": len(fsm.data),
-        "snapshot_index": st["snapshot"]["index"],
-        "log_first_index": st["first_index"],
+        "snapshot_index": st.snapshot.index,
+        "log_first_index": st.first_index,
     }
 
 
@@ -500,7 +501,7 @@ async def _install_in_process(root: Path, values: list[str]) -> dict[str, Any]:
         await nodes[victim].stop()
         shutil.rmtree(root / victim)
         await ld.apply(put("after", "x"))
-        commit = ld.status()["commit"]
+        commit = ld.status().commit
         node = nodes[victim] = make(victim)
         t0 = time.perf_counter()
         await node.start()
@@ -508,19 +509,19 @@ async def _install_in_process(root: Path, values: list[str]) -> dict[str, Any]:
         while True:
             st = node.status()
             now = time.perf_counter()
-            if t_dl is None and st["snapshot"]["downloading"] is not None:
+            if t_dl is None and st.snapshot.downloading is not None:
                 t_dl = now
-            if st["snapshot"]["installs"] >= 1 and st["applied"] >= commit:
+            if st.snapshot.installs >= 1 and st.applied >= commit:
                 t_done = now
                 break
             if now - t0 > 120:
-                raise TimeoutError(f"no InstallSnapshot within 120 s: {st['snapshot']}")
+                raise TimeoutError(f"no InstallSnapshot within 120 s: {st.snapshot}")
             await asyncio.sleep(0.002)
         if len(node.fsm.data) != len(values) + 2:  # type: ignore[attr-defined]
             raise RuntimeError("the installed state differs from the leader's")
         return {
             "snapshot_bytes": sum(f.size for f in meta.files),
-            "received_bytes": st["snapshot"]["download"]["received"],
+            "received_bytes": st.snapshot.download.received if st.snapshot.download else 0,
             "total_s": t_done - t0,
             "download_s": t_done - (t_dl or t0),
         }

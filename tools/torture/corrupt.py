@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from raft.core import Role
 from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
 from raft.storage.segment import SEGMENT_NAME
 from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
@@ -226,7 +227,7 @@ def _caught_up(c: ControllerdCluster, i: int, timeout: float) -> bool:
             except (httpx.HTTPError, ValueError, KeyError):
                 time.sleep(0.05)  # polling a real process's progress, not synchronising a test
                 continue
-            leaders = [s for s in sts if s["role"] == "leader"]
+            leaders = [s for s in sts if s["role"] == Role.LEADER]
             if leaders and sts[i]["appliedIndex"] >= leaders[0]["commitIndex"]:
                 return True
             time.sleep(0.05)

@@ -12,13 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 
+from api.http import documents
 from api.http import models as M
 from api.http.auth import require_admin
 from api.http.errors import invalid
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep
-from api.service import Membership
-from snapshot.format import SnapshotMeta
 from statemachine import codes as C
 from statemachine.result import Result
 
@@ -40,31 +39,19 @@ def split_address(field: str, text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def snapshot_info(meta: SnapshotMeta) -> dict[str, Any]:
-    """A snapshot's meta as JSON."""
-    files = [{"name": f.name, "size": f.size, "crc32c": f.crc32c} for f in meta.files]
-    return {"index": meta.last_included_index, "term": meta.last_included_term, "bytes": sum(f.size for f in meta.files),
-            "createdAt": meta.created_at, "voters": list(meta.voters), "learners": list(meta.learners),
-            "files": files}  # fmt: skip
-
-
-def membership(m: Membership) -> dict[str, Any]:
-    return {"id": m.peer, "voters": m.voters, "learners": m.learners}
-
-
 # ---------------------------------------------------------------------------------------------- routes
 
 
 @router.get("/status", response_model=M.RaftStatusAnswer)
 async def status(gw: GatewayDep) -> Response:
     """This node: role, term, leader, commit/applied/log indexes, snapshot, members."""
-    return await gw.local(None, lambda: Result(C.SUCCESS, body=gw.service.raft_status()))
+    return await gw.local(None, lambda: Result(C.SUCCESS, body=documents.raft_status(gw.service)))
 
 
 @router.get("/peers", response_model=M.RaftPeersAnswer)
 async def peers(gw: GatewayDep) -> Response:
     """Per member: role, match index, lag and last contact (progress is known on the leader only)."""
-    return await gw.local(None, lambda: Result(C.SUCCESS, body=gw.service.raft_peers()))
+    return await gw.local(None, lambda: Result(C.SUCCESS, body=documents.raft_peers(gw.service)))
 
 
 @router.post("/snapshot", response_model=M.SnapshotTakenAnswer)
@@ -76,7 +63,7 @@ async def snapshot(gw: GatewayDep) -> Response:
     if taken.meta is None:
         return ok({"created": False, "index": 0, "term": 0, "bytes": 0, "durationMs": taken.duration_ms},
                   "nothing applied yet: there is no snapshot")  # fmt: skip
-    info = snapshot_info(taken.meta)
+    info = documents.snapshot_info(taken.meta)
     body = {"created": taken.created, "index": info["index"], "term": info["term"], "bytes": info["bytes"],
             "durationMs": taken.duration_ms}  # fmt: skip
     return ok(body, None if taken.created else f"nothing applied since snapshot {info['index']}: answering it")
@@ -86,7 +73,7 @@ async def snapshot(gw: GatewayDep) -> Response:
 async def snapshots(gw: GatewayDep) -> Response:
     """The snapshots on this node's disk, newest first, with their meta."""
     gw.require_started()
-    return ok({"snapshots": [snapshot_info(m) for m in gw.service.admin.snapshots()]})
+    return ok({"snapshots": [documents.snapshot_info(m) for m in gw.service.admin.snapshots()]})
 
 
 @router.post("/transfer-leader", response_model=M.TransferLeaderAnswer)
@@ -96,8 +83,7 @@ async def transfer_leader(req: M.TransferLeaderRequest, gw: GatewayDep) -> Respo
     gw.require_started()
     max_lag = gw.settings.max_transfer_lag_entries if req.maxLagEntries is None else req.maxLagEntries
     t = await gw.service.admin.transfer_leadership(req.to, max_lag, gw.settings.transfer_timeout_s)
-    return ok({"previousLeaderId": t.previous_leader_id, "leaderId": t.leader_id, "term": t.term,
-               "targetLagEntries": t.target_lag_entries, "durationMs": t.duration_ms})  # fmt: skip
+    return ok(documents.transfer(t))
 
 
 @router.post("/peers", response_model=M.MembershipAnswer)
@@ -110,7 +96,7 @@ async def add_peer(req: M.AddPeerRequest, gw: GatewayDep) -> Response:
     if req.httpAddress is not None:
         split_address("httpAddress", req.httpAddress)
     timeout = gw.settings.add_peer_timeout_s if req.timeoutMs is None else req.timeoutMs / 1000
-    return ok(membership(await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout)))
+    return ok(documents.membership(await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout)))
 
 
 @router.delete("/peers/{peer_id}", response_model=M.MembershipAnswer)
@@ -118,4 +104,4 @@ async def remove_peer(peer_id: Annotated[M.Text, Path(description="raft id host:
                       gw: GatewayDep) -> Response:  # fmt: skip
     """Remove a voter or learner. Leader only."""
     gw.require_started()
-    return ok(membership(await gw.service.admin.remove_peer(peer_id)))
+    return ok(documents.membership(await gw.service.admin.remove_peer(peer_id)))

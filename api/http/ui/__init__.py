@@ -28,6 +28,7 @@ from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Resp
 
 from api.http.auth import require_admin
 from api.service import ControllerService, NotLeaderError, UnavailableError
+from raft.core import Role
 from statemachine import codes as C
 from statemachine.result import Result
 
@@ -87,15 +88,14 @@ class Events:
         if not self.service.started:
             return
         self._sampled = time.monotonic()
-        st = self.service.raft_status()
-        seen = (st["leaderId"], st["term"])
-        if self._seen is not None and seen != self._seen and st["leaderId"] and st["leaderId"] != self._seen[0]:
+        st = self.service.node_status()
+        seen = (st.leader or None, st.term)
+        if self._seen is not None and seen != self._seen and st.leader and st.leader != self._seen[0]:
             was = self._seen[0] or "none"
-            self.add("raft-leader", f"{st['leaderId']} leads term {st['term']}", f"leader was {was} (term {self._seen[1]})")
-        if st["leaderId"] or self._seen is None:
+            self.add("raft-leader", f"{st.leader} leads term {st.term}", f"leader was {was} (term {self._seen[1]})")
+        if st.leader or self._seen is None:
             self._seen = seen
-        voters = tuple(p["id"] for p in st["peers"] if p["voter"])
-        learners = tuple(p["id"] for p in st["peers"] if not p["voter"])
+        voters, learners = tuple(sorted(st.voters)), tuple(sorted(st.learners))
         if self._members is not None and (voters, learners) != self._members:
             old_v, old_l = self._members
             for p in sorted(set(voters) - set(old_v)):
@@ -109,16 +109,16 @@ class Events:
 
 def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
     events.sample()
-    st = service.raft_status()
+    st = service.node_status()
     checks = service.readiness()
     failed = [f"{name}: {detail}" for name, ok, detail in checks if not ok]
     snaps = service.admin.snapshots()
     created = snaps[0].created_at if snaps else None
     return {
-        "id": st["nodeId"], "role": st["role"], "term": st["term"], "leaderId": st["leaderId"],
-        "commitIndex": st["commitIndex"], "appliedIndex": st["appliedIndex"],
-        "applyLag": st["commitIndex"] - st["appliedIndex"], "lastLogIndex": st["lastLogIndex"],
-        "snapshotIndex": st["lastSnapshotIndex"],
+        "id": st.id, "role": st.role, "term": st.term, "leaderId": st.leader or None,
+        "commitIndex": st.commit, "appliedIndex": st.applied,
+        "applyLag": st.commit - st.applied, "lastLogIndex": st.last_index,
+        "snapshotIndex": st.snapshot.index,
         "snapshotAgeS": round(time.time() - created, 1) if created else None,
         "health": "ready" if not failed else "not ready", "failedChecks": failed,
         "events": list(events.ring),
@@ -233,20 +233,20 @@ def _follower_view(service: ControllerService, mine: dict[str, Any], leader: str
 async def _nodes(service: ControllerService, mine: dict[str, Any], headers: dict[str, str],
                  client: httpx.AsyncClient) -> list[dict[str, Any]]:  # fmt: skip
     """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact)."""
-    peers = service.raft_peers()["peers"]
-    others = [p for p in peers if p["id"] != service.id]
+    peers = service.peers()
+    others = [p for p in peers if p.id != service.id]
     answers = await asyncio.gather(*(
-        _fetch(client, f"http://{p['httpAddress']}/ui/api/node", headers) if p["httpAddress"] else asyncio.sleep(0)
+        _fetch(client, f"http://{p.http_address}/ui/api/node", headers) if p.http_address else asyncio.sleep(0)
         for p in others))  # fmt: skip
-    fetched = {p["id"]: a for p, a in zip(others, answers, strict=True)}
+    fetched = {p.id: a for p, a in zip(others, answers, strict=True)}
     rows = []
     for p in peers:
-        own = mine if p["id"] == service.id else fetched.get(p["id"])
-        row = {"id": p["id"], "httpAddress": p["httpAddress"], "role": p["role"], "reachable": own is not None,
-               "lagEntries": p["lagEntries"], "lastContactMs": p["lastContactMs"]}  # fmt: skip
+        own = mine if p.id == service.id else fetched.get(p.id)
+        row = {"id": p.id, "httpAddress": p.http_address, "role": p.role, "reachable": own is not None,
+               "lagEntries": p.progress.lag if p.progress else None, "lastContactMs": p.last_contact_ms}  # fmt: skip
         if own is not None:
             row.update({k: v for k, v in own.items() if k != "events"})
-            row["role"] = own["role"] if p["id"] != service.id else "leader"
+            row["role"] = own["role"] if p.id != service.id else Role.LEADER
         else:
             row["health"] = "unreachable"
         rows.append(row)
