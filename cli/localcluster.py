@@ -325,7 +325,7 @@ class Supervisor:
                 if not node.running:
                     return False, [*lines, f"{name} exited with {node.proc.returncode} while starting:",  # type: ignore[union-attr]
                                    *(f"    {x}" for x in last_errors(node))]  # fmt: skip
-                click.echo(f"{name} started on request: pid {node.proc.pid}")  # type: ignore[union-attr]
+                click.echo(f"{name} started on request: pid {node.proc.pid}")
                 state = "ready" if ok is not None else f"not ready within {READY_WAIT_S:g}s (see its log)"
                 lines += [f"{name} started, {state}", *describe(node)]
             return True, lines
