@@ -49,4 +49,4 @@ lint: setup
 	$(BIN)/python -m mypy
 
 clean:
-	rm -rf $(VENV) $(DATA) .pytest_cache
+	rm -rf $(VENV) $(DATA) .pytest_cache .mypy_cache
