@@ -45,8 +45,8 @@ audit: setup
 LINT_PATHS := raft snapshot statemachine api cli jepsen tests tools
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
-	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/python -m mypy
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 clean:
 	rm -rf $(VENV) $(DATA) .pytest_cache .mypy_cache
