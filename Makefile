@@ -22,7 +22,7 @@ run: setup
 
 # jepsen/setup.sh installs nftables and faketime with apt-get when missing (the Jepsen smoke needs them);
 # tools/setup-chromium.sh installs Debian's chromium (the status page's browser test).
-test: setup
+test: lint
 	sh jepsen/setup.sh
 	sh tools/setup-chromium.sh
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
@@ -41,8 +41,12 @@ bench: setup
 audit: setup
 	$(BIN)/rmq-audit $(if $(OUT),--out $(OUT)) $(or $(DATA),./data)
 
+# ruff's linter and formatter, and mypy over the packages ([tool.mypy] in pyproject.toml says which and how).
+LINT_PATHS := raft snapshot statemachine api cli jepsen tests tools
 lint: setup
-	$(BIN)/ruff check raft snapshot statemachine api cli jepsen tests tools
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/python -m mypy
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 clean:
-	rm -rf $(VENV) $(DATA) .pytest_cache
+	rm -rf $(VENV) $(DATA) .pytest_cache .mypy_cache

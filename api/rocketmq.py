@@ -41,7 +41,7 @@ def register_broker(h: Fields) -> Build:
         now, h["clusterName"], h["brokerName"], h["brokerId"], h["brokerAddress"])  # fmt: skip
 
 
-def elect_master(cluster: str | None, broker_name: str, broker_id: int | None, designate: bool) -> Build:
+def elect_master(cluster: str, broker_name: str, broker_id: int | None, designate: bool) -> Build:
     """1002 from a broker (own id), the controller (no id: -1 or None) or an admin (designate)."""
     bid = None if broker_id == -1 else broker_id
     return lambda now: commands.elect_master(now, broker_name, cluster_name=cluster, broker_id=bid,

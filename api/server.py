@@ -75,7 +75,8 @@ class ControllerServer:
             log_config=None,  # the host's logging configuration
             timeout_graceful_shutdown=5,
             limit_concurrency=settings.max_connections,
-            timeout_keep_alive=settings.keep_alive_s,
+            # uvicorn annotates an int but only hands it to loop.call_later, which takes seconds as a float
+            timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
         )
         self._http: _EmbeddedUvicorn | None = None
         self._main: asyncio.Task[None] | None = None

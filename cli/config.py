@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 from api.service import ServiceOptions
 from api.settings import read_token_file
@@ -516,6 +516,7 @@ def parse_config(
     """`load_config` on a text already read (`path` only names it in messages)."""
     warnings: list[str] = []
     given: dict[str, Property] = {}
+    prop: Property | None
     for prop in parse_properties(text, path):
         where = f"{path}:{prop.line}"
         if prop.key in given:
@@ -810,7 +811,11 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
     return lines
 
 
-def _segment_bytes() -> dict[str, int]:
+class _SegmentBytes(TypedDict, total=False):
+    segment_bytes: int
+
+
+def _segment_bytes() -> _SegmentBytes:
     """Fault injection only (tools.torture): CONTROLLERD_SEGMENT_BYTES makes small WAL segments, so that a short
     run rolls segments often."""
     raw = os.environ.get("CONTROLLERD_SEGMENT_BYTES")

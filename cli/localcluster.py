@@ -63,6 +63,14 @@ class LocalNode:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode if self.proc is not None else None
+
 
 def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> list[LocalNode]:
     data = os.path.abspath(data)
@@ -145,7 +153,7 @@ def last_errors(node: LocalNode, limit: int = ERROR_LINES) -> list[str]:
 
 def report_exit(node: LocalNode, what: str) -> None:
     """`what` about a node that exited, with the last error lines of its log, on stderr."""
-    code = node.proc.returncode if node.proc is not None else None
+    code = node.returncode
     click.echo(f"{node.name} {what} (exit {code}); its last log lines ({node.log}):", err=True)
     for line in last_errors(node):
         click.echo(f"    {line}", err=True)
@@ -196,7 +204,7 @@ def stop_all(nodes: list[LocalNode]) -> None:
 
 
 def describe(node: LocalNode, leader: str | None = None) -> list[str]:
-    pid = f"pid {node.proc.pid}" if node.running else "stopped"  # type: ignore[union-attr]
+    pid = f"pid {node.pid}" if node.running else "stopped"
     mark = "  <- leader" if leader is not None and node.raft == leader else ""
     return [f"  {node.name}  {pid}  http://{node.http}  raft {node.raft}{mark}",
             f"      data {node.data}  log {node.log}"]  # fmt: skip
@@ -315,17 +323,17 @@ class Supervisor:
                     return False, [f"{name} is not running"]
                 if node.running:
                     stop(node)
-                    lines.append(f"{name} stopped (exit {node.proc.returncode})")  # type: ignore[union-attr]
-                    click.echo(f"{name} stopped on request (exit {node.proc.returncode})")  # type: ignore[union-attr]
+                    lines.append(f"{name} stopped (exit {node.returncode})")
+                    click.echo(f"{name} stopped on request (exit {node.returncode})")
             if verb in ("start", "restart"):
                 if node.running:
-                    return False, [f"{name} is already running (pid {node.proc.pid})"]  # type: ignore[union-attr]
+                    return False, [f"{name} is already running (pid {node.pid})"]
                 start(node)
                 ok = wait_ready([node], READY_WAIT_S, cancelled=lambda: self.stopping)
                 if not node.running:
-                    return False, [*lines, f"{name} exited with {node.proc.returncode} while starting:",  # type: ignore[union-attr]
+                    return False, [*lines, f"{name} exited with {node.returncode} while starting:",
                                    *(f"    {x}" for x in last_errors(node))]  # fmt: skip
-                click.echo(f"{name} started on request: pid {node.proc.pid}")  # type: ignore[union-attr]
+                click.echo(f"{name} started on request: pid {node.pid}")
                 state = "ready" if ok is not None else f"not ready within {READY_WAIT_S:g}s (see its log)"
                 lines += [f"{name} started, {state}", *describe(node)]
             return True, lines
@@ -391,7 +399,7 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
         leader = wait_ready(nodes, READY_WAIT_S)
         if leader is None:
             dead = [x for x in nodes if x.proc is not None and x.proc.poll() is not None]
-            why = (f"stopped: {', '.join(f'{x.name} (exit {x.proc.returncode})' for x in dead)}" if dead  # type: ignore[union-attr]
+            why = (f"stopped: {', '.join(f'{x.name} (exit {x.returncode})' for x in dead)}" if dead
                    else f"not ready within {READY_WAIT_S:g}s")  # fmt: skip
             click.echo(f"the cluster did not start ({why}); the logs are in {os.path.join(os.path.abspath(data), 'logs')}",
                        err=True)  # fmt: skip

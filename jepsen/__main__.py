@@ -27,10 +27,11 @@ class JepsenGroup(click.Group):
     """A click group whose usage errors exit with 3 (click's default, 2, means "unknown" here) and whose
     commands return their exit code."""
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         standalone = kwargs.pop("standalone_mode", True)
+        kwargs["standalone_mode"] = False
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            rv = super().main(*args, **kwargs)
         except click.ClickException as e:
             if not standalone:
                 raise

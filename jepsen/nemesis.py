@@ -613,7 +613,7 @@ class Membership(Nemesis):
         spares = [n for n in c.nodes if n.spare][:2]
         leader = ctx.leader(wait=15.0)
         members = voters(ctx, leader) if leader is not None else None
-        if not spares or not members:
+        if not spares or leader is None or not members:
             return {"added": [], "detail": "no spare server" if not spares else "no leader"}
         for s in spares:
             c.join_spare(s.i, members)

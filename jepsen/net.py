@@ -432,8 +432,8 @@ def _reachable_all(hosts: list[str], port: int, timeout: float) -> list[int]:
             if left <= 0:
                 break
             for key, _ in sel.select(left):
+                assert isinstance(key.fileobj, socket.socket)
                 s = key.fileobj
-                assert isinstance(s, socket.socket)
                 err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
                 result[key.data] = 1 if err in (0, errno.ECONNREFUSED) else 0
                 sel.unregister(s)

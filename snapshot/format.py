@@ -238,6 +238,7 @@ def iter_encode_pieces(pieces: Iterable[bytes], codec: int = CODEC_LZ4, level: i
 
 def decode_body(stored: bytes, entry: SectionEntry, path: str, known_types: SectionNames | None = None) -> bytes:
     """Check the stored bytes of one section against its table entry; return the raw body."""
+    reason: str | None
     if len(stored) != entry.stored_length:  # the caller read past the end of a file that shrank under it
         reason = f"truncated section: {len(stored)} of {entry.stored_length} stored bytes"
         raise _err(path, entry.offset + len(stored), reason, entry.type, known_types)
@@ -432,6 +433,7 @@ def _meta_from(doc: object) -> SnapshotMeta:
                 raise ValueError(f"files[{i}].{key} is not a valid unsigned integer: {v!r}")
         if any(x.name == name for x in files):
             raise ValueError(f"files[{i}]: duplicate file name {name!r}")
+        assert isinstance(name, str) and isinstance(fsize, int) and isinstance(fcrc, int)  # checked above
         files.append(FileMeta(name, fsize, fcrc))
     user_meta = get("user_meta", dict)
     addresses = doc.get("addresses", [])

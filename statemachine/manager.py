@@ -111,7 +111,7 @@ class ReplicasInfoManager:
 
     def get_replica_info(self, name: str) -> Result:
         if not self.contains(name):
-            header = {"masterBrokerId": None, "masterAddress": None, "masterEpoch": None}
+            header: dict[str, Any] = {"masterBrokerId": None, "masterAddress": None, "masterEpoch": None}
             return Result(C.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed", header)
         info, state = self.replicas.sets[name], self.sync.sets[name]
         master = state.master_broker_id
@@ -136,7 +136,8 @@ class ReplicasInfoManager:
             if not self.contains(name):
                 continue
             info, state = self.replicas.sets[name], self.sync.sets[name]
-            in_sync, not_in_sync = [], []
+            in_sync: list[dict[str, Any]] = []
+            not_in_sync: list[dict[str, Any]] = []
             for b in sorted(info.brokers):
                 alive = self.live.is_alive(info.cluster_name, name, b, t)
                 replica = {"brokerName": name, "brokerId": b, "brokerAddress": info.brokers[b][0], "alive": alive}

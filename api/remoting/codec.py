@@ -102,7 +102,7 @@ def _rocketmq_header(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark.encode() if cmd.remark else b""
     parts = [_FIXED.pack(cmd.code, _LANGUAGE_CODE.get(cmd.language, _LANGUAGE_CODE["OTHER"]), cmd.version,
                          cmd.opaque, cmd.flag), _I32.pack(len(remark)), remark]  # fmt: skip
-    ext = []
+    ext: list[bytes] = []
     for k, v in cmd.ext_fields.items():
         if v is None:
             continue

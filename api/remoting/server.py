@@ -207,6 +207,7 @@ class Dispatcher:
             if self.metrics is not None:
                 latency = (time.perf_counter() - t0) * 1e6 if status == "success" else None
                 self.metrics.observe_request(request_type, status, latency)
+        body: bytes | None
         if cmd.code == H.GET_CONTROLLER_CONFIG:
             body = properties_text(result.body)
         else:

@@ -95,7 +95,7 @@ class Peer:
     role: Role  # LEADER, LEARNER or FOLLOWER
     voter: bool
     raft_address: str
-    http_address: str  # "" when unknown
+    http_address: str | None  # None when unknown
     remoting_address: str | None
     progress: PeerProgress | None  # the leader's view of its replication; None on a follower
     last_contact_ms: int | None  # since it last answered the leader; None when unknown or not this term

@@ -65,7 +65,7 @@ def run_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Reply]) -> tup
         while True:
             step = steps.send(post(*step))
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
 
 
 async def arun_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Awaitable[Reply]]) -> tuple[int, Reply]:
@@ -75,7 +75,7 @@ async def arun_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Awaitab
         while True:
             step = steps.send(await post(*step))
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
 
 
 def heartbeat(cluster: str, name: str, address: str, broker_id: int | None, timeout_ms: int,

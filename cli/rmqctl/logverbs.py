@@ -155,9 +155,9 @@ def _parse_code(value: str) -> int:
     for code, name in C.REQUEST_NAMES.items():
         if wanted == name:
             return code
-    code = getattr(C, wanted, None)
-    if isinstance(code, int) and code in C.REQUEST_NAMES:
-        return code
+    named = getattr(C, wanted, None)
+    if isinstance(named, int) and named in C.REQUEST_NAMES:
+        return named
     raise click.BadParameter(f"unknown command code {value!r}; known: {', '.join(map(str, sorted(C.REQUEST_NAMES)))}")
 
 

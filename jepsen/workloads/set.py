@@ -188,7 +188,7 @@ def check_one(key: Key, ops: list[Op]) -> dict[str, Any]:
 
 def _stale(adds: list[Op], reads: list[Op], final_set: set[Any]) -> set[Any]:
     """Acknowledged elements in the final read that a read invoked after the acknowledgement missed."""
-    done = sorted((op.complete_time, op.value) for op in adds if op.type == OK and op.value in final_set)
+    done = sorted((op.end, op.value) for op in adds if op.type == OK and op.value in final_set)
     times = [t for t, _ in done]
     stale: set[Any] = set()
     for r in reads:

@@ -92,8 +92,8 @@ def decode_conf(data: bytes) -> ConfState:
             raise ValueError(f"conf entry voters and learners must be arrays of strings, got {ids!r:.100}")
     if type(addresses) is not list or not all(_is_member(a) for a in addresses):
         raise ValueError(f"conf entry addresses must be [id, raft, http] string triples, got {addresses!r:.100}")
-    return ConfState(tuple(voters), tuple(learners), tuple(tuple(a) for a in addresses))  # type: ignore[misc]
+    return ConfState(tuple(voters), tuple(learners), tuple(tuple(a) for a in addresses))
 
 
 def _is_member(a: object) -> bool:
-    return type(a) in (list, tuple) and len(a) == 3 and all(type(x) is str for x in a)  # type: ignore[arg-type]
+    return (type(a) is list or type(a) is tuple) and len(a) == 3 and all(type(x) is str for x in a)

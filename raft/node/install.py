@@ -116,17 +116,24 @@ class SnapshotServer:
         if len(body) != 8:
             return
         _, req_id, term, index, _snap_term, name, offset, length = body
-        if not all(type(x) is int for x in (req_id, term, index, offset, length)) or type(name) is not str:
+        if not (
+            type(req_id) is int
+            and type(term) is int
+            and type(index) is int
+            and type(offset) is int
+            and type(length) is int
+            and type(name) is str
+        ):
             return
         t = self.transfers.get(peer)
         if t is not None and t.index == index:
             t.last_activity = loop.time()
         bad = None if name == META_FILE else check_file_name(name)
-        if bad or offset < 0 or length <= 0:  # type: ignore[operator]
+        if bad or offset < 0 or length <= 0:
             self._send(peer, (ERR, req_id, term, index, bad or f"bad range offset={offset} length={length}"))
             return
-        length = min(length, MAX_CHUNK, self.options.chunk_bytes * 4)  # type: ignore[type-var]
-        path = self.storage.path(index) / name  # type: ignore[arg-type]
+        length = min(length, MAX_CHUNK, self.options.chunk_bytes * 4)
+        path = self.storage.path(index) / name
         fut = loop.run_in_executor(self._io, _read_chunk, self.storage, index, path, offset, length)
         fut.add_done_callback(lambda f: self._reply(peer, req_id, term, index, name, offset, f, loop))
 

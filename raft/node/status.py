@@ -18,10 +18,10 @@ from raft.storage.wal import LogWriterStats
 
 @dataclass(frozen=True, slots=True)
 class MemberAddresses:
-    """Where a member listens: its raft address (host:port) and its HTTP address ("" when unknown)."""
+    """Where a member listens: its raft address (host:port) and its HTTP address (None when unknown)."""
 
     raft: str
-    http: str
+    http: str | None
 
 
 @dataclass(frozen=True, slots=True)

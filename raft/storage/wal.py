@@ -360,7 +360,7 @@ def wal_files(directory: str | os.PathLike[str]) -> list[Path]:
 
 # ---- group commit ------------------------------------------------------------------------------------
 
-Callback = Callable[[BaseException | None], None]
+Callback = Callable[[BaseException | None], object]
 
 
 class LogWriterError(RaftBaseError, RuntimeError):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from raft.storage.segment import (
@@ -281,7 +281,7 @@ def _cut(runs: list[LiveRun], from_index: int) -> None:
         runs[-1] = LiveRun(r.seg, r.batch, r.skip, r.lo, from_index - 1)
 
 
-def run_arrays(scans: Sequence[SegmentScan], run: LiveRun) -> tuple[array[int], array[int], array[int], array[int]]:
+def run_arrays(scans: Sequence[SegmentScan] | Mapping[int, SegmentScan], run: LiveRun) -> tuple[array[int], array[int], array[int], array[int]]:
     """(terms, crcs, offsets, sizes) of the run's entries."""
     batch = scans[run.seg].batches[run.batch]
     a, z = run.skip, run.skip + run.hi - run.lo + 1

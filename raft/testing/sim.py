@@ -183,7 +183,7 @@ class SimNode:
         self.alive = False
         self.paused_until = 0
         for ctx, _ in self.reads:
-            self.sim.reads_open.discard(ctx)  # type: ignore[arg-type]
+            self.sim.reads_open.discard(ctx)
 
     def sync(self) -> None:
         """fsync: everything queued becomes durable; waiting messages go out."""
@@ -230,7 +230,7 @@ class SimNode:
                 self.app.append((e.index, e.data))
         self.reads.extend((rs.ctx, rs.index) for rs in rd.read_states)
         for ctx, _code in rd.dropped_reads:
-            self.sim.reads_open.discard(ctx)  # type: ignore[arg-type]
+            self.sim.reads_open.discard(ctx)
         core.advance(rd)
         applied = core.log.applied
         if self.reads:

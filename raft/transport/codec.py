@@ -122,7 +122,7 @@ def _message_from(a: object) -> Message:
     )  # fmt: skip
 
 
-def _entries_from(ents: object, int_: type = int, bytes_: type = bytes) -> list[Entry]:
+def _entries_from(ents: object, int_: type[int] = int, bytes_: type[bytes] = bytes) -> list[Entry]:
     if type(ents) is not tuple:
         raise CodecError(f"entries must be an array, got {_describe(ents)}")
     try:
@@ -160,14 +160,14 @@ def _snapshot_from(s: object) -> SnapshotMeta:
     ):
         raise CodecError(f"snapshot addresses must be an array of [id, raft, http] strings, got {addresses!r:.200}")
     try:
-        conf = ConfState(voters, learners, addresses)  # type: ignore[arg-type]  # checked just above
+        conf = ConfState(voters, learners, addresses)
     except ValueError as e:  # a node both voter and learner
         raise CodecError(str(e)) from e
     return SnapshotMeta(index, term, conf)
 
 
 def _describe(x: object) -> str:
-    return f"array of {len(x)}" if type(x) is tuple else type(x).__name__  # type: ignore[arg-type]
+    return f"array of {len(x)}" if type(x) is tuple else type(x).__name__
 
 
 # --- batches: the payload of one frame --------------------------------------------------------------------

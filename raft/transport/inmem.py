@@ -112,7 +112,7 @@ class InMemoryTransport:
         self._hub = hub
         self._on_messages = on_messages
         self._peers: set[str] | None = None if peers is None else set(peers)
-        self._pending: dict[str, list] = {}  # type: ignore[type-arg]  # to -> packed bytes, or Messages
+        self._pending: dict[str, list] = {}  # to -> packed bytes, or Messages
         self._counters = dict.fromkeys(COUNTERS, 0)
         self._flush_handle: asyncio.Handle | None = None
         self._started = False

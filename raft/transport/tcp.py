@@ -341,7 +341,7 @@ class TcpTransport:
         self._drop_pending(peer)
         if peer.connecting is not None:
             peer.connecting.cancel()
-            return [peer.connecting]  # type: ignore[list-item]  # a Task is a Future
+            return [peer.connecting]
         if peer.conn is not None:
             conn, peer.conn = peer.conn, None
             conn.close()

@@ -10,10 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from cli.rmqctl import client as client_module
-from cli.rmqctl.client import Hooks
 from statemachine import codes as C
-from tests.cli.test_rmqctl_online import FakeTime, L, envelope, rmqctl
+from tests.cli.helpers import FakeTime, L, Serve, envelope, rmqctl
 
 API = "/api/v1/controller"
 
@@ -75,11 +73,9 @@ class Controller:
 
 
 @pytest.fixture
-def controller(monkeypatch: pytest.MonkeyPatch) -> tuple[Controller, FakeTime]:
-    c, clock = Controller(), FakeTime()
-    monkeypatch.setattr(client_module, "HOOKS", Hooks(transport=httpx.MockTransport(c.handler), clock=clock.clock,
-                                                      sleep=clock.sleep))  # fmt: skip
-    return c, clock
+def controller(serve_rmqctl: Serve) -> tuple[Controller, FakeTime]:
+    c = Controller()
+    return c, serve_rmqctl(c.handler, FakeTime())
 
 
 def lines(stdout: str) -> list[str]:

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from cli.datadir import DataDirLockedError, is_locked, lock_data_dir, probe
-from cli.rmqctl import main
 from cli.rmqctl.output import Block, Out, color_allowed, emit_document, emit_rows, progress
 from raft.core.messages import HardState
 from snapshot.rw import SnapshotReader
 from statemachine.inspection import decode_sections
+from tests.cli import helpers
 from tests.cli.rmqctl_fixtures import Fixture, build, write_snapshot
 
 S16 = "snapshot/snapshot_00000000000000000016"
@@ -36,9 +36,8 @@ def fx(tmp_path: Path) -> Fixture:
     return build(tmp_path / "node", snapshots=(8, 16), compact_to=9, segment_bytes=400)
 
 
-def rmqctl(*args: Any, env: dict[str, str] | None = None) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], env={"COLUMNS": "250", **(env or {})},
-                              catch_exceptions=False)  # fmt: skip
+def rmqctl(*args: Any, env: dict[str, str | None] | None = None) -> Result:
+    return helpers.rmqctl(*args, env=env, columns=250)  # wide: the offline tables are compared whole
 
 
 def norm(text: str, fx: Fixture) -> str:

@@ -11,24 +11,19 @@ from typing import Any
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from api.http import models as M
 from cli.rmqctl import client as client_module
 from cli.rmqctl import main
 from cli.rmqctl.client import ControllerClient, Hooks, parse_addresses
 from cli.rmqctl.online import parse_clean_ids, register
-from statemachine.codes import code_name
+from tests.cli.helpers import F1, F2, FakeTime, L, Serve, envelope, rmqctl
 
 register(main)
 
-L, F1, F2 = "127.0.0.1:9770", "127.0.0.1:9771", "127.0.0.1:9772"  # leader, followers (HTTP addresses)
 RAFT = {L: "127.0.0.1:9880", F1: "127.0.0.1:9881", F2: "127.0.0.1:9882"}
 REMOTING = {L: "127.0.0.1:10770", F1: "127.0.0.1:10771", F2: "127.0.0.1:10772"}
-
-
-def envelope(code: int = 0, header: Any = None, body: Any = None, remark: str | None = None) -> dict[str, Any]:
-    return {"code": code, "codeName": code_name(code), "remark": remark, "header": header, "body": body}
 
 
 def not_leader(leader: str | None) -> dict[str, Any]:
@@ -131,21 +126,6 @@ class Sent:
 
 
 @dataclass
-class FakeTime:
-    """The client's clock; its sleep advances it, so deadlines pass without waiting."""
-
-    now: float = 1000.0
-    sleeps: list[float] = field(default_factory=list)
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-@dataclass
 class Cluster:
     """Fake controller nodes behind one httpx.MockTransport. `nodes[addr]` maps (method, path) to an answer;
     a node that is not in `nodes` refuses connections."""
@@ -178,10 +158,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Cluster:
+def cluster(serve_rmqctl: Serve) -> Cluster:
     c = Cluster()
-    hooks = Hooks(transport=httpx.MockTransport(c.handler), clock=c.time.clock, sleep=c.time.sleep)
-    monkeypatch.setattr(client_module, "HOOKS", hooks)
+    serve_rmqctl(c.handler, c.time)
     return c
 
 
@@ -191,12 +170,6 @@ def leader(cluster: Cluster) -> Cluster:
     cluster.nodes = {L: dict(LEADER_ROUTES), F1: {}, F2: {}}
     cluster.fallback = not_leader(L)
     return cluster
-
-
-def rmqctl(*args: Any, env: dict[str, str | None] | None = None) -> Result:
-    base: dict[str, str | None] = {"COLUMNS": "120", "NO_COLOR": "1", "RMQCTL_ADDRESS": None, "RMQCTL_TOKEN": None,
-                                   "RMQCTL_TIMEOUT": None}  # fmt: skip
-    return CliRunner().invoke(main, [str(a) for a in args], env={**base, **(env or {})}, catch_exceptions=False)
 
 
 def table(r: Result) -> str:

@@ -101,7 +101,8 @@ class ControllerdCluster:
             except httpx.HTTPError as e:
                 last = e
             with self._logged:  # nothing changes without a log line: wait for the next one
-                self._logged.wait_for(lambda seen=seen: self._lines > seen, max(0.0, deadline - time.monotonic()))
+                # wait_for calls the predicate before this iteration ends, so it sees this iteration's `seen`
+                self._logged.wait_for(lambda: self._lines > seen, max(0.0, deadline - time.monotonic()))  # noqa: B023
         raise AssertionError(f"not ready within {timeout}s: {last}")
 
     def index_of(self, raft_id: str) -> int:

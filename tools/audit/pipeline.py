@@ -131,8 +131,8 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     # --- stage 2: log matching across the nodes of each group ---------------------------------------------
     runs: dict[tuple[int, int], list[LiveRun]] = {}
     for nid, live in logs.items():
-        for r in live.runs:
-            runs.setdefault((nid, r.seg), []).append(r)
+        for live_run in live.runs:
+            runs.setdefault((nid, live_run.seg), []).append(live_run)
     wanted: dict[str, list[int]] = {}
     for n in nodes:
         wanted.setdefault(group_of[n.nid], []).extend(n.snapshots)
@@ -149,8 +149,8 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     first_div: dict[tuple[str, int], dict[str, Any]] = {}
     for c in chunks:
         sources.setdefault(c.group, []).extend(c.sources)
-        for i, held in c.terms.items():
-            terms[(c.group, i)] = held
+        for i, held_terms in c.terms.items():
+            terms[(c.group, i)] = held_terms
         for d in c.divergent:
             key = (c.group, d["nid"])
             if key not in first_div or d["index"] < first_div[key]["index"]:
@@ -200,10 +200,11 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
                 unverified.append({"group": g, "node": names[nid], "index": index, "why": why})
         for lo, hi, nid in plan.source_of:
             lo, hi = max(lo, plan.base_index + 1), min(hi, plan.end)
-            for r in logs[nid].runs:
-                a, z = max(lo, r.lo), min(hi, r.hi)
+            for live_run in logs[nid].runs:
+                a, z = max(lo, live_run.lo), min(hi, live_run.hi)
                 if a <= z:
-                    route.setdefault((nid, r.seg), []).append((r.batch, r.skip + a - r.lo, a, z))
+                    piece = (live_run.batch, live_run.skip + a - live_run.lo, a, z)
+                    route.setdefault((nid, live_run.seg), []).append(piece)
     progress(f"replaying into {buckets.count} bucket(s) per group")
     b_route, b_plans = sc.broadcast(route), sc.broadcast(plans)
     keyed_group = sc.broadcast(group_of)
@@ -345,8 +346,8 @@ def _groups(nodes: list[NodeInput], by_node: dict[int, list[ScanOut]], logs: dic
     for n in nodes:
         configs = [(idx, v, lr) for o in by_node.get(n.nid, []) for idx, _, v, lr in o.confs]
         configs += [(i, tuple(m.voters), tuple(m.learners)) for (nid, i), m in metas.items() if nid == n.nid]
-        for idx, voters, learners in configs:
-            key = (tuple(sorted(voters)), tuple(sorted(learners)))
+        for idx, members, learners in configs:
+            key = (tuple(sorted(members)), tuple(sorted(learners)))
             if key in seen:
                 parent[find(n.nid)] = find(seen[key])
             else:
@@ -510,17 +511,17 @@ def _snapshot_checks(nodes: list[NodeInput], names: dict[int, str], group_of: di
         if len(snaps) < 2:
             continue
         for section in sorted({k for s in snaps for k in s.digests}):
-            counts: dict[int | None, list[Any]] = {}
+            holders_of: dict[int | None, list[Any]] = {}
             for s in snaps:
-                counts.setdefault(s.digests.get(section), []).append(s)
-            if len(counts) < 2:
+                holders_of.setdefault(s.digests.get(section), []).append(s)
+            if len(holders_of) < 2:
                 continue
-            major = max(counts, key=lambda d: (len(counts[d]), d is not None, d or 0))
-            for d, holders in counts.items():
+            major = max(holders_of, key=lambda d: (len(holders_of[d]), d is not None, d or 0))
+            for d, holders in holders_of.items():
                 if d == major:
                     continue
                 for s in holders:
-                    others = ", ".join(names[o.nid] for o in counts[major])
+                    others = ", ".join(names[o.nid] for o in holders_of[major])
                     findings.append(Finding(g, names[s.nid], "snapshot.digest", path=s.uri, snapshot_index=index,
                                             snapshot_term=s.term, section=section,
                                             snapshot_value=None if d is None else f"{d:#010x}",

@@ -104,7 +104,7 @@ def match_pieces(rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group
                  ) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes, bytes]]]:  # fmt: skip
     """((group, chunk), (nid, lo, terms, crcs)) for the live entries of one scanned segment: contiguous
     runs joined, then cut at chunk boundaries."""
-    scans = _ScansView({rec.pos: rec.scan})
+    scans = {rec.pos: rec.scan}  # run_arrays indexes scans by position; an executor holds one segment
     joined: list[tuple[int, array[int], array[int]]] = []
     for run in runs.get((rec.nid, rec.pos), ()):
         terms, crcs, _, _ = run_arrays(scans, run)
@@ -122,16 +122,6 @@ def match_pieces(rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group
             a, z = lo - first, hi - first + 1
             yield (group, chunk), (rec.nid, lo, terms[a:z].tobytes(), crcs[a:z].tobytes())
             lo = hi + 1
-
-
-class _ScansView:
-    """`run_arrays` indexes scans by position; an executor holds one segment."""
-
-    def __init__(self, scans: dict[int, SegmentScan]) -> None:
-        self.scans = scans
-
-    def __getitem__(self, pos: int) -> SegmentScan:
-        return self.scans[pos]
 
 
 @dataclass
@@ -154,10 +144,10 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
         crcs.frombytes(cb)
         per_node.setdefault(nid, []).append((lo, terms, crcs))
     nids = sorted(per_node)
-    for n, v in per_node.items():  # pieces from several segments: join the contiguous ones
-        v.sort(key=lambda p: p[0])
-        merged = [v[0]]
-        for lo, terms, crcs in v[1:]:
+    for n, own in per_node.items():  # pieces from several segments: join the contiguous ones
+        own.sort(key=lambda p: p[0])
+        merged = [own[0]]
+        for lo, terms, crcs in own[1:]:
             if merged[-1][0] + len(merged[-1][1]) == lo:
                 merged[-1][1].extend(terms)
                 merged[-1][2].extend(crcs)
@@ -227,7 +217,7 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
     normal = EntryType.NORMAL
     bufs: dict[int, list[bytes]] = {}
     firsts: dict[int, int] = {}
-    cache: dict[str, int] = {}  # brokerName -> bucket, for the hot heartbeat
+    cache: dict[str, tuple[int, ...] | int | None] = {}  # brokerName -> bucket, for the hot heartbeat
     heartbeat = C.BROKER_HEARTBEAT
     for b, skip, lo, hi in wanted:
         batch = rec.scan.batches[b]
@@ -248,7 +238,7 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
                     target = None
                 if target is not None:
                     head = pack(index, c[1], len(payload))
-                    for t in (target,) if type(target) is int else target:
+                    for t in (target,) if isinstance(target, int) else target:
                         buf = bufs.get(t)
                         if buf is None:
                             bufs[t] = buf = []

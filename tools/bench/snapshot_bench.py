@@ -234,7 +234,8 @@ def bench_stall(fsm: KvStateMachine, root: Path, saves: int) -> dict[str, Any]:
             save_s.append(mgr.stats.last_duration_s)
             # The same loop for as long, with no save running.
             t1 = time.perf_counter()
-            idle += apply_loop(fsm, batches, lambda t1=t1, d=save_s[-1]: time.perf_counter() - t1 >= d, t1)
+            # apply_loop calls the predicate before this iteration ends, so it sees this iteration's t1
+            idle += apply_loop(fsm, batches, lambda: time.perf_counter() - t1 >= save_s[-1], t1)  # noqa: B023
     finally:
         mgr.close()
 

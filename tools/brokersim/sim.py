@@ -269,6 +269,7 @@ class SimBroker:
             self.ack_set.add(broker_id)
 
     async def _check_sync_state_set(self) -> None:
+        assert self.id is not None  # only a registered master checks its set
         now = now_ms()
         current = set(self.sync_set)
         wanted = {self.id} | {b for b in current if now - self.caught_up_ms.get(b, -1e18) <= self.cfg.ha_max_time_slave_not_catchup_ms}

@@ -26,6 +26,7 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -137,7 +138,7 @@ def _refusal_ok(log_tail: str, store: str) -> bool:
 
 
 def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window: int = 60,
-        budget_s: float = 600.0, target: int | None = None, echo=print) -> CrashReport:  # fmt: skip
+        budget_s: float = 600.0, target: int | None = None, echo: Callable[[str], None] = print) -> CrashReport:  # fmt: skip
     """Sweep until every case is done, `target` crashes fired, or `budget_s` passed; the report."""
     shutil.rmtree(root, ignore_errors=True)
     c = ControllerdCluster(root, election_ms=300, extra=CONF)
@@ -244,7 +245,7 @@ def _check(c: ControllerdCluster, acked: dict[str, str], report: CrashReport) ->
                     report.lost.append(f"n{i}: {key} is {got!r}, acknowledged {value!r}")
 
 
-def main_report(report: CrashReport, echo=print) -> int:
+def main_report(report: CrashReport, echo: Callable[[str], None] = print) -> int:
     for line in report.lines():
         echo(line)
     for r in report.refusals[:10]:

@@ -63,7 +63,7 @@ class Gateway:
             self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
         return JSONResponse(result.to_envelope())
 
-    async def elect(self, cluster: str | None, broker_name: str, broker_id: int | None, designate: bool) -> JSONResponse:
+    async def elect(self, cluster: str, broker_name: str, broker_id: int | None, designate: bool) -> JSONResponse:
         """1002 from a broker, the controller or an admin; the outcome counts in election_total."""
         return await self.write(
             "CONTROLLER_ELECT_MASTER",
