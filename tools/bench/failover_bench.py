@@ -116,7 +116,7 @@ def broker_failover(root: str, runs: int, heartbeat_timeout_ms: int = 3000, scan
                         time.sleep(0.1)  # the simulated brokers work on their own loop
                     t0 = time.perf_counter()
                     runner.call(lambda _s, old=old: old.pause())
-                    while (m := master_id()) in (old.id, None):
+                    while master_id() in (old.id, None):
                         if time.perf_counter() - t0 > bound + 30:
                             raise TimeoutError("no new master within the bound + 30 s")
                         time.sleep(0.02)  # replica-info poll period
