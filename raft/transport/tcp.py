@@ -95,6 +95,9 @@ class TcpTransport:
         self._header_bytes = header_bytes(node_id)
         self._on_messages = on_messages
         self.on_snapshot_frame: OnSnapshotFrame | None = None  # InstallSnapshot chunk traffic (raft.node.install)
+        # Called with a peer's id when an inbound connection on which that peer authenticated is closed by
+        # the other end (its process died, say): the node uses it to detect a dead leader early.
+        self.on_peer_lost: Callable[[str], None] | None = None
         self._peers: dict[str, _Peer] = {}
         # Room for packed messages in one frame; a single message bigger than this can never be sent.
         self._frame_room = self.options.max_frame_bytes - self._header_bytes - batch_overhead(node_id)
@@ -504,6 +507,7 @@ class _Inbound(asyncio.Protocol):
         self._closing = False
         self._last_data = self._loop.time()
         self._timer: asyncio.TimerHandle | None = None
+        self.sender = ""  # the peer whose authenticated frames arrive here ("" until the first one)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -527,6 +531,7 @@ class _Inbound(asyncio.Protocol):
         self._last_data = self._loop.time()
         reader = self._reader
         for sender, payload in reader.feed(data):
+            self.sender = sender
             owner._on_frame(sender, payload)
         if reader.authenticated and self in owner._unauthenticated:
             owner._unauthenticated.discard(self)  # from now on the timer watches for idleness
@@ -559,11 +564,17 @@ class _Inbound(asyncio.Protocol):
         self._timer = self._loop.call_at(self._last_data + idle, self._check_time)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._owner._inbound.discard(self)
-        self._owner._unauthenticated.discard(self)
+        owner = self._owner
+        owner._inbound.discard(self)
+        owner._unauthenticated.discard(self)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.sender and not self._closing and not owner._closed and owner.on_peer_lost is not None:
+            try:
+                owner.on_peer_lost(self.sender)
+            except Exception:  # the node's bug; the transport goes on
+                logger.exception("%s: on_peer_lost raised", owner.node_id)
         if not self.lost.done():
             self.lost.set_result(None)
 
