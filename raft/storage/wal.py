@@ -348,7 +348,7 @@ class SegmentLog:
             header = read_header(data, path)
             if header != (first_index, seg_id):
                 raise LogCorruptionError(path, 0, f"header (first_index, seg_id) {header} contradicts the name")
-            scan = scan_segment(data, path, is_last)
+            scan = scan_segment(data, path, is_last, skip_below=self._first, segment_first=first_index)
             fd = os.open(path, os.O_RDWR if is_last else os.O_RDONLY)
             seg = SegmentFile(path, seg_id, first_index, fd, scan.valid_end)
             self._segments[seg_id] = seg
