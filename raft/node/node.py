@@ -155,7 +155,8 @@ class Node:
                                       o.transport)  # fmt: skip
         self.transport.on_snapshot_frame = self._on_snapshot_frame
         self.transport.on_peer_lost = self._on_peer_lost
-        self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so)
+        self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so,
+                                      self.transport.prepare_snapshot_frame, self.transport.send_snapshot_frame)  # fmt: skip
         self._downloader = SnapshotDownloader(
             os.path.join(o.data_dir, "snapshot-download"), self._storage, self.transport.send_snapshot_frame, so
         )
