@@ -213,7 +213,7 @@ def sec_memory(rep: Report, a: argparse.Namespace) -> None:
             leader["rss"] / MiB, "MiB", "<=", 300,
             f"peak {leader['peak_rss'] / MiB:.0f} MiB; log entries held in memory {leader['log_entries_held']:,} "
             f"after {leader['snapshots']} snapshots")  # fmt: skip
-    rep.row("  state machine bytes per broker (RSS growth)", per["bytes_per_broker"], "B")
+    rep.row("  state machine bytes per broker (Python allocations kept)", per["bytes_per_broker"], "B")
     rep.row("  log entries held in memory (bounded by the snapshot threshold)", leader["log_entries_held"], "entries")
 
 

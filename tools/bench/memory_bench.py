@@ -4,7 +4,8 @@
   `sets` broker-sets x 3 brokers (registration, election, SyncStateSet) and then heartbeats until the log
   has taken `entries` entries; RSS and peak RSS of the leader process, and how many log entries it still
   holds in memory (bounded by the snapshot threshold plus the trailing margin, not by the entries taken);
-* `per_broker`: the RSS growth of a bare ControllerStateMachine per broker after the same setup;
+* `per_broker`: the Python memory a bare ControllerStateMachine allocates and keeps per broker after the same
+  setup (tracemalloc: exact, unlike the RSS growth, which the allocator's reuse of freed memory hides);
 * `snapshot`: snapshot save time (apply thread + writer thread) and size for a given number of brokers.
 
     python -m tools.bench.memory_bench leader SETS ENTRIES | per_broker SETS | snapshot SETS   (one JSON line)
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from typing import Any
 
 from tools.bench.group import REPO, child_env
@@ -78,6 +80,7 @@ async def _leader(sets: int, entries: int) -> dict[str, Any]:
 
 
 def _per_broker(sets: int) -> dict[str, Any]:
+
     from statemachine import ControllerStateMachine
     from tools.bench.statemachine_bench import Entry, Workload
 
@@ -86,13 +89,17 @@ def _per_broker(sets: int) -> dict[str, Any]:
     del cmds
     gc.collect()
     before = rss_bytes()["rss"]
+    tracemalloc.start()  # what the state machine allocates and keeps, exactly (the commands were built before)
     sm = ControllerStateMachine()
     for k in range(0, len(entries), 256):
         sm.on_apply(entries[k : k + 256])
     del entries
     gc.collect()
+    kept, _peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
     grown = rss_bytes()["rss"] - before
-    return {"sets": sets, "brokers": 3 * sets, "rss_growth": grown, "bytes_per_broker": grown / (3 * sets)}
+    return {"sets": sets, "brokers": 3 * sets, "python_bytes": kept, "bytes_per_broker": kept / (3 * sets),
+            "rss_growth": grown, "state_machine": type(sm).__name__}  # fmt: skip
 
 
 def _snapshot(sets: int) -> dict[str, Any]:
