@@ -32,8 +32,9 @@ def test_all_benchmarks_run_on_tiny_input_and_write_rows(tmp_path) -> None:
                    "bytes per broker", "Scale"):  # fmt: skip
         assert figure in names, figure
     targeted = [r for r in rows if r["target"] is not None]
-    assert len(targeted) >= 13 and all(isinstance(r["met"], bool) for r in targeted)
-    assert report["details"]["failover"]["runs"] == 2 and report["details"]["broker_failover"]["runs"] == 2
+    assert len(targeted) >= 14 and all(isinstance(r["met"], bool) for r in targeted)
+    assert report["details"]["failover"]["runs"] == 2 and report["details"]["failover_idle"]["runs"] == 2
+    assert "under wrk heartbeat load" in names and report["details"]["broker_failover"]["runs"] == 2
     assert "figure" in proc.stdout and "target" in proc.stdout
 
 

@@ -11,6 +11,7 @@ Each function returns the samples and their summary; tools/bench/all.py turns th
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any
@@ -50,6 +51,7 @@ def _first_commit(group: ControllerGroup, survivors: list[int], t0: float, timeo
 
 def controller_failover(root: str, runs: int, load: bool = True, connections: int = 64,
                         brokers: int = 3000) -> dict[str, Any]:  # fmt: skip
+    os.makedirs(root, exist_ok=True)
     group = ControllerGroup(root)
     samples: list[float] = []
     under_load: list[dict[str, Any]] = []
