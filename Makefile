@@ -34,7 +34,7 @@ test-fast: setup
 sim: setup
 	RAFT_SIM_SEEDS=$(or $(SEEDS),5000) $(BIN)/python -m pytest -q -n 2 tests/raft/test_sim.py
 
-# Every figure of issue 14 in one run (docs/performance.md), ~15 min; HTTP load from wrk (C), installed with
+# Every figure of issue 14 in one run (docs/performance.md), ~25 min on 2 cores; HTTP load from wrk (C), installed with
 # apt-get when missing (or: sh tools/apt-install.sh bench wrk). make bench BENCH_ARGS='--quick' for a smoke run.
 bench: setup
 	command -v wrk >/dev/null 2>&1 || sh tools/apt-install.sh bench wrk || \
