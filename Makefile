@@ -34,8 +34,12 @@ test-fast: setup
 sim: setup
 	RAFT_SIM_SEEDS=$(or $(SEEDS),5000) $(BIN)/python -m pytest -q -n 2 tests/raft/test_sim.py
 
+# Every figure of issue 14 in one run (docs/performance.md), ~25 min on 2 cores; HTTP load from wrk (C), installed with
+# apt-get when missing (or: sh tools/apt-install.sh bench wrk). make bench BENCH_ARGS='--quick' for a smoke run.
 bench: setup
-	$(BIN)/python -m tools.bench raft --seconds 10 --peer pysyncobj
+	command -v wrk >/dev/null 2>&1 || sh tools/apt-install.sh bench wrk || \
+		echo "bench: wrk missing, HTTP rows fall back to the Python load generator"
+	$(BIN)/python -m tools.bench all --json bench-all.json $(BENCH_ARGS)
 
 # The offline Spark audit of data dirs (docs/audit.md): make audit DATA=./data OUT=/tmp/audit
 audit: setup

@@ -159,6 +159,7 @@ class RaftCore:
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_timeout = 0
+        self.leader_lost = False  # peer_lost() dropped the leader; hearing from one restores the normal timeout
         self.lead_transferee = ""
         self.transfer_elapsed = 0
         self.pending_conf_index = 0
@@ -205,6 +206,31 @@ class RaftCore:
             if self.election_elapsed >= self.randomized_timeout and self._promotable():
                 self.election_elapsed = 0
                 self.campaign(transfer=False)
+
+    def peer_lost(self, peer: str) -> None:
+        """The driver saw the connection from `peer` close under it (its process died, or the network reset
+        it). When `peer` is this follower's leader, the follower stops waiting out a full election timeout:
+        it forgets the leader (so it no longer refuses pre-votes on the leader's behalf) and campaigns after
+        a short delay staggered by its rank among the other voters (stride heartbeat_tick + 1 ticks, plus
+        0-1 tick of jitter), so that the survivors do not split the vote. If the leader is in fact alive its
+        next append or heartbeat restores it and the normal timeout, and a pre-vote sent meanwhile is refused
+        by every follower still hearing from it: a false alarm costs at most a refused pre-vote. Off with lease
+        reads: a leader's lease relies on every follower's full lockout."""
+        if self.cfg.lease_read or self.role != Role.FOLLOWER or not peer or peer != self.leader:
+            return
+        self.leader = ""
+        self.leader_lost = True
+        others = sorted(v for v in self.conf.voters if v != peer)
+        rank = others.index(self.id) if self.id in others else len(others)
+        delay = 1 + rank * (self.cfg.heartbeat_tick + 1) + self.rng.randrange(2)
+        self.randomized_timeout = min(self.randomized_timeout, self.election_elapsed + delay)
+
+    def _heard_from_leader(self, leader: str) -> None:
+        self.election_elapsed = 0
+        self.leader = leader
+        if self.leader_lost:  # a false alarm (or a new leader): back to the normal randomized timeout
+            self.leader_lost = False
+            self._reset_randomized_timeout()
 
     def campaign(self, transfer: bool = False) -> None:
         """Start an election now (PreVote first unless this is a leadership transfer)."""
@@ -523,12 +549,10 @@ class RaftCore:
     def _step_follower(self, m: Message) -> None:
         t = m.type
         if t == MsgType.APP:
-            self.election_elapsed = 0
-            self.leader = m.frm
+            self._heard_from_leader(m.frm)
             self._handle_append(m)
         elif t == MsgType.HEARTBEAT:
-            self.election_elapsed = 0
-            self.leader = m.frm
+            self._heard_from_leader(m.frm)
             lg = self.log
             last = lg.last_index()
             if m.commit <= lg.committed or (m.commit <= last and lg.match_term(m.commit, m.log_term)):
@@ -546,8 +570,7 @@ class RaftCore:
                 # The leader no longer knows the term at its commit (compacted): no commit from this heartbeat.
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
         elif t == MsgType.SNAP:
-            self.election_elapsed = 0
-            self.leader = m.frm
+            self._heard_from_leader(m.frm)
             self._handle_snapshot(m)
         elif t == MsgType.TIMEOUT_NOW:
             self.campaign(transfer=True)
@@ -690,6 +713,7 @@ class RaftCore:
             self.term = term
             self.vote = ""
         self.leader = ""
+        self.leader_lost = False
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self._reset_randomized_timeout()

@@ -55,6 +55,10 @@ MAX_CHUNK = 16 * 1024 * 1024  # largest chunk a leader serves, whatever a follow
 PROGRESS_FILE = ".progress"
 
 SendFrame = Callable[[str, tuple[object, ...]], bool]
+# (payload, header) of a frame built off the event loop (TcpTransport.prepare_snapshot_frame), and the sender
+# that takes it (TcpTransport.send_snapshot_frame with `prepared`).
+PrepareFrame = Callable[[tuple[object, ...]], tuple[bytes, bytes]]
+SendPrepared = Callable[[str, tuple[object, ...], tuple[bytes, bytes]], bool]
 
 
 class DownloadError(RaftBaseError):
@@ -74,9 +78,16 @@ class _Transfer:
 class SnapshotServer:
     """Serves chunks of this node's committed snapshots and protects the ones being sent from retention."""
 
-    def __init__(self, storage: SnapshotStorage, send: SendFrame, options: SnapshotOptions) -> None:
+    def __init__(
+        self, storage: SnapshotStorage, send: SendFrame, options: SnapshotOptions,
+        prepare: PrepareFrame | None = None, send_prepared: SendPrepared | None = None,
+    ) -> None:  # fmt: skip
+        """With `prepare` and `send_prepared`, a chunk answer is read, CRC'd, encoded and tagged on the serving
+        threads, and the event loop only queues its bytes (InstallSnapshot of 100 MiB is 100 such frames)."""
         self.storage = storage
         self._send = send
+        self._prepare = prepare
+        self._send_prepared = send_prepared if prepare is not None else None
         self.options = options
         self.transfers: dict[str, _Transfer] = {}
         self._io = ThreadPoolExecutor(max_workers=2, thread_name_prefix="snapshot-serve")
@@ -134,8 +145,16 @@ class SnapshotServer:
             return
         length = min(length, MAX_CHUNK, self.options.chunk_bytes * 4)
         path = self.storage.path(index) / name
-        fut = loop.run_in_executor(self._io, _read_chunk, self.storage, index, path, offset, length)
-        fut.add_done_callback(lambda f: self._reply(peer, req_id, term, index, name, offset, f, loop))
+        fut = loop.run_in_executor(self._io, self._answer, req_id, term, index, name, offset, path, length)
+        fut.add_done_callback(lambda f: self._reply(peer, req_id, term, index, name, f, loop))
+
+    def _answer(
+        self, req_id: int, term: int, index: int, name: str, offset: int, path: Path, length: int
+    ) -> tuple[tuple[object, ...], tuple[bytes, bytes] | None]:
+        """On a serving thread: the DATA answer, and its frame already encoded and tagged when we can."""
+        data, size = _read_chunk(self.storage, index, path, offset, length)
+        body: tuple[object, ...] = (DATA, req_id, term, index, name, offset, data, crc32c(data), size)
+        return body, (self._prepare(body) if self._prepare is not None else None)
 
     def _reply(
         self,
@@ -144,31 +163,32 @@ class SnapshotServer:
         term: int,
         index: int,
         name: str,
-        offset: int,
-        f: asyncio.Future[tuple[bytes, int]],
+        f: asyncio.Future[tuple[tuple[object, ...], tuple[bytes, bytes] | None]],
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         exc = f.exception()
         if exc is not None:
             self._send(peer, (ERR, req_id, term, index, f"cannot read {name}: {exc}"))
             return
-        data, size = f.result()
+        body, prepared = f.result()
+        data = body[6]
+        assert isinstance(data, bytes)
         rate = self.options.throttle_bytes_per_s
         if rate:
             now = loop.time()
             start = max(now, self._throttle_at)
             self._throttle_at = start + len(data) / rate
             if start > now:
-                loop.call_at(
-                    start, self._send_data, peer, (DATA, req_id, term, index, name, offset, data, crc32c(data), size)
-                )
+                loop.call_at(start, self._send_data, peer, body, prepared)
                 return
-        self._send_data(peer, (DATA, req_id, term, index, name, offset, data, crc32c(data), size))
+        self._send_data(peer, body, prepared)
 
-    def _send_data(self, peer: str, frame: tuple[object, ...]) -> None:
+    def _send_data(self, peer: str, frame: tuple[object, ...], prepared: tuple[bytes, bytes] | None = None) -> None:
         data = frame[6]
         assert isinstance(data, bytes)
-        if self._send(peer, frame):
+        sent = (self._send_prepared(peer, frame, prepared) if prepared is not None and self._send_prepared is not None
+                else self._send(peer, frame))  # fmt: skip
+        if sent:
             self.bytes_served += len(data)
             t = self.transfers.get(peer)
             if t is not None:
@@ -317,7 +337,17 @@ class SnapshotDownloader:
         self._send(offer.leader, (GET, req_id, offer.term, offer.index, offer.snap_term, name, offset, length))
         return fut
 
-    async def _await(self, fut: asyncio.Future[tuple[object, ...]], name: str, offset: int) -> tuple[bytes, int]:
+    async def _await(
+        self, fut: asyncio.Future[tuple[object, ...]], name: str, offset: int, check_crc: bool = True
+    ) -> tuple[bytes, int]:
+        """The chunk `name`@`offset` of a DATA answer and the file's size; `check_crc=False` leaves the chunk's
+        CRC to the caller (it is checked on the download thread, off the event loop, by _write_chunk)."""
+        data, size, _ = await self._await_crc(fut, name, offset, check_crc)
+        return data, size
+
+    async def _await_crc(
+        self, fut: asyncio.Future[tuple[object, ...]], name: str, offset: int, check_crc: bool
+    ) -> tuple[bytes, int, int]:
         try:
             body = await asyncio.wait_for(fut, self.options.request_timeout_s)
         except TimeoutError:
@@ -329,12 +359,12 @@ class SnapshotDownloader:
         if body[0] != DATA or len(body) != 9:
             raise DownloadError(f"malformed answer for {name} at offset {offset}")
         _, _, _, _, rname, roffset, data, crc, size = body
-        if rname != name or roffset != offset or type(data) is not bytes or type(size) is not int:
+        if rname != name or roffset != offset or type(data) is not bytes or type(size) is not int or type(crc) is not int:
             raise DownloadError(f"answer for {rname}@{roffset} does not match the request {name}@{offset}")
-        if crc32c(data) != crc:
+        if check_crc and crc32c(data) != crc:
             raise DownloadError(f"chunk {name} [{offset}, {offset + len(data)}): CRC mismatch")
         self.bytes_received += len(data)
-        return data, size
+        return data, size, crc
 
     async def _fetch_small(self, offer: Offer, name: str) -> bytes:
         parts: list[bytes] = []
@@ -374,11 +404,10 @@ class SnapshotDownloader:
                     inflight.append((next_off, n, await self._request(offer, name, next_off, n)))
                     next_off += n
                 at, n, fut = inflight.popleft()
-                data, _ = await self._await(fut, name, at)
+                data, _, chunk_crc = await self._await_crc(fut, name, at, check_crc=False)
                 if len(data) != n:
                     raise DownloadError(f"{name}: {len(data)} bytes at offset {at}, asked for {n} (file changed?)")
-                crc = crc32c_extend(crc, data)
-                await loop.run_in_executor(self._io, os.pwrite, fd, data, at)
+                crc = await loop.run_in_executor(self._io, _write_chunk, fd, data, at, chunk_crc, crc, name)
                 failpoint.hit("install.chunk")
                 offset = at + n
                 if offset - synced_at >= self.options.sync_every_bytes and offset < size:
@@ -395,6 +424,14 @@ class SnapshotDownloader:
 
 
 # --- file helpers (on the download thread) -------------------------------------------------------------
+
+
+def _write_chunk(fd: int, data: bytes, at: int, chunk_crc: int, crc: int, name: str) -> int:
+    """Check a received chunk against its CRC, write it at `at`; the file's running CRC extended by it."""
+    if crc32c(data) != chunk_crc:
+        raise DownloadError(f"chunk {name} [{at}, {at + len(data)}): CRC mismatch")
+    os.pwrite(fd, data, at)
+    return crc32c_extend(crc, data)
 
 
 def _prepare(target: Path, meta_bytes: bytes) -> None:

@@ -155,7 +155,9 @@ class Node:
         self.transport = TcpTransport(self.id, o.peers[self.id], self.transport_peers(), o.secret, self._on_messages,
                                       o.transport)  # fmt: skip
         self.transport.on_snapshot_frame = self._on_snapshot_frame
-        self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so)
+        self.transport.on_peer_lost = self._on_peer_lost
+        self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so,
+                                      self.transport.prepare_snapshot_frame, self.transport.send_snapshot_frame)  # fmt: skip
         self._downloader = SnapshotDownloader(
             os.path.join(o.data_dir, "snapshot-download"), self._storage, self.transport.send_snapshot_frame, so
         )
@@ -422,6 +424,13 @@ class Node:
                 self._downloader.offer(m, self._downloaded)
                 continue
             step(m)
+        self._kick()
+
+    def _on_peer_lost(self, peer: str) -> None:
+        """A peer's connection closed under us: if it was our leader, campaign soon (RaftCore.peer_lost)."""
+        if self._stopped or self._error is not None or self.core is None:
+            return
+        self.core.peer_lost(peer)
         self._kick()
 
     def _wants_download(self, core: RaftCore, m: Message) -> bool:

@@ -223,8 +223,17 @@ class ScanResult:
     torn: bool  # True if bytes after valid_end were discarded (only ever for the last segment)
 
 
-def scan_segment(data: bytes, path: str, is_last: bool) -> ScanResult:
+def scan_segment(data: bytes, path: str, is_last: bool, skip_below: int = 0, segment_first: int = 0) -> ScanResult:
     """Parse every frame after the header into committed batches.
+
+    Entry frames below `skip_below` (compacted: below the log's first index, never read again) are walked
+    by their headers only, without the CRC over their payload, so that recovery after a snapshot does not
+    pay for the dead records of the surviving segment (`segment_first`: the segment's first index, from its
+    header). One
+    is skipped only where its index is exactly the next one in sequence (the segment's first index, the
+    previous entry's + 1, or a truncate frame's), so a damaged index field is CRC-checked and caught like
+    any other damage; a damaged length still derails the walk into a bad frame or a commit frame whose
+    frame count and start offset do not match.
 
     An invalid frame or uncommitted frames at the end are a torn write only if this is the last segment
     and no valid commit frame of a *later* batch follows (a later batch is only written after this one's
@@ -239,17 +248,21 @@ def scan_segment(data: bytes, path: str, is_last: bool) -> ScanResult:
     truncate_from: int | None = None
     first_index = frames = 0
     expect = -1  # next entry index in the open batch; -1 before its first entry
+    follows = segment_first if skip_below > segment_first else -1  # the next index in sequence, where skipping
     unpack_prefix, unpack_fields, crc = _PREFIX.unpack_from, _ENTRY_FIELDS.unpack_from, _crc
     while off < end:
         if off + 9 > end:
             return _bad_tail(data, path, is_last, off, committed, batches, "truncated frame")
         frame_crc, length = unpack_prefix(data, off)
         stop = off + 8 + length
-        if length == 0 or stop > end or crc(data[off + 4 : stop]) != frame_crc:
+        if length == 0 or stop > end:
             return _bad_tail(data, path, is_last, off, committed, batches, "invalid frame (CRC or length)")
         kind = data[off + 8]
         if kind == FRAME_ENTRY and length >= _ENTRY_BODY_MIN:
             _etype, term, index = unpack_fields(data, off + 9)
+            if (index != follows or index >= skip_below) and crc(data[off + 4 : stop]) != frame_crc:
+                return _bad_tail(data, path, is_last, off, committed, batches, "invalid frame (CRC or length)")
+            follows = index + 1 if index == follows else -1
             if expect < 0:
                 first_index = index
             elif index != expect:
@@ -259,10 +272,13 @@ def scan_segment(data: bytes, path: str, is_last: bool) -> ScanResult:
             add_offset(off)
             add_size(8 + length)
             frames += 1
+        elif crc(data[off + 4 : stop]) != frame_crc:
+            return _bad_tail(data, path, is_last, off, committed, batches, "invalid frame (CRC or length)")
         elif kind == FRAME_TRUNCATE and length == 9:
             if frames:
                 raise LogCorruptionError(path, off, "truncate frame in the middle of a batch")
             (truncate_from,) = _U64.unpack_from(data, off + 9)
+            follows = truncate_from if follows >= 0 else -1
             first_index = expect = truncate_from
             frames = 1
         elif kind == FRAME_COMMIT and length == 13:

@@ -313,7 +313,7 @@ class SegmentLog:
         Anything else that fails to parse raises LogCorruptionError with the file and byte offset, before
         any file is changed.
         """
-        verdict = scan_directory(self.directory)
+        verdict = scan_directory(self.directory, skip_compacted=True)
         error = verdict.error()
         if error is not None:
             raise error

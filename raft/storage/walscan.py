@@ -124,9 +124,11 @@ class SegmentScan:
         return max((b.first_index + b.count - 1 for b in self.spans if b.count), default=0)
 
 
-def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None, *, crcs: bool = True) -> SegmentScan:
+def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None, *, crcs: bool = True,
+                       skip_below: int = 0) -> SegmentScan:  # fmt: skip
     """Scan one segment's bytes with the WAL's own rules; damage is recorded (with the batches before it)
     instead of raised. `crcs`: keep each entry frame's CRC (the audit's log matching; recovery needs none).
+    `skip_below`: entries below this index (compacted) are walked by header only (`scan_segment`).
     A void segment's bytes are not looked at (pass b"")."""
     path = path or seg.name
     out = SegmentScan(path, seg.seg_id, seg.first_index, seg.size if seg.status == "void" else len(data), seg.status)
@@ -139,7 +141,7 @@ def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None
         header = read_header(data, path)
         if header != (seg.first_index, seg.seg_id):
             raise LogCorruptionError(path, 0, f"header (first_index, seg_id) {header} contradicts the name")
-        scan = scan_segment(data, path, seg.is_last)
+        scan = scan_segment(data, path, seg.is_last, skip_below, seg.first_index)
     except LogCorruptionError as e:
         out.status = "damaged"
         out.damage = Damage(path, e.offset, e.reason, None)
@@ -358,9 +360,11 @@ def list_directory(directory: str | os.PathLike[str]) -> WalListing:
 
 
 def scan_directory(directory: str | os.PathLike[str], listing: WalListing | None = None, *, crcs: bool = False,
-                   advance: Callable[[int], None] | None = None) -> WalScan:  # fmt: skip
+                   advance: Callable[[int], None] | None = None, skip_compacted: bool = False) -> WalScan:  # fmt: skip
     """Read and scan every segment of a local WAL directory; writes nothing. `advance(bytes)` reports
-    progress. Raises LogCorruptionError only for a damaged wal_meta (nothing can be placed without it)."""
+    progress. `skip_compacted`: entries below wal_meta's first index are not CRC-checked (recovery: they are
+    never read again; rmqctl and the audit check every byte). Raises LogCorruptionError only for a damaged
+    wal_meta (nothing can be placed without it)."""
     directory = os.fspath(directory)
     listing = listing or list_directory(directory)
     scans: list[SegmentScan] = []
@@ -370,7 +374,8 @@ def scan_directory(directory: str | os.PathLike[str], listing: WalListing | None
         if seg.status != "void":
             with open(path, "rb") as f:
                 data = f.read()
-        scans.append(scan_segment_bytes(data, seg, path, crcs=crcs))
+        skip = listing.wal_first if skip_compacted else 0
+        scans.append(scan_segment_bytes(data, seg, path, crcs=crcs, skip_below=skip))
         if advance is not None:
             advance(seg.size)
     return WalScan(directory, listing, scans, merge_scans(listing, scans))

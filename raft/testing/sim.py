@@ -249,6 +249,9 @@ class Simulation:
         self.seed = seed
         self.opts = opts or SimOptions()
         self.rng = random.Random(seed)
+        # Connection-loss signals (RaftCore.peer_lost) draw from their own stream, so that the schedules of the
+        # existing seeds stay what they were.
+        self.conn_rng = random.Random(seed ^ 0x5EED_C0DE)
         o = self.opts
         ids = [f"n{i + 1}" for i in range(o.nodes + o.learners + o.spare_nodes)]
         self.bootstrap = ConfState(tuple(ids[: o.nodes]), tuple(ids[o.nodes : o.nodes + o.learners]))
@@ -373,6 +376,11 @@ class Simulation:
             if o.rollback and self.step_no % 40 == 0:
                 for n in self.nodes.values():  # keep a few old copies of every disk for rollbacks
                     n.backups = [*n.backups[-2:], (self.step_no, n.durable.snap, list(n.durable.entries))]
+            if self.conn_rng.random() < 0.003:  # a connection reset while both ends live: a false alarm
+                m = self.conn_rng.choice([n for n in self.nodes.values()])
+                if m.alive and m.core.leader:
+                    self._log(f"connection from {m.core.leader} to {m.id} reset")
+                    m.core.peer_lost(m.core.leader)
             scheduled = self.at.pop(self.step_no, None)
             if scheduled is not None:
                 scheduled()
@@ -454,6 +462,9 @@ class Simulation:
         lose = self.rng.random() < self.opts.lose_unsynced
         self._log(f"crash {n.id} lose_unsynced={lose}")
         n.crash(lose)
+        for m in self.nodes.values():  # the crashed node's connections close: most peers notice at once
+            if m.alive and m is not n and self.conn_rng.random() < 0.7:
+                m.core.peer_lost(n.id)
 
     # ------------------------------------------------------------------ scripts
 

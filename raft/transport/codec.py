@@ -203,9 +203,10 @@ def decode_batch(payload: bytes | memoryview) -> tuple[str, list[Message]]:
 
 
 def encode_snapshot_payload(sender: str, body: Sequence[object]) -> bytes:
-    """A KIND_SNAPSHOT frame payload. `body` is an InstallSnapshot request or response (raft.node.install)."""
+    """A KIND_SNAPSHOT frame payload. `body` is an InstallSnapshot request or response (raft.node.install).
+    Thread-safe (no shared packer): the leader encodes its chunk answers on its snapshot-serving threads."""
     try:
-        return bytes((KIND_SNAPSHOT,)) + _packer.pack((sender, tuple(body)))
+        return bytes((KIND_SNAPSHOT,)) + msgpack.packb((sender, tuple(body)), use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as e:
         raise CodecError(f"cannot encode snapshot frame: {e}") from e
 

@@ -95,6 +95,9 @@ class TcpTransport:
         self._header_bytes = header_bytes(node_id)
         self._on_messages = on_messages
         self.on_snapshot_frame: OnSnapshotFrame | None = None  # InstallSnapshot chunk traffic (raft.node.install)
+        # Called with a peer's id when an inbound connection on which that peer authenticated is closed by
+        # the other end (its process died, say): the node uses it to detect a dead leader early.
+        self.on_peer_lost: Callable[[str], None] | None = None
         self._peers: dict[str, _Peer] = {}
         # Room for packed messages in one frame; a single message bigger than this can never be sent.
         self._frame_room = self.options.max_frame_bytes - self._header_bytes - batch_overhead(node_id)
@@ -190,24 +193,33 @@ class TcpTransport:
             peer.pending.append(data)
             peer.pending_bytes += len(data)
 
-    def send_snapshot_frame(self, to: str, body: tuple[object, ...]) -> bool:
+    def prepare_snapshot_frame(self, body: tuple[object, ...]) -> tuple[bytes, bytes]:
+        """(payload, header) of a snapshot frame, for send_snapshot_frame(prepared=...). Thread-safe: the
+        leader encodes and tags (BLAKE2b, which releases the GIL) its 1 MiB chunk answers off the event loop."""
+        payload = encode_snapshot_payload(self.node_id, body)
+        return payload, frame_header(self._sender, payload, self._key)
+
+    def send_snapshot_frame(
+        self, to: str, body: tuple[object, ...], prepared: tuple[bytes, bytes] | None = None
+    ) -> bool:
         """Queue one InstallSnapshot request or response for `to`, in its own frame after the messages of
-        this turn. Best effort like send(): False (and counted as dropped) if the peer is unknown,
-        unreachable or backed up beyond max_pending_bytes; the requester's timeout repairs it."""
+        this turn (`prepared`: that frame already encoded by prepare_snapshot_frame(body)). Best effort like
+        send(): False (and counted as dropped) if the peer is unknown, unreachable or backed up beyond
+        max_pending_bytes; the requester's timeout repairs it."""
         if self._loop is None:
             raise RuntimeError("TcpTransport.send_snapshot_frame() before start()")
         peer = self._peers.get(to)
         if peer is None or self._closed or (peer.conn is None and peer.connecting is None and not self._dial(peer)):
             self._counters["dropped"] += 1
             return False
-        payload = encode_snapshot_payload(self.node_id, body)
+        payload, header = prepared if prepared is not None else (encode_snapshot_payload(self.node_id, body), None)
         if self._header_bytes + len(payload) > self.options.max_frame_bytes or (
             peer.pending_bytes + peer.frame_bytes + len(payload) > self.options.max_pending_bytes
         ):
             self._counters["dropped"] += 1
             return False
         self._schedule_flush(peer)
-        peer.frames.append(payload)
+        peer.frames.append((header, payload))
         peer.frame_bytes += len(payload)
         return True
 
@@ -264,8 +276,8 @@ class TcpTransport:
         frames = peer.frames
         n = 0
         while n < len(frames) and not (conn.paused or conn.closed or conn.transport.is_closing()):
-            payload = frames[n]
-            conn.transport.writelines((frame_header(self._sender, payload, self._key), payload))
+            header, payload = frames[n]
+            conn.transport.writelines((header or frame_header(self._sender, payload, self._key), payload))
             conn.last_write = self._loop_time()
             self._counters["frames_sent"] += 1
             self._counters["bytes_sent"] += self._header_bytes + len(payload)
@@ -434,7 +446,7 @@ class _Peer:
         self.id = peer_id
         self.address = address
         self.pending: list[bytes] = []  # packed messages not yet written
-        self.frames: list[bytes] = []  # snapshot frame payloads not yet written
+        self.frames: list[tuple[bytes | None, bytes]] = []  # snapshot frames not yet written: (header or None, payload)
         self.pending_bytes = 0
         self.frame_bytes = 0
         self.conn: _Outbound | None = None
@@ -504,6 +516,7 @@ class _Inbound(asyncio.Protocol):
         self._closing = False
         self._last_data = self._loop.time()
         self._timer: asyncio.TimerHandle | None = None
+        self.sender = ""  # the peer whose authenticated frames arrive here ("" until the first one)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -527,6 +540,7 @@ class _Inbound(asyncio.Protocol):
         self._last_data = self._loop.time()
         reader = self._reader
         for sender, payload in reader.feed(data):
+            self.sender = sender
             owner._on_frame(sender, payload)
         if reader.authenticated and self in owner._unauthenticated:
             owner._unauthenticated.discard(self)  # from now on the timer watches for idleness
@@ -559,11 +573,17 @@ class _Inbound(asyncio.Protocol):
         self._timer = self._loop.call_at(self._last_data + idle, self._check_time)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._owner._inbound.discard(self)
-        self._owner._unauthenticated.discard(self)
+        owner = self._owner
+        owner._inbound.discard(self)
+        owner._unauthenticated.discard(self)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.sender and not self._closing and not owner._closed and owner.on_peer_lost is not None:
+            try:
+                owner.on_peer_lost(self.sender)
+            except Exception:  # the node's bug; the transport goes on
+                logger.exception("%s: on_peer_lost raised", owner.node_id)
         if not self.lost.done():
             self.lost.set_result(None)
 

@@ -9,7 +9,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raft.core.quorum import committed_index, majority, vote_result
+from raft.core.quorum import VoteResult, committed_index, majority, vote_result
 
 
 def test_majority_is_more_than_half() -> None:
@@ -57,35 +57,35 @@ def test_committed_index_matches_the_definition(matches: list[int]) -> None:
 
 
 def test_vote_won_as_soon_as_a_majority_granted() -> None:
-    assert vote_result(["a"], {"a": True}) == "won"
-    assert vote_result(["a", "b", "c"], {"a": True, "b": True}) == "won"
-    assert vote_result(["a", "b", "c"], {"a": True, "b": True, "c": False}) == "won"
-    assert vote_result(["a", "b", "c", "d"], {"a": True, "b": True, "c": True}) == "won"
+    assert vote_result(["a"], {"a": True}) == VoteResult.WON
+    assert vote_result(["a", "b", "c"], {"a": True, "b": True}) == VoteResult.WON
+    assert vote_result(["a", "b", "c"], {"a": True, "b": True, "c": False}) == VoteResult.WON
+    assert vote_result(["a", "b", "c", "d"], {"a": True, "b": True, "c": True}) == VoteResult.WON
 
 
 def test_vote_pending_while_the_outstanding_votes_could_still_decide() -> None:
-    assert vote_result(["a"], {}) == "pending"
-    assert vote_result(["a", "b", "c"], {"a": True}) == "pending"
-    assert vote_result(["a", "b", "c"], {"a": True, "b": False}) == "pending"
-    assert vote_result(["a", "b", "c", "d"], {"a": True, "b": True, "c": False}) == "pending"  # 2 of 4: no
+    assert vote_result(["a"], {}) == VoteResult.PENDING
+    assert vote_result(["a", "b", "c"], {"a": True}) == VoteResult.PENDING
+    assert vote_result(["a", "b", "c"], {"a": True, "b": False}) == VoteResult.PENDING
+    assert vote_result(["a", "b", "c", "d"], {"a": True, "b": True, "c": False}) == VoteResult.PENDING  # 2 of 4: no
 
 
 def test_vote_lost_once_a_majority_can_no_longer_grant() -> None:
-    assert vote_result(["a"], {"a": False}) == "lost"
-    assert vote_result(["a", "b", "c"], {"a": False, "b": False}) == "lost"
-    assert vote_result(["a", "b", "c"], {"a": True, "b": False, "c": False}) == "lost"
+    assert vote_result(["a"], {"a": False}) == VoteResult.LOST
+    assert vote_result(["a", "b", "c"], {"a": False, "b": False}) == VoteResult.LOST
+    assert vote_result(["a", "b", "c"], {"a": True, "b": False, "c": False}) == VoteResult.LOST
     # Four voters: two rejections already leave at most two grants, one short of three.
-    assert vote_result(["a", "b", "c", "d"], {"a": True, "b": False, "c": False}) == "lost"
+    assert vote_result(["a", "b", "c", "d"], {"a": True, "b": False, "c": False}) == VoteResult.LOST
 
 
 def test_votes_from_non_voters_are_not_counted() -> None:
-    assert vote_result(["a", "b", "c"], {"a": True, "learner": True, "gone": True}) == "pending"
-    assert vote_result(["a", "b", "c"], {"learner": False, "gone": False}) == "pending"
+    assert vote_result(["a", "b", "c"], {"a": True, "learner": True, "gone": True}) == VoteResult.PENDING
+    assert vote_result(["a", "b", "c"], {"learner": False, "gone": False}) == VoteResult.PENDING
 
 
 def test_vote_result_accepts_a_one_shot_iterable_of_voters() -> None:
     # The core passes whatever collection it holds; a generator is read once for the count and the tally.
-    assert vote_result((v for v in ["a", "b", "c"]), {"a": True, "b": True}) == "won"
+    assert vote_result((v for v in ["a", "b", "c"]), {"a": True, "b": True}) == VoteResult.WON
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=9), st.randoms(use_true_random=False))
@@ -100,8 +100,8 @@ def test_a_decided_vote_stays_decided_as_more_answers_arrive(answers: list[bool]
     for v, granted in order:
         votes[v] = granted
         results.append(vote_result(voters, votes))
-    decided = [r for r in results if r != "pending"]
-    assert results[-1] != "pending"
+    decided = [r for r in results if r != VoteResult.PENDING]
+    assert results[-1] != VoteResult.PENDING
     assert decided == [results[-1]] * len(decided)
     assert results.index(results[-1]) + len(decided) == len(results)  # pending first, then decided only
-    assert results[-1] == ("won" if answers.count(True) >= len(voters) // 2 + 1 else "lost")
+    assert results[-1] == (VoteResult.WON if answers.count(True) >= len(voters) // 2 + 1 else VoteResult.LOST)

@@ -527,3 +527,35 @@ def test_inmem_screens_senders_and_respects_peers() -> None:
         assert a.stats()["dropped"] == 2
 
     asyncio.run(main())
+
+
+def test_a_snapshot_frame_prepared_on_another_thread_arrives_like_an_ordinary_one(
+    run: Callable[[Awaitable[None]], None],
+) -> None:
+    async def main() -> None:
+        async with Cluster(["a", "b"]) as c:
+            got: list[tuple[str, tuple[object, ...]]] = []
+            c.t["b"].on_snapshot_frame = lambda sender, body: got.append((sender, body))
+            big = (1, 7, 2, 9, "data", 0, bytes(range(256)) * 4096, 3, 1 << 20)
+            prepared = await asyncio.get_running_loop().run_in_executor(None, c.t["a"].prepare_snapshot_frame, big)
+            assert c.t["a"].send_snapshot_frame("b", big, prepared=prepared)
+            assert c.t["a"].send_snapshot_frame("b", (2, 8))  # an ordinary one after it, in order
+            await eventually(lambda: len(got) == 2)
+            assert got == [("a", big), ("a", (2, 8))]
+            assert c.t["b"].stats()["auth_failures"] == 0
+
+    run(main())
+
+
+def test_a_peer_whose_connection_closes_under_us_is_reported_lost(run: Callable[[Awaitable[None]], None]) -> None:
+    async def main() -> None:
+        async with Cluster(["a", "b"]) as c:
+            lost: list[str] = []
+            c.t["b"].on_peer_lost = lost.append
+            c.t["a"].send([hb("a", "b", 1)])
+            await c.inbox["b"].wait(1)  # b knows who is on the other end of that connection
+            assert lost == []
+            await c.t["a"].close()  # a goes away: its connection to b closes
+            await eventually(lambda: lost == ["a"])
+
+    run(main())

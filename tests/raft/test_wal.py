@@ -559,3 +559,39 @@ def test_a_new_segment_and_its_directory_entry_are_fsynced_before_append_returns
                 assert ("fsync", directory) in after, f"the directory entry of {seg} was never fsynced: {after}"
             created += len(new)
     assert created >= 3, "the appends did not cross segment boundaries: nothing was tested"
+
+
+def test_recovery_does_not_crc_check_compacted_entries_but_does_check_live_ones(tmp_path: Path) -> None:
+    """A compacted (dead) entry's payload is not read at recovery: damage there is harmless, since it is never
+    read again. The same damage one entry above the first index is caught."""
+    with SegmentLog(tmp_path) as log:
+        for i in range(1, 41, 4):
+            log.append(ents(i, i + 3))
+        log.truncate_prefix(21)  # one segment: entries 1..20 are dead records in the surviving file
+    (seg,) = wal_files(tmp_path)
+    data = bytearray(seg.read_bytes())
+    dead = data.index(b"1:10:")
+    data[dead + 1] ^= 0xFF  # payload of dead entry 10
+    seg.write_bytes(bytes(data))
+    with SegmentLog(tmp_path) as log:
+        assert dump(log) == [(1, i, EntryType.NORMAL, f"1:{i}:".encode().ljust(8, b".")) for i in range(21, 41)]
+    live = data.index(b"1:22:")
+    data[live + 1] ^= 0xFF  # payload of live entry 22, in a batch followed by later ones
+    seg.write_bytes(bytes(data))
+    with pytest.raises(LogCorruptionError):
+        SegmentLog(tmp_path)
+
+
+def test_a_damaged_index_that_makes_a_live_entry_look_compacted_is_still_caught(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path) as log:
+        for i in range(1, 41, 4):
+            log.append(ents(i, i + 3))
+        log.truncate_prefix(21)
+    (seg,) = wal_files(tmp_path)
+    data = bytearray(seg.read_bytes())
+    index_field = data.index(b"1:25:") - 8  # the entry frame's u64 index sits just before its data
+    assert int.from_bytes(data[index_field : index_field + 8], "little") == 25
+    data[index_field : index_field + 8] = (5).to_bytes(8, "little")  # 25 -> 5: below the first index
+    seg.write_bytes(bytes(data))
+    with pytest.raises(LogCorruptionError):
+        SegmentLog(tmp_path)

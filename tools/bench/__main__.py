@@ -1,4 +1,4 @@
-"""python -m tools.bench <benchmark> [options]; benchmarks: raft, snapshot, statemachine, http, audit, remoting."""
+"""python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("raft", "snapshot", "statemachine", "http", "audit", "remoting"):
-        print("usage: python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
+    if len(sys.argv) < 2 or sys.argv[1] not in ("all", "raft", "snapshot", "statemachine", "http", "audit", "remoting"):
+        print("usage: python -m tools.bench all [--quick] [--json FILE] [--reps N] [--only SECTIONS]", file=sys.stderr)
+        print("       python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
         print(
             "       python -m tools.bench snapshot [--sizes 10,100] [--entries N] [--json F] [--quick]", file=sys.stderr
         )
@@ -18,6 +19,10 @@ def main() -> int:
         print("       python -m tools.bench remoting [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
               file=sys.stderr)  # fmt: skip
         return 2
+    if sys.argv[1] == "all":
+        from tools.bench import all as all_bench
+
+        return all_bench.main(sys.argv[2:])
     if sys.argv[1] == "audit":
         from tools.bench import audit_bench
 

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from raft.testing.cluster import free_ports
+from tools.bench.group import child_env, wait_http
 
 HEARTBEAT = "/api/v1/controller/heartbeat"
 
@@ -140,23 +141,8 @@ def drive(host: str, port: int, seconds: float, connections: int, clients: int, 
             "p50_ms": pct(0.50), "p99_ms": pct(0.99), "wall_s": round(elapsed, 1)}  # fmt: skip
 
 
-def _env() -> dict[str, str]:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-
-
-def _wait_http(url: str, timeout: float, procs: list[subprocess.Popen[bytes]]) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise RuntimeError(f"a server exited while waiting for {url}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)  # waiting for a child process to listen
-    raise RuntimeError(f"{url} not ready within {timeout:g}s")
+_env = child_env  # the names remoting_bench and all.py import
+_wait_http = wait_http
 
 
 def bench_bare(args: argparse.Namespace) -> dict[str, Any]:
