@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from api.service import ServiceOptions
-from api.settings import read_token_file
+from api.settings import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_BYTES, MIN_FRAME_BYTES, read_token_file
 from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
 
 log = logging.getLogger("controllerd.config")
@@ -218,6 +218,8 @@ class KeySpec:
     """The default as the file would spell it; None means unset."""
     minimum: int | None = None
     replicated: bool = False
+    maximum: int | None = None
+    """Largest value of an int; None: a Java int's."""
     doc: str = ""
 
 
@@ -311,6 +313,9 @@ KEYS: tuple[KeySpec, ...] = (
             doc="writes get 503 while the store's file system has less free space (MiB); 0 disables"),  # fmt: skip
     KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
             doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes"),  # fmt: skip
+    KeySpec("controllerRemotingMaxFrameBytes", "remoting_max_frame_bytes", "int", str(DEFAULT_MAX_FRAME_BYTES),
+            minimum=MIN_FRAME_BYTES, maximum=MAX_FRAME_BYTES,
+            doc="a remoting frame longer than this closes its connection (RocketMQ's frameMaxLength)"),  # fmt: skip
 )
 BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
 SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
@@ -375,6 +380,7 @@ class ControllerConfig:
     http_max_body_bytes: int
     http_max_connections: int
     http_keep_alive_secs: int
+    remoting_max_frame_bytes: int
     sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type"."""
 
@@ -443,6 +449,8 @@ def _convert(spec: KeySpec, raw: str) -> Any:
         v = int(raw)
         if spec.minimum is not None and v < spec.minimum:
             raise ValueError(f"must be >= {spec.minimum}")
+        if spec.maximum is not None and v > spec.maximum:
+            raise ValueError(f"must be <= {spec.maximum}")
         if v > JAVA_INT_MAX:
             raise ValueError(f"must be <= {JAVA_INT_MAX} (a Java int)")
         return v

@@ -142,6 +142,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             max_body_bytes=cfg.http_max_body_bytes,
             max_connections=cfg.http_max_connections,
             keep_alive_s=float(cfg.http_keep_alive_secs),
+            remoting_max_frame_bytes=cfg.remoting_max_frame_bytes,
             address=cfg.server_id,  # RocketMQ labels jRaft metrics with jRaftServerId as address and peer_id
             group=cfg.group_id,
             peer_id=cfg.server_id,

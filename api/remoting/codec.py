@@ -21,6 +21,8 @@ import json
 import struct
 from dataclasses import dataclass, field
 
+from api.settings import DEFAULT_MAX_FRAME_BYTES
+
 JSON = 0
 ROCKETMQ = 1
 SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
@@ -33,7 +35,7 @@ LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTH
              "RUST", "NODE_JS")  # fmt: skip
 _LANGUAGE_CODE = {name: i for i, name in enumerate(LANGUAGES)}
 
-DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength's default (16 MiB)
+DEFAULT_MAX_FRAME = DEFAULT_MAX_FRAME_BYTES  # com.rocketmq.remoting.frameMaxLength's default (16 MiB)
 MAX_HEADER = 0xFFFFFF  # 24 bits of headerInfo
 VERSION = 453  # MQVersion.Version.V5_3_3.ordinal(), what a 5.3.3 node sends
 

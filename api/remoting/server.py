@@ -291,11 +291,10 @@ class RemotingServer:
         settings: ApiSettings,
         address: tuple[str, int],
         metrics: ControllerMetrics | None = None,
-        max_frame: int = codec.DEFAULT_MAX_FRAME,
     ) -> None:
         self.service = service
         self.address = address
-        self.max_frame = max_frame
+        self.max_frame = settings.remoting_max_frame_bytes
         self.dispatcher = Dispatcher(service, settings, metrics)
         self.connections: set[_Connection] = set()
         self.channels: dict[tuple[str, str, int], _Connection] = {}  # broker identity -> its latest connection

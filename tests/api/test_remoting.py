@@ -8,6 +8,7 @@ import asyncio
 import json
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,32 @@ async def test_a_broken_stream_closes_only_that_connection(node: RemotingNode) -
     big.send_raw(struct.pack(">i", codec.DEFAULT_MAX_FRAME + 1))
     await asyncio.wait_for(big.closed, 10)
     assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+
+
+async def test_the_max_frame_size_is_the_configured_one(node: RemotingNode) -> None:
+    limit = 65536  # controllerRemotingMaxFrameBytes's minimum, far below the 16 MiB default
+    server = RemotingServer(node.service, replace(SETTINGS, remoting_max_frame_bytes=limit), ("127.0.0.1", 0))
+    await server.start()
+    try:
+        def frame(total: int) -> bytes:  # a 1005 whose length field says `total`, padded with body bytes
+            header = len(codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, opaque=1))) - 8
+            data = codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, opaque=1, body=b"x" * (total - 4 - header)))
+            assert struct.unpack_from(">i", data)[0] == total
+            return data
+
+        at_limit = await RemotingClient.connect("127.0.0.1", server.port)
+        fut = asyncio.get_running_loop().create_future()
+        at_limit.pending[1] = fut
+        at_limit.send_raw(frame(limit))
+        assert (await asyncio.wait_for(fut, 10)).code == C.SUCCESS  # a frame of exactly the limit is served
+        over = await RemotingClient.connect("127.0.0.1", server.port)
+        over.send_raw(frame(limit + 1))
+        await asyncio.wait_for(over.closed, 10)  # one byte more: the stream is out of step, closed
+        assert not at_limit.closed.done()
+        assert (await at_limit.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+        at_limit.close()
+    finally:
+        await server.stop()
 
 
 async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, unique: Counter) -> None:

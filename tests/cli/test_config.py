@@ -128,6 +128,7 @@ def test_defaults_are_rocketmqs_and_the_snapshot_threshold_is_ours() -> None:
     )
     assert cfg.config_black_list == ("configBlackList", "configStorePath")
     assert cfg.admin_token is None and cfg.cluster_secret is None
+    assert cfg.remoting_max_frame_bytes == 16 * 1024 * 1024  # RocketMQ's frameMaxLength
     assert all(src == "default" for src in cfg.sources.values())
     assert [w for w in warnings if "jRaftClusterSecret is not set" in w]
 
@@ -196,6 +197,9 @@ BAD_VALUES = [
     ("jRaftReadOnlyOption", "LeaseBased", "must be one of ReadOnlySafe, ReadOnlyLeaseBased"),
     ("jRaftMaxClockDriftPercent", "100", "must be below 100"),
     ("jRaftCheckQuorum", "yes", "must be true or false"),
+    ("controllerRemotingMaxFrameBytes", "65535", "must be >= 65536"),
+    ("controllerRemotingMaxFrameBytes", "1073741825", "must be <= 1073741824"),
+    ("controllerRemotingMaxFrameBytes", "16M", "not an integer"),
 ]
 
 
