@@ -147,7 +147,7 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
         assert body is not None and new.id in body.voters and body.learners == []
         assert await new.service.node.wait_for_leader(10) == leader.id
         status = (await leader.ok("GET", "/api/v1/raft/status", token=True))["body"]
-        # A member added at runtime has no remoting address: only configured peers carry one (docs/remoting.md).
+        # Added without remotingAddress: none is known for it (test_remoting adds one with it).
         assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id),
                 "remotingAddress": None, "voter": True} in status["peers"]  # fmt: skip
         # Issue 12, bug 5: the followers' configuration never named it; they learn both addresses from the log.
