@@ -467,8 +467,8 @@ async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_
         env = await leader.ok("POST", "/api/v1/raft/peers", token=True,
                               json={"id": new, "httpAddress": "127.0.0.2:1", "remotingAddress": remoting[new]})  # fmt: skip
         assert new in env["body"]["voters"]
-        for n in nodes[:3]:
-            await wait_for(lambda n=n: new in n.service.node.status()["voters"])
+        for n in nodes[:3]:  # woken by each of the node's processing rounds, no polling
+            await asyncio.wait_for(n.service.node._wait_for(lambda n=n: new in n.service.node.status()["voters"]), 10)
         for i in range(3):
             meta = (await ask(i, H.GET_METADATA_INFO)).ext_fields
             assert set(meta["peers"].rstrip(";").split(";")) == set(remoting.values()), i
@@ -483,7 +483,7 @@ async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_
         assert set(meta["peers"].rstrip(";").split(";")) == set(remoting.values())
         # The new member leads: the restarted node names its remoting address to brokers (1005 and 2007).
         await leader.ok("POST", "/api/v1/raft/transfer-leader", token=True, json={"to": new})
-        await wait_for(lambda: nodes[f].service.node.leader_id() == new)
+        await asyncio.wait_for(nodes[f].service.node._wait_for(lambda: nodes[f].service.node.leader_id() == new), 10)
         assert (await ask(f, H.GET_METADATA_INFO)).ext_fields["controllerLeaderAddress"] == remoting[new]
         r = await ask(f, C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
         assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[new]
