@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
+DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # RocketMQ's com.rocketmq.remoting.frameMaxLength default (16 MiB)
+MIN_FRAME_BYTES = 64 * 1024  # below this, a 1006 naming a few thousand brokers or a 1009 body would not fit
+MAX_FRAME_BYTES = 1024 * 1024 * 1024  # a frame is buffered whole before it is decoded: 1 GiB per connection at most
 # RocketMQ rejects updates of these keys whatever configBlackList says (ControllerRequestProcessor).
 ALWAYS_BLACK_LISTED = ("configBlackList", "configStorePath", "rocketmqHome")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -42,6 +45,8 @@ class ApiSettings:
     local_config: Mapping[str, str] = field(default_factory=dict)
     """This node's node-local effective config as text, secrets redacted (cli.config.effective_items):
     GET /api/v1/admin/config shows it next to the replicated keys."""
+    remoting_max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    """[controllerRemotingMaxFrameBytes] a remoting frame whose length field says more closes its connection."""
     max_transfer_lag_entries: int = 100
     """POST /api/v1/raft/transfer-leader refuses a target further behind the leader's log than this."""
     transfer_timeout_s: float | None = None
@@ -56,6 +61,9 @@ class ApiSettings:
             raise ValueError(f"max_body_bytes must be >= 1024, got {self.max_body_bytes}")
         if self.max_connections < 1 or self.keep_alive_s <= 0:
             raise ValueError("max_connections and keep_alive_s must be positive")
+        if not MIN_FRAME_BYTES <= self.remoting_max_frame_bytes <= MAX_FRAME_BYTES:
+            raise ValueError(f"remoting_max_frame_bytes must be in {MIN_FRAME_BYTES}..{MAX_FRAME_BYTES}, "
+                             f"got {self.remoting_max_frame_bytes}")  # fmt: skip
         if self.max_transfer_lag_entries < 0:
             raise ValueError(f"max_transfer_lag_entries must be >= 0, got {self.max_transfer_lag_entries}")
         if self.add_peer_timeout_s <= 0 or (self.transfer_timeout_s is not None and self.transfer_timeout_s <= 0):

@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any, TypedDict
 
 from api.service import ServiceOptions
-from api.settings import read_token_file
+from api.settings import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_BYTES, MIN_FRAME_BYTES, read_token_file
 from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
 
 log = logging.getLogger("controllerd.config")
@@ -44,6 +44,10 @@ It is public, so it protects nothing: it exists so that `make run` works without
 host can reach the peers anyway. Any non-loopback address makes jRaftClusterSecret mandatory."""
 REDACTED = "****"
 JAVA_INT_MAX = 2**31 - 1
+HTTP_PORT_OFFSET = -1000
+"""controllerHttpAddr unset: each node serves HTTP on its remoting address's host, port - 1000 (9770 -> 8770), so
+that a stock RocketMQ controller.conf runs unchanged and an operator can guess where HTTP is."""
+HTTP_DEFAULT_SOURCE = "default: each jRaftControllerRPCAddr port - 1000"
 
 
 class ConfigError(Exception):
@@ -218,6 +222,8 @@ class KeySpec:
     """The default as the file would spell it; None means unset."""
     minimum: int | None = None
     replicated: bool = False
+    maximum: int | None = None
+    """Largest value of an int; None: a Java int's."""
     doc: str = ""
 
 
@@ -244,7 +250,7 @@ KEYS: tuple[KeySpec, ...] = (
         "http_addrs",
         "addrs",
         None,
-        doc="HTTP API addresses, paired with jRaftInitConf; unset: jRaftControllerRPCAddr's old meaning (HTTP)",
+        doc="HTTP API addresses, paired with jRaftInitConf; unset: each jRaftControllerRPCAddr entry's port - 1000",
     ),
     KeySpec("controllerStorePath", "store_path", "path", "", doc="data directory; empty: ~/jRaftController"),
     KeySpec("jRaftElectionTimeoutMs", "election_timeout_ms", "int", "1000", minimum=20, doc="election timeout"),
@@ -311,6 +317,9 @@ KEYS: tuple[KeySpec, ...] = (
             doc="writes get 503 while the store's file system has less free space (MiB); 0 disables"),  # fmt: skip
     KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
             doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes"),  # fmt: skip
+    KeySpec("controllerRemotingMaxFrameBytes", "remoting_max_frame_bytes", "int", str(DEFAULT_MAX_FRAME_BYTES),
+            minimum=MIN_FRAME_BYTES, maximum=MAX_FRAME_BYTES,
+            doc="a remoting frame longer than this closes its connection (RocketMQ's frameMaxLength)"),  # fmt: skip
 )
 BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
 SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
@@ -346,8 +355,8 @@ class ControllerConfig:
     server_id: str
     init_conf: tuple[str, ...]
     rpc_addrs: tuple[str, ...]
-    http_addrs: tuple[str, ...] | None
-    """controllerHttpAddr; None: the old meaning, HTTP on jRaftControllerRPCAddr and no remoting listener."""
+    http_addrs: tuple[str, ...]
+    """controllerHttpAddr, or when unset the derived default (HTTP_PORT_OFFSET; source HTTP_DEFAULT_SOURCE)."""
     store_path: str
     election_timeout_ms: int
     read_only_option: str
@@ -375,6 +384,7 @@ class ControllerConfig:
     http_max_body_bytes: int
     http_max_connections: int
     http_keep_alive_secs: int
+    remoting_max_frame_bytes: int
     sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type"."""
 
@@ -443,6 +453,8 @@ def _convert(spec: KeySpec, raw: str) -> Any:
         v = int(raw)
         if spec.minimum is not None and v < spec.minimum:
             raise ValueError(f"must be >= {spec.minimum}")
+        if spec.maximum is not None and v > spec.maximum:
+            raise ValueError(f"must be <= {spec.maximum}")
         if v > JAVA_INT_MAX:
             raise ValueError(f"must be <= {JAVA_INT_MAX} (a Java int)")
         return v
@@ -590,18 +602,20 @@ def parse_config(
     if both:
         fail("jRaftControllerRPCAddr", f"{both[0]} is also a raft address in jRaftInitConf")
     https = values.get("http_addrs")
+    if addresses_ok and https is None and "controllerHttpAddr" not in bad:
+        try:
+            https = values["http_addrs"] = default_http_addrs(rpc)
+            sources["controllerHttpAddr"] = HTTP_DEFAULT_SOURCE
+        except ValueError as e:
+            fail("controllerHttpAddr", f"its default (each jRaftControllerRPCAddr port - 1000) cannot be used: {e}; "
+                 "set controllerHttpAddr", "")  # fmt: skip
+            addresses_ok = False
     if addresses_ok and https is not None and "controllerHttpAddr" not in bad:
         if len(https) != len(init):
             fail("controllerHttpAddr", f"has {len(https)} entries but jRaftInitConf has {len(init)}; paired by position")
         elif clash := sorted(set(https) & (set(init) | set(rpc))):
-            fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address")
-    elif addresses_ok and https is None and "controllerHttpAddr" not in bad:
-        warnings.append(
-            f"{path}: controllerHttpAddr is not set, so jRaftControllerRPCAddr keeps its old meaning here (the HTTP "
-            "addresses) and no RocketMQ remoting listener runs; accepted for this release only. To change: set "
-            f"controllerHttpAddr = {','.join(rpc)} (HTTP stays where it is) and give jRaftControllerRPCAddr the "
-            "remoting addresses brokers use as controllerAddr (as in RocketMQ's controller.conf)"
-        )
+            fix = "" if "controllerHttpAddr" in given else " (each jRaftControllerRPCAddr port - 1000); set controllerHttpAddr"
+            fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address{fix}", ",".join(https))
 
     if values["read_only_option"] not in READ_ONLY_OPTIONS:
         fail("jRaftReadOnlyOption", f"must be one of {', '.join(READ_ONLY_OPTIONS)}")
@@ -624,8 +638,7 @@ def parse_config(
                 fail("controllerAdminTokenFile", f"cannot use it: {e}")
     # Security: a reachable node needs the admin token; a reachable cluster needs a real secret.
     if addresses_ok and "controllerAdminToken" not in bad:
-        my_http = rpc[init.index(me)]
-        mine = [("jRaftServerId", me), ("jRaftControllerRPCAddr", my_http)]
+        mine = [("jRaftServerId", me), ("jRaftControllerRPCAddr", rpc[init.index(me)])]
         if https is not None and len(https) == len(init):
             mine.append(("controllerHttpAddr", https[init.index(me)]))
         for key, addr in mine:
@@ -728,27 +741,41 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
     )
 
 
+def default_http_addrs(rpc_addrs: tuple[str, ...]) -> tuple[str, ...]:
+    """controllerHttpAddr's default: each remoting address's host with its port - 1000 (ValueError naming the
+    entry whose port has no such port)."""
+    out = []
+    for addr in rpc_addrs:
+        host, port = split_addr(addr)
+        if not 1 <= port + HTTP_PORT_OFFSET <= 65535:
+            raise ValueError(f"jRaftControllerRPCAddr entry {addr} has no port - 1000")
+        out.append(join_addr(host, port + HTTP_PORT_OFFSET))
+    return tuple(out)
+
+
+def join_addr(host: str, port: int) -> str:
+    """The inverse of split_addr: host:port, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def http_address(cfg: ControllerConfig) -> tuple[str, int]:
-    """Where this node serves HTTP: its own entry of controllerHttpAddr (paired by position), or of
-    jRaftControllerRPCAddr when controllerHttpAddr is unset (the old meaning, this release only)."""
+    """Where this node serves HTTP: its own entry of controllerHttpAddr (paired by position with jRaftInitConf)."""
     return split_addr(http_addresses(cfg)[cfg.server_id])
 
 
 def http_addresses(cfg: ControllerConfig) -> dict[str, str]:
     """raft address -> HTTP address of every peer (for 2007 redirects to the leader's HTTP address)."""
-    return dict(zip(cfg.init_conf, cfg.http_addrs or cfg.rpc_addrs, strict=True))
+    return dict(zip(cfg.init_conf, cfg.http_addrs, strict=True))
 
 
 def remoting_addresses(cfg: ControllerConfig) -> dict[str, str]:
-    """raft address -> RocketMQ remoting address (jRaftControllerRPCAddr) of every peer; empty in the old meaning
-    (controllerHttpAddr unset: jRaftControllerRPCAddr are HTTP addresses and no remoting listener runs)."""
-    return dict(zip(cfg.init_conf, cfg.rpc_addrs, strict=True)) if cfg.http_addrs is not None else {}
+    """raft address -> RocketMQ remoting address (jRaftControllerRPCAddr) of every peer."""
+    return dict(zip(cfg.init_conf, cfg.rpc_addrs, strict=True))
 
 
-def remoting_address(cfg: ControllerConfig) -> tuple[str, int] | None:
-    """Where this node serves RocketMQ remoting, or None (old meaning)."""
-    addr = remoting_addresses(cfg).get(cfg.server_id)
-    return split_addr(addr) if addr else None
+def remoting_address(cfg: ControllerConfig) -> tuple[str, int]:
+    """Where this node serves RocketMQ remoting: its own jRaftControllerRPCAddr entry."""
+    return split_addr(remoting_addresses(cfg)[cfg.server_id])
 
 
 def replicated_defaults(cfg: ControllerConfig) -> dict[str, Any]:
@@ -803,9 +830,6 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
                 lines.append(f"# {key}: not set{dev}; source: {source}")
             else:
                 lines.append(f"# {key}: set in {source}, not printed")
-            continue
-        if key == "controllerHttpAddr" and cfg.http_addrs is None:
-            lines.append(f"# {key}: not set (jRaftControllerRPCAddr are the HTTP addresses); source: {source}")
             continue
         lines += [f"# {source}", f"{key}={_escape(text)}"]
     return lines

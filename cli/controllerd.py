@@ -1,6 +1,7 @@
 """`controllerd`: the controller daemon's command line (RocketMQ `mqcontroller` conventions).
 
-    controllerd --type jraft -c node.conf        start one node (HTTP on its jRaftControllerRPCAddr entry)
+    controllerd --type jraft -c node.conf        start one node: RocketMQ remoting on its jRaftControllerRPCAddr
+                                                 entry, HTTP on its controllerHttpAddr entry (default: port - 1000)
     controllerd --type jraft -c node.conf -p     print the effective config (sources as comments) and exit
     controllerd check-config -c node.conf        validate and exit
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
@@ -23,10 +24,12 @@ from cli.config import (
     ControllerConfig,
     effective_items,
     http_address,
+    http_addresses,
     load_config,
     parse_config,
     properties_lines,
     remoting_address,
+    remoting_addresses,
     to_service_options,
 )
 from cli.localcluster import local_cluster
@@ -142,6 +145,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             max_body_bytes=cfg.http_max_body_bytes,
             max_connections=cfg.http_max_connections,
             keep_alive_s=float(cfg.http_keep_alive_secs),
+            remoting_max_frame_bytes=cfg.remoting_max_frame_bytes,
             address=cfg.server_id,  # RocketMQ labels jRaft metrics with jRaftServerId as address and peer_id
             group=cfg.group_id,
             peer_id=cfg.server_id,
@@ -166,8 +170,8 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             log.error("the controller failed to start: %s%s", e, corruption_fix(e, cfg.server_id, cfg.store_path))
             await server.service.stop(transfer=False)
             return EXIT_FAILED
-        log.info("The Controller Server boot success. node %s, HTTP %s:%d, data %s", cfg.server_id, host, port,
-                 cfg.store_path)  # fmt: skip
+        log.info("The Controller Server boot success. node %s, remoting %s, HTTP %s:%d, data %s", cfg.server_id,
+                 remoting_addresses(cfg)[cfg.server_id], host, port, cfg.store_path)  # fmt: skip
         failed = loop.create_task(_watch_failure(server))
         await asyncio.wait([loop.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
         code = EXIT_FAILED if failed.done() else 0
@@ -206,8 +210,12 @@ def check_config(ctx: click.Context, controller_type: str | None, config_file: s
     config_file = config_file or ctx.obj["config_file"]
     if config_file is None:
         raise click.UsageError("check-config needs -c FILE")
-    _load(config_file, controller_type or ctx.obj["controller_type"], strict)
+    cfg = _load(config_file, controller_type or ctx.obj["controller_type"], strict)
     click.echo(f"{config_file}: OK")
+    http_source = cfg.sources["controllerHttpAddr"]
+    click.echo(f"  node {cfg.server_id}: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
+               f"{remoting_addresses(cfg)[cfg.server_id]}, HTTP (rmqctl -a) on {http_addresses(cfg)[cfg.server_id]}"
+               f"{' (' + http_source + ')' if http_source.startswith('default') else ''}")  # fmt: skip
 
 
 def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:

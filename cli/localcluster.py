@@ -1,8 +1,10 @@
 """`controllerd local-cluster`: N controllerd processes on loopback, for trying the controller (`make run`).
 
 Each node gets a generated RocketMQ config under `<data>/conf/nK.conf` (the same keys a production node
-reads), its store under `<data>/nK/` and its JSON log in `<data>/logs/nK.log`. Ports are RocketMQ's
-defaults (raft 9880.., HTTP 9770..) unless told otherwise, so a restart finds the same cluster again.
+reads), its store under `<data>/nK/` and its JSON log in `<data>/logs/nK.log`. Ports: raft 9880.. (RocketMQ's
+default), HTTP 9770.. and RocketMQ remoting (jRaftControllerRPCAddr) on HTTP + 1000, 10770.., unless told
+otherwise, so a restart finds the same cluster again. The files set no controllerHttpAddr: its default (each
+remoting port - 1000) is the HTTP port, as in an operator's RocketMQ controller.conf.
 
 The supervisor prints each node's PID, addresses and data directory. Ctrl-C, SIGTERM or SIGHUP stops every
 node with SIGTERM (leader transfer, flush) and waits for them; SIGINT and SIGHUP are handled explicitly, so
@@ -44,7 +46,8 @@ _MAX_SOCKET_PATH = 100  # sockaddr_un's sun_path is 108 bytes on Linux (104 on B
 BROKER_HEARTBEAT_TIMEOUT_MS = 3000
 
 
-REMOTING_OFFSET = 1000  # node i serves RocketMQ remoting on the HTTP port + 1000 (9770 -> 10770)
+REMOTING_OFFSET = 1000  # node i serves RocketMQ remoting on the HTTP port + 1000 (9770 -> 10770): the inverse of
+# controllerHttpAddr's default (cli.config.HTTP_PORT_OFFSET), so the generated files leave that key out
 
 
 @dataclass
@@ -55,6 +58,7 @@ class LocalNode:
     conf: str
     log: str
     data: str
+    remoting: str = ""
     proc: subprocess.Popen[bytes] | None = None
     log_offset: int = 0  # where this run's lines start in the (appended) log file
     stopped_on_request: bool = False
@@ -89,8 +93,9 @@ def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms
             "jRaftGroupId = jRaft-Controller",
             f"jRaftServerId = {rafts[i]}",
             f"jRaftInitConf = {','.join(rafts)}",
-            f"jRaftControllerRPCAddr = {','.join(remotings)}",  # RocketMQ remoting: brokers' controllerAddr
-            f"controllerHttpAddr = {','.join(https)}",
+            "# RocketMQ remoting, where brokers (controllerAddr) and mqadmin connect",
+            f"jRaftControllerRPCAddr = {','.join(remotings)}",
+            f"# controllerHttpAddr not set: HTTP (rmqctl, /ui/) on each remoting port - 1000: {','.join(https)}",
             f"controllerStorePath = {os.path.join(data, name)}",
             f"jRaftElectionTimeoutMs = {election_ms}",
             "",
@@ -100,7 +105,7 @@ def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms
             f.write(text)
         os.replace(tmp, conf)
         log = os.path.join(data, "logs", f"{name}.log")
-        nodes.append(LocalNode(name, rafts[i], https[i], conf, log, os.path.join(data, name)))
+        nodes.append(LocalNode(name, rafts[i], https[i], conf, log, os.path.join(data, name), remotings[i]))
     return nodes
 
 
@@ -206,7 +211,7 @@ def stop_all(nodes: list[LocalNode]) -> None:
 def describe(node: LocalNode, leader: str | None = None) -> list[str]:
     pid = f"pid {node.pid}" if node.running else "stopped"
     mark = "  <- leader" if leader is not None and node.raft == leader else ""
-    return [f"  {node.name}  {pid}  http://{node.http}  raft {node.raft}{mark}",
+    return [f"  {node.name}  {pid}  http://{node.http}  remoting {node.remoting}  raft {node.raft}{mark}",
             f"      data {node.data}  log {node.log}"]  # fmt: skip
 
 
@@ -421,6 +426,7 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
         click.echo("\nTry:")
         click.echo(f"  rmqctl -a {','.join(x.http for x in nodes)} raft status")
         click.echo(f"  rmqctl -a {first} getControllerMetaData")
+        click.echo(f"  mqadmin getControllerMetaData -a {nodes[0].remoting}     (RocketMQ's own tool, over remoting)")
         click.echo(f"  controllerd local-cluster{here} restart {nodes[-1].name}     (also: stop, start, status)")
         click.echo("Ctrl-C stops the cluster.", nl=True)
         sys.stdout.flush()
@@ -455,7 +461,8 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
 @click.option("--data", default="./data", show_default=True, help="Configs, stores and logs go here.")
 @click.option("--nodes", "n", default=3, show_default=True, type=click.IntRange(1, 9))
 @click.option("--raft-port", default=9880, show_default=True, help="First raft port (RocketMQ's default).")
-@click.option("--http-port", default=9770, show_default=True, help="First HTTP port (RocketMQ's default).")
+@click.option("--http-port", default=9770, show_default=True,
+              help="First HTTP port; RocketMQ remoting (jRaftControllerRPCAddr) listens on each HTTP port + 1000.")
 @click.option("--election-ms", default=1000, show_default=True)
 @click.option("--broker-groups", default=2, show_default=True, type=click.IntRange(0, 100),
               help="Simulated broker sets (3 brokers each, tools.brokersim) beside the controllers; 0: none.")  # fmt: skip

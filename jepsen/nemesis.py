@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from jepsen.db import Cluster, DBError, Node
+from jepsen.db import Cluster, DBError, Node, remoting_of
 from jepsen.net import Net, NetError, format_matrix
 
 NEMESES = (
@@ -735,7 +735,8 @@ def change_membership(ctx: Context, op: str, i: int, wait: float = 15.0) -> tupl
                 env = ctx.cluster.admin(leader, "DELETE", f"/api/v1/raft/peers/{node.raft}", timeout=10.0)
             else:
                 env = ctx.cluster.admin(leader, "POST", "/api/v1/raft/peers",
-                                        {"id": node.raft, "raftAddress": node.raft, "httpAddress": node.http},
+                                        {"id": node.raft, "raftAddress": node.raft, "httpAddress": node.http,
+                                         "remotingAddress": remoting_of(node.http)},
                                         timeout=min(30.0, max(1.0, deadline - time.monotonic())))  # fmt: skip
             if env.get("code") == 0:
                 return True, f"{op} of {node.raft} committed by {ctx.cluster.node(leader).name}"

@@ -198,8 +198,11 @@ class NodeOptions:
     """Bootstrap configuration; empty means every peer. A node joining an existing cluster lists the
     current voters (not itself) and is added by add_peer."""
     http_addresses: Mapping[str, str] = field(default_factory=dict)
-    """id -> HTTP address host:port of the configured peers (jRaftControllerRPCAddr), recorded in the log
+    """id -> HTTP address host:port of the configured peers (controllerHttpAddr), recorded in the log
     alongside raft addresses by membership changes this node proposes."""
+    remoting_addresses: Mapping[str, str] = field(default_factory=dict)
+    """id -> RocketMQ remoting address host:port of the configured peers (jRaftControllerRPCAddr), recorded in
+    the log the same way."""
     raft: RaftOptions = RaftOptions()
     log: LogStorageOptions = LogStorageOptions()
     transport: TransportOptions = TransportOptions()

@@ -323,8 +323,9 @@ class SnapshotMeta:
     files: tuple[FileMeta, ...] = ()
     created_at: float = 0.0
     user_meta: Mapping[str, Any] = field(default_factory=dict)
-    addresses: tuple[tuple[str, str, str], ...] = ()
-    """(id, raft address, HTTP address) of the members whose addresses the log carried at that index."""
+    addresses: tuple[tuple[str, str, str, str], ...] = ()
+    """(id, raft address, HTTP address, remoting address or "") of the members whose addresses the log carried
+    at that index."""
 
     def file(self, name: str) -> FileMeta:
         for f in self.files:
@@ -363,7 +364,8 @@ def encode_meta(meta: SnapshotMeta) -> bytes:
         "user_meta": dict(meta.user_meta),
     }
     if meta.addresses:  # an optional key: written only when there are addresses, absent means none
-        doc["addresses"] = [list(a) for a in meta.addresses]
+        # [id, raft, http] or, when the remoting address is known, [id, raft, http, remoting]
+        doc["addresses"] = [list(a) if a[3] else list(a[:3]) for a in meta.addresses]
     body = msgpack.packb(doc, use_bin_type=True)
     head = _META_HEAD.pack(META_MAGIC, META_VERSION, 0, len(body)) + body
     return head + _U32.pack(crc32c(head))
@@ -438,9 +440,10 @@ def _meta_from(doc: object) -> SnapshotMeta:
     user_meta = get("user_meta", dict)
     addresses = doc.get("addresses", [])
     if not isinstance(addresses, list) or not all(
-        isinstance(a, list) and len(a) == 3 and all(isinstance(x, str) for x in a) for a in addresses
+        isinstance(a, list) and len(a) in (3, 4) and all(isinstance(x, str) for x in a) for a in addresses
     ):
-        raise ValueError("field 'addresses' is not a list of [id, raft address, http address] strings")
+        raise ValueError("field 'addresses' is not a list of [id, raft address, http address(, remoting address)] "
+                         "strings")  # fmt: skip
     return SnapshotMeta(
         last_included_index=get("last_included_index", int),
         last_included_term=get("last_included_term", int),
@@ -449,5 +452,5 @@ def _meta_from(doc: object) -> SnapshotMeta:
         files=tuple(files),
         created_at=float(get("created_at", (float, int))),
         user_meta=user_meta,
-        addresses=tuple((a[0], a[1], a[2]) for a in addresses),
+        addresses=tuple((a[0], a[1], a[2], a[3] if len(a) == 4 else "") for a in addresses),
     )

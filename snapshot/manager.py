@@ -147,7 +147,7 @@ class SnapshotManager:
         now: float,
         created_at: float,
         user_meta: dict[str, object] | None = None,
-        addresses: tuple[tuple[str, str, str], ...] = (),
+        addresses: tuple[tuple[str, str, str, str], ...] = (),
     ) -> Future[SnapshotMeta]:
         """Save the state at (index, term): `fill(writer)` now, on this thread; the rest on the manager's
         thread. The returned future completes with the committed meta (or the error). The trigger

@@ -169,7 +169,7 @@ class PendingSnapshot:
         learners: Sequence[str],
         created_at: float,
         user_meta: Mapping[str, Any] | None,
-        addresses: Sequence[tuple[str, str, str]] = (),
+        addresses: Sequence[tuple[str, str, str, str]] = (),
     ) -> None:
         self.storage = storage
         self.index = index
@@ -345,7 +345,7 @@ class SnapshotStorage:
         *,
         created_at: float,
         user_meta: Mapping[str, Any] | None = None,
-        addresses: Sequence[tuple[str, str, str]] = (),
+        addresses: Sequence[tuple[str, str, str, str]] = (),
     ) -> PendingSnapshot:
         """Start a snapshot of the state up to `index` (whose entry has `term`) in a fresh temp dir.
         `created_at` comes from the caller's clock; this package reads none."""

@@ -18,8 +18,11 @@ header is unreadable while the stream stays in step (that request can be answere
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, field
+
+from api.settings import DEFAULT_MAX_FRAME_BYTES
 
 JSON = 0
 ROCKETMQ = 1
@@ -33,7 +36,7 @@ LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTH
              "RUST", "NODE_JS")  # fmt: skip
 _LANGUAGE_CODE = {name: i for i, name in enumerate(LANGUAGES)}
 
-DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength's default (16 MiB)
+DEFAULT_MAX_FRAME = DEFAULT_MAX_FRAME_BYTES  # com.rocketmq.remoting.frameMaxLength's default (16 MiB)
 MAX_HEADER = 0xFFFFFF  # 24 bits of headerInfo
 VERSION = 453  # MQVersion.Version.V5_3_3.ordinal(), what a 5.3.3 node sends
 
@@ -255,6 +258,23 @@ class FrameDecoder:
     @property
     def pending(self) -> int:
         return len(self._buf)
+
+    def head(self, n: int) -> bytes:
+        """The first `n` bytes not yet returned as frames (to say what a broken stream held)."""
+        return bytes(self._buf[:n])
+
+
+_HTTP_REQUEST = re.compile(rb"(GET|HEAD|POST|PUT|DELETE|PATCH|OPTIONS) (/[\x21-\x7e]*)?")
+
+
+def http_request_target(head: bytes) -> str | None:
+    """The request target when a stream starts with an HTTP request line ("/" when it is not complete yet),
+    else None. As a frame length, each method's first four bytes are above 1 GiB, so no RocketMQ frame can
+    start this way (the maximum frame size is at most 1 GiB)."""
+    m = _HTTP_REQUEST.match(head)
+    if m is None:
+        return None
+    return (m.group(2) or b"/").decode("ascii") if head[m.end() : m.end() + 1] in (b" ", b"\r") else "/"
 
 
 def decode(frame: tuple[int, bytes, bytes]) -> RemotingCommand:

@@ -224,6 +224,24 @@ class _Connection(asyncio.Protocol):
         self.in_flight = 0
         self.paused = False
         self.brokers: set[tuple[str, str, int]] = set()
+        self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
+
+    def redirect_http(self, target: str) -> None:
+        """Answer an HTTP request sent to the remoting port with 307 to this node's HTTP address (same path),
+        and a JSON body saying so, then close: rmqctl and curl -L follow it, a person reads it."""
+        service = self.server.service
+        http = service.http_address(service.id)
+        message = (f"this is the RocketMQ remoting address of controller {service.id} (jRaftControllerRPCAddr); "
+                   f"its HTTP API is on {http} (controllerHttpAddr)")  # fmt: skip
+        body = json.dumps({"error": "REMOTING_PORT", "message": message, "httpAddress": http}).encode()
+        head = "HTTP/1.1 307 Temporary Redirect\r\n" if http else "HTTP/1.1 421 Misdirected Request\r\n"
+        if http:
+            head += f"Location: http://{http}{target}\r\n"
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        log.info("remoting connection from %s sent an HTTP request; redirected to %s", self.peer, http)
+        if self.transport is not None:
+            self.transport.write(head.encode() + body)
+        self.close()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are no asyncio.Transport
@@ -235,9 +253,14 @@ class _Connection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except FrameError as e:
+            target = codec.http_request_target(self.decoder.head(4096)) if not self.framed else None
+            if target is not None:  # an HTTP client (rmqctl, curl, a browser) given the remoting address
+                self.redirect_http(target)
+                return
             log.warning("remoting connection from %s closed: %s", self.peer, e)
             self.close()
             return
+        self.framed = self.framed or bool(frames)
         for frame in frames:
             try:
                 cmd = codec.decode(frame)
@@ -292,11 +315,10 @@ class RemotingServer:
         settings: ApiSettings,
         address: tuple[str, int],
         metrics: ControllerMetrics | None = None,
-        max_frame: int = codec.DEFAULT_MAX_FRAME,
     ) -> None:
         self.service = service
         self.address = address
-        self.max_frame = max_frame
+        self.max_frame = settings.remoting_max_frame_bytes
         self.dispatcher = Dispatcher(service, settings, metrics)
         self.connections: set[_Connection] = set()
         self.channels: dict[tuple[str, str, int], _Connection] = {}  # broker identity -> its latest connection

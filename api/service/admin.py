@@ -124,8 +124,8 @@ class AdminOperations:
         return Transfer(st.id, st.leader, st.term, lag, _ms_since(t0))
 
     async def add_peer(self, peer: str, raft_address: tuple[str, int], http_address: str | None,
-                       timeout_s: float) -> Membership:  # fmt: skip
-        """Add a server: a learner until it is within catch-up margin, then a voter. Both addresses go into the
+                       timeout_s: float, remoting_address: str | None = None) -> Membership:  # fmt: skip
+        """Add a server: a learner until it is within catch-up margin, then a voter. Its addresses go into the
         CONF entry, so every member learns them from the log (docs/raft.md). UnavailableError when it did not
         catch up within `timeout_s` (it stays a learner)."""
         svc = self._service
@@ -133,7 +133,7 @@ class AdminOperations:
         if peer in self._node.status().voters:
             raise RefusedError("PEER_EXISTS", f"{peer} is already a voter")
         try:
-            await self._node.add_peer(peer, raft_address, timeout_s, http_address or "")
+            await self._node.add_peer(peer, raft_address, timeout_s, http_address or "", remoting_address or "")
         except TimeoutError:
             raise UnavailableError(f"{peer} did not catch up within {timeout_s:g}s; it stays a learner") from None
         except RaftBaseError as e:

@@ -153,6 +153,8 @@ class ControllerService:
         node_opts = replace(options.node, group_id=options.group_id)  # the data dir's IDENTITY names the group
         if options.http_addresses and not node_opts.http_addresses:
             node_opts = replace(node_opts, http_addresses=dict(options.http_addresses))
+        if options.remoting_addresses and not node_opts.remoting_addresses:
+            node_opts = replace(node_opts, remoting_addresses=dict(options.remoting_addresses))
         self.node = Node(node_opts, self.sm)
         self.id = options.node.node_id
         self.clock = clock
@@ -229,7 +231,7 @@ class ControllerService:
         """id -> HTTP address of every member and configured peer whose address is known."""
         if not self.started:
             return dict(self.opts.http_addresses)
-        return {p: h for p, (_, h) in self.node.member_addresses().items() if h}
+        return {p: a[1] for p, a in self.node.member_addresses().items() if a[1]}
 
     def is_leader(self) -> bool:
         return self.started and self.node.is_leader()
@@ -240,8 +242,9 @@ class ControllerService:
             raise NotLeaderError(*self.leader())
 
     def remoting_address(self, peer: str) -> str | None:
-        """A configured peer's RocketMQ remoting address (its jRaftControllerRPCAddr entry), if known."""
-        return self.opts.remoting_addresses.get(peer)
+        """A member's RocketMQ remoting address: from the log (members added later carry theirs), else the
+        config file (its jRaftControllerRPCAddr entry)."""
+        return self.node.remoting_address(peer) if self.started else self.opts.remoting_addresses.get(peer)
 
     def _check_serving(self) -> None:
         if not self.started or self.stopping:

@@ -272,8 +272,11 @@ class ControllerClient:
             self.hooks.sleep(pause)
             delay = min(delay * 2, self.hooks.max_backoff_s)
 
-    def _attempt(self, method: str, address: str, path: str, body: Any, remaining: float) -> Reply | str:
-        """One HTTP exchange: a Reply, or a string saying why this node could not serve (try another)."""
+    def _attempt(self, method: str, address: str, path: str, body: Any, remaining: float,
+                 redirected: bool = False) -> Reply | str:  # fmt: skip
+        """One HTTP exchange: a Reply, or a string saying why this node could not serve (try another). A
+        node's RocketMQ remoting address (jRaftControllerRPCAddr) answers 307 to its HTTP address: followed
+        once, with a note on stderr."""
         node = _node(address)
         self.say(f"{method} {self._url(address, path)}")
         try:
@@ -284,6 +287,12 @@ class ControllerClient:
             sent = not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol)
             return f"{_UNKNOWN[1]} ({what})" if sent else what
         status = response.status_code
+        if status in (307, 308) and not redirected and response.headers.get("location", "").startswith("http"):
+            target = httpx.URL(response.headers["location"])
+            http = f"{target.host}:{target.port}" if ":" not in target.host else f"[{target.host}]:{target.port}"
+            click.echo(f"rmqctl: note: {node} is a RocketMQ remoting address (jRaftControllerRPCAddr); asking its "
+                       f"HTTP address {http} (controllerHttpAddr) instead", err=True)  # fmt: skip
+            return self._attempt(method, http, path, body, remaining, redirected=True)
         if status == 200:
             try:
                 data = response.json()

@@ -598,18 +598,22 @@ def raft_transfer_leader(out: Out, conn: Conn, target: str | None, max_lag: int 
 @click.argument("peer_id", metavar="ID")
 @click.option("--raft-address", metavar="HOST:PORT", help="Where to dial its Raft port (default: ID).")
 @click.option("--http-address", metavar="HOST:PORT", help="Its HTTP API, for 2007 redirects to it.")
+@click.option("--remoting-address", metavar="HOST:PORT",
+              help="Its RocketMQ remoting address (its jRaftControllerRPCAddr entry), served to brokers and mqadmin.")
 @click.option("--catch-up-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="How long the leader lets it catch up as a learner before promoting it (default: the server's).")  # fmt: skip
 @connection_options()
 @pass_out
 def raft_add_peer(out: Out, conn: Conn, peer_id: str, raft_address: str | None, http_address: str | None,
-                  catch_up_timeout: float | None) -> None:  # fmt: skip
+                  remoting_address: str | None, catch_up_timeout: float | None) -> None:  # fmt: skip
     """Add a voter: it joins as a learner, catches up, then is promoted (one membership change at a time)."""
     request: dict[str, Any] = {"id": peer_id}
     if raft_address:
         request["raftAddress"] = raft_address
     if http_address:
         request["httpAddress"] = http_address
+    if remoting_address:
+        request["remotingAddress"] = remoting_address
     if catch_up_timeout is not None:
         request["timeoutMs"] = round(catch_up_timeout * 1000)
     # The leader answers after the catch-up: without --timeout, wait that long plus the usual deadline.

@@ -24,7 +24,22 @@ class Entry:
     data: bytes = b""
 
 
-Member = tuple[str, str, str]  # (node id, raft address "host:port", HTTP address "host:port" or "" if unknown)
+Member = tuple[str, str, str, str]
+"""(node id, raft address "host:port", HTTP address, RocketMQ remoting address); "" for an unknown address."""
+
+
+def member(fields: tuple[str, ...] | list[str]) -> Member:
+    """A member from its stored form: [id, raft, http] (written before remoting addresses were carried) or
+    [id, raft, http, remoting]. ValueError for anything else."""
+    if len(fields) not in (3, 4) or not all(type(x) is str for x in fields):
+        raise ValueError(f"a member must be [id, raft, http(, remoting)] strings, got {fields!r:.100}")
+    return (fields[0], fields[1], fields[2], fields[3] if len(fields) == 4 else "")
+
+
+def member_fields(m: Member) -> list[str]:
+    """The stored form of a member: its remoting address only when known, so that a member without one is
+    written exactly as before (older readers take [id, raft, http])."""
+    return list(m) if m[3] else list(m[:3])
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,11 +66,11 @@ class ConfState:
     def members(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.voters) | set(self.learners)))
 
-    def address(self, node: str) -> tuple[str, str] | None:
-        """(raft address, HTTP address) of `node` as the log has them, or None."""
-        for i, raft, http in self.addresses:
-            if i == node:
-                return raft, http
+    def address(self, node: str) -> Member | None:
+        """`node`'s (id, raft, HTTP, remoting) addresses as the log has them, or None."""
+        for a in self.addresses:
+            if a[0] == node:
+                return a
         return None
 
 

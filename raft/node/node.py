@@ -305,13 +305,15 @@ class Node:
         return out
 
     async def add_peer(
-        self, peer: str, address: tuple[str, int], timeout: float = 30.0, http_address: str = ""
-    ) -> None:
-        """Add a server: first as a learner, promoted to voter once it is within catchup_margin. Its raft and
-        HTTP addresses go into the CONF entry, so every member learns them from the log."""
+        self, peer: str, address: tuple[str, int], timeout: float = 30.0, http_address: str = "",
+        remoting_address: str = "",
+    ) -> None:  # fmt: skip
+        """Add a server: first as a learner, promoted to voter once it is within catchup_margin. Its raft, HTTP
+        and remoting addresses go into the CONF entry, so every member learns them from the log."""
         core = self._core()
         self._require_leader()
-        await self._conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, peer, format_address(address), http_address))
+        await self._conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, peer, format_address(address), http_address,
+                                           remoting_address))  # fmt: skip
         margin = self.opts.raft.catchup_margin
 
         def caught_up() -> bool:
@@ -326,27 +328,34 @@ class Node:
     async def remove_peer(self, peer: str) -> None:
         await self._conf_change(ConfChange(ConfChangeOp.REMOVE, peer))
 
-    def member_addresses(self) -> dict[str, tuple[str, str | None]]:
-        """id -> (raft address, HTTP address or None) of every member of the latest configuration and every
-        configured peer: the log's addresses first, then this node's configuration (jRaftInitConf)."""
+    def member_addresses(self) -> dict[str, tuple[str, str | None, str | None]]:
+        """id -> (raft address, HTTP address or None, remoting address or None) of every member of the latest
+        configuration and every configured peer: the log's addresses first, then this node's configuration."""
         conf = self._core().conf
         o = self.opts
-        out: dict[str, tuple[str, str | None]] = {
-            pid: (format_address(addr), o.http_addresses.get(pid)) for pid, addr in o.peers.items()
+        out: dict[str, tuple[str, str | None, str | None]] = {
+            pid: (format_address(addr), o.http_addresses.get(pid), o.remoting_addresses.get(pid))
+            for pid, addr in o.peers.items()
         }
         for pid in conf.members():
-            out.setdefault(pid, (pid, None))  # unknown: RocketMQ's ids are raft addresses
-        for pid, raft, http in conf.addresses:
-            out[pid] = (raft, http or out[pid][1])
+            out.setdefault(pid, (pid, None, None))  # unknown: RocketMQ's ids are raft addresses
+        for pid, raft, http, remoting in conf.addresses:
+            out[pid] = (raft, http or out[pid][1], remoting or out[pid][2])
         return out
 
     def http_address(self, peer: str) -> str | None:
         """The HTTP address of `peer` (for 2007 answers), from the log or this node's configuration."""
+        return self._address_of(peer, 2) or self.opts.http_addresses.get(peer)
+
+    def remoting_address(self, peer: str) -> str | None:
+        """The RocketMQ remoting address of `peer` (for 1005 and 2007 over remoting), from the log or this node's
+        configuration."""
+        return self._address_of(peer, 3) or self.opts.remoting_addresses.get(peer)
+
+    def _address_of(self, peer: str, field: int) -> str:
         core = self.core
         found = core.conf.address(peer) if core is not None else None
-        if found is not None and found[1]:
-            return found[1]
-        return self.opts.http_addresses.get(peer)
+        return found[field] if found is not None else ""
 
     def status(self) -> NodeStatus:
         mgr, server, downloader = self._snapshots, self._server, self._downloader
@@ -370,7 +379,7 @@ class Node:
         return NodeStatus.of(
             self._core().status(),
             applied=self.applied_index,
-            addresses={p: MemberAddresses(r, h) for p, (r, h) in sorted(self.member_addresses().items())},
+            addresses={p: MemberAddresses(r, h, m) for p, (r, h, m) in sorted(self.member_addresses().items())},
             snapshot=snapshot,
             fsync_latency=writer.fsync_latency.snapshot() if writer else None,
             commit_latency=self.commit_latency.snapshot() if writer else None,
@@ -391,7 +400,7 @@ class Node:
         installed configuration)."""
         peers = dict(self.opts.peers)
         conf = self._peers_conf
-        for pid, raft, _ in conf.addresses if conf is not None else ():
+        for pid, raft, *_ in conf.addresses if conf is not None else ():
             if pid == self.id:
                 continue  # we listen where our own configuration says
             try:
@@ -766,7 +775,8 @@ class Node:
         # Record the configured addresses of members the log has none for (the bootstrap members), so that a
         # node configured with fewer peers, or a new one, reaches them too.
         o = self.opts
-        known = tuple((p, format_address(a), o.http_addresses.get(p, "")) for p, a in sorted(o.peers.items()))
+        known = tuple((p, format_address(a), o.http_addresses.get(p, ""), o.remoting_addresses.get(p, ""))
+                      for p, a in sorted(o.peers.items()))  # fmt: skip
         failpoint.hit("membership.propose")
         index, term = core.propose_conf_change(replace(change, known=known))
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()

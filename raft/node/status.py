@@ -18,10 +18,12 @@ from raft.storage.wal import LogWriterStats
 
 @dataclass(frozen=True, slots=True)
 class MemberAddresses:
-    """Where a member listens: its raft address (host:port) and its HTTP address (None when unknown)."""
+    """Where a member listens: its raft address (host:port), its HTTP address and its RocketMQ remoting address
+    (None when unknown)."""
 
     raft: str
     http: str | None
+    remoting: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import msgpack
 
-from raft.core.messages import ConfState, Entry, Message, MsgType, SnapshotMeta
+from raft.core.messages import ConfState, Entry, Message, MsgType, SnapshotMeta, member, member_fields
 from raft.status import RaftBaseError
 
 
@@ -64,7 +64,7 @@ def _message_tuple(m: Message) -> tuple[object, ...]:
 def _snapshot_tuple(snap: SnapshotMeta) -> tuple[object, ...]:
     conf = snap.conf
     if conf.addresses:  # the 5-element form only when there is something to carry (older peers read 4)
-        return (snap.index, snap.term, conf.voters, conf.learners, conf.addresses)
+        return (snap.index, snap.term, conf.voters, conf.learners, [member_fields(a) for a in conf.addresses])
     return (snap.index, snap.term, conf.voters, conf.learners)
 
 
@@ -156,11 +156,12 @@ def _snapshot_from(s: object) -> SnapshotMeta:
         if type(ids) is not tuple or not all(type(x) is str for x in ids):
             raise CodecError(f"snapshot voters and learners must be arrays of strings, got {ids!r:.200}")
     if type(addresses) is not tuple or not all(
-        type(a) is tuple and len(a) == 3 and all(type(x) is str for x in a) for a in addresses
+        type(a) is tuple and len(a) in (3, 4) and all(type(x) is str for x in a) for a in addresses
     ):
-        raise CodecError(f"snapshot addresses must be an array of [id, raft, http] strings, got {addresses!r:.200}")
+        raise CodecError(f"snapshot addresses must be an array of [id, raft, http(, remoting)] strings, got "
+                         f"{addresses!r:.200}")  # fmt: skip
     try:
-        conf = ConfState(voters, learners, addresses)
+        conf = ConfState(voters, learners, tuple(member(a) for a in addresses))
     except ValueError as e:  # a node both voter and learner
         raise CodecError(str(e)) from e
     return SnapshotMeta(index, term, conf)

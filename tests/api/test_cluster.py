@@ -149,7 +149,7 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
         assert body is not None and new.id in body.voters and body.learners == []
         assert await new.service.node.wait_for_leader(10) == leader.id
         status = (await leader.ok("GET", "/api/v1/raft/status", token=True))["body"]
-        # A member added at runtime has no remoting address: only configured peers carry one (docs/remoting.md).
+        # Added without remotingAddress: none is known for it (test_remoting adds one with it).
         assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id),
                 "remotingAddress": None, "voter": True} in status["peers"]  # fmt: skip
         # Issue 12, bug 5: the followers' configuration never named it; they learn both addresses from the log.
@@ -165,6 +165,10 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
             assert f"{http_address(new.id)};" in meta["peers"], n.id
         r = await leader.call("POST", "/api/v1/raft/peers", token=True, json={"id": new.id})
         assert r.status_code == 409 and r.json()["error"] == "PEER_EXISTS"
+        r = await leader.call("POST", "/api/v1/raft/peers", token=True, json={"id": "127.0.0.1:1",
+                              "remotingAddress": "nowhere"})  # fmt: skip
+        assert r.status_code == 422 and "remotingAddress" in r.text and "127.0.0.1:1" not in str(
+            leader.service.node.status()["learners"])  # fmt: skip
         env = await leader.ok("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)
         assert new.id not in env["body"]["voters"]
         r = await leader.call("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,32 @@ async def test_a_broken_stream_closes_only_that_connection(node: RemotingNode) -
     big.send_raw(struct.pack(">i", codec.DEFAULT_MAX_FRAME + 1))
     await asyncio.wait_for(big.closed, 10)
     assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+
+
+async def test_the_max_frame_size_is_the_configured_one(node: RemotingNode) -> None:
+    limit = 65536  # controllerRemotingMaxFrameBytes's minimum, far below the 16 MiB default
+    server = RemotingServer(node.service, replace(SETTINGS, remoting_max_frame_bytes=limit), ("127.0.0.1", 0))
+    await server.start()
+    try:
+        def frame(total: int) -> bytes:  # a 1005 whose length field says `total`, padded with body bytes
+            header = len(codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, opaque=1))) - 8
+            data = codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, opaque=1, body=b"x" * (total - 4 - header)))
+            assert struct.unpack_from(">i", data)[0] == total
+            return data
+
+        at_limit = await RemotingClient.connect("127.0.0.1", server.port)
+        fut = asyncio.get_running_loop().create_future()
+        at_limit.pending[1] = fut
+        at_limit.send_raw(frame(limit))
+        assert (await asyncio.wait_for(fut, 10)).code == C.SUCCESS  # a frame of exactly the limit is served
+        over = await RemotingClient.connect("127.0.0.1", server.port)
+        over.send_raw(frame(limit + 1))
+        await asyncio.wait_for(over.closed, 10)  # one byte more: the stream is out of step, closed
+        assert not at_limit.closed.done()
+        assert (await at_limit.request(H.GET_METADATA_INFO)).code == C.SUCCESS
+        at_limit.close()
+    finally:
+        await server.stop()
 
 
 async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, unique: Counter) -> None:
@@ -395,3 +422,70 @@ async def test_fuzzed_frames_never_crash_or_hang_the_listener(node: RemotingNode
     assert seen["answers"] and seen["closes"] and seen["incomplete"], seen
     assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_after_a_restart(
+        tmp_path: Path) -> None:  # fmt: skip
+    """Issue 17: the remoting address of a member added by POST /api/v1/raft/peers travels in the CONF entry, so
+    every member (and one restarted with a config that never named it) serves it in 1005 and in its 2007."""
+    ports, rports = free_ports(4), free_ports(4)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    boot = {i: remoting[i] for i in ids[:3]}  # the three original files name only each other
+    opts = [service_options(tmp_path, ports[:3], i, GROUP_RAFT, remoting_addresses=boot) for i in range(3)]
+    opts.append(service_options(tmp_path, ports, 3, GROUP_RAFT, voters=tuple(ids[:3]), remoting_addresses=remoting))
+    nodes: list[Any] = [None] * 4
+    servers: list[RemotingServer | None] = [None] * 4
+
+    async def start(i: int) -> None:
+        nodes[i] = build(opts[i])
+        servers[i] = RemotingServer(nodes[i].service, SETTINGS, ("127.0.0.1", rports[i]))
+        await servers[i].start()
+        await nodes[i].service.start()
+
+    async def stop(i: int) -> None:
+        if servers[i] is not None:
+            await servers[i].stop()
+        if nodes[i] is not None:
+            await nodes[i].client.aclose()
+            await nodes[i].service.stop(transfer=False)
+        nodes[i] = servers[i] = None
+
+    async def ask(i: int, code: int, ext: dict[str, Any] | None = None) -> codec.RemotingCommand:
+        client = await RemotingClient.connect("127.0.0.1", rports[i])
+        try:
+            return await client.request(code, ext)
+        finally:
+            client.close()
+
+    new = ids[3]
+    try:
+        for i in range(4):
+            await start(i)
+        leader = await settled(nodes[:3])
+        env = await leader.ok("POST", "/api/v1/raft/peers", token=True,
+                              json={"id": new, "httpAddress": "127.0.0.2:1", "remotingAddress": remoting[new]})  # fmt: skip
+        assert new in env["body"]["voters"]
+        for n in nodes[:3]:  # woken by each of the node's processing rounds, no polling
+            await asyncio.wait_for(n.service.node._wait_for(lambda n=n: new in n.service.node.status()["voters"]), 10)
+        for i in range(3):
+            meta = (await ask(i, H.GET_METADATA_INFO)).ext_fields
+            assert set(meta["peers"].rstrip(";").split(";")) == set(remoting.values()), i
+            peers = {p["id"]: p["remotingAddress"] for p in nodes[i].service.raft_status()["peers"]}
+            assert peers[new] == remoting[new], i
+        # A follower restarts from its own data and its file, which never named the new member.
+        f = next(i for i in range(3) if nodes[i] is not leader)
+        await stop(f)
+        await start(f)
+        await nodes[f].service.node.wait_for_leader(10)
+        meta = (await ask(f, H.GET_METADATA_INFO)).ext_fields
+        assert set(meta["peers"].rstrip(";").split(";")) == set(remoting.values())
+        # The new member leads: the restarted node names its remoting address to brokers (1005 and 2007).
+        await leader.ok("POST", "/api/v1/raft/transfer-leader", token=True, json={"to": new})
+        await asyncio.wait_for(nodes[f].service.node._wait_for(lambda: nodes[f].service.node.leader_id() == new), 10)
+        assert (await ask(f, H.GET_METADATA_INFO)).ext_fields["controllerLeaderAddress"] == remoting[new]
+        r = await ask(f, C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
+        assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[new]
+    finally:
+        for i in range(4):
+            await stop(i)

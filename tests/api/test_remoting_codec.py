@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
+from api.settings import MAX_FRAME_BYTES
 
 # One request per code the controller serves, extFields exactly as the Java header classes name them.
 REQUESTS = {
@@ -157,3 +158,20 @@ def test_fuzz_the_decoder_only_raises_its_errors(data: bytes, cuts: list[int]) -
 def test_fuzz_round_trip(stype: int, code: int, opaque: int, remark: str | None, ext: dict, body: bytes) -> None:
     cmd = RemotingCommand(code, opaque, 0, remark or None, ext, body or None, serialize_type=stype)
     assert codec.decode(FrameDecoder().feed(codec.encode(cmd))[0]) == cmd
+
+
+@pytest.mark.parametrize(("head", "target"), [
+    (b"GET /api/v1/raft/status HTTP/1.1\r\nHost: h\r\n", "/api/v1/raft/status"),
+    (b"POST /api/v1/raft/peers?x=1 HTTP/1.1\r\n", "/api/v1/raft/peers?x=1"),
+    (b"DELETE /a%20b HTTP/1.1\r\n", "/a%20b"),
+    (b"GET ", "/"),  # the request line is not complete yet
+    (b"GET /a\x00b HTTP/1.1\r\n", "/"),  # never echoed into a Location header
+    (b"OPTIONS * HTTP/1.1\r\n", "/"),
+    (b"GETX / HTTP/1.1\r\n", None),
+    (b"\x00\x00\x00\x10\x00\x00\x00\x0c", None),
+])  # fmt: skip
+def test_an_http_request_line_is_recognised_and_can_never_be_a_frame(head: bytes, target: str | None) -> None:
+    assert codec.http_request_target(head) == target
+    if target is not None:  # as a frame length, above the largest allowed maximum (1 GiB): a broken stream
+        with pytest.raises(FrameError, match="exceeds the maximum"):
+            FrameDecoder(max_frame=MAX_FRAME_BYTES).feed(head)

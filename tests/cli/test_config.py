@@ -128,7 +128,11 @@ def test_defaults_are_rocketmqs_and_the_snapshot_threshold_is_ours() -> None:
     )
     assert cfg.config_black_list == ("configBlackList", "configStorePath")
     assert cfg.admin_token is None and cfg.cluster_secret is None
-    assert all(src == "default" for src in cfg.sources.values())
+    assert cfg.remoting_max_frame_bytes == 16 * 1024 * 1024  # RocketMQ's frameMaxLength
+    # A stock RocketMQ controller.conf sets no controllerHttpAddr: HTTP on each remoting port - 1000.
+    assert cfg.http_addrs == ("localhost:8770", "localhost:8771", "localhost:8772")
+    assert cfg.sources["controllerHttpAddr"] == "default: each jRaftControllerRPCAddr port - 1000"
+    assert all(src == "default" for key, src in cfg.sources.items() if key != "controllerHttpAddr")
     assert [w for w in warnings if "jRaftClusterSecret is not set" in w]
 
 
@@ -196,6 +200,9 @@ BAD_VALUES = [
     ("jRaftReadOnlyOption", "LeaseBased", "must be one of ReadOnlySafe, ReadOnlyLeaseBased"),
     ("jRaftMaxClockDriftPercent", "100", "must be below 100"),
     ("jRaftCheckQuorum", "yes", "must be true or false"),
+    ("controllerRemotingMaxFrameBytes", "65535", "must be >= 65536"),
+    ("controllerRemotingMaxFrameBytes", "1073741825", "must be <= 1073741824"),
+    ("controllerRemotingMaxFrameBytes", "16M", "not an integer"),
 ]
 
 
@@ -239,7 +246,8 @@ def test_ipv6_addresses_must_be_bracketed_and_map_onto_peers() -> None:
         "jRaftServerId=[::1]:9880\njRaftInitConf=[::1]:9880,[::1]:9881\njRaftControllerRPCAddr=[::1]:9770,[::1]:9771\n"
     )
     cfg, _ = parse_config(text, "v6.conf")
-    assert http_address(cfg) == ("::1", 9770)
+    assert remoting_address(cfg) == ("::1", 9770) and http_address(cfg) == ("::1", 8770)
+    assert cfg.http_addrs == ("[::1]:8770", "[::1]:8771")
     assert to_node_options(cfg).peers == {"[::1]:9880": ("::1", 9880), "[::1]:9881": ("::1", 9881)}
 
 
@@ -329,15 +337,26 @@ def test_non_loopback_needs_token_and_secret(text: str, key: str, line: int, rea
     assert reason in str(ei.value)
 
 
-def test_rpc_addr_is_remoting_once_controller_http_addr_is_set() -> None:
+def test_rpc_addr_is_remoting_and_http_is_controller_http_addr_or_remoting_port_minus_1000() -> None:
     cfg, _ = parse_config(REMOTE, "n.conf")
     assert http_address(cfg) == ("10.0.0.2", 8080) and remoting_address(cfg) == ("10.0.0.2", 9770)
     assert remoting_addresses(cfg)["10.0.0.3:9880"] == "10.0.0.3:9770"
     assert to_service_options(cfg).remoting_addresses == remoting_addresses(cfg)
-    # Without controllerHttpAddr: the old meaning (HTTP there, no remoting), with a warning saying what to set.
+    assert to_service_options(cfg).http_addresses == http_addresses(cfg) == dict(zip(cfg.init_conf, cfg.http_addrs, strict=True))
+    # Without controllerHttpAddr (RocketMQ's controller.conf): remoting there, HTTP on each port - 1000, no warning.
     cfg, warnings = parse_config(LOOPBACK, "n.conf")
-    assert http_address(cfg) == ("127.0.0.1", 9771) and remoting_address(cfg) is None
-    assert any("controllerHttpAddr = 127.0.0.1:9770,127.0.0.1:9771,127.0.0.1:9772" in w for w in warnings)
+    assert remoting_address(cfg) == ("127.0.0.1", 9771) and http_address(cfg) == ("127.0.0.1", 8771)
+    assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:8772"
+    assert not [w for w in warnings if "controllerHttpAddr" in w]
+    # The default must be a port and must not clash; the error says to set the key.
+    with pytest.raises(ConfigError, match=r"controllerHttpAddr= \(default; not set in the file\): its default .*"
+                       r"entry 127.0.0.1:1000 has no port - 1000; set controllerHttpAddr"):  # fmt: skip
+        parse_config(LOOPBACK.replace("127.0.0.1:9770,", "127.0.0.1:1000,"), "n.conf")
+    clash = LOOPBACK.replace("127.0.0.1:9772\n", "127.0.0.1:10880\n")  # - 1000 is node 0's raft address
+    with pytest.raises(ConfigError, match=r"127.0.0.1:9880 is also a raft or remoting address \(each "
+                       r"jRaftControllerRPCAddr port - 1000\); set controllerHttpAddr"):  # fmt: skip
+        parse_config(clash, "n.conf")
+    assert parse_config(clash + "controllerHttpAddr=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3\n", "n.conf")[0]
     with pytest.raises(ConfigError, match="controllerHttpAddr.*has 1 entries"):
         parse_config(LOOPBACK + "controllerHttpAddr=127.0.0.1:8080\n", "n.conf")
     with pytest.raises(ConfigError, match="127.0.0.1:9770 is also a raft or remoting address"):
@@ -371,8 +390,8 @@ def test_to_node_options() -> None:
     assert (opts.snapshot.threshold_entries, opts.snapshot.interval_s, opts.snapshot.max_reserved) == (500, 60.0, 5)
     assert opts.snapshot.log_margin == 20
     assert to_node_options(parse_config(LOOPBACK, "n.conf")[0]).snapshot.log_margin == 1000
-    assert http_address(cfg) == ("127.0.0.1", 9771)
-    assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:9772"
+    assert http_address(cfg) == ("127.0.0.1", 8771)
+    assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:8772"
 
 
 def test_lease_reads_without_check_quorum_are_refused_naming_the_line() -> None:
@@ -441,7 +460,8 @@ def test_cli_check_config_ok_prints_warnings_and_exits_0(tmp_path: Path) -> None
     p.write_text(LOOPBACK + "bogusKey=1\n")
     code, out, err = run("check-config", "-c", str(p))
     assert code == 0
-    assert out == f"{p}: OK\n"
+    assert out == (f"{p}: OK\n  node 127.0.0.1:9881: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
+                   "127.0.0.1:9771, HTTP (rmqctl -a) on 127.0.0.1:8771 (default: each jRaftControllerRPCAddr port - 1000)\n")
     assert f"controllerd: warning: {p}:4: unknown key bogusKey; ignored" in err
 
 
@@ -485,7 +505,9 @@ def test_cli_check_config_strict_makes_warnings_fatal(tmp_path: Path) -> None:
     assert err.splitlines() == [f"controllerd: warning: {p}:7: unknown key bogusKey; ignored",
                                 "controllerd: config error: 1 warning(s), fatal with --strict"]  # fmt: skip
     p.write_text(REMOTE)
-    assert run("check-config", "--strict", "-c", str(p)) == (0, f"{p}: OK\n", "")
+    assert run("check-config", "--strict", "-c", str(p)) == (0, f"{p}: OK\n  node 10.0.0.2:9880: RocketMQ remoting "
+                                                             "(brokers' controllerAddr, mqadmin -a) on 10.0.0.2:9770, "
+                                                             "HTTP (rmqctl -a) on 10.0.0.2:8080\n", "")  # fmt: skip
 
 
 def test_cli_print_config_reads_back_as_the_same_config_with_sources_as_comments(tmp_path: Path) -> None:

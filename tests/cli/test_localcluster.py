@@ -6,6 +6,7 @@ One-node clusters on free loopback ports: each test is bounded by its own deadli
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -20,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.remoting.client import RemotingClient
+from api.remoting.headers import GET_METADATA_INFO
 from cli.localcluster import LocalNode, last_errors, socket_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
@@ -99,6 +102,16 @@ def control(data: str, *verb: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)  # fmt: skip
 
 
+async def metadata(address: str) -> dict[str, str]:
+    """GET_METADATA_INFO (1005) over RocketMQ remoting, as mqadmin getControllerMetaData asks it."""
+    host, port = address.rsplit(":", 1)
+    client = await RemotingClient.connect(host, int(port))
+    try:
+        return (await client.request(GET_METADATA_INFO)).ext_fields
+    finally:
+        client.close()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored(data: str, sig: int) -> None:
     proc = supervisor(data, ignore_sigint=True)
@@ -106,6 +119,14 @@ def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored
         lines = read_until(proc, "Ctrl-C stops the cluster.")
         pid = node_pid(lines)
         assert any(line.strip() == f"data {data}/n1  log {data}/logs/n1.log" for line in lines)
+        # The generated file is a RocketMQ controller.conf: no controllerHttpAddr, so HTTP is on the remoting
+        # port - 1000, and brokers find the group over remoting on jRaftControllerRPCAddr.
+        conf = Path(data, "conf", "n1.conf").read_text()
+        assert "\ncontrollerHttpAddr" not in conf and "\njRaftControllerRPCAddr = " in conf
+        node = next(line.split() for line in lines if line.startswith("  n1  pid "))
+        http, remoting = node[3].removeprefix("http://"), node[5]
+        assert int(remoting.rsplit(":")[1]) - 1000 == int(http.rsplit(":")[1])
+        assert asyncio.run(metadata(remoting))["controllerLeaderAddress"] == remoting
         os.killpg(proc.pid, sig)  # `kill -INT -PGID`, or the terminal hanging up
         out, err = proc.communicate(timeout=60)
     finally:

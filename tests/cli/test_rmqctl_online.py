@@ -509,8 +509,9 @@ def test_request_bodies_use_the_http_api_field_names(leader: Cluster) -> None:
     assert sent("raft", "transfer-leader") == {}
     assert sent("raft", "transfer-leader", "--to", RAFT[F1], "--max-lag", "10") == {"to": RAFT[F1], "maxLagEntries": 10}
     assert sent("raft", "add-peer", NEW, "--raft-address", "10.1.1.1:9883", "--http-address", "10.1.1.1:9773",
-                "--catch-up-timeout", "2.5") == {
-        "id": NEW, "raftAddress": "10.1.1.1:9883", "httpAddress": "10.1.1.1:9773", "timeoutMs": 2500}  # fmt: skip
+                "--remoting-address", "10.1.1.1:10773", "--catch-up-timeout", "2.5") == {
+        "id": NEW, "raftAddress": "10.1.1.1:9883", "httpAddress": "10.1.1.1:9773", "remotingAddress": "10.1.1.1:10773",
+        "timeoutMs": 2500}  # fmt: skip
     assert sent("kv", "put", "ns", "k", "v2") == {"value": "v2"}
     assert sent("kv", "cas", "ns", "k", "v2", "--expect", "v1") == {"expect": "v1", "value": "v2"}
     assert sent("kv", "cas", "ns", "k", "v2", "--absent") == {"expect": None, "value": "v2"}

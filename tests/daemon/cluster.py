@@ -28,9 +28,10 @@ class ControllerdCluster:
         os.makedirs(root, exist_ok=True)
         self.root = root
         stores = stores or [f"{root}/n{i}" for i in range(n)]
-        ports = free_ports(2 * n)
+        ports = free_ports(3 * n)
         self.rafts = [f"127.0.0.1:{p}" for p in ports[:n]]
-        self.https = [f"127.0.0.1:{p}" for p in ports[n:]]
+        self.https = [f"127.0.0.1:{p}" for p in ports[n : 2 * n]]
+        self.remotings = [f"127.0.0.1:{p}" for p in ports[2 * n :]]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.headers: dict[str, str] = {}  # sent by wait_ready (an Authorization header when a token is set)
         self._logged = threading.Condition()
@@ -42,7 +43,8 @@ class ControllerdCluster:
             with open(conf, "w") as f:
                 f.write(
                     f"controllerType=jRaft\njRaftServerId={self.rafts[i]}\njRaftInitConf={','.join(self.rafts)}\n"
-                    f"jRaftControllerRPCAddr={','.join(self.https)}\ncontrollerStorePath={stores[i]}\n"
+                    f"jRaftControllerRPCAddr={','.join(self.remotings)}\ncontrollerHttpAddr={','.join(self.https)}\n"
+                    f"controllerStorePath={stores[i]}\n"
                     f"jRaftElectionTimeoutMs={election_ms}\n{extra}"
                 )
             self.confs.append(conf)

@@ -63,6 +63,16 @@ def test_broker_registration_flow_on_the_leader_and_2007_from_followers(cluster:
     for i in range(3):
         md = httpx.get(cluster.url(i, "/api/v1/controller/metadata"), timeout=5).json()
         assert md["header"]["controllerLeaderId"] == cluster.rafts[leader]
+    # An HTTP client given a node's remoting address (jRaftControllerRPCAddr, what mqadmin takes) is sent to
+    # that node's HTTP address; rmqctl follows, saying so.
+    r = httpx.get(f"http://{cluster.remotings[followers[0]]}/api/v1/raft/status", timeout=5)
+    assert r.status_code == 307 and r.json()["error"] == "REMOTING_PORT"
+    assert r.headers["location"] == f"http://{cluster.https[followers[0]]}/api/v1/raft/status"
+    out = subprocess.run([sys.executable, "-m", "cli.rmqctl", "-o", "json", "-a", cluster.remotings[followers[0]],
+                          "getControllerMetaData"], capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["header"]["controllerLeaderId"] == cluster.rafts[leader]
+    assert f"{cluster.remotings[followers[0]]} is a RocketMQ remoting address" in out.stderr
 
 
 def test_sigterm_hands_leadership_over_and_exits_0(cluster: ControllerdCluster) -> None:

@@ -44,8 +44,10 @@ def conf_states(draw: st.DrawFn) -> ConfState:
     members = draw(st.lists(ids, unique=True, max_size=7))
     split = draw(st.integers(0, len(members)))
     known = sorted(draw(st.sets(st.sampled_from(members)))) if members else []
-    http = draw(st.sampled_from(["", "10.0.0.1:9770"]))
-    return ConfState(tuple(members[:split]), tuple(members[split:]), tuple((m, f"{m}:9880", http) for m in known))
+    http = draw(st.sampled_from(["", "10.0.0.1:8770"]))
+    remoting = draw(st.sampled_from(["", "10.0.0.1:9770"]))
+    return ConfState(tuple(members[:split]), tuple(members[split:]),
+                     tuple((m, f"{m}:9880", http, remoting) for m in known))  # fmt: skip
 
 
 snapshots = st.none() | st.builds(SnapshotMeta, u64, u64, conf_states())
@@ -414,14 +416,21 @@ def test_snapshot_meta_carries_member_addresses_in_a_fifth_element_only_when_the
     assert encode_message(m).hex(" ") == (
         "9e 09 a2 6e 31 a2 6e 32 03 00 00 90 00 c2 00 00 00 94 64 02 92 a2 6e 31 a2 6e 32 91 a2 6e 33 c2"
     )
-    conf = ConfState(("n1", "n2"), ("n3",), (("n3", "h3:1", "h3:2"),))
+    conf = ConfState(("n1", "n2"), ("n3",), (("n3", "h3:1", "h3:2", ""),))
     m.snapshot = SnapshotMeta(100, 2, conf)
     data = encode_message(m)
     assert "95 64 02 92 a2 6e 31 a2 6e 32 91 a2 6e 33 91 93 a2 6e 33 a4 68 33 3a 31 a4 68 33 3a 32" in data.hex(" ")
     (back,) = decode_messages(encode_messages([m]))
     assert back.snapshot == SnapshotMeta(100, 2, conf)
+    # A member whose remoting address is known is sent with it as a fourth string; one without, as before.
+    conf = ConfState(("n1", "n2"), ("n3",), (("n2", "h2:1", "", ""), ("n3", "h3:1", "h3:2", "h3:3")))
+    m.snapshot = SnapshotMeta(100, 2, conf)
+    data = encode_message(m)
+    assert "92 93 a2 6e 32 a4 68 32 3a 31 a0 94 a2 6e 33 a4 68 33 3a 31 a4 68 33 3a 32 a4 68 33 3a 33" in data.hex(" ")
+    (back,) = decode_messages(encode_messages([m]))
+    assert back.snapshot == SnapshotMeta(100, 2, conf)
     fields = list(msgpack.unpackb(data, use_list=False))
-    for bad in ((("n3", "h3:1"),), (("n3", "h3:1", 2),), "n3", (("n9", "h:1", ""),)):
+    for bad in ((("n3", "h3:1"),), (("n3", "h3:1", 2),), "n3", (("n9", "h:1", ""),), (("n3", "a", "b", "c", "d"),)):
         fields[12] = (100, 2, ("n1", "n2"), ("n3",), bad)
         with pytest.raises(CodecError):
             decode_messages(msgpack.packb([fields]))

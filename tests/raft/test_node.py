@@ -182,16 +182,17 @@ def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the
             ld = await leader_of({i: nodes[i] for i in boot})
             await ld.apply(put("before", 1))
             await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14")
-            await ld.add_peer("n5", addr["n5"], http_address="127.0.0.1:15")
+            await ld.add_peer("n5", addr["n5"], http_address="127.0.0.1:15", remoting_address="127.0.0.1:25")
             assert list(ld.status().voters) == ids
             barrier = await ld.apply(put("after-both", 1))
             for i in ids:  # both new members are reachable and caught up
                 await nodes[i].wait_applied(barrier, 10)
             for i in ids:  # every node knows both addresses, whatever its file says
                 st = nodes[i].status().addresses
-                assert st["n4"] == MemberAddresses(f"127.0.0.1:{ports['n4']}", "127.0.0.1:14"), i
-                assert st["n5"] == MemberAddresses(f"127.0.0.1:{ports['n5']}", "127.0.0.1:15"), i
+                assert st["n4"] == MemberAddresses(f"127.0.0.1:{ports['n4']}", "127.0.0.1:14", None), i
+                assert st["n5"] == MemberAddresses(f"127.0.0.1:{ports['n5']}", "127.0.0.1:15", "127.0.0.1:25"), i
                 assert nodes[i].http_address("n5") == "127.0.0.1:15"
+                assert nodes[i].remoting_address("n5") == "127.0.0.1:25" and nodes[i].remoting_address("n4") is None
             # n5 leads; its file never named n4, yet n4 gets its entries.
             await ld.transfer_leadership("n5")
             n5 = nodes["n5"]
@@ -203,12 +204,13 @@ def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the
             # A snapshot keeps the addresses, and a restart from it (no CONF entry left after it) knows them.
             meta = await nodes["n2"].snapshot()
             assert meta is not None and dict((a[0], a[1:]) for a in meta.addresses)["n4"] == (
-                f"127.0.0.1:{ports['n4']}", "127.0.0.1:14")  # fmt: skip
+                f"127.0.0.1:{ports['n4']}", "127.0.0.1:14", "")  # fmt: skip
             await nodes["n2"].stop()
             nodes["n2"] = node("n2", boot)
             await nodes["n2"].start()
             assert nodes["n2"].core is not None and nodes["n2"].core.log.confs == []
             assert nodes["n2"].status().addresses["n5"].raft == f"127.0.0.1:{ports['n5']}"
+            assert nodes["n2"].remoting_address("n5") == "127.0.0.1:25"
             assert nodes["n2"].transport_peers()["n4"] == addr["n4"]
 
     run(main)

@@ -266,17 +266,17 @@ def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(
         try:
             leaders = await asyncio.gather(*(nodes[i].wait_for_leader(10) for i in boot))
             ld = nodes[leaders[0]]
-            await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14")
+            await ld.add_peer("n4", addr["n4"], http_address="127.0.0.1:14", remoting_address="127.0.0.1:24")
             await fill(ld, 0, 600)
             await ld._wait_for(lambda: ld.status().first_index > 1)
             await ld.add_peer("n5", addr["n5"])
             n5 = nodes["n5"]
             await n5.wait_applied(ld.status().commit, 30)
             assert n5.status().snapshot.installs == 1
-            assert n5.core is not None and n5.core.snapshot.conf.address("n4") == (f"127.0.0.1:{ports['n4']}",
-                                                                                   "127.0.0.1:14")  # fmt: skip
+            n4 = ("n4", f"127.0.0.1:{ports['n4']}", "127.0.0.1:14", "127.0.0.1:24")
+            assert n5.core is not None and n5.core.snapshot.conf.address("n4") == n4
             (meta,) = [m for m in n5.snapshots() if m.last_included_index == n5.core.snapshot.index]
-            assert ("n4", f"127.0.0.1:{ports['n4']}", "127.0.0.1:14") in meta.addresses
+            assert n4 in meta.addresses and n5.remoting_address("n4") == "127.0.0.1:24"
         finally:
             for n in nodes.values():
                 await n.stop()

@@ -157,13 +157,11 @@ def bench_bare(args: argparse.Namespace) -> dict[str, Any]:
         proc.wait(30)
 
 
-def start_group(root: str, procs: list[subprocess.Popen[bytes]], remoting: bool = False) -> tuple[str, str | None]:
-    """Three controllerd processes (appended to `procs`), ready; (leader's HTTP address, its remoting address
-    or None). Without `remoting` jRaftControllerRPCAddr keeps its old meaning (the HTTP addresses)."""
+def start_group(root: str, procs: list[subprocess.Popen[bytes]]) -> tuple[str, str]:
+    """Three controllerd processes (appended to `procs`), ready; (leader's HTTP address, its remoting address)."""
     ports = free_ports(9)
     rafts, https, rpcs = ([f"127.0.0.1:{p}" for p in ports[k : k + 3]] for k in (0, 3, 6))
-    addrs = f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n" if remoting \
-        else f"jRaftControllerRPCAddr={','.join(https)}\n"  # fmt: skip
+    addrs = f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n"
     for i in range(3):
         conf = os.path.join(root, f"n{i}.conf")
         with open(conf, "w") as f:
@@ -176,7 +174,7 @@ def start_group(root: str, procs: list[subprocess.Popen[bytes]], remoting: bool 
     for h in https:
         _wait_http(f"http://{h}/readyz", 60, procs)
     leader = rafts.index(httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"])
-    return https[leader], rpcs[leader] if remoting else None
+    return https[leader], rpcs[leader]
 
 
 def stop_group(procs: list[subprocess.Popen[bytes]]) -> None:

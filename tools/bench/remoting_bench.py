@@ -23,11 +23,10 @@ from tools.bench.http_bench import drive, parse_args, start_group, stop_group
 def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        http, remoting = start_group(root, procs, remoting=True)
+        http, remoting = start_group(root, procs)
         load = (args.seconds, args.connections, args.clients, args.brokers)
         out = {}
         for proto, addr in (("remoting", remoting), ("http", http)):
-            assert addr is not None
             host, port = addr.rsplit(":", 1)
             drive(host, int(port), 1.0, *load[1:], proto=proto)  # warm-up
             out[proto] = drive(host, int(port), *load, proto=proto)

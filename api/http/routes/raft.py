@@ -93,10 +93,12 @@ async def add_peer(req: M.AddPeerRequest, gw: GatewayDep) -> Response:
     gw.service.require_leader()  # a follower answers 2007 before it judges the addresses
     split_address("id", req.id)
     address = split_address("raftAddress", req.raftAddress or req.id)
-    if req.httpAddress is not None:
-        split_address("httpAddress", req.httpAddress)
+    for name in ("httpAddress", "remotingAddress"):
+        if getattr(req, name) is not None:
+            split_address(name, getattr(req, name))
     timeout = gw.settings.add_peer_timeout_s if req.timeoutMs is None else req.timeoutMs / 1000
-    return ok(documents.membership(await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout)))
+    return ok(documents.membership(await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout,
+                                                         req.remotingAddress)))  # fmt: skip
 
 
 @router.delete("/peers/{peer_id}", response_model=M.MembershipAnswer)
