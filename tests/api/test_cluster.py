@@ -168,7 +168,7 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
         r = await leader.call("POST", "/api/v1/raft/peers", token=True, json={"id": "127.0.0.1:1",
                               "remotingAddress": "nowhere"})  # fmt: skip
         assert r.status_code == 422 and "remotingAddress" in r.text and "127.0.0.1:1" not in str(
-            leader.service.node.status()["learners"])  # fmt: skip
+            leader.service.node.status().learners)  # fmt: skip
         env = await leader.ok("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)
         assert new.id not in env["body"]["voters"]
         r = await leader.call("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)

@@ -467,11 +467,11 @@ async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_
                               json={"id": new, "httpAddress": "127.0.0.2:1", "remotingAddress": remoting[new]})  # fmt: skip
         assert new in env["body"]["voters"]
         for n in nodes[:3]:  # woken by each of the node's processing rounds, no polling
-            await asyncio.wait_for(n.service.node._wait_for(lambda n=n: new in n.service.node.status()["voters"]), 10)
+            await asyncio.wait_for(n.service.node._wait_for(lambda n=n: new in n.service.node.status().voters), 10)
         for i in range(3):
             meta = (await ask(i, H.GET_METADATA_INFO)).ext_fields
             assert set(meta["peers"].rstrip(";").split(";")) == set(remoting.values()), i
-            peers = {p["id"]: p["remotingAddress"] for p in nodes[i].service.raft_status()["peers"]}
+            peers = {p.id: p.remoting_address for p in nodes[i].service.peers()}
             assert peers[new] == remoting[new], i
         # A follower restarts from its own data and its file, which never named the new member.
         f = next(i for i in range(3) if nodes[i] is not leader)
