@@ -30,7 +30,7 @@ from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
 from raft.storage.segment import SEGMENT_NAME
 from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
 from snapshot.format import META_FILE, META_HEAD_SIZE, table_end
-from tests.daemon.cluster import ControllerdCluster
+from tools.cluster import ControllerdCluster
 from tools.torture.crash import CONF, ENV, Writers
 
 MUTATIONS = ("flip", "zero", "truncate")

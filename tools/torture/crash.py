@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from snapshot.failpoint import POINTS
-from tests.daemon.cluster import ControllerdCluster
+from tools.cluster import ControllerdCluster
 
 # Points this workload meets (membership changes are swept by tests/torture, not here).
 SWEPT = tuple(p for p in POINTS if not p.startswith("membership."))
