@@ -17,7 +17,9 @@ Two kinds of point need a workload of their own, so that they are met by constru
   while the others take `lag` writes, enough that the leader compacts its log past the node's last entry,
   then thawed (SIGCONT): it is behind the compacted log and gets an InstallSnapshot (downloaded in 1 KiB
   chunks, so one download is many `install.chunk` hits). Freeze and thaw repeat in the same process until
-  the point fires, so hit counts above 1 are reached too. Only one node is frozen at a time.
+  the point fires, so hit counts above 1 are reached too. Only one node is frozen at a time, and a node
+  that crashes meanwhile restarts disarmed (the other two must keep a quorum for the frozen one to fall
+  behind); it is killed and re-armed once the frozen one is thawed.
 * membership (`membership.propose`, `membership.apply`): while one of them is armed, a thread keeps adding
   an (unreachable) learner through the admin API and removing it again, so the leader proposes and every
   member applies a configuration change every few hundred milliseconds.
@@ -61,8 +63,8 @@ ENV = {
     "CONTROLLERD_UNSAFE_LOCAL_READS": "1",
 }
 LAG = 40  # writes a frozen node misses: past 2 snapshots (every 10 entries, 2 trailing), so its log is compacted away
-CATCH_UP = 20  # writes a thawed node runs before it may be frozen again
-MAX_FREEZES = 12  # an InstallSnapshot point not fired after min(count, this) + 2 freezes is not reached
+CATCH_UP = 10  # writes a thawed node runs before it may be frozen again
+MAX_FREEZES = 8  # largest hit count tried at a point met once per InstallSnapshot
 
 
 @dataclass
@@ -201,8 +203,13 @@ class Armed:
 
 
 def cases(points: tuple[str, ...], max_hit: int) -> dict[str, deque[int]]:
-    """Hit counts to try per point: every count from 1 to max_hit."""
-    return {p: deque(range(1, max_hit + 1)) for p in points}
+    """Hit counts to try per point: every count from 1 to max_hit (to MAX_FREEZES for a point met once per
+    InstallSnapshot, where count N costs N freezes)."""
+
+    def top(p: str) -> int:
+        return min(max_hit, MAX_FREEZES) if p in INSTALL_POINTS and p != "install.chunk" else max_hit
+
+    return {p: deque(range(1, top(p) + 1)) for p in points}
 
 
 def _refusal_ok(log_tail: str, store: str) -> bool:
@@ -231,7 +238,14 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
                 return p, todo[p].popleft()
         return None
 
+    resting: set[int] = set()  # restarted disarmed while another node was frozen
+
     def start(i: int) -> None:
+        if frozen():  # a crash now would leave no quorum, and the frozen node waits for writes: rest disarmed
+            arm.pop(i, None)
+            resting.add(i)
+            c.start(i, ENV)
+            return
         case = next_case()
         env = dict(ENV)
         if case is not None:
@@ -241,6 +255,15 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
         else:
             arm.pop(i, None)
         c.start(i, env)
+
+    def refused(i: int, armed: str, rc: int) -> None:
+        """It exited by itself: a refusal to start, whose last lines must name a file."""
+        tail = c.tail(i, 5)
+        c.readers[i].join(10)
+        report.refusals.append(f"n{i} armed {armed} exited {rc}: {tail[-400:]}")
+        if not _refusal_ok(tail, root):
+            report.lost.append(f"refusal of n{i} names no file: {tail[-200:]}")
+        echo(f"refusal: n{i} {armed} exit {rc}")
 
     def frozen() -> bool:
         return any(a.frozen_at is not None for a in arm.values())
@@ -254,7 +277,7 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
             return False
         if acked - a.since < CATCH_UP:
             return False
-        if a.freezes >= min(a.count, MAX_FREEZES) + 2:
+        if a.freezes >= min(a.count, MAX_FREEZES) + 2:  # (install.chunk: many hits per download)
             return True
         if not frozen():  # one frozen node at a time: the other two keep a quorum
             os.kill(c.procs[i].pid, signal.SIGSTOP)
@@ -277,6 +300,15 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
         while arm and time.monotonic() - t0 < budget_s and (target is None or report.fired < target):
             with w.cond:  # wake on every acknowledged write, or every 0.2 s while the group is stalled
                 w.cond.wait(0.2)
+            if resting and not frozen():  # armed again: kill -9 (one more crash at no chosen point) and restart
+                for i in sorted(resting):
+                    resting.discard(i)
+                    rc = c.procs[i].poll()
+                    if rc is not None:
+                        refused(i, "nothing (resting)", rc)
+                    c.kill(i)
+                    report.restarts += 1
+                    start(i)
             for i in list(arm):
                 p = c.procs[i]
                 a = arm[i]
@@ -299,18 +331,14 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
                     report.fired_points[a.point] = report.fired_points.get(a.point, 0) + 1
                     c.readers[i].join(10)
                 else:
-                    tail = c.tail(i, 5)
-                    c.readers[i].join(10)
-                    report.refusals.append(f"n{i} armed {a.point}@{a.count} exited {rc}: {tail[-400:]}")
-                    if not _refusal_ok(tail, root):
-                        report.lost.append(f"refusal of n{i} names no file: {tail[-200:]}")
-                    echo(f"refusal: n{i} {a.point}@{a.count} exit {rc}")
+                    refused(i, f"{a.point}@{a.count}", rc)
                 report.restarts += 1
                 start(i)
             if report.armed >= shown + 50:
                 shown = report.armed
                 echo(f"  {report.armed} armed, {report.fired} fired, {w.count()} acked, {time.monotonic() - t0:.0f} s")
         churn.stop()
+        resting.clear()
         for i in list(arm):  # disarm: a clean restart of every node still armed (a frozen one too)
             c.kill(i)
             c.start(i, ENV)
