@@ -90,6 +90,7 @@ class Node:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
         self._space_free, self._space_checked_at = 0, float("-inf")  # _check_space's cached statvfs
+        self._lost_reported: tuple[int, int] | None = None  # the last loss _report_lost logged
         self._space_paused = False  # entries from the leader refused for want of disk space (_refuse_for_space)
         self._waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # index -> (term, future)
         self._reads: list[asyncio.Future[int]] = []
@@ -450,7 +451,22 @@ class Node:
                 self._downloader.offer(m, self._downloaded)
                 continue
             step(m)
+        if core.lost_acknowledged is not None:
+            self._report_lost(core)
         self._kick()
+
+    def _report_lost(self, core: RaftCore) -> None:
+        """The leader's heartbeat shows our log lacks entries we acknowledged (a WAL truncated or replaced
+        behind our back: a crash cannot do that, every acknowledged entry was fsynced). It is repaired from
+        the leader; say so, once per loss."""
+        last, commit = core.lost_acknowledged or (0, 0)
+        core.lost_acknowledged = None
+        if (last, commit) != self._lost_reported:
+            self._lost_reported = (last, commit)
+            what = f"ends at index {last}" if commit > last else f"holds another entry at index {commit}"
+            log.warning("lost acknowledged entries: the log under %s %s, but this node had acknowledged up to %d "
+                        "to leader %s; they are restored from the leader. The WAL was truncated, damaged or "
+                        "replaced by an older copy", self.opts.data_dir, what, commit, core.leader)  # fmt: skip
 
     def _wants_download(self, core: RaftCore, m: Message) -> bool:
         """A SNAP the core would install: fetch the files first, step the message once they are here.

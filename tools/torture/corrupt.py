@@ -8,7 +8,10 @@ to the two healthy nodes. Outcomes:
 
 * refused: it exits non-zero and its last log lines name the damaged file, a byte offset and the fix;
 * fallback: it starts, logs the damage with the file name (a quarantined snapshot, a torn WAL tail cut back),
-  catches up from the leader (log or InstallSnapshot) and then holds exactly the acknowledged state;
+  catches up from the leader (log or InstallSnapshot) and then holds exactly the acknowledged state; or
+  (*repaired*) its WAL tail was cut at a frame boundary, which no local check can tell from a crash before
+  the write, and it logs "lost acknowledged entries" when the leader's heartbeat shows it had acknowledged
+  more than its log holds, then catches up;
 * benign: it starts, logs nothing about that file and holds the right state (the damage hit bytes that carry
   no state, e.g. the tail cut exactly at a batch end, which is indistinguishable from a crash before it);
 * silent: it runs with state that differs from the healthy replicas. Must be 0.
@@ -34,6 +37,7 @@ from tools.cluster import ControllerdCluster
 from tools.torture.crash import CONF, ENV, Writers
 
 MUTATIONS = ("flip", "zero", "truncate")
+LOST = "lost acknowledged entries"  # raft/node/node.py _report_lost
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class CorruptReport:
     benign_cases: list[str] = field(default_factory=list)
     unnamed: list[str] = field(default_factory=list)  # refusals whose message does not name file and offset
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [cases, refused, fallback, benign]
+    repaired: int = 0  # of the fallbacks: a cut WAL tail the node learned of from the leader's heartbeat
     seconds: float = 0.0
 
     @property
@@ -69,6 +74,7 @@ class CorruptReport:
         return [
             f"cases {self.cases}, detected {self.detected} (refused {self.refused}, fallback {self.fallback}), "
             f"benign {self.benign}, silent {len(self.silent)}, refusals not naming file+offset {len(self.unnamed)}",
+            f"of the fallbacks, lost acknowledged entries reported by the leader's heartbeat: {self.repaired}",
             kinds,
             f"{self.seconds:.0f} s",
         ]
@@ -173,8 +179,9 @@ def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], N
                 tail = c.tail(victim, 8)
                 if Path(case.rel).name not in tail or "offset" not in tail or "Fix:" not in tail:
                     report.unnamed.append(f"{case}: {tail[-300:]}")
-            elif outcome == "fallback":
+            elif outcome in ("fallback", "repaired"):
                 report.fallback += 1
+                report.repaired += outcome == "repaired"
                 counts[2] += 1
             elif outcome == "benign":
                 report.benign += 1
@@ -203,11 +210,16 @@ def _one(c: ControllerdCluster, i: int, case: Case, acked: dict[str, str]) -> st
         c.readers[i].join(10)
         return "refused"
     wrong = _diff(c, i, acked)
-    mentioned = case.rel.split("/")[1] in _log_since(c, i, before)  # the segment, meta or snapshot dir name
+    logged = _log_since(c, i, before)
+    mentioned = case.rel.split("/")[1] in logged  # the segment, meta or snapshot dir name
     c.terminate(i)
     if wrong:
         return f"started with wrong state: {wrong[:3]}"
-    return "fallback" if mentioned else "benign"
+    if mentioned:
+        return "fallback"
+    # A WAL tail cut at a frame boundary reads like a crash before those writes; the leader, which counted
+    # them as acknowledged, tells the node in its next heartbeat, and the node says so.
+    return "repaired" if LOST in logged else "benign"
 
 
 class _Exited(Exception):
