@@ -22,7 +22,8 @@ Two kinds of point need a workload of their own, so that they are met by constru
   behind); it is killed and re-armed once the frozen one is thawed.
 * membership (`membership.propose`, `membership.apply`): while one of them is armed, a thread keeps adding
   an (unreachable) learner through the admin API and removing it again, so the leader proposes and every
-  member applies a configuration change every few hundred milliseconds.
+  member applies a configuration change every few hundred milliseconds; leadership is first transferred
+  to a node armed at `membership.propose` (only a leader proposes).
 
 Writers PUT unique keys and record every acknowledged one. At the end every node is brought up to the
 leader's commit index and each acknowledged key is read from each node's own state (the nodes run with
@@ -157,10 +158,11 @@ class Writers:
 class Churn:
     """Adds an unreachable learner through the admin API (a 1 ms catch-up wait, so it stays a learner) and
     removes it again, in a loop, while `active()`: a configuration change proposed by the leader and applied
-    by every member every few hundred milliseconds."""
+    by every member every few hundred milliseconds. Only a leader proposes, so when `proposer()` names a node
+    (the one armed at membership.propose) leadership is first transferred to it."""
 
-    def __init__(self, cluster: ControllerdCluster, writers: Writers, active) -> None:
-        self.c, self.w, self.active = cluster, writers, active
+    def __init__(self, cluster: ControllerdCluster, active, proposer) -> None:
+        self.c, self.active, self.proposer = cluster, active, proposer
         self.learner = f"127.0.0.1:{free_ports(1)[0]}"
         self.changes = 0
         self._stop = threading.Event()
@@ -181,16 +183,25 @@ class Churn:
                 if not self.active():
                     continue
                 try:
+                    to = self.proposer()
+                    if to is not None and to != i:
+                        env = client.post(self.c.url(i, "/api/v1/raft/transfer-leader"), json={"to": self.c.rafts[to]},
+                                          timeout=10).json()  # fmt: skip
+                        i = to if env.get("code") == 0 else self._leader(env, i)
+                        continue
                     added = client.post(self.c.url(i, "/api/v1/raft/peers"), json={"id": self.learner, "timeoutMs": 1})
                     env = added.json()
                     if env.get("code") == 2007:  # a follower changes nothing; it names the leader when it knows one
-                        addr = (env.get("header") or {}).get("controllerLeaderAddress")
-                        i = self.c.https.index(addr) if addr in self.c.https else (i + 1) % len(self.c.confs)
+                        i = self._leader(env, i)
                         continue
                     self.changes += added.status_code == 503  # added as a learner, which cannot catch up
                     self.changes += client.delete(self.c.url(i, gone)).json().get("code") == 0
                 except (httpx.HTTPError, ValueError):  # the leader died (maybe at the armed point)
                     i = (i + 1) % len(self.c.confs)
+
+    def _leader(self, env: dict, i: int) -> int:
+        addr = (env.get("header") or {}).get("controllerLeaderAddress")
+        return self.c.https.index(addr) if addr in self.c.https else (i + 1) % len(self.c.confs)
 
 
 @dataclass
@@ -291,7 +302,11 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
     c.wait_ready()
     w = Writers(c)
     w.start()
-    churn = Churn(c, w, lambda: any(a.point in MEMBERSHIP_POINTS for a in list(arm.values())))
+
+    def proposer() -> int | None:
+        return next((i for i, a in list(arm.items()) if a.point == "membership.propose" and a.frozen_at is None), None)
+
+    churn = Churn(c, lambda: any(a.point in MEMBERSHIP_POINTS for a in list(arm.values())), proposer)
     churn.start()
     try:
         for i in range(3):
