@@ -37,12 +37,13 @@ from tools.cluster import ControllerdCluster
 from tools.torture.crash import CONF, ENV, Writers
 
 MUTATIONS = ("flip", "zero", "truncate")
+KINDS = ("wal", "wal_meta", "raft_meta", "snapshot_data", "snapshot_meta")
 LOST = "lost acknowledged entries"  # raft/node/node.py _report_lost
 
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # wal, wal_meta, raft_meta, snapshot_data, snapshot_meta
+    kind: str  # one of KINDS
     rel: str  # path relative to the store
     offset: int
     mutation: str
@@ -141,7 +142,9 @@ def damage(path: Path, case: Case) -> None:
     path.write_bytes(bytes(data))
 
 
-def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], None] = print) -> CorruptReport:
+def run(root: str, *, sample: int = 1, writes: int = 60, kinds: tuple[str, ...] = (), mutations: tuple[str, ...] = (),
+        echo: Callable[[str], None] = print) -> CorruptReport:  # fmt: skip
+    """Every `sample`th case (of the given file kinds and mutations only, when named); the report."""
     """Every `sample`-th case of the enumeration (1: all)."""
     shutil.rmtree(root, ignore_errors=True)
     c = ControllerdCluster(root, election_ms=300, extra=CONF)
@@ -163,7 +166,8 @@ def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], N
         store = Path(root) / f"n{victim}"
         pristine = Path(root) / "pristine"
         shutil.copytree(store, pristine)
-        cases = enumerate_cases(pristine)[::sample]
+        cases = [x for x in enumerate_cases(pristine)
+                 if (not kinds or x.kind in kinds) and (not mutations or x.mutation in mutations)][::sample]  # fmt: skip
         echo(f"victim n{victim}: {len(cases)} cases over {len({x.rel for x in cases})} files")
         for case in cases:
             shutil.rmtree(store)
