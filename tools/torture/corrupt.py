@@ -161,7 +161,7 @@ def run(root: str, *, sample: int = 1, writes: int = 60, kinds: tuple[str, ...] 
             w.cond.wait_for(lambda: len(w.acked) >= writes, 120)
         w.stop()
         acked = dict(w.acked)
-        _caught_up(c, victim, 60)
+        _tail_beyond_snapshot(c, leader, victim, acked)
         assert c.terminate(victim) == 0
         store = Path(root) / f"n{victim}"
         pristine = Path(root) / "pristine"
@@ -224,6 +224,22 @@ def _one(c: ControllerdCluster, i: int, case: Case, acked: dict[str, str]) -> st
     # A WAL tail cut at a frame boundary reads like a crash before those writes; the leader, which counted
     # them as acknowledged, tells the node in its next heartbeat, and the node says so.
     return "repaired" if LOST in logged else "benign"
+
+
+def _tail_beyond_snapshot(c: ControllerdCluster, leader: int, victim: int, acked: dict[str, str]) -> None:
+    """A few more writes, until the victim's log holds at least 4 entries its newest snapshot does not: a cut
+    WAL tail then loses acknowledged entries that nothing else on the node holds (otherwise the snapshot
+    would cover them all and every tail truncation would be harmless)."""
+    with httpx.Client(timeout=10) as client:
+        for n in range(12):
+            _caught_up(c, victim, 60)
+            st = client.get(c.url(victim, "/api/v1/raft/status")).json()["body"]
+            if st["lastLogIndex"] - st["lastSnapshotIndex"] >= 4:
+                return
+            key = f"tail{n}"
+            if client.put(c.url(leader, f"/api/v1/kv/t/{key}"), json={"value": key}).json().get("code") == 0:
+                acked[key] = key
+    raise AssertionError("the victim's log never reached 4 entries past its newest snapshot")
 
 
 class _Exited(Exception):
