@@ -12,8 +12,8 @@ to the two healthy nodes. Outcomes:
   (*repaired*) its WAL tail was cut at a frame boundary, which no local check can tell from a crash before
   the write, and it logs "lost acknowledged entries" when the leader's heartbeat shows it had acknowledged
   more than its log holds, then catches up;
-* benign: it starts, logs nothing about that file and holds the right state (the damage hit bytes that carry
-  no state, e.g. the tail cut exactly at a batch end, which is indistinguishable from a crash before it);
+* benign: it starts, logs nothing about that file and holds the right state (the damage removed nothing the
+  node needs, e.g. WAL entries its newest snapshot holds);
 * silent: it runs with state that differs from the healthy replicas. Must be 0.
 """
 
