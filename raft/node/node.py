@@ -869,8 +869,8 @@ class Node:
         dropped as if the network had lost it, so the node stays alive, keeps its term and leader from
         heartbeats (no election), answers reads, and the leader resends at heartbeat pace; once space is
         back the next append goes through (or is rejected with a hint and backed up) and it catches up.
-        A write that would fill the disk inside the WAL is never attempted, so it cannot become an I/O error
-        that stops the node."""
+        While the reserve exceeds what a batch writes, the WAL never meets ENOSPC, an I/O error that would
+        stop the node."""
         if not (m.type == MsgType.SNAP or (m.type == MsgType.APP and m.entries)):
             return False
         short = self._space_short()
@@ -879,7 +879,7 @@ class Node:
             if short is not None:
                 log.warning("%s: not taking entries from leader %s until space is freed", short, m.frm)
             else:
-                log.warning("disk space is back under %s: taking entries from the leader again", self.opts.data_dir)
+                log.info("disk space is back under %s: taking entries from the leader again", self.opts.data_dir)
         return short is not None
 
     def _require_leader(self) -> None:
