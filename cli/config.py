@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, TypedDict
+from typing import Any
 
 from api.service import ServiceOptions
 from api.settings import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_BYTES, MIN_FRAME_BYTES, read_token_file
@@ -715,13 +715,16 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             unsafe_tick_lease=os.environ.get("CONTROLLERD_UNSAFE_TICK_LEASE") == "1",
         ),
         # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
-        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1", **_segment_bytes(),
-                              min_free_bytes=cfg.min_free_disk_mb << 20),  # fmt: skip
+        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1",
+                              min_free_bytes=cfg.min_free_disk_mb << 20,
+                              segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES",
+                                                        LogStorageOptions.segment_bytes)),  # fmt: skip
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
             max_reserved=cfg.max_snapshot_reserved,
             log_margin=cfg.snapshot_trailing_logs,
+            chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions.chunk_bytes),
         ),
     )
 
@@ -835,12 +838,9 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
     return lines
 
 
-class _SegmentBytes(TypedDict, total=False):
-    segment_bytes: int
-
-
-def _segment_bytes() -> _SegmentBytes:
+def _fault_size(env: str, default: int) -> int:
     """Fault injection only (tools.torture): CONTROLLERD_SEGMENT_BYTES makes small WAL segments, so that a short
-    run rolls segments often."""
-    raw = os.environ.get("CONTROLLERD_SEGMENT_BYTES")
-    return {"segment_bytes": int(raw)} if raw else {}
+    run rolls segments often; CONTROLLERD_SNAPSHOT_CHUNK_BYTES small InstallSnapshot chunks, so that one
+    download is many chunks."""
+    raw = os.environ.get(env)
+    return int(raw) if raw else default

@@ -184,6 +184,9 @@ class RaftCore:
         self.prev_hard = HardState(self.term, self.vote)
         self.durable_hard = self.prev_hard  # the latest hard state the driver reported durable
         self.pending_install: SnapshotMeta | None = None
+        # (our last index, the commit the leader says we acknowledged): set when a heartbeat shows that this
+        # node's disk lost entries it had acknowledged; the driver reports it and clears it.
+        self.lost_acknowledged: tuple[int, int] | None = None
 
     @property
     def conf(self) -> ConfState:
@@ -564,6 +567,7 @@ class RaftCore:
                 # where our log surely agrees (its end, or our commit) so the leader probes from there instead
                 # of believing our old match.
                 hint = last if m.commit > last else lg.committed
+                self.lost_acknowledged = (last, m.commit)
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=True,
                                    reject_hint=hint))  # fmt: skip
             else:

@@ -91,6 +91,8 @@ class Node:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
         self._space_free, self._space_checked_at = 0, float("-inf")  # _check_space's cached statvfs
+        self._lost_reported: tuple[int, int] | None = None  # the last loss _report_lost logged
+        self._space_paused = False  # entries from the leader refused for want of disk space (_refuse_for_space)
         self._waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}  # index -> (term, future)
         self._reads: list[asyncio.Future[int]] = []
         self._read_waiters: list[tuple[int, asyncio.Future[int]]] = []  # (index, future) until applied
@@ -428,11 +430,15 @@ class Node:
         core = self._core()
         step = core.step
         for m in msgs:
+            if self._refuse_for_space(m):
+                continue
             if m.type == MsgType.SNAP and self._wants_download(core, m):
                 assert self._downloader is not None
                 self._downloader.offer(m, self._downloaded)
                 continue
             step(m)
+        if core.lost_acknowledged is not None:
+            self._report_lost(core)
         self._kick()
 
     def _on_peer_lost(self, peer: str) -> None:
@@ -441,6 +447,19 @@ class Node:
             return
         self.core.peer_lost(peer)
         self._kick()
+
+    def _report_lost(self, core: RaftCore) -> None:
+        """The leader's heartbeat shows our log lacks entries we acknowledged (a WAL truncated or replaced
+        behind our back: a crash cannot do that, every acknowledged entry was fsynced). It is repaired from
+        the leader; say so, once per loss."""
+        last, commit = core.lost_acknowledged or (0, 0)
+        core.lost_acknowledged = None
+        if (last, commit) != self._lost_reported:
+            self._lost_reported = (last, commit)
+            what = f"ends at index {last}" if commit > last else f"holds another entry at index {commit}"
+            log.warning("lost acknowledged entries: the log under %s %s, but this node had acknowledged up to %d "
+                        "to leader %s; they are restored from the leader. The WAL was truncated, damaged or "
+                        "replaced by an older copy", self.opts.data_dir, what, commit, core.leader)  # fmt: skip
 
     def _wants_download(self, core: RaftCore, m: Message) -> bool:
         """A SNAP the core would install: fetch the files first, step the message once they are here.
@@ -819,19 +838,43 @@ class Node:
         if self._stopped:
             raise RaftException(RaftError.ECANCELED, "node stopped")
 
-    def _check_space(self) -> None:
-        """Refuse a proposal while the log's file system is nearly full (LogStorageOptions.min_free_bytes);
+    def _space_short(self) -> str | None:
+        """Why the log's file system is too full to write (LogStorageOptions.min_free_bytes), or None;
         statvfs at most every 100 ms."""
         need = self.opts.log.min_free_bytes
         if not need:
-            return
+            return None
         now = self._loop_or_raise().time()
         if now >= self._space_checked_at + 0.1:
             st = os.statvfs(self.opts.data_dir)
             self._space_free, self._space_checked_at = st.f_bavail * st.f_frsize, now
         if self._space_free < need:
-            raise RaftException(RaftError.EBUSY, f"disk nearly full: {self._space_free} bytes free under "
-                                f"{self.opts.data_dir}, writes need {need}; free space and writes resume by themselves")  # fmt: skip
+            return f"disk nearly full: {self._space_free} bytes free under {self.opts.data_dir}, writes need {need}"
+        return None
+
+    def _check_space(self) -> None:
+        """Refuse a proposal while the disk is nearly full."""
+        short = self._space_short()
+        if short is not None:
+            raise RaftException(RaftError.EBUSY, f"{short}; free space and writes resume by themselves")
+
+    def _refuse_for_space(self, m: Message) -> bool:
+        """While the disk is nearly full, entries and snapshots from a leader are not taken: the message is
+        dropped as if the network had lost it, so the node stays alive, keeps its term and leader from
+        heartbeats (no election), answers reads, and the leader resends at heartbeat pace; once space is
+        back the next append goes through (or is rejected with a hint and backed up) and it catches up.
+        While the reserve exceeds what a batch writes, the WAL never meets ENOSPC, an I/O error that would
+        stop the node."""
+        if not (m.type == MsgType.SNAP or (m.type == MsgType.APP and m.entries)):
+            return False
+        short = self._space_short()
+        if (short is not None) != self._space_paused:
+            self._space_paused = short is not None
+            if short is not None:
+                log.warning("%s: not taking entries from leader %s until space is freed", short, m.frm)
+            else:
+                log.info("disk space is back under %s: taking entries from the leader again", self.opts.data_dir)
+        return short is not None
 
     def _require_leader(self) -> None:
         if not self.is_leader():

@@ -539,6 +539,9 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     net.tick_all(a.cfg.heartbeat_tick)  # one heartbeat round
     net.filter = None
     assert [(m.frm, m.reject_hint) for m in rejects] == [("c", 0)]
+    c = net.cores["c"]  # the node layer logs it (the corruption sweep counts it as detected)
+    assert c.lost_acknowledged == (0, a.log.committed)
+    assert all(net.cores[x].lost_acknowledged is None for x in ("a", "b"))
     for m in rejects:  # now let the leader see it: it backs off to the end of c's (empty) log
         a.step(m)
     assert a.prs["c"].match == 0
@@ -547,6 +550,20 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     a.report_snapshot("c", True)
     net.propose("a", b"after")
     assert net.cores["c"].log.committed == a.log.committed
+
+
+def test_a_follower_that_only_lags_reports_no_lost_entries() -> None:
+    """The loss signal is for entries a follower acknowledged, not for entries it never received: the
+    leader's heartbeat carries min(commit, match), so a follower that was cut off is only behind."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.isolate("c")
+    for k in range(5):
+        net.propose("a", f"{k}".encode())
+    net.heal()
+    net.tick_all(a.cfg.heartbeat_tick)
+    c = net.cores["c"]
+    assert c.log.committed == a.log.committed and c.lost_acknowledged is None
 
 
 def test_a_leader_whose_own_removal_did_not_commit_can_lead_again() -> None:

@@ -8,6 +8,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -101,5 +102,62 @@ def test_disk_full_503_reads_go_on_no_half_snapshot_and_recovery(tmp_path, mount
             assert c.procs[leader].poll() is None and c.index_of(c.wait_ready()) == leader
             for key in ["before", *synced, f"after{n}"]:
                 assert client.get(c.url(leader, f"/api/v1/kv/t/{key}")).json()["body"]["value"] == key
+    finally:
+        c.stop_all()
+
+
+def _status(client: httpx.Client, c: ControllerdCluster, i: int) -> dict:
+    return client.get(c.url(i, "/api/v1/raft/status")).json()["body"]
+
+
+def _applied_up_to(client: httpx.Client, c: ControllerdCluster, i: int, index: int, timeout: float = 30) -> bool:
+    """Poll the real process until it applied `index` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while _status(client, c, i)["appliedIndex"] < index:
+        if time.monotonic() > deadline or c.procs[i].poll() is not None:
+            return False
+        time.sleep(0.05)  # polling another process's progress, not ordering two threads of the test
+    return True
+
+
+def _big(key: str) -> str:
+    return key + "x" * (64 << 10)
+
+
+def test_a_follower_whose_disk_fills_pauses_and_catches_up_by_itself(tmp_path, mounts):
+    # Before: the follower's next WAL write failed with ENOSPC, an I/O error that stopped it for good.
+    stores = [os.path.join(m, "store") for m in mounts]
+    c = ControllerdCluster(str(tmp_path / "run"), election_ms=300, stores=stores,
+                           extra="controllerMinFreeDiskMB=8\n")  # fmt: skip
+    for i in range(3):
+        c.start(i, {"CONTROLLERD_UNSAFE_LOCAL_READS": "1"})  # the follower answers reads from its own state
+    try:
+        leader = c.index_of(c.wait_ready())
+        full = next(i for i in range(3) if i != leader)
+        with httpx.Client(timeout=10) as client:
+            assert _put(client, c, leader, "before").json()["code"] == 0
+            assert _applied_up_to(client, c, full, _status(client, c, leader)["commitIndex"])
+            _fill(mounts[full], 4 << 20)  # below the 8 MiB reserve
+            keys = [f"k{n}" for n in range(80)]
+            for key in keys:  # the leader and the other follower are a quorum; 5 MiB would not fit there
+                r = client.put(c.url(leader, f"/api/v1/kv/t/{key}"), json={"value": _big(key)})
+                assert r.json()["code"] == 0, r.text
+            commit = _status(client, c, leader)["commitIndex"]
+            assert c.procs[full].poll() is None, c.tail(full)  # paused, not stopped
+            st = _status(client, c, full)
+            assert st["appliedIndex"] < commit and st["leaderId"] == c.rafts[leader]  # behind, no election
+            r = client.get(c.url(full, "/api/v1/kv/t/before"))
+            assert r.status_code == 200 and r.json()["body"]["value"] == "before"  # reads go on
+            with open(c.log_path(full)) as f:
+                assert "not taking entries from leader" in f.read()
+            for f in os.listdir(mounts[full]):  # space comes back: it catches up without a restart
+                if f.startswith("filler"):
+                    os.unlink(os.path.join(mounts[full], f))
+            assert _applied_up_to(client, c, full, commit), c.tail(full)
+            for key in keys:
+                assert client.get(c.url(full, f"/api/v1/kv/t/{key}")).json()["body"]["value"] == _big(key)
+            assert c.procs[full].poll() is None
+            with open(c.log_path(full)) as f:
+                assert "disk space is back" in f.read()
     finally:
         c.stop_all()

@@ -28,6 +28,23 @@ def test_crash_sweep_small_loses_no_acknowledged_write(tmp_path):
     assert report.restarts >= report.fired and report.checked == 3 * report.acked > 0
 
 
+@pytest.mark.xdist_group("torture-crash")
+def test_crash_sweep_meets_install_snapshot_and_membership_points_by_construction(tmp_path):
+    # These are met only by the sweep's own workloads: a node frozen until the leader compacted past it (then
+    # an InstallSnapshot in 1 KiB chunks), and a learner added and removed through the admin API (leadership
+    # moved to the node armed at membership.propose first). Before them the sweep never reached install.chunk,
+    # wal.reset.before_unlink nor membership.*.
+    install = ("install.chunk", "install.before_adopt", "install.after_adopt", "wal.reset.before_unlink")
+    points = (*install, "membership.propose", "membership.apply")
+    report = crash.run(str(tmp_path / "crash"), points=points, max_hit=1, window=60, budget_s=300, echo=lambda _: None)
+    assert report.armed == len(points), report.lines()
+    assert report.lost == [] and report.refusals == [], report.lines()
+    assert set(install) <= set(report.fired_points), report.lines()
+    assert report.freezes >= len(install), report.lines()
+    assert {"membership.propose", "membership.apply"} & set(report.fired_points), report.lines()
+    assert report.checked == 3 * report.acked > 0
+
+
 @pytest.mark.xdist_group("torture-corrupt")
 def test_corruption_sweep_small_is_never_silent(tmp_path):
     report = corrupt.run(str(tmp_path / "corrupt"), sample=23, writes=40, echo=lambda _: None)

@@ -37,11 +37,13 @@ def crash(root: str | None, max_hit: int, window: int, target: int, budget: floa
 @cli.command()
 @click.option("--dir", "root", default=None, help="working directory (default: a fresh temp dir)")
 @click.option("--sample", default=1, show_default=True, help="run every Nth case of the enumeration (1: all)")
-def corrupt(root: str | None, sample: int) -> None:
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(corrupt_mod.KINDS), help="only these files")
+@click.option("--mutation", "mutations", multiple=True, type=click.Choice(corrupt_mod.MUTATIONS), help="only these")
+def corrupt(root: str | None, sample: int, kinds: tuple[str, ...], mutations: tuple[str, ...]) -> None:
     """Damage a stopped node's files at every record/section boundary, start it, compare with the healthy replicas."""
     root = root or tempfile.mkdtemp(prefix="torture-corrupt-")
     click.echo(f"corruption sweep in {root}")
-    report = corrupt_mod.run(root, sample=sample, echo=click.echo)
+    report = corrupt_mod.run(root, sample=sample, kinds=kinds, mutations=mutations, echo=click.echo)
     for line in corrupt_mod.iter_lines(report):
         click.echo(line)
     sys.exit(1 if report.silent or report.unnamed else 0)

@@ -8,9 +8,12 @@ to the two healthy nodes. Outcomes:
 
 * refused: it exits non-zero and its last log lines name the damaged file, a byte offset and the fix;
 * fallback: it starts, logs the damage with the file name (a quarantined snapshot, a torn WAL tail cut back),
-  catches up from the leader (log or InstallSnapshot) and then holds exactly the acknowledged state;
-* benign: it starts, logs nothing about that file and holds the right state (the damage hit bytes that carry
-  no state, e.g. the tail cut exactly at a batch end, which is indistinguishable from a crash before it);
+  catches up from the leader (log or InstallSnapshot) and then holds exactly the acknowledged state; or
+  (*repaired*) its WAL tail was cut at a frame boundary, which no local check can tell from a crash before
+  the write, and it logs "lost acknowledged entries" when the leader's heartbeat shows it had acknowledged
+  more than its log holds, then catches up;
+* benign: it starts, logs nothing about that file and holds the right state (the damage removed nothing the
+  node needs, e.g. WAL entries its newest snapshot holds);
 * silent: it runs with state that differs from the healthy replicas. Must be 0.
 """
 
@@ -31,15 +34,17 @@ from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
 from raft.storage.segment import SEGMENT_NAME
 from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
 from snapshot.format import META_FILE, META_HEAD_SIZE, table_end
-from tests.daemon.cluster import ControllerdCluster
+from tools.cluster import ControllerdCluster
 from tools.torture.crash import CONF, ENV, Writers
 
 MUTATIONS = ("flip", "zero", "truncate")
+KINDS = ("wal", "wal_meta", "raft_meta", "snapshot_data", "snapshot_meta")
+LOST = "lost acknowledged entries"  # raft/node/node.py _report_lost
 
 
 @dataclass(frozen=True)
 class Case:
-    kind: str  # wal, wal_meta, raft_meta, snapshot_data, snapshot_meta
+    kind: str  # one of KINDS
     rel: str  # path relative to the store
     offset: int
     mutation: str
@@ -58,6 +63,7 @@ class CorruptReport:
     benign_cases: list[str] = field(default_factory=list)
     unnamed: list[str] = field(default_factory=list)  # refusals whose message does not name file and offset
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [cases, refused, fallback, benign]
+    repaired: int = 0  # of the fallbacks: a cut WAL tail the node learned of from the leader's heartbeat
     seconds: float = 0.0
 
     @property
@@ -70,6 +76,7 @@ class CorruptReport:
         return [
             f"cases {self.cases}, detected {self.detected} (refused {self.refused}, fallback {self.fallback}), "
             f"benign {self.benign}, silent {len(self.silent)}, refusals not naming file+offset {len(self.unnamed)}",
+            f"of the fallbacks, lost acknowledged entries reported by the leader's heartbeat: {self.repaired}",
             kinds,
             f"{self.seconds:.0f} s",
         ]
@@ -136,7 +143,9 @@ def damage(path: Path, case: Case) -> None:
     path.write_bytes(bytes(data))
 
 
-def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], None] = print) -> CorruptReport:
+def run(root: str, *, sample: int = 1, writes: int = 60, kinds: tuple[str, ...] = (), mutations: tuple[str, ...] = (),
+        echo: Callable[[str], None] = print) -> CorruptReport:  # fmt: skip
+    """Every `sample`th case (of the given file kinds and mutations only, when named); the report."""
     """Every `sample`-th case of the enumeration (1: all)."""
     shutil.rmtree(root, ignore_errors=True)
     c = ControllerdCluster(root, election_ms=300, extra=CONF)
@@ -153,12 +162,13 @@ def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], N
             w.cond.wait_for(lambda: len(w.acked) >= writes, 120)
         w.stop()
         acked = dict(w.acked)
-        _caught_up(c, victim, 60)
+        _tail_beyond_snapshot(c, leader, victim, acked)
         assert c.terminate(victim) == 0
         store = Path(root) / f"n{victim}"
         pristine = Path(root) / "pristine"
         shutil.copytree(store, pristine)
-        cases = enumerate_cases(pristine)[::sample]
+        cases = [x for x in enumerate_cases(pristine)
+                 if (not kinds or x.kind in kinds) and (not mutations or x.mutation in mutations)][::sample]  # fmt: skip
         echo(f"victim n{victim}: {len(cases)} cases over {len({x.rel for x in cases})} files")
         for case in cases:
             shutil.rmtree(store)
@@ -174,8 +184,9 @@ def run(root: str, *, sample: int = 1, writes: int = 60, echo: Callable[[str], N
                 tail = c.tail(victim, 8)
                 if Path(case.rel).name not in tail or "offset" not in tail or "Fix:" not in tail:
                     report.unnamed.append(f"{case}: {tail[-300:]}")
-            elif outcome == "fallback":
+            elif outcome in ("fallback", "repaired"):
                 report.fallback += 1
+                report.repaired += outcome == "repaired"
                 counts[2] += 1
             elif outcome == "benign":
                 report.benign += 1
@@ -204,11 +215,32 @@ def _one(c: ControllerdCluster, i: int, case: Case, acked: dict[str, str]) -> st
         c.readers[i].join(10)
         return "refused"
     wrong = _diff(c, i, acked)
-    mentioned = case.rel.split("/")[1] in _log_since(c, i, before)  # the segment, meta or snapshot dir name
+    logged = _log_since(c, i, before)
+    mentioned = case.rel.split("/")[1] in logged  # the segment, meta or snapshot dir name
     c.terminate(i)
     if wrong:
         return f"started with wrong state: {wrong[:3]}"
-    return "fallback" if mentioned else "benign"
+    if mentioned:
+        return "fallback"
+    # A WAL tail cut at a frame boundary reads like a crash before those writes; the leader, which counted
+    # them as acknowledged, tells the node in its next heartbeat, and the node says so.
+    return "repaired" if LOST in logged else "benign"
+
+
+def _tail_beyond_snapshot(c: ControllerdCluster, leader: int, victim: int, acked: dict[str, str]) -> None:
+    """A few more writes, until the victim's log holds at least 4 entries its newest snapshot does not: a cut
+    WAL tail then loses acknowledged entries that nothing else on the node holds (otherwise the snapshot
+    would cover them all and every tail truncation would be harmless)."""
+    with httpx.Client(timeout=10) as client:
+        for n in range(12):
+            _caught_up(c, victim, 60)
+            st = client.get(c.url(victim, "/api/v1/raft/status")).json()["body"]
+            if st["lastLogIndex"] - st["lastSnapshotIndex"] >= 4:
+                return
+            key = f"tail{n}"
+            if client.put(c.url(leader, f"/api/v1/kv/t/{key}"), json={"value": key}).json().get("code") == 0:
+                acked[key] = key
+    raise AssertionError("the victim's log never reached 4 entries past its newest snapshot")
 
 
 class _Exited(Exception):

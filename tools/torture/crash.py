@@ -11,6 +11,20 @@ killed; after two such misses no larger count of that point is tried). Either wa
 case, so the restart is also the recovery check of the previous crash. A node that exits by itself with an
 error is a refusal; its message must name a file under its store.
 
+Two kinds of point need a workload of their own, so that they are met by construction, not by luck:
+
+* InstallSnapshot (`install.*`, `wal.reset.before_unlink`): a node armed with one of them is frozen (SIGSTOP)
+  while the others take `lag` writes, enough that the leader compacts its log past the node's last entry,
+  then thawed (SIGCONT): it is behind the compacted log and gets an InstallSnapshot (downloaded in 1 KiB
+  chunks, so one download is many `install.chunk` hits). Freeze and thaw repeat in the same process until
+  the point fires, so hit counts above 1 are reached too. Only one node is frozen at a time, and a node
+  that crashes meanwhile restarts disarmed (the other two must keep a quorum for the frozen one to fall
+  behind); it is killed and re-armed once the frozen one is thawed.
+* membership (`membership.propose`, `membership.apply`): while one of them is armed, a thread keeps adding
+  an (unreachable) learner through the admin API and removing it again, so the leader proposes and every
+  member applies a configuration change every few hundred milliseconds; leadership is first transferred
+  to a node armed at `membership.propose` (only a leader proposes).
+
 Writers PUT unique keys and record every acknowledged one. At the end every node is brought up to the
 leader's commit index and each acknowledged key is read from each node's own state (the nodes run with
 CONTROLLERD_UNSAFE_LOCAL_READS=1 for that); a missing or different value counts as lost.
@@ -20,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shutil
 import signal
@@ -28,19 +43,30 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import httpx
 
 from raft.leaf.failpoint import POINTS
-from tests.daemon.cluster import ControllerdCluster
+from raft.testing.cluster import free_ports
+from tools.cluster import ControllerdCluster
 
-# Points this workload meets (membership changes are swept by tests/torture, not here).
-SWEPT = tuple(p for p in POINTS if not p.startswith("membership."))
+SWEPT = POINTS
+# Met when a node falls behind the leader's compacted log: the node is frozen to make that happen.
+INSTALL_POINTS = frozenset({"install.chunk", "install.before_adopt", "install.after_adopt", "wal.reset.before_unlink"})
+MEMBERSHIP_POINTS = frozenset({"membership.propose", "membership.apply"})
 CONF = (
     "statemachineSnapshotThreshold=10\njRaftSnapshotTrailingLogs=2\nmaxSnapshotReservedNum=2\n"
     "jRaftSnapshotIntervalSecs=0\n"
 )
-ENV = {"CONTROLLERD_SEGMENT_BYTES": "2048", "CONTROLLERD_UNSAFE_LOCAL_READS": "1"}
+ENV = {
+    "CONTROLLERD_SEGMENT_BYTES": "2048",
+    "CONTROLLERD_SNAPSHOT_CHUNK_BYTES": "1024",
+    "CONTROLLERD_UNSAFE_LOCAL_READS": "1",
+}
+LAG = 40  # writes a frozen node misses: past 2 snapshots (every 10 entries, 2 trailing), so its log is compacted away
+CATCH_UP = 10  # writes a thawed node runs before it may be frozen again
+MAX_FREEZES = 8  # largest hit count tried at a point met once per InstallSnapshot
 
 
 @dataclass
@@ -54,6 +80,8 @@ class CrashReport:
     checked: int = 0  # acknowledged writes checked, summed over nodes
     lost: list[str] = field(default_factory=list)
     fired_points: dict[str, int] = field(default_factory=dict)
+    freezes: int = 0  # SIGSTOP/SIGCONT cycles that put a node behind the compacted log
+    conf_changes: int = 0  # membership changes the churn thread made (add learner, remove it)
     seconds: float = 0.0
 
     def lines(self) -> list[str]:
@@ -61,6 +89,7 @@ class CrashReport:
         return [
             f"cases armed {self.armed}, crashed at the point {self.fired}, point not reached {self.not_reached}",
             f"restarts {self.restarts}, refusals {len(self.refusals)}",
+            f"freezes behind the compacted log {self.freezes}, membership changes {self.conf_changes}",
             f"acknowledged writes {self.acked}, checked on every node {self.checked}, lost {len(self.lost)}",
             f"crashes per point: {per}",
             f"{self.seconds:.0f} s",
@@ -127,9 +156,73 @@ class Writers:
                     self._stop.wait(0.02)
 
 
+class Churn:
+    """Adds an unreachable learner through the admin API (a 1 ms catch-up wait, so it stays a learner) and
+    removes it again, in a loop, while `active()`: a configuration change proposed by the leader and applied
+    by every member every few hundred milliseconds. Only a leader proposes, so when `proposer()` names a node
+    (the one armed at membership.propose) leadership is first transferred to it."""
+
+    def __init__(self, cluster: ControllerdCluster, active: Callable[[], bool],
+                 proposer: Callable[[], int | None]) -> None:  # fmt: skip
+        self.c, self.active, self.proposer = cluster, active, proposer
+        self.learner = f"127.0.0.1:{free_ports(1)[0]}"
+        self.changes = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(30)
+
+    def _run(self) -> None:
+        gone = f"/api/v1/raft/peers/{quote(self.learner, safe='')}"
+        i = 0
+        with httpx.Client(timeout=5) as client:
+            while not self._stop.wait(0.1):
+                if not self.active():
+                    continue
+                try:
+                    to = self.proposer()
+                    if to is not None and to != i:
+                        env = client.post(self.c.url(i, "/api/v1/raft/transfer-leader"), json={"to": self.c.rafts[to]},
+                                          timeout=10).json()  # fmt: skip
+                        i = to if env.get("code") == 0 else self._leader(env, i)
+                        continue
+                    added = client.post(self.c.url(i, "/api/v1/raft/peers"), json={"id": self.learner, "timeoutMs": 1})
+                    env = added.json()
+                    if env.get("code") == 2007:  # a follower changes nothing; it names the leader when it knows one
+                        i = self._leader(env, i)
+                        continue
+                    self.changes += added.status_code == 503  # added as a learner, which cannot catch up
+                    self.changes += client.delete(self.c.url(i, gone)).json().get("code") == 0
+                except (httpx.HTTPError, ValueError):  # the leader died (maybe at the armed point)
+                    i = (i + 1) % len(self.c.confs)
+
+    def _leader(self, env: dict, i: int) -> int:
+        addr = (env.get("header") or {}).get("controllerLeaderAddress")
+        return self.c.https.index(addr) if addr in self.c.https else (i + 1) % len(self.c.confs)
+
+
+@dataclass
+class Armed:
+    point: str
+    count: int
+    since: int  # acknowledged writes when the case started (or when the node was last thawed)
+    freezes: int = 0
+    frozen_at: int | None = None  # acknowledged writes when it was frozen (SIGSTOP), while it is
+
+
 def cases(points: tuple[str, ...], max_hit: int) -> dict[str, deque[int]]:
-    """Hit counts to try per point: every count from 1 to max_hit."""
-    return {p: deque(range(1, max_hit + 1)) for p in points}
+    """Hit counts to try per point: every count from 1 to max_hit (to MAX_FREEZES for a point met once per
+    InstallSnapshot, where count N costs N freezes)."""
+
+    def top(p: str) -> int:
+        return min(max_hit, MAX_FREEZES) if p in INSTALL_POINTS and p != "install.chunk" else max_hit
+
+    return {p: deque(range(1, top(p) + 1)) for p in points}
 
 
 def _refusal_ok(log_tail: str, store: str) -> bool:
@@ -146,7 +239,7 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
     todo = cases(points, max_hit)
     order = deque(points)
     t0 = time.monotonic()
-    arm: dict[int, tuple[str, int, int]] = {}  # node -> (point, count, acked writes when armed)
+    arm: dict[int, Armed] = {}
     shown = 0
     missed: dict[str, int] = {}
 
@@ -158,22 +251,65 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
                 return p, todo[p].popleft()
         return None
 
+    resting: set[int] = set()  # restarted disarmed while another node was frozen
+
     def start(i: int) -> None:
+        if frozen():  # a crash now would leave no quorum, and the frozen node waits for writes: rest disarmed
+            arm.pop(i, None)
+            resting.add(i)
+            c.start(i, ENV)
+            return
         case = next_case()
         env = dict(ENV)
         if case is not None:
             env["CONTROLLERD_FAILPOINTS"] = f"{case[0]}=crash@{case[1]}"
-            arm[i] = (case[0], case[1], w.count())
+            arm[i] = Armed(case[0], case[1], w.count())
             report.armed += 1
         else:
             arm.pop(i, None)
         c.start(i, env)
+
+    def refused(i: int, armed: str, rc: int) -> None:
+        """It exited by itself: a refusal to start, whose last lines must name a file."""
+        tail = c.tail(i, 5)
+        c.readers[i].join(10)
+        report.refusals.append(f"n{i} armed {armed} exited {rc}: {tail[-400:]}")
+        if not _refusal_ok(tail, root):
+            report.lost.append(f"refusal of n{i} names no file: {tail[-200:]}")
+        echo(f"refusal: n{i} {armed} exit {rc}")
+
+    def frozen() -> bool:
+        return any(a.frozen_at is not None for a in arm.values())
+
+    def install_case(i: int, a: Armed, acked: int) -> bool:
+        """Freeze and thaw a node armed at an InstallSnapshot point; True when it is not reached."""
+        if a.frozen_at is not None:
+            if acked - a.frozen_at >= LAG:  # the leader has compacted past it: thawed, it must install
+                os.kill(c.procs[i].pid, signal.SIGCONT)
+                a.frozen_at, a.since = None, acked
+            return False
+        if acked - a.since < CATCH_UP:
+            return False
+        if a.freezes >= min(a.count, MAX_FREEZES) + 2:  # (install.chunk: many hits per download)
+            return True
+        if not frozen():  # one frozen node at a time: the other two keep a quorum
+            os.kill(c.procs[i].pid, signal.SIGSTOP)
+            a.frozen_at = acked
+            a.freezes += 1
+            report.freezes += 1
+        return False
 
     for i in range(3):
         c.start(i, ENV)
     c.wait_ready()
     w = Writers(c)
     w.start()
+
+    def proposer() -> int | None:
+        return next((i for i, a in list(arm.items()) if a.point == "membership.propose" and a.frozen_at is None), None)
+
+    churn = Churn(c, lambda: any(a.point in MEMBERSHIP_POINTS for a in list(arm.values())), proposer)
+    churn.start()
     try:
         for i in range(3):
             c.kill(i)
@@ -181,35 +317,46 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
         while arm and time.monotonic() - t0 < budget_s and (target is None or report.fired < target):
             with w.cond:  # wake on every acknowledged write, or every 0.2 s while the group is stalled
                 w.cond.wait(0.2)
+            if resting and not frozen():  # armed again: kill -9 (one more crash at no chosen point) and restart
+                for i in sorted(resting):
+                    resting.discard(i)
+                    rc = c.procs[i].poll()
+                    if rc is not None:
+                        refused(i, "nothing (resting)", rc)
+                    c.kill(i)
+                    report.restarts += 1
+                    start(i)
             for i in list(arm):
                 p = c.procs[i]
-                point, count, since = arm[i]
+                a = arm[i]
                 rc = p.poll()
-                if rc is None and w.count() - since < window:
-                    continue
-                if rc is None:  # not reached in this window; after the second miss larger counts aren't tried
+                acked = w.count()
+                if rc is None:
+                    if a.point in INSTALL_POINTS:
+                        if not install_case(i, a, acked):
+                            continue
+                    elif acked - a.since < window:
+                        continue
+                    # not reached in this window; after the second miss larger counts aren't tried
                     report.not_reached += 1
-                    missed[point] = missed.get(point, 0) + 1
-                    if missed[point] >= 2:
-                        todo[point].clear()
+                    missed[a.point] = missed.get(a.point, 0) + 1
+                    if missed[a.point] >= 2:
+                        todo[a.point].clear()
                     c.kill(i)
                 elif rc == -signal.SIGKILL:
                     report.fired += 1
-                    report.fired_points[point] = report.fired_points.get(point, 0) + 1
+                    report.fired_points[a.point] = report.fired_points.get(a.point, 0) + 1
                     c.readers[i].join(10)
                 else:
-                    tail = c.tail(i, 5)
-                    c.readers[i].join(10)
-                    report.refusals.append(f"n{i} armed {point}@{count} exited {rc}: {tail[-400:]}")
-                    if not _refusal_ok(tail, root):
-                        report.lost.append(f"refusal of n{i} names no file: {tail[-200:]}")
-                    echo(f"refusal: n{i} {point}@{count} exit {rc}")
+                    refused(i, f"{a.point}@{a.count}", rc)
                 report.restarts += 1
                 start(i)
             if report.armed >= shown + 50:
                 shown = report.armed
                 echo(f"  {report.armed} armed, {report.fired} fired, {w.count()} acked, {time.monotonic() - t0:.0f} s")
-        for i in list(arm):  # disarm: a clean restart of every node still armed
+        churn.stop()
+        resting.clear()
+        for i in list(arm):  # disarm: a clean restart of every node still armed (a frozen one too)
             c.kill(i)
             c.start(i, ENV)
             report.restarts += 1
@@ -217,8 +364,10 @@ def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window
         c.wait_ready(timeout=120)
         w.stop()
         report.acked = len(w.acked)
+        report.conf_changes = churn.changes
         _check(c, w.acked, report)
     finally:
+        churn.stop()
         w.stop()
         c.stop_all()
     report.seconds = time.monotonic() - t0
