@@ -718,13 +718,13 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1",
                               min_free_bytes=cfg.min_free_disk_mb << 20,
                               segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES",
-                                                        LogStorageOptions.segment_bytes)),  # fmt: skip
+                                                        LogStorageOptions().segment_bytes)),  # fmt: skip
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
             max_reserved=cfg.max_snapshot_reserved,
             log_margin=cfg.snapshot_trailing_logs,
-            chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions.chunk_bytes),
+            chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions().chunk_bytes),
         ),
     )
 
