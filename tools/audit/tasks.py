@@ -3,15 +3,15 @@
   scan_task      one WAL segment: raft.storage.walscan (the WAL's scan_segment), CONF entries decoded
   match_pieces   the (term, CRC) arrays of a node's live entries, cut at chunk boundaries
   match_chunk    one chunk of the index space across the nodes of a group: log matching, canonical source
-  route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket blobs
+  route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket pieces
   snapshot_task  one snapshot: the snapshot package's storage + reader, statemachine.inspection decoding
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
-import struct
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -30,7 +30,6 @@ from raft.storage.walscan import (
     SegmentListing,
     SegmentScan,
     entry_payloads,
-    entry_type,
     run_arrays,
     scan_segment_bytes,
 )
@@ -41,7 +40,10 @@ from statemachine.sections import SECTION_NAMES
 from tools.audit.model import Buckets, split_state
 
 CHUNK = 1 << 16  # indexes per log-matching chunk
-RECORD = struct.Struct("<QHI")  # index, command code, data length; then data
+# A bucket's commands from one segment: (first index, indexes as array "q" bytes, codes as array "H" bytes,
+# the commands' bytes concatenated). Bytes only, so that Spark moves them without pickling objects.
+Routed = tuple[int, bytes, bytes, bytes]
+TYPE_AT = 9  # the entry type byte in an entry frame (walscan.entry_type), read inline in the per-entry loops
 
 
 @dataclass
@@ -86,17 +88,17 @@ def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
     data = read_local(task.uri) if data is None else data
     scan = scan_segment_bytes(data, task.listing, task.uri)
     out = ScanOut(task.nid, task.pos, task.uri, scan)
-    for batch in scan.batches:  # CONF entries are rare: decoded here, for the meta check
-        for k, off in enumerate(batch.offsets):
-            if entry_type(data, off) == EntryType.CONF:
-                payload = next(entry_payloads(data, [off], [batch.sizes[k]]))
-                index = batch.first_index + k
-                try:
-                    conf = decode_conf(payload)
-                except (ValueError, TypeError) as e:
-                    out.conf_errors.append((index, str(e)))
-                    continue
-                out.confs.append((index, batch.terms[k], tuple(conf.voters), tuple(conf.learners)))
+    conf_type, at = EntryType.CONF, TYPE_AT
+    for batch in scan.batches:  # CONF entries are rare: found by their type byte, decoded for the meta check
+        for k in [k for k, off in enumerate(batch.offsets) if data[off + at] == conf_type]:
+            payload = next(entry_payloads(data, [batch.offsets[k]], [batch.sizes[k]]))
+            index = batch.first_index + k
+            try:
+                conf = decode_conf(payload)
+            except (ValueError, TypeError) as e:
+                out.conf_errors.append((index, str(e)))
+                continue
+            out.confs.append((index, batch.terms[k], tuple(conf.voters), tuple(conf.learners)))
     return out
 
 
@@ -216,17 +218,17 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
 
 
 def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int, int, int]]], buckets: Buckets,
-               data: bytes | None = None) -> Iterator[tuple[int, tuple[int, bytes]]]:  # fmt: skip
-    """(bucket, (first index, blob)) for the canonical entries this segment is the source of. `sources` maps
-    (nid, segment position) to (batch, skip, lo, hi) slices."""
+               data: bytes | None = None) -> Iterator[tuple[int, Routed]]:  # fmt: skip
+    """(bucket, Routed piece) for the canonical entries this segment is the source of. `sources` maps
+    (nid, segment position) to (batch, skip, lo, hi) slices. Each command is decoded once here, to find its
+    bucket(s); what travels is its bytes, concatenated per bucket with the index and code beside them."""
     wanted = sources.get((rec.nid, rec.pos))
     if not wanted:
         return
     data = read_local(rec.uri) if data is None else data
-    unpackb, pack, route = msgpack.unpackb, RECORD.pack, buckets.route
-    normal = EntryType.NORMAL
-    bufs: dict[int, list[bytes]] = {}
-    firsts: dict[int, int] = {}
+    unpackb, route = msgpack.unpackb, buckets.route
+    normal, at = EntryType.NORMAL, TYPE_AT
+    parts: dict[int, tuple[array[int], array[int], list[bytes]]] = {}
     cache: dict[str, int] = {}  # brokerName -> bucket, for the hot heartbeat
     heartbeat = C.BROKER_HEARTBEAT
     for b, skip, lo, hi in wanted:
@@ -235,10 +237,13 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
         offsets = batch.offsets[a:z]
         index = lo
         for off, payload in zip(offsets, entry_payloads(data, offsets, batch.sizes[a:z]), strict=True):
-            if data[off + 9] == normal:
+            if data[off + at] == normal:
                 try:
                     c = unpackb(payload)
-                    if c[1] == heartbeat and type(c[4]) is str:
+                    code = c[1]
+                    if type(code) is not int:  # not a command: applying it changes nothing (2015)
+                        target = None
+                    elif code == heartbeat and type(c[4]) is str:
                         target = cache.get(c[4])
                         if target is None:
                             target = cache[c[4]] = route(c)
@@ -247,17 +252,29 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
                 except Exception:  # noqa: BLE001 - not a command: applying it changes nothing (2015)
                     target = None
                 if target is not None:
-                    head = pack(index, c[1], len(payload))
                     for t in (target,) if type(target) is int else target:
-                        buf = bufs.get(t)
-                        if buf is None:
-                            bufs[t] = buf = []
-                            firsts[t] = index
-                        buf.append(head)
-                        buf.append(payload)
+                        part = parts.get(t)
+                        if part is None:
+                            parts[t] = part = (array("q"), array("H"), [])
+                        part[0].append(index)
+                        part[1].append(code)
+                        part[2].append(payload)
             index += 1
-    for t, buf in bufs.items():
-        yield t, (firsts[t], b"".join(buf))
+    for t, (indexes, codes, payloads) in parts.items():
+        yield t, (indexes[0], indexes.tobytes(), codes.tobytes(), b"".join(payloads))
+
+
+def routed_commands(piece: Routed) -> Iterator[tuple[int, int, Any]]:
+    """(index, code, command as msgpack decodes it) of a routed piece. The payloads are decoded in one go by a
+    msgpack.Unpacker over their concatenation: each decoded alone (route_task), with nothing left over, so
+    the stream splits back into exactly those commands."""
+    _, index_bytes, code_bytes, payloads = piece
+    indexes, codes = array("q"), array("H")
+    indexes.frombytes(index_bytes)
+    codes.frombytes(code_bytes)
+    unpacker = msgpack.Unpacker(max_buffer_size=max(len(payloads), 1 << 20))
+    unpacker.feed(payloads)
+    return zip(indexes, codes, unpacker, strict=True)
 
 
 # --- snapshots ---------------------------------------------------------------------------------------------
@@ -287,8 +304,10 @@ class SnapshotOut:
 
 
 def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
-                  ) -> tuple[SnapshotOut, dict[int, dict[tuple[str, str], Any]]]:  # fmt: skip
-    """Open and verify one snapshot with the project's storage (read-only), decode every section."""
+                  ) -> tuple[SnapshotOut, dict[int, bytes]]:  # fmt: skip
+    """Open and verify one snapshot with the project's storage (read-only), decode every section. The
+    entities come back split by bucket, each bucket's {(section, entity): value} pickled once here
+    (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them."""
     tmp = None
     local = local_path(task.uri)
     try:
@@ -318,10 +337,16 @@ def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] 
         out.sections = [s.name for s in sections]
         if task.base:
             out.bodies = bodies
-        return out, split_state(tables_of(sections), buckets)
+        return out, {b: pack_slice(v) for b, v in split_state(tables_of(sections), buckets).items()}
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pack_slice(entities: dict[tuple[str, str], Any]) -> bytes:
+    """One bucket's entities as bytes: equal bytes mean equal values of equal types (plain values pickle
+    by content), so the replay compares bytes first and decodes only a slice that differs."""
+    return pickle.dumps(entities, protocol=5)
 
 
 def listdir_sizes(path: str) -> list[tuple[str, int]]:
