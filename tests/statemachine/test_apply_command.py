@@ -1,7 +1,10 @@
-"""`apply_command` (a command msgpack already decoded, as the audit's replay feeds it from a msgpack.Unpacker
-over a buffer of commands) against `apply` (one command's bytes, as the Raft node applies them): on a
-seeded random stream of valid and subtly malformed commands, both must answer the same at every step and
-end in byte-identical sections."""
+"""Fast paths against the general rules they stand for, on seeded random streams of valid and subtly
+malformed commands:
+  * `apply_command` (a command msgpack already decoded, as the audit's replay feeds it from a
+    msgpack.Unpacker over a buffer of commands) against `apply` (one command's bytes, as the Raft node
+    applies them): the same answer at every step, byte-identical sections at the end;
+  * the scan's needs-re-election lookup (an entry left after expiry is alive) against the rule with
+    liveness judged by time (`is_alive`), at every scan of the stream."""
 
 from __future__ import annotations
 
@@ -69,13 +72,18 @@ def _malformed(rng: random.Random, good: bytes) -> bytes:
     return msgpack.packb(c, use_bin_type=True)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_apply_command_on_unpacked_stream_equals_apply_on_bytes(seed: int) -> None:
+def _stream(seed: int, n: int = 3_000) -> list[bytes]:
     rng = random.Random(seed)
     now, log = T0, []
-    for _ in range(3_000):
+    for _ in range(n):
         now += rng.choice([0, 1, 50, 1_000, 4_000])
         log.append(_command(rng, now - rng.choice([0, 0, 0, 2_000])))  # now and then a leader clock behind
+    return log
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_apply_command_on_unpacked_stream_equals_apply_on_bytes(seed: int) -> None:
+    log = _stream(seed)
     by_bytes, by_command = ControllerStateMachine(), ControllerStateMachine()
     unpacker = msgpack.Unpacker()
     unpacker.feed(b"".join(log))
@@ -88,3 +96,26 @@ def test_apply_command_on_unpacked_stream_equals_apply_on_bytes(seed: int) -> No
     assert answers[C.SUCCESS] > 1_500 and by_bytes.replicas.sets and by_bytes.live.table  # and state was built
     assert tables(by_bytes) == tables(by_command)
     assert by_bytes.clock_ms == by_command.clock_ms
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_scan_needs_reelection_lookup_equals_the_rule_by_time(seed: int) -> None:
+    sm, checked, found = ControllerStateMachine(), 0, 0
+    for data in _stream(seed):
+        c = msgpack.unpackb(data)
+        if c[1] == C.CHECK_NOT_ACTIVE_BROKER:
+            t = max(c[2], sm.clock_ms)
+            live, m = sm.live, sm.manager
+            by_time = sorted(
+                name for name, state in m.sync.sets.items()
+                if state.master_broker_id is not None and m.contains(name)
+                and not live.is_alive(state.cluster_name, name, state.master_broker_id, t)
+                and any(live.is_alive(state.cluster_name, name, b, t) for b in m.replicas.sets[name].brokers)
+            )  # fmt: skip
+            copy = ControllerStateMachine()
+            copy.load_sections(sm.encode_sections())
+            copy.live.expire(t)
+            assert copy.heartbeats._needing_reelection() == by_time
+            checked, found = checked + 1, found + len(by_time)
+        sm.apply(data)
+    assert checked > 50 and found > 0  # scans ran, and some found a set to re-elect
