@@ -4,7 +4,8 @@ malformed commands:
     msgpack.Unpacker over a buffer of commands) against `apply` (one command's bytes, as the Raft node
     applies them): the same answer at every step, byte-identical sections at the end;
   * the scan's needs-re-election lookup (an entry left after expiry is alive) against the rule with
-    liveness judged by time (`is_alive`), at every scan of the stream."""
+    liveness judged by time (`is_alive`), and its one-pass expiry against the expiry rule, at every scan
+    of the stream."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from statemachine import ControllerStateMachine
 from statemachine import codes as C
 from statemachine import commands as cmd
+from statemachine.liveness import LAST, TIMEOUT
 from tests.statemachine.harness import tables
 
 T0 = 1_700_000_000_000
@@ -100,7 +102,7 @@ def test_apply_command_on_unpacked_stream_equals_apply_on_bytes(seed: int) -> No
 
 @pytest.mark.parametrize("seed", [4, 5])
 def test_scan_needs_reelection_lookup_equals_the_rule_by_time(seed: int) -> None:
-    sm, checked, found = ControllerStateMachine(), 0, 0
+    sm, checked, found, expired = ControllerStateMachine(), 0, 0, 0
     for data in _stream(seed):
         c = msgpack.unpackb(data)
         if c[1] == C.CHECK_NOT_ACTIVE_BROKER:
@@ -117,5 +119,11 @@ def test_scan_needs_reelection_lookup_equals_the_rule_by_time(seed: int) -> None
             copy.live.expire(t)
             assert copy.heartbeats._needing_reelection() == by_time
             checked, found = checked + 1, found + len(by_time)
-        sm.apply(data)
-    assert checked > 50 and found > 0  # scans ran, and some found a set to re-elect
+            gone = sorted(k for k, r in live.table.items() if t - r[LAST] > r[TIMEOUT])
+            body = sm.apply(data).body
+            assert [(b["clusterName"], b["brokerName"], b["brokerId"]) for b in body["inactiveBrokers"]] == gone
+            expired += len(gone)
+        else:
+            sm.apply(data)
+        assert sm.live.deadline_floor <= sm.live._floor()  # a lower bound of every deadline, always
+    assert checked > 50 and found > 0 and expired > 0  # scans ran, found sets to re-elect and expired brokers
