@@ -85,8 +85,9 @@ class ScanOut:
 def _unpickle_scan_out(nid: int, pos: int, uri: str, confs: Any, conf_errors: Any, head: tuple[Any, ...],
                        batches: list[tuple[Any, ...]], crcs: list[array[int]]) -> ScanOut:  # fmt: skip
     path, seg_id, first_index, size, status, valid_end, torn_bytes, damage, spans = head
-    full = [Batch(truncate_from, first, _unpack_terms(terms), offsets if offsets.typecode == "q" else
-                  array("q", offsets), sizes) for truncate_from, first, terms, offsets, sizes in batches]  # fmt: skip
+    # Offsets stay 32-bit when they were sent so: the audit only slices and iterates them.
+    full = [Batch(truncate_from, first, _unpack_terms(terms), offsets, sizes)
+            for truncate_from, first, terms, offsets, sizes in batches]  # fmt: skip
     scan = SegmentScan(path, seg_id, first_index, size, status, full, crcs, valid_end, torn_bytes, damage, spans)
     return ScanOut(nid, pos, uri, scan, confs, conf_errors)
 
@@ -338,6 +339,11 @@ class SnapshotOut:
     sections: list[str] = field(default_factory=list)
 
 
+# The last snapshot this worker decoded: [(buckets, its section bodies), (section names, packed slices)]. A
+# snapshot with the very same bytes (another node's copy at the same index) is not decoded again.
+_LAST_DECODED: list[Any] = [None, None]
+
+
 def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
                   ) -> tuple[SnapshotOut, dict[int, bytes]]:  # fmt: skip
     """Open and verify one snapshot with the project's storage (read-only), decode every section. The
@@ -361,18 +367,22 @@ def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] 
             out.term, out.voters, out.learners = meta.last_included_term, tuple(meta.voters), tuple(meta.learners)
             with st.open(task.index, verify=True) as snap:
                 snap.verify()
-                sections = read_sections(snap, require_all=False)
-                bodies = {s.entry.type: snap.section(s.entry.type) for s in sections}
+                bodies = {e.type: snap.section(e.type) for e in snap.entries}
+                key = (buckets, tuple(bodies.items()))
+                if _LAST_DECODED[0] != key:  # the nodes of a group usually hold byte-identical snapshots
+                    sections = read_sections(snap, require_all=False)
+                    slices = {b: pack_slice(v) for b, v in split_state(tables_of(sections), buckets).items()}
+                    _LAST_DECODED[:] = [key, ([s.name for s in sections], slices)]
         except SnapshotError as e:
             path = str(getattr(e, "path", sdir))
             out.error = (path.replace(str(sdir), task.uri.rstrip("/")), int(getattr(e, "offset", 0) or 0),
                          str(getattr(e, "reason", e)))  # fmt: skip
             return out, {}
         out.digests = {SECTION_NAMES.get(t, str(t)): crc32c(body) for t, body in bodies.items()}
-        out.sections = [s.name for s in sections]
+        out.sections, slices = _LAST_DECODED[1]
         if task.base:
             out.bodies = bodies
-        return out, {b: pack_slice(v) for b, v in split_state(tables_of(sections), buckets).items()}
+        return out, slices
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
