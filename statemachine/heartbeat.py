@@ -44,7 +44,7 @@ class BrokerHeartbeatManager:
             state = m.sync.sets.get(name)
             if state is not None and state.master_broker_id == broker_id and m.contains(name):
                 triggers.setdefault(name, TRIGGER_MASTER_EXPIRED)
-        for name in self._needing_reelection(t):
+        for name in self._needing_reelection():  # at t: after expire(t)
             triggers.setdefault(name, TRIGGER_MASTER_INACTIVE)
         for name in live.reelect:
             triggers.setdefault(name, TRIGGER_RETRY)
@@ -56,18 +56,21 @@ class BrokerHeartbeatManager:
         }
         return Result(C.SUCCESS, None, None, body, notes)
 
-    def _needing_reelection(self, t: int) -> list[str]:
-        """Sets whose master is set but not alive at `t` while some registered replica is (intended rule)."""
-        m, live = self.manager, self.live
+    def _needing_reelection(self) -> list[str]:
+        """Sets whose master is set but not alive at the scan's time t while some registered replica is
+        (intended rule). Called right after `live.expire(t)`, which leaves only entries alive at t: "alive"
+        is "has an entry", one lookup, the same shortcut as `scan_needed`. A scan visits every set, so with thousands of
+        sets this loop is the scan's cost (and a replay's, with a scan every few seconds of log)."""
+        replicas, table = self.manager.replicas.sets, self.live.table
         out = []
-        for name in sorted(m.sync.sets):
-            state = m.sync.sets[name]
+        for name, state in self.manager.sync.sets.items():
             master = state.master_broker_id
-            if master is None or not m.contains(name) or live.is_alive(state.cluster_name, name, master, t):
+            if master is None or name not in replicas:  # no master, or not a set (m.contains)
                 continue
-            ids = m.replicas.sets[name].brokers
-            if any(live.is_alive(state.cluster_name, name, b, t) for b in ids):
+            cluster = state.cluster_name
+            if (cluster, name, master) not in table and any((cluster, name, b) in table for b in replicas[name].brokers):
                 out.append(name)
+        out.sort()
         return out
 
     def _reelect(self, triggers: dict[str, str], t: int) -> tuple[dict[str, Any], tuple[RoleChange, ...]]:

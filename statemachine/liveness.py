@@ -95,13 +95,21 @@ class BrokerLiveTable:
         return t > self.deadline_floor
 
     def expire(self, t: int) -> list[Identity]:
-        """Remove and return (ascending) every identity expired at `t`."""
+        """Remove and return (ascending) every identity expired at `t`. One pass over the table finds them
+        and the new deadline floor (the least deadline of the entries left)."""
         if t <= self.deadline_floor:
             return []
-        gone = sorted(k for k, r in self.table.items() if t - r[LAST] > r[TIMEOUT])
+        gone, floor = [], _INF
+        for k, r in self.table.items():
+            deadline = r[LAST] + r[TIMEOUT]
+            if deadline < t:  # expired at t: t - lastUpdateTimestamp > heartbeatTimeoutMillis
+                gone.append(k)
+            elif deadline < floor:
+                floor = deadline
+        gone.sort()
         for k in gone:
             del self.table[k]
-        self.deadline_floor = self._floor()
+        self.deadline_floor = floor
         return gone
 
     # --- snapshot ---------------------------------------------------------------------------------------

@@ -101,6 +101,12 @@ class ControllerStateMachine:
             c = _unpackb(data)
         except Exception as e:  # msgpack raises several exception types for bad bytes
             return _malformed(f"not msgpack: {type(e).__name__}: {e}")
+        return self.apply_command(c)
+
+    def apply_command(self, c: Any) -> Result:
+        """Apply one command already decoded from its bytes: `apply(data)` is `apply_command(msgpack.unpackb(data))`
+        for bytes that decode, and both run this one path. For readers that decode many commands at once (a
+        msgpack.Unpacker over a buffer of them: the audit's replay). `c` may be changed in place (its time)."""
         live = self.live
         # The hot path: a well-formed heartbeat goes straight to the live table, as the array it is.
         if (type(c) is list and len(c) == HEARTBEAT_ARITY and c[1] == C.BROKER_HEARTBEAT and type(c[1]) is int

@@ -208,7 +208,8 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     progress(f"replaying into {buckets.count} bucket(s) per group")
     b_route, b_plans = sc.broadcast(route), sc.broadcast(plans)
     keyed_group = sc.broadcast(group_of)
-    routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group)
+    remote_uris = [o.uri for o in light if local_path(o.uri) is None and (o.nid, o.pos) in route]
+    routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group, remote_uris)
     slices = snaps.flatMap(lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v))
                                       for b, v in x[1].items()])  # fmt: skip
     keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
@@ -276,16 +277,17 @@ def _scan_rdd(sc: Any, tasks: list[SegmentTask]) -> Any:
     return rdd
 
 
-def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any) -> Any:
+def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any, uris: list[str]) -> Any:
+    """`uris`: the remote segments that are a canonical source (known on the driver: no pass over the cache)."""
+
     def keyed(pairs: Any, nid: int) -> Any:
         g = b_group.value[nid]
         return (((g, b), piece) for b, piece in pairs)
 
     local = scans.filter(lambda r: local_path(r.uri) is not None)
     rdd = local.flatMap(lambda r: keyed(route_task(r, b_route.value, b_buckets.value), r.nid))
-    remote = scans.filter(lambda r: local_path(r.uri) is None and (r.nid, r.pos) in b_route.value)
-    uris = remote.map(lambda r: r.uri).collect()
     if uris:
+        remote = scans.filter(lambda r: local_path(r.uri) is None and (r.nid, r.pos) in b_route.value)
         data = sc.binaryFiles(",".join(uris)).map(lambda kv: (_by_path(kv[0]), kv[1]))
         joined = remote.keyBy(lambda r: _by_path(r.uri)).join(data)
         rdd = rdd.union(joined.flatMap(lambda kv: keyed(route_task(kv[1][0], b_route.value, b_buckets.value,

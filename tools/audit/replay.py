@@ -9,17 +9,16 @@ snapshot and later ones are still judged against the log.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-import msgpack
 
 from statemachine import ControllerStateMachine
 from statemachine import codes as C
 from statemachine.inspection import decode_sections, diff_values
 from tools.audit.model import NAME_AT, Buckets, Finding, js, split_state
-from tools.audit.tasks import RECORD
+from tools.audit.tasks import Routed, pack_slice, routed_commands
 
 _SET_CHANGING = frozenset(NAME_AT) - {C.BROKER_HEARTBEAT}
 _NEVER = 1 << 63
@@ -105,16 +104,16 @@ class _Invariants:
                 codes[code] = bid
 
 
-def replay_bucket(bucket: int, pieces: Iterable[tuple[int, bytes]], slices: Iterable[tuple[int, int, Any]],
+def replay_bucket(bucket: int, pieces: Iterable[Routed], slices: Iterable[tuple[int, int, bytes]],
                   plan: ReplayPlan, buckets: Buckets) -> ReplayOut:  # fmt: skip
-    """Apply the bucket's records (pieces of (first index, blob)) and compare at each snapshot point with
-    the snapshots' slices ((nid, index, {(section, entity): value}))."""
+    """Apply the bucket's commands (tasks.Routed pieces) and compare at each snapshot point with
+    the snapshots' slices ((nid, index, tasks.pack_slice({(section, entity): value})))."""
     out = ReplayOut(bucket)
     sm = ControllerStateMachine()
     if plan.base_bodies is not None:
         sm.load_sections(plan.base_bodies)
         _restrict(sm, bucket, buckets)
-    snap: dict[tuple[int, int], dict[tuple[str, str], Any]] = {(n, i): s for n, i, s in slices}
+    snap: dict[tuple[int, int], bytes] = {(n, i): s for n, i, s in slices}
     points = [p for p in plan.points if plan.base_index < p[0] <= plan.end]
     inv = _Invariants()
 
@@ -131,32 +130,26 @@ def replay_bucket(bucket: int, pieces: Iterable[tuple[int, bytes]], slices: Iter
                                     snapshot_value=js(before), replayed_value=js(after), detail=detail).row())  # fmt: skip
 
     p = 0
-    apply, unpack = sm.apply, RECORD.unpack_from
-    size, heartbeat, scan = RECORD.size, C.BROKER_HEARTBEAT, C.CHECK_NOT_ACTIVE_BROKER
+    apply, heartbeat, scan = sm.apply_command, C.BROKER_HEARTBEAT, C.CHECK_NOT_ACTIVE_BROKER
     upcoming = points[0][0] if points else _NEVER
     applied = 0
-    for _, blob in sorted(pieces, key=lambda x: x[0]):  # routed to (base_index, end] only
-        off, end = 0, len(blob)
-        while off < end:
-            index, code, n = unpack(blob, off)
-            off += size
+    for piece in sorted(pieces, key=lambda x: x[0]):  # routed to (base_index, end] only
+        for index, code, c in routed_commands(piece):
             while index > upcoming:
                 _compare(out, sm, points[p], snap, plan, bucket, buckets)
                 p += 1
                 upcoming = points[p][0] if p < len(points) else _NEVER
-            data = blob[off : off + n]
-            off += n
-            result = apply(data)
+            result = apply(c)  # changes no more of `c` than its time
             applied += 1
             if code == heartbeat or (code not in _SET_CHANGING and code != scan):
                 continue
             names = set()
             if code in NAME_AT:
-                names.add(sm_name(data))
+                names.add(c[NAME_AT[code]])
             body = result.body if isinstance(result.body, dict) else {}
             names.update(e["brokerName"] for e in body.get("elections", ()))
-            for name in sorted(names):
-                inv.check(sm, name, index, emit)
+            for n in sorted(names):
+                inv.check(sm, n, index, emit)
     out.applied = applied
     while p < len(points):
         _compare(out, sm, points[p], snap, plan, bucket, buckets)
@@ -164,18 +157,16 @@ def replay_bucket(bucket: int, pieces: Iterable[tuple[int, bytes]], slices: Iter
     return out
 
 
-def sm_name(data: bytes) -> str:
-    c = msgpack.unpackb(data)
-    return c[NAME_AT[c[1]]]
-
-
 def _compare(out: ReplayOut, sm: ControllerStateMachine, point: tuple[int, list[int]],
-             snap: dict[tuple[int, int], dict[tuple[str, str], Any]], plan: ReplayPlan, bucket: int,
-             buckets: Buckets) -> None:  # fmt: skip
+             snap: dict[tuple[int, int], bytes], plan: ReplayPlan, bucket: int, buckets: Buckets) -> None:  # fmt: skip
     index, nids = point
     replayed = split_state(decode_sections(sm.encode_sections()), buckets).get(bucket, {})
+    same = pack_slice(replayed)
     for nid in nids:
-        mine = snap.get((nid, index), {})
+        packed = snap.get((nid, index))
+        if packed == same or (packed is None and not replayed):  # equal bytes: equal values, nothing to report
+            continue
+        mine = {} if packed is None else pickle.loads(packed)
         for key in sorted(set(mine) | set(replayed)):
             section, entity = key
             a, b = mine.get(key), replayed.get(key)

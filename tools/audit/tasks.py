@@ -3,15 +3,15 @@
   scan_task      one WAL segment: raft.storage.walscan (the WAL's scan_segment), CONF entries decoded
   match_pieces   the (term, CRC) arrays of a node's live entries, cut at chunk boundaries
   match_chunk    one chunk of the index space across the nodes of a group: log matching, canonical source
-  route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket blobs
+  route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket pieces
   snapshot_task  one snapshot: the snapshot package's storage + reader, statemachine.inspection decoding
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
-import struct
 import tempfile
 from array import array
 from collections.abc import Iterator
@@ -25,12 +25,12 @@ from google_crc32c import value as crc32c
 from cli.rmqctl.state import read_sections, tables_of
 from raft.core.confchange import decode_conf
 from raft.core.messages import EntryType
+from raft.storage.segment import Batch
 from raft.storage.walscan import (
     LiveRun,
     SegmentListing,
     SegmentScan,
     entry_payloads,
-    entry_type,
     run_arrays,
     scan_segment_bytes,
 )
@@ -41,7 +41,10 @@ from statemachine.sections import SECTION_NAMES
 from tools.audit.model import Buckets, split_state
 
 CHUNK = 1 << 16  # indexes per log-matching chunk
-RECORD = struct.Struct("<QHI")  # index, command code, data length; then data
+# A bucket's commands from one segment: (first index, indexes as array "q" bytes, codes as array "H" bytes,
+# the commands' bytes concatenated). Bytes only, so that Spark moves them without pickling objects.
+Routed = tuple[int, bytes, bytes, bytes]
+TYPE_AT = 9  # the entry type byte in an entry frame (walscan.entry_type), read inline in the per-entry loops
 
 
 @dataclass
@@ -68,6 +71,26 @@ class ScanOut:
         return ScanOut(self.nid, self.pos, self.uri, SegmentScan(s.path, s.seg_id, s.first_index, s.size, s.status,
                        [], [], s.valid_end, s.torn_bytes, s.damage, s.spans), self.confs, self.conf_errors)  # fmt: skip
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled compactly, for Spark's cache that every later stage reads: a batch's terms as (term, count)
+        when they are one term, its offsets as 32-bit numbers when they fit (12 bytes an entry, not 24)."""
+        batches = [(b.truncate_from, b.first_index, _pack_terms(b.terms),
+                    b.offsets if b.offsets and b.offsets[-1] >= 1 << 32 else array("I", b.offsets), b.sizes)
+                   for b in self.scan.batches]  # fmt: skip
+        s = self.scan
+        head = (s.path, s.seg_id, s.first_index, s.size, s.status, s.valid_end, s.torn_bytes, s.damage, s.spans)
+        return _unpickle_scan_out, (self.nid, self.pos, self.uri, self.confs, self.conf_errors, head, batches, s.crcs)
+
+
+def _unpickle_scan_out(nid: int, pos: int, uri: str, confs: Any, conf_errors: Any, head: tuple[Any, ...],
+                       batches: list[tuple[Any, ...]], crcs: list[array[int]]) -> ScanOut:  # fmt: skip
+    path, seg_id, first_index, size, status, valid_end, torn_bytes, damage, spans = head
+    # Offsets stay 32-bit when they were sent so: the audit only slices and iterates them.
+    full = [Batch(truncate_from, first, _unpack_terms(terms), offsets, sizes)
+            for truncate_from, first, terms, offsets, sizes in batches]  # fmt: skip
+    scan = SegmentScan(path, seg_id, first_index, size, status, full, crcs, valid_end, torn_bytes, damage, spans)
+    return ScanOut(nid, pos, uri, scan, confs, conf_errors)
+
 
 def local_path(uri: str) -> str | None:
     """The path of a plain local path; None for a URI, which is read through Spark's Hadoop layer (file://
@@ -86,22 +109,22 @@ def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
     data = read_local(task.uri) if data is None else data
     scan = scan_segment_bytes(data, task.listing, task.uri)
     out = ScanOut(task.nid, task.pos, task.uri, scan)
-    for batch in scan.batches:  # CONF entries are rare: decoded here, for the meta check
-        for k, off in enumerate(batch.offsets):
-            if entry_type(data, off) == EntryType.CONF:
-                payload = next(entry_payloads(data, [off], [batch.sizes[k]]))
-                index = batch.first_index + k
-                try:
-                    conf = decode_conf(payload)
-                except (ValueError, TypeError) as e:
-                    out.conf_errors.append((index, str(e)))
-                    continue
-                out.confs.append((index, batch.terms[k], tuple(conf.voters), tuple(conf.learners)))
+    conf_type, at = EntryType.CONF, TYPE_AT
+    for batch in scan.batches:  # CONF entries are rare: found by their type byte, decoded for the meta check
+        for k in [k for k, off in enumerate(batch.offsets) if data[off + at] == conf_type]:
+            payload = next(entry_payloads(data, [batch.offsets[k]], [batch.sizes[k]]))
+            index = batch.first_index + k
+            try:
+                conf = decode_conf(payload)
+            except (ValueError, TypeError) as e:
+                out.conf_errors.append((index, str(e)))
+                continue
+            out.confs.append((index, batch.terms[k], tuple(conf.voters), tuple(conf.learners)))
     return out
 
 
 def match_pieces(rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group_of: dict[int, str]
-                 ) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes, bytes]]]:  # fmt: skip
+                 ) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes | tuple[int, int], bytes]]]:  # fmt: skip
     """((group, chunk), (nid, lo, terms, crcs)) for the live entries of one scanned segment: contiguous
     runs joined, then cut at chunk boundaries."""
     scans = {rec.pos: rec.scan}  # run_arrays indexes scans by position; an executor holds one segment
@@ -120,8 +143,24 @@ def match_pieces(rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group
             chunk = lo // CHUNK
             hi = min(last, (chunk + 1) * CHUNK - 1)
             a, z = lo - first, hi - first + 1
-            yield (group, chunk), (rec.nid, lo, terms[a:z].tobytes(), crcs[a:z].tobytes())
+            yield (group, chunk), (rec.nid, lo, _pack_terms(terms[a:z]), crcs[a:z].tobytes())
             lo = hi + 1
+
+
+def _pack_terms(terms: array[int]) -> bytes | tuple[int, int]:
+    """A piece's terms: (term, count) when they are all one term (a log's usual case: a third of the bytes
+    the log-matching shuffle would move), else the array's bytes."""
+    if terms and terms.count(terms[0]) == len(terms):
+        return terms[0], len(terms)
+    return terms.tobytes()
+
+
+def _unpack_terms(packed: bytes | tuple[int, int]) -> array[int]:
+    if isinstance(packed, tuple):
+        return array("q", [packed[0]]) * packed[1]
+    terms = array("q")
+    terms.frombytes(packed)
+    return terms
 
 
 @dataclass
@@ -139,8 +178,7 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
     group, chunk = key
     per_node: dict[int, list[tuple[int, array[int], array[int]]]] = {}
     for nid, lo, tb, cb in pieces:
-        terms, crcs = array("q"), array("I")
-        terms.frombytes(tb)
+        terms, crcs = _unpack_terms(tb), array("I")
         crcs.frombytes(cb)
         per_node.setdefault(nid, []).append((lo, terms, crcs))
     nids = sorted(per_node)
@@ -206,18 +244,19 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
 
 
 def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int, int, int]]], buckets: Buckets,
-               data: bytes | None = None) -> Iterator[tuple[int, tuple[int, bytes]]]:  # fmt: skip
-    """(bucket, (first index, blob)) for the canonical entries this segment is the source of. `sources` maps
-    (nid, segment position) to (batch, skip, lo, hi) slices."""
+               data: bytes | None = None) -> Iterator[tuple[int, Routed]]:  # fmt: skip
+    """(bucket, Routed piece) for the canonical entries this segment is the source of. `sources` maps
+    (nid, segment position) to (batch, skip, lo, hi) slices. Each command is decoded once here, to find its
+    bucket(s); what travels is its bytes, concatenated per bucket with the index and code beside them."""
     wanted = sources.get((rec.nid, rec.pos))
     if not wanted:
         return
     data = read_local(rec.uri) if data is None else data
-    unpackb, pack, route = msgpack.unpackb, RECORD.pack, buckets.route
-    normal = EntryType.NORMAL
-    bufs: dict[int, list[bytes]] = {}
-    firsts: dict[int, int] = {}
-    cache: dict[str, tuple[int, ...] | int | None] = {}  # brokerName -> bucket, for the hot heartbeat
+    unpackb, route = msgpack.unpackb, buckets.route
+    normal, at = EntryType.NORMAL, TYPE_AT
+    parts: dict[int, tuple[array[int], array[int], list[bytes]]] = {}
+    cache: dict[str, tuple[int, ...] | int | None] = {}  # brokerName -> bucket(s), for the hot heartbeat
+    target: tuple[int, ...] | int | None
     heartbeat = C.BROKER_HEARTBEAT
     for b, skip, lo, hi in wanted:
         batch = rec.scan.batches[b]
@@ -225,10 +264,13 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
         offsets = batch.offsets[a:z]
         index = lo
         for off, payload in zip(offsets, entry_payloads(data, offsets, batch.sizes[a:z]), strict=True):
-            if data[off + 9] == normal:
+            if data[off + at] == normal:
                 try:
                     c = unpackb(payload)
-                    if c[1] == heartbeat and type(c[4]) is str:
+                    code = c[1]
+                    if type(code) is not int:  # not a command: applying it changes nothing (2015)
+                        target = None
+                    elif code == heartbeat and type(c[4]) is str:
                         target = cache.get(c[4])
                         if target is None:
                             target = cache[c[4]] = route(c)
@@ -237,17 +279,29 @@ def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int,
                 except Exception:  # noqa: BLE001 - not a command: applying it changes nothing (2015)
                     target = None
                 if target is not None:
-                    head = pack(index, c[1], len(payload))
                     for t in (target,) if isinstance(target, int) else target:
-                        buf = bufs.get(t)
-                        if buf is None:
-                            bufs[t] = buf = []
-                            firsts[t] = index
-                        buf.append(head)
-                        buf.append(payload)
+                        part = parts.get(t)
+                        if part is None:
+                            parts[t] = part = (array("q"), array("H"), [])
+                        part[0].append(index)
+                        part[1].append(code)
+                        part[2].append(payload)
             index += 1
-    for t, buf in bufs.items():
-        yield t, (firsts[t], b"".join(buf))
+    for t, (indexes, codes, payloads) in parts.items():
+        yield t, (indexes[0], indexes.tobytes(), codes.tobytes(), b"".join(payloads))
+
+
+def routed_commands(piece: Routed) -> Iterator[tuple[int, int, Any]]:
+    """(index, code, command as msgpack decodes it) of a routed piece. The payloads are decoded in one go by a
+    msgpack.Unpacker over their concatenation: each decoded alone (route_task), with nothing left over, so
+    the stream splits back into exactly those commands."""
+    _, index_bytes, code_bytes, payloads = piece
+    indexes, codes = array("q"), array("H")
+    indexes.frombytes(index_bytes)
+    codes.frombytes(code_bytes)
+    unpacker = msgpack.Unpacker(max_buffer_size=max(len(payloads), 1 << 20))
+    unpacker.feed(payloads)
+    return zip(indexes, codes, unpacker, strict=True)
 
 
 # --- snapshots ---------------------------------------------------------------------------------------------
@@ -276,9 +330,16 @@ class SnapshotOut:
     sections: list[str] = field(default_factory=list)
 
 
+# The last snapshot this worker decoded: [(buckets, its section bodies), (section names, packed slices)]. A
+# snapshot with the very same bytes (another node's copy at the same index) is not decoded again.
+_LAST_DECODED: list[Any] = [None, None]
+
+
 def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
-                  ) -> tuple[SnapshotOut, dict[int, dict[tuple[str, str], Any]]]:  # fmt: skip
-    """Open and verify one snapshot with the project's storage (read-only), decode every section."""
+                  ) -> tuple[SnapshotOut, dict[int, bytes]]:  # fmt: skip
+    """Open and verify one snapshot with the project's storage (read-only), decode every section. The
+    entities come back split by bucket, each bucket's {(section, entity): value} pickled once here
+    (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them."""
     tmp = None
     local = local_path(task.uri)
     try:
@@ -297,21 +358,31 @@ def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] 
             out.term, out.voters, out.learners = meta.last_included_term, tuple(meta.voters), tuple(meta.learners)
             with st.open(task.index, verify=True) as snap:
                 snap.verify()
-                sections = read_sections(snap, require_all=False)
-                bodies = {s.entry.type: snap.section(s.entry.type) for s in sections}
+                bodies = {e.type: snap.section(e.type) for e in snap.entries}
+                key = (buckets, tuple(bodies.items()))
+                if _LAST_DECODED[0] != key:  # the nodes of a group usually hold byte-identical snapshots
+                    sections = read_sections(snap, require_all=False)
+                    slices = {b: pack_slice(v) for b, v in split_state(tables_of(sections), buckets).items()}
+                    _LAST_DECODED[:] = [key, ([s.name for s in sections], slices)]
         except SnapshotError as e:
             path = str(getattr(e, "path", sdir))
             out.error = (path.replace(str(sdir), task.uri.rstrip("/")), int(getattr(e, "offset", 0) or 0),
                          str(getattr(e, "reason", e)))  # fmt: skip
             return out, {}
         out.digests = {SECTION_NAMES.get(t, str(t)): crc32c(body) for t, body in bodies.items()}
-        out.sections = [s.name for s in sections]
+        out.sections, slices = _LAST_DECODED[1]
         if task.base:
             out.bodies = bodies
-        return out, split_state(tables_of(sections), buckets)
+        return out, slices
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def pack_slice(entities: dict[tuple[str, str], Any]) -> bytes:
+    """One bucket's entities as bytes: equal bytes mean equal values of equal types (plain values pickle
+    by content), so the replay compares bytes first and decodes only a slice that differs."""
+    return pickle.dumps(entities, protocol=5)
 
 
 def listdir_sizes(path: str) -> list[tuple[str, int]]:

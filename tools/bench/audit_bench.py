@@ -181,16 +181,27 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sets", type=int, help="broker-sets (default: 10,000, fewer below 9M entries)")
     p.add_argument("--dir", help="build here (default: a temp dir, removed at the end unless --keep)")
     p.add_argument("--keep", action="store_true", help="keep the built data dirs")
+    p.add_argument("--reuse", action="store_true", help="with --dir: audit what an earlier run built there "
+                   "(its built.json) instead of building again")  # fmt: skip
     p.add_argument("--cores", default="1,2", help="local[N] masters to time, comma-separated (default 1,2)")
     p.add_argument("--json", dest="json_path", default="audit_bench.json", help="write the figures as JSON here "
                    "(default: ./audit_bench.json)")  # fmt: skip
     args = p.parse_args(argv)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="audit-bench-"))
     try:
-        print(f"building {args.entries:,} entries over 3 nodes under {base} ...", file=sys.stderr)
-        built = build(base / "data", args.entries, args.sets)
-        build(base / "warm", 3_000, 4)
-        print(f"built in {built['build_seconds']:.1f}s; auditing", file=sys.stderr)
+        record = base / "built.json"
+        if args.reuse and record.exists():
+            built = json.loads(record.read_text())
+            print(f"reusing {built['entries']:,} entries under {base}; auditing", file=sys.stderr)
+        else:
+            print(f"building {args.entries:,} entries over 3 nodes under {base} ...", file=sys.stderr)
+            shutil.rmtree(base / "data", ignore_errors=True)
+            shutil.rmtree(base / "warm", ignore_errors=True)
+            built = build(base / "data", args.entries, args.sets)
+            build(base / "warm", 3_000, 4)
+            record.write_text(json.dumps(built))
+            print(f"built in {built['build_seconds']:.1f}s; auditing", file=sys.stderr)
+        shutil.rmtree(base / "out", ignore_errors=True)
         cores = [int(c) for c in args.cores.split(",")]
         runs = [audit_once(c, base / "data", base / "warm", base / "out") for c in cores]
         replay_s, replay_cpu = replay_once(base / "data")
