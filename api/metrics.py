@@ -172,13 +172,18 @@ class _Collector:
         for rt, h in sorted(m.latency.items()):
             latency.add_metric([*values, rt], h.buckets(), h.sum)
         yield latency
-        elections = family(CounterMetricFamily, "election_total", "total elect num",
-                           ("cluster", "broker_set", "election_result"))  # fmt: skip
+        elections = family(
+            CounterMetricFamily, "election_total", "total elect num", ("cluster", "broker_set", "election_result")
+        )
         for key, n in sorted(m.elections.items()):
             elections.add_metric([*values, *key], n)
         yield elections
-        rejected = family(CounterMetricFamily, "controllerd_http_rejected_total",
-                          "requests refused before reaching the state machine", ("reason",))  # fmt: skip
+        rejected = family(
+            CounterMetricFamily,
+            "controllerd_http_rejected_total",
+            "requests refused before reaching the state machine",
+            ("reason",),
+        )
         for reason, n in sorted(m.rejections.items()):
             rejected.add_metric([*values, reason], n)
         yield rejected
@@ -231,9 +236,10 @@ class _Collector:
         yield counter("snapshot_saves", "snapshots saved by this node", snap.saves)
         yield counter("snapshot_installs", "snapshots installed from a leader", snap.installs)
         yield from self._followers(family, values, st)
-        for name, doc, h in (("fsync", "write + fdatasync of one log batch", st.fsync_latency),
-                             ("commit", "a proposal batch from propose to applied on this leader",
-                              st.commit_latency)):  # fmt: skip
+        for name, doc, h in (
+            ("fsync", "write + fdatasync of one log batch", st.fsync_latency),
+            ("commit", "a proposal batch from propose to applied on this leader", st.commit_latency),
+        ):
             if h:
                 fam = family(HistogramMetricFamily, f"controllerd_raft_{name}_duration_seconds", doc)
                 fam.add_metric(values, [(str(b), c) for b, c in h["buckets"]], h["sum"])
@@ -259,8 +265,12 @@ class _Collector:
             GaugeMetricFamily, "controllerd_raft_follower_match_index", "highest index known on the peer", ("peer",)
         )
         lag = family(GaugeMetricFamily, "controllerd_raft_follower_lag_entries", "log_last_index - match", ("peer",))
-        contact = family(GaugeMetricFamily, "controllerd_raft_follower_last_contact_seconds",
-                         "since the peer last answered (-1: not this term)", ("peer",))  # fmt: skip
+        contact = family(
+            GaugeMetricFamily,
+            "controllerd_raft_follower_last_contact_seconds",
+            "since the peer last answered (-1: not this term)",
+            ("peer",),
+        )
         for peer, pr in sorted(st.progress.items()):
             if peer == st.id:
                 continue

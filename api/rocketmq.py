@@ -22,9 +22,17 @@ Fields = Mapping[str, Any]
 def heartbeat(h: Fields) -> Build:
     """904 BROKER_HEARTBEAT, proposed as 1018 with the leader's receive time as lastUpdateTimestamp."""
     return lambda now: commands.heartbeat(
-        now, h["clusterName"], h["brokerName"], h["brokerAddr"], h["brokerId"], epoch=h["epoch"],
-        max_offset=h["maxOffset"], confirm_offset=h["confirmOffset"],
-        heartbeat_timeout_millis=h["heartbeatTimeoutMills"], election_priority=h["electionPriority"])  # fmt: skip
+        now,
+        h["clusterName"],
+        h["brokerName"],
+        h["brokerAddr"],
+        h["brokerId"],
+        epoch=h["epoch"],
+        max_offset=h["maxOffset"],
+        confirm_offset=h["confirmOffset"],
+        heartbeat_timeout_millis=h["heartbeatTimeoutMills"],
+        election_priority=h["electionPriority"],
+    )
 
 
 def get_next_broker_id(h: Fields) -> Build:
@@ -33,25 +41,29 @@ def get_next_broker_id(h: Fields) -> Build:
 
 def apply_broker_id(h: Fields) -> Build:
     return lambda now: commands.apply_broker_id(
-        now, h["clusterName"], h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"])  # fmt: skip
+        now, h["clusterName"], h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"]
+    )
 
 
 def register_broker(h: Fields) -> Build:
     return lambda now: commands.register_broker(
-        now, h["clusterName"], h["brokerName"], h["brokerId"], h["brokerAddress"])  # fmt: skip
+        now, h["clusterName"], h["brokerName"], h["brokerId"], h["brokerAddress"]
+    )
 
 
 def elect_master(cluster: str, broker_name: str, broker_id: int | None, designate: bool) -> Build:
     """1002 from a broker (own id), the controller (no id: -1 or None) or an admin (designate)."""
     bid = None if broker_id == -1 else broker_id
-    return lambda now: commands.elect_master(now, broker_name, cluster_name=cluster, broker_id=bid,
-                                             designate_elect=designate)  # fmt: skip
+    return lambda now: commands.elect_master(
+        now, broker_name, cluster_name=cluster, broker_id=bid, designate_elect=designate
+    )
 
 
 def alter_sync_state_set(h: Fields, sync_state_set: Iterable[int], sync_state_set_epoch: int) -> Build:
     """1001: header fields plus the SyncStateSet body the master sends (the epoch it holds)."""
     return lambda now: commands.alter_sync_state_set(
-        now, h["brokerName"], h["masterBrokerId"], h["masterEpoch"], sync_state_set, sync_state_set_epoch)  # fmt: skip
+        now, h["brokerName"], h["masterBrokerId"], h["masterEpoch"], sync_state_set, sync_state_set_epoch
+    )
 
 
 def get_replica_info(h: Fields) -> Build:
@@ -69,9 +81,12 @@ def update_controller_config(changes: Mapping[str, Any]) -> Build:
 
 def clean_broker_data(h: Fields) -> Build:
     return lambda now: commands.clean_broker_data(
-        now, h["brokerName"], cluster_name=h["clusterName"],
+        now,
+        h["brokerName"],
+        cluster_name=h["clusterName"],
         broker_controller_ids_to_clean=h["brokerControllerIdsToClean"],
-        is_clean_living_broker=h["isCleanLivingBroker"])  # fmt: skip
+        is_clean_living_broker=h["isCleanLivingBroker"],
+    )
 
 
 # ------------------------------------------------------------------------------- controller config (1009/1010)
@@ -131,8 +146,9 @@ def plan_config_update(body: Mapping[str, Any], settings: ApiSettings) -> dict[s
         in_range = value is not None and (kind != commands.INT or 0 <= value <= JAVA_INT_MAX)
         if not in_range or not commands.config_value_ok(key, value):
             want = '"true" or "false"' if kind == commands.BOOL else f"an integer from 0 to {JAVA_INT_MAX}"
-            errors.append({"field": key, "location": "body", "message": f"must be {want}, got {raw!r}",
-                           "type": "config_value"})  # fmt: skip
+            errors.append(
+                {"field": key, "location": "body", "message": f"must be {want}, got {raw!r}", "type": "config_value"}
+            )
             continue
         changes[key] = value
     if errors:

@@ -43,8 +43,9 @@ def bind(address: tuple[str, int]) -> socket.socket:
     """The listening socket for HTTP; OSError names the address."""
     host, port = address
     try:
-        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                    backlog=2048)  # fmt: skip
+        return socket.create_server(
+            (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=2048
+        )
     except OSError as e:
         raise OSError(e.errno, f"cannot listen for HTTP on {host}:{port}: {e.strerror}") from None
 
@@ -63,8 +64,11 @@ class ControllerServer:
         self.settings = settings
         self.address = address
         self.app = create_app(self.service, settings)
-        self.remoting = (RemotingServer(self.service, settings, remoting_address, self.app.state.gateway.metrics)
-                         if remoting_address is not None else None)  # fmt: skip
+        self.remoting = (
+            RemotingServer(self.service, settings, remoting_address, self.app.state.gateway.metrics)
+            if remoting_address is not None
+            else None
+        )
         self._config = uvicorn.Config(
             self.app,
             loop="none",  # the caller's loop

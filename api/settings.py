@@ -62,8 +62,10 @@ class ApiSettings:
         if self.max_connections < 1 or self.keep_alive_s <= 0:
             raise ValueError("max_connections and keep_alive_s must be positive")
         if not MIN_FRAME_BYTES <= self.remoting_max_frame_bytes <= MAX_FRAME_BYTES:
-            raise ValueError(f"remoting_max_frame_bytes must be in {MIN_FRAME_BYTES}..{MAX_FRAME_BYTES}, "
-                             f"got {self.remoting_max_frame_bytes}")  # fmt: skip
+            raise ValueError(
+                f"remoting_max_frame_bytes must be in {MIN_FRAME_BYTES}..{MAX_FRAME_BYTES}, "
+                f"got {self.remoting_max_frame_bytes}"
+            )
         if self.max_transfer_lag_entries < 0:
             raise ValueError(f"max_transfer_lag_entries must be >= 0, got {self.max_transfer_lag_entries}")
         if self.add_peer_timeout_s <= 0 or (self.transfer_timeout_s is not None and self.transfer_timeout_s <= 0):

@@ -307,19 +307,54 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
     KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
     KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
-    KeySpec("controllerHttpMaxBodyBytes", "http_max_body_bytes", "int", "262144", minimum=1024,
-            doc="larger request bodies get 413 before they are parsed"),  # fmt: skip
-    KeySpec("controllerHttpMaxConnections", "http_max_connections", "int", "1000", minimum=1,
-            doc="concurrent HTTP connections and requests; beyond, 503 at once"),  # fmt: skip
-    KeySpec("controllerHttpKeepAliveSecs", "http_keep_alive_secs", "int", "5", minimum=1,
-            doc="idle keep-alive connections are closed after this long"),  # fmt: skip
-    KeySpec("controllerMinFreeDiskMB", "min_free_disk_mb", "int", "16", minimum=0,
-            doc="writes get 503 while the store's file system has less free space (MiB); 0 disables"),  # fmt: skip
-    KeySpec("controllerAdminTokenFile", "admin_token_file", "path", "",
-            doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes"),  # fmt: skip
-    KeySpec("controllerRemotingMaxFrameBytes", "remoting_max_frame_bytes", "int", str(DEFAULT_MAX_FRAME_BYTES),
-            minimum=MIN_FRAME_BYTES, maximum=MAX_FRAME_BYTES,
-            doc="a remoting frame longer than this closes its connection (RocketMQ's frameMaxLength)"),  # fmt: skip
+    KeySpec(
+        "controllerHttpMaxBodyBytes",
+        "http_max_body_bytes",
+        "int",
+        "262144",
+        minimum=1024,
+        doc="larger request bodies get 413 before they are parsed",
+    ),
+    KeySpec(
+        "controllerHttpMaxConnections",
+        "http_max_connections",
+        "int",
+        "1000",
+        minimum=1,
+        doc="concurrent HTTP connections and requests; beyond, 503 at once",
+    ),
+    KeySpec(
+        "controllerHttpKeepAliveSecs",
+        "http_keep_alive_secs",
+        "int",
+        "5",
+        minimum=1,
+        doc="idle keep-alive connections are closed after this long",
+    ),
+    KeySpec(
+        "controllerMinFreeDiskMB",
+        "min_free_disk_mb",
+        "int",
+        "16",
+        minimum=0,
+        doc="writes get 503 while the store's file system has less free space (MiB); 0 disables",
+    ),
+    KeySpec(
+        "controllerAdminTokenFile",
+        "admin_token_file",
+        "path",
+        "",
+        doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes",
+    ),
+    KeySpec(
+        "controllerRemotingMaxFrameBytes",
+        "remoting_max_frame_bytes",
+        "int",
+        str(DEFAULT_MAX_FRAME_BYTES),
+        minimum=MIN_FRAME_BYTES,
+        maximum=MAX_FRAME_BYTES,
+        doc="a remoting frame longer than this closes its connection (RocketMQ's frameMaxLength)",
+    ),
 )
 BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
 SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
@@ -607,14 +642,23 @@ def parse_config(
             https = values["http_addrs"] = default_http_addrs(rpc)
             sources["controllerHttpAddr"] = HTTP_DEFAULT_SOURCE
         except ValueError as e:
-            fail("controllerHttpAddr", f"its default (each jRaftControllerRPCAddr port - 1000) cannot be used: {e}; "
-                 "set controllerHttpAddr", "")  # fmt: skip
+            fail(
+                "controllerHttpAddr",
+                f"its default (each jRaftControllerRPCAddr port - 1000) cannot be used: {e}; set controllerHttpAddr",
+                "",
+            )
             addresses_ok = False
     if addresses_ok and https is not None and "controllerHttpAddr" not in bad:
         if len(https) != len(init):
-            fail("controllerHttpAddr", f"has {len(https)} entries but jRaftInitConf has {len(init)}; paired by position")
+            fail(
+                "controllerHttpAddr", f"has {len(https)} entries but jRaftInitConf has {len(init)}; paired by position"
+            )
         elif clash := sorted(set(https) & (set(init) | set(rpc))):
-            fix = "" if "controllerHttpAddr" in given else " (each jRaftControllerRPCAddr port - 1000); set controllerHttpAddr"
+            fix = (
+                ""
+                if "controllerHttpAddr" in given
+                else " (each jRaftControllerRPCAddr port - 1000); set controllerHttpAddr"
+            )
             fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address{fix}", ",".join(https))
 
     if values["read_only_option"] not in READ_ONLY_OPTIONS:
@@ -651,8 +695,11 @@ def parse_config(
                 )
                 break
     if values["cluster_secret"] is None and "jRaftClusterSecret" not in bad:
-        remote_keys = [k for k in ("jRaftInitConf", "jRaftControllerRPCAddr", "controllerHttpAddr")
-                       if k not in bad and values[BY_KEY[k].attr] is not None]  # fmt: skip
+        remote_keys = [
+            k
+            for k in ("jRaftInitConf", "jRaftControllerRPCAddr", "controllerHttpAddr")
+            if k not in bad and values[BY_KEY[k].attr] is not None
+        ]
         for key in remote_keys:
             remote = [a for a in values[BY_KEY[key].attr] if not is_loopback(split_addr(a)[0])]
             if remote:
@@ -715,10 +762,11 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             unsafe_tick_lease=os.environ.get("CONTROLLERD_UNSAFE_TICK_LEASE") == "1",
         ),
         # Fault injection only (the Jepsen crash nemesis, docs/jepsen.md): record the durable WAL offset.
-        log=LogStorageOptions(fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1",
-                              min_free_bytes=cfg.min_free_disk_mb << 20,
-                              segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES",
-                                                        LogStorageOptions().segment_bytes)),  # fmt: skip
+        log=LogStorageOptions(
+            fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1",
+            min_free_bytes=cfg.min_free_disk_mb << 20,
+            segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES", LogStorageOptions().segment_bytes),
+        ),
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
@@ -828,8 +876,11 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
     for key, text, source in effective_items(cfg):
         if key in SECRET_KEYS:
             if getattr(cfg, BY_KEY[key].attr) is None:
-                dev = " (the public development secret is used: every address is loopback)" \
-                    if key == "jRaftClusterSecret" else ""  # fmt: skip
+                dev = (
+                    " (the public development secret is used: every address is loopback)"
+                    if key == "jRaftClusterSecret"
+                    else ""
+                )
                 lines.append(f"# {key}: not set{dev}; source: {source}")
             else:
                 lines.append(f"# {key}: set in {source}, not printed")

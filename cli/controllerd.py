@@ -105,7 +105,9 @@ def _load(config_file: str | None, controller_type: str | None, strict: bool = F
     show_default=True,
     help="auto: console on a TTY, JSON lines otherwise.",
 )
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
 @click.option("--access-log", is_flag=True, help="Log every HTTP request (off: it costs throughput).")
 @click.pass_context
 def main(
@@ -170,8 +172,14 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             log.error("the controller failed to start: %s%s", e, corruption_fix(e, cfg.server_id, cfg.store_path))
             await server.service.stop(transfer=False)
             return EXIT_FAILED
-        log.info("The Controller Server boot success. node %s, remoting %s, HTTP %s:%d, data %s", cfg.server_id,
-                 remoting_addresses(cfg)[cfg.server_id], host, port, cfg.store_path)  # fmt: skip
+        log.info(
+            "The Controller Server boot success. node %s, remoting %s, HTTP %s:%d, data %s",
+            cfg.server_id,
+            remoting_addresses(cfg)[cfg.server_id],
+            host,
+            port,
+            cfg.store_path,
+        )
         failed = loop.create_task(_watch_failure(server))
         await asyncio.wait([loop.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
         code = EXIT_FAILED if failed.done() else 0
@@ -213,9 +221,11 @@ def check_config(ctx: click.Context, controller_type: str | None, config_file: s
     cfg = _load(config_file, controller_type or ctx.obj["controller_type"], strict)
     click.echo(f"{config_file}: OK")
     http_source = cfg.sources["controllerHttpAddr"]
-    click.echo(f"  node {cfg.server_id}: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
-               f"{remoting_addresses(cfg)[cfg.server_id]}, HTTP (rmqctl -a) on {http_addresses(cfg)[cfg.server_id]}"
-               f"{' (' + http_source + ')' if http_source.startswith('default') else ''}")  # fmt: skip
+    click.echo(
+        f"  node {cfg.server_id}: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
+        f"{remoting_addresses(cfg)[cfg.server_id]}, HTTP (rmqctl -a) on {http_addresses(cfg)[cfg.server_id]}"
+        f"{' (' + http_source + ')' if http_source.startswith('default') else ''}"
+    )
 
 
 def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
@@ -229,14 +239,15 @@ def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
         e = e.__cause__ or e.__context__
     if e is None:
         return ""
-    return (f". Fix: keep a copy of {store} for analysis; restore the damaged file from a backup, or rebuild this "
-            f"member: on the leader DELETE /api/v1/raft/peers/{server_id}, empty {store}, start this node and POST "
-            f"/api/v1/raft/peers {{\"id\": \"{server_id}\"}} (it is then repaired from the others by "
-            f"InstallSnapshot; docs/reliability.md)")  # fmt: skip
+    return (
+        f". Fix: keep a copy of {store} for analysis; restore the damaged file from a backup, or rebuild this "
+        f"member: on the leader DELETE /api/v1/raft/peers/{server_id}, empty {store}, start this node and POST "
+        f'/api/v1/raft/peers {{"id": "{server_id}"}} (it is then repaired from the others by '
+        f"InstallSnapshot; docs/reliability.md)"
+    )
 
 
 main.add_command(local_cluster)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-

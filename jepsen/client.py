@@ -23,8 +23,7 @@ NOT_LEADER = 2007
 QUERY_NOT_FOUND = 22
 # Codes that say "rejected by the state machine, nothing changed" (controller-spec.md §3.2). 2004 is missing on
 # purpose: a controller-triggered election that finds nobody still bumps masterEpoch.
-DEFINITE_REJECTIONS = frozenset({16, 22, 2000, 2001, 2002, 2003, 2005, 2006, 2008, 2009, 2010, 2012, 2013, 2014,
-                                 2016})  # fmt: skip
+DEFINITE_REJECTIONS = frozenset({16, 22, 2000, 2001, 2002, 2003, 2005, 2006, 2008, 2009, 2010, 2012, 2013, 2014, 2016})
 MASTER_STILL_EXIST = 2011
 
 

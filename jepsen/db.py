@@ -46,11 +46,11 @@ FSYNCED_FILE = "FSYNCED"  # raft.storage.wal.FSYNCED_FILE, read as text: the nod
 REPO = Path(__file__).resolve().parent.parent
 
 
-
 def remoting_of(http: str) -> str:
     """A node's RocketMQ remoting address: its HTTP host, the HTTP port + 1000 (as `make run`)."""
     host, port = http.rsplit(":", 1)
     return f"{host}:{int(port) + 1000}"
+
 
 class DBError(RuntimeError):
     """A node could not be started, stopped or changed as asked."""
@@ -235,9 +235,23 @@ class Cluster:
                 f"FAKETIME_TIMESTAMP_FILE={node.clock_file}",
                 "FAKETIME_NO_CACHE=1",
             ]
-        return ["ip", "netns", "exec", node.ns, "env", *env,
-                sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(node.conf),
-                "--log-format", "json"]  # fmt: skip
+        return [
+            "ip",
+            "netns",
+            "exec",
+            node.ns,
+            "env",
+            *env,
+            sys.executable,
+            "-m",
+            "cli.controllerd",
+            "--type",
+            "jraft",
+            "-c",
+            str(node.conf),
+            "--log-format",
+            "json",
+        ]
 
     def _mark(self, node: Node, event: str, **fields: Any) -> None:
         """A harness line in the node's log (JSON, like the node's own lines)."""

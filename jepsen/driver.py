@@ -49,19 +49,33 @@ class Recorder:
 class Driver:
     """Runs `concurrency` workers against a workload at `rate` ops/s in total until told to stop."""
 
-    def __init__(self, workload: Workload, recorder: Recorder, make_client: Callable[[random.Random], Client],
-                 concurrency: int, rate: float, seed: int | str, processes: Processes | None = None,
-                 halt: threading.Event | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        workload: Workload,
+        recorder: Recorder,
+        make_client: Callable[[random.Random], Client],
+        concurrency: int,
+        rate: float,
+        seed: int | str,
+        processes: Processes | None = None,
+        halt: threading.Event | None = None,
+    ) -> None:
         """`processes` and `halt` are shared when several drivers write one history (a combined run): process
         numbers must then be unique across all of them, and one event stops them all."""
         self.workload = workload
         self.recorder = recorder
         self.processes = processes if processes is not None else Processes()
         self.workers = [
-            Worker(i, self.processes.fresh(), make_client(random.Random(f"{seed}:client:{i}")),
-                   random.Random(f"{seed}:worker:{i}"), recorder, self.processes)
+            Worker(
+                i,
+                self.processes.fresh(),
+                make_client(random.Random(f"{seed}:client:{i}")),
+                random.Random(f"{seed}:worker:{i}"),
+                recorder,
+                self.processes,
+            )
             for i in range(concurrency)
-        ]  # fmt: skip
+        ]
         self.make_client = make_client
         self.seed = seed
         self.rate = rate
@@ -96,8 +110,14 @@ class Driver:
 
     def final(self, deadline: float) -> dict[str, Any]:
         p = self.processes.fresh()
-        w = Worker(-1, p, self.make_client(random.Random(f"{self.seed}:final")), random.Random(f"{self.seed}:final"),
-                   self.recorder, self.processes)  # fmt: skip
+        w = Worker(
+            -1,
+            p,
+            self.make_client(random.Random(f"{self.seed}:final")),
+            random.Random(f"{self.seed}:final"),
+            self.recorder,
+            self.processes,
+        )
         try:
             return self.workload.final(w, deadline)
         finally:
@@ -116,8 +136,15 @@ class Mix:
     workers at its own `rate`), with process numbers unique across them. The checkers split the history by
     workload again (jepsen.suite.classify), so a combined run is judged exactly as separate runs are."""
 
-    def __init__(self, names: list[str], recorder: Recorder, make_client: Callable[[random.Random], Client],
-                 concurrency: int, rate: float, seed: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        names: list[str],
+        recorder: Recorder,
+        make_client: Callable[[random.Random], Client],
+        concurrency: int,
+        rate: float,
+        seed: int,
+    ) -> None:
         if not names or len(set(names)) != len(names) or any(n not in WORKLOADS for n in names):
             raise ValueError(f"workloads must be distinct names among {', '.join(WORKLOADS)}: {names}")
         self.halt = threading.Event()
@@ -126,8 +153,16 @@ class Mix:
         for name in names:
             # a single workload keeps its historical seed (the same run as before combined runs existed)
             driver_seed: int | str = seed if len(names) == 1 else f"{seed}:{name}"
-            self.drivers[name] = Driver(WORKLOADS[name].make(concurrency), recorder, make_client, concurrency, rate,
-                                        driver_seed, processes, self.halt)  # fmt: skip
+            self.drivers[name] = Driver(
+                WORKLOADS[name].make(concurrency),
+                recorder,
+                make_client,
+                concurrency,
+                rate,
+                driver_seed,
+                processes,
+                self.halt,
+            )
 
     @property
     def errors(self) -> list[str]:

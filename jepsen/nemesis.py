@@ -58,6 +58,7 @@ def spare_nodes(name: str) -> int:
     """How many spare servers (not in the group, never started) a run of nemesis `name` needs."""
     return SPARES.get(name, 0)
 
+
 Grudge = dict[int, set[int]]
 
 
@@ -121,8 +122,9 @@ def bridge(comps: list[list[int]]) -> tuple[int, Grudge]:
 
 def sees(grudge: Grudge, nodes: Sequence[int]) -> dict[int, set[int]]:
     """Who each node can talk to over TCP (itself included): neither side drops the other."""
-    return {a: {b for b in nodes if b == a or (b not in grudge.get(a, ()) and a not in grudge.get(b, ()))}
-            for a in nodes}  # fmt: skip
+    return {
+        a: {b for b in nodes if b == a or (b not in grudge.get(a, ()) and a not in grudge.get(b, ()))} for a in nodes
+    }
 
 
 def mostly_small_subset(rng: random.Random, nodes: Sequence[int]) -> list[int]:
@@ -198,8 +200,10 @@ def plan(name: str, rng: random.Random, nodes: Sequence[int], interval: float) -
         mode = rng.choice(["bump", "strobe", "rate"])
         out: dict[str, Any] = {"mode": mode, "nodes": victims}
         if mode == "bump":
-            out["bumps"] = {str(v): round(rng.choice([-1, 1]) * 2 ** rng.uniform(math.log2(0.1), math.log2(MAX_BUMP_S)), 3)
-                            for v in victims}  # fmt: skip
+            out["bumps"] = {
+                str(v): round(rng.choice([-1, 1]) * 2 ** rng.uniform(math.log2(0.1), math.log2(MAX_BUMP_S)), 3)
+                for v in victims
+            }
         elif mode == "strobe":
             out["delta"] = round(2 ** rng.uniform(math.log2(0.05), math.log2(2.0)), 3)
             out["period"] = round(2 ** rng.uniform(math.log2(0.01), math.log2(1.0)), 3)
@@ -395,8 +399,11 @@ class Pause(Nemesis):
         for i in targets:
             if ctx.cluster.pause(i):
                 self.paused.append(i)
-        return {"nodes": targets, "paused": [ctx.cluster.node(i).name for i in self.paused],
-                **({"leader": ctx.cluster.node(targets[0]).name} if self.leader else {})}  # fmt: skip
+        return {
+            "nodes": targets,
+            "paused": [ctx.cluster.node(i).name for i in self.paused],
+            **({"leader": ctx.cluster.node(targets[0]).name} if self.leader else {}),
+        }
 
     def stop(self, ctx: Context) -> dict[str, Any]:
         resumed = [ctx.cluster.node(i).name for i in self.paused if ctx.cluster.resume(i)]
@@ -429,8 +436,12 @@ class ClockSkew(Nemesis):
                 specs[ctx.cluster.node(i).name] = ctx.cluster.set_clock(i, rate=params["rates"][str(i)])
         if mode == "strobe":
             self._stop_strobe.clear()
-            self._strobe = threading.Thread(target=self._run_strobe, args=(ctx, victims, params["delta"],
-                                            params["period"]), name="clock-strobe", daemon=True)  # fmt: skip
+            self._strobe = threading.Thread(
+                target=self._run_strobe,
+                args=(ctx, victims, params["delta"], params["period"]),
+                name="clock-strobe",
+                daemon=True,
+            )
             self._strobe.start()
         return {**params, "specs": specs, "skews": ctx.cluster.skews()}
 
@@ -554,11 +565,15 @@ class SnapshotStorm(Nemesis):
         self.taken = self.failed = self.burst_writes = 0
         self.first_index = None
         self._halt.clear()
-        self._thread = threading.Thread(target=self._storm, args=(ctx, victim, params["period"]),
-                                        name="snapshot-storm", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._storm, args=(ctx, victim, params["period"]), name="snapshot-storm", daemon=True
+        )
         self._thread.start()
-        return {**params, "leader": ctx.cluster.node(leader).name if leader else None,
-                "wiped": ctx.cluster.node(victim).name}  # fmt: skip
+        return {
+            **params,
+            "leader": ctx.cluster.node(leader).name if leader else None,
+            "wiped": ctx.cluster.node(victim).name,
+        }
 
     def stop(self, ctx: Context) -> dict[str, Any]:
         self._halt.set()
@@ -572,8 +587,13 @@ class SnapshotStorm(Nemesis):
                 time.sleep(0.2)  # polling a node's log with a deadline
             installs[ctx.cluster.node(i).name] = n
         self.wiped = []
-        return {"snapshots_taken": self.taken, "snapshots_failed": self.failed, "burst_writes": self.burst_writes,
-                "leader_first_log_index": self.first_index, "installed_snapshots": installs}  # fmt: skip
+        return {
+            "snapshots_taken": self.taken,
+            "snapshots_failed": self.failed,
+            "burst_writes": self.burst_writes,
+            "leader_first_log_index": self.first_index,
+            "installed_snapshots": installs,
+        }
 
 
 class Membership(Nemesis):
@@ -652,10 +672,14 @@ class Membership(Nemesis):
                 body = {}
             rows = {p["id"]: p for p in body.get("peers", [])}
             if all(_replicating(rows.get(s.raft)) for s in spares):
-                return {"transfer": f"to {target.name}", "reached": {s.name: rows[s.raft]["matchIndex"] for s in spares}}
+                return {
+                    "transfer": f"to {target.name}",
+                    "reached": {s.name: rows[s.raft]["matchIndex"] for s in spares},
+                }
             time.sleep(0.2)  # polling the new leader's view with a deadline
-        raise NemesisAbort(f"{target.name} leads but never caught up the new servers "
-                           f"{[s.name for s in spares]} (its view: {rows})")  # fmt: skip
+        raise NemesisAbort(
+            f"{target.name} leads but never caught up the new servers {[s.name for s in spares]} (its view: {rows})"
+        )
 
     def _shrink(self, ctx: Context) -> dict[str, Any]:
         leader = ctx.leader(wait=15.0)
@@ -729,15 +753,26 @@ def change_membership(ctx: Context, op: str, i: int, wait: float = 15.0) -> tupl
             continue
         vs = voters(ctx, leader)
         if vs is not None and ((op == "remove" and node.raft not in vs) or (op == "add" and node.raft in vs)):
-            return True, f"{node.raft} {'is not' if op == 'remove' else 'is'} a voter (leader {ctx.cluster.node(leader).name})"
+            return (
+                True,
+                f"{node.raft} {'is not' if op == 'remove' else 'is'} a voter (leader {ctx.cluster.node(leader).name})",
+            )
         try:
             if op == "remove":
                 env = ctx.cluster.admin(leader, "DELETE", f"/api/v1/raft/peers/{node.raft}", timeout=10.0)
             else:
-                env = ctx.cluster.admin(leader, "POST", "/api/v1/raft/peers",
-                                        {"id": node.raft, "raftAddress": node.raft, "httpAddress": node.http,
-                                         "remotingAddress": remoting_of(node.http)},
-                                        timeout=min(30.0, max(1.0, deadline - time.monotonic())))  # fmt: skip
+                env = ctx.cluster.admin(
+                    leader,
+                    "POST",
+                    "/api/v1/raft/peers",
+                    {
+                        "id": node.raft,
+                        "raftAddress": node.raft,
+                        "httpAddress": node.http,
+                        "remotingAddress": remoting_of(node.http),
+                    },
+                    timeout=min(30.0, max(1.0, deadline - time.monotonic())),
+                )
             if env.get("code") == 0:
                 return True, f"{op} of {node.raft} committed by {ctx.cluster.node(leader).name}"
             detail = f"code {env.get('code')} {env.get('remark')}"

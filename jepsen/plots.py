@@ -84,8 +84,9 @@ def plot_run(history: str | Path, out_dir: str | Path | None = None, title: str 
             pts = [(x, y) for x, y, typ, ff in ops if typ == t and ff == f]
             if pts:
                 xs, ys = zip(*pts, strict=True)
-                ax.scatter(xs, [y * 1000 for y in ys], s=9, marker=marker, color=shades(k % 10), alpha=0.7,
-                           label=f"{f} {t}")  # fmt: skip
+                ax.scatter(
+                    xs, [y * 1000 for y in ys], s=9, marker=marker, color=shades(k % 10), alpha=0.7, label=f"{f} {t}"
+                )
     ax.set_yscale("log")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("latency (ms)")

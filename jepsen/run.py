@@ -174,16 +174,39 @@ class Run:
             _echo(note)
         self.nemesis = name
         self.steps = make_schedule(name, cfg.nodes, cfg.seed, cfg.time_limit, cfg.interval)
-        _write_json(out / "params.json", {**asdict(cfg), "effective_nemesis": name, "note": note,
-                                          "argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})  # fmt: skip
-        _write_json(out / "schedule.json", {"nemesis": name, "requested": cfg.nemesis, "note": note, "seed": cfg.seed,
-                                            "interval": cfg.interval, "time_limit": cfg.time_limit,
-                                            "steps": [s.to_json() for s in self.steps]})  # fmt: skip
+        _write_json(
+            out / "params.json",
+            {
+                **asdict(cfg),
+                "effective_nemesis": name,
+                "note": note,
+                "argv": sys.argv,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+        )
+        _write_json(
+            out / "schedule.json",
+            {
+                "nemesis": name,
+                "requested": cfg.nemesis,
+                "note": note,
+                "seed": cfg.seed,
+                "interval": cfg.interval,
+                "time_limit": cfg.time_limit,
+                "steps": [s.to_json() for s in self.steps],
+            },
+        )
         self.history = out / "history.jsonl"
         self.history.unlink(missing_ok=True)
-        self.info: dict[str, Any] = {"workload": cfg.workload, "nemesis": name, "requested_nemesis": cfg.nemesis,
-                                     "seed": cfg.seed, "nodes": cfg.nodes, "note": note,
-                                     "read_mode": cfg.read_mode}  # fmt: skip
+        self.info: dict[str, Any] = {
+            "workload": cfg.workload,
+            "nemesis": name,
+            "requested_nemesis": cfg.nemesis,
+            "seed": cfg.seed,
+            "nodes": cfg.nodes,
+            "note": note,
+            "read_mode": cfg.read_mode,
+        }
         self.abort: str | None = None
         self.spares = spare_nodes(name)  # brand-new servers the membership nemesis adds: extra namespaces, not started
         self.net = parts.net(cfg.nodes + self.spares)
@@ -200,20 +223,32 @@ class Run:
         _echo(f"network {net.prefix}.0/24, namespaces {net.namespaces[0]}..{net.namespaces[-1]}")
         # closed after the nodes stop (the stack unwinds in reverse): clients and the history outlive them
         closing = stack.enter_context(ExitStack())
-        cluster = self.cluster = self.parts.cluster(net, self.out, ClusterOptions(
-            snapshot_threshold=cfg.snapshot_threshold, faketime=self.nemesis == "clock-skew",
-            unsafe_local_reads=cfg.unsafe_reads, lease_read=cfg.read_mode == "lease",
-            unsafe_tick_lease=cfg.read_mode == "tick-lease", spares=self.spares))  # fmt: skip
+        cluster = self.cluster = self.parts.cluster(
+            net,
+            self.out,
+            ClusterOptions(
+                snapshot_threshold=cfg.snapshot_threshold,
+                faketime=self.nemesis == "clock-skew",
+                unsafe_local_reads=cfg.unsafe_reads,
+                lease_read=cfg.read_mode == "lease",
+                unsafe_tick_lease=cfg.read_mode == "tick-lease",
+                spares=self.spares,
+            ),
+        )
         stack.callback(self._stop_nodes)
         cluster.write_configs()
         cluster.start_all()
         not_ready = cluster.wait_ready(timeout=60)
         if not_ready:
-            raise Aborted(f"nodes {', '.join(cluster.node(i).name for i in not_ready)} did not become ready in 60 s; "
-                          f"see {self.out / 'nodes'}")  # fmt: skip
+            raise Aborted(
+                f"nodes {', '.join(cluster.node(i).name for i in not_ready)} did not become ready in 60 s; "
+                f"see {self.out / 'nodes'}"
+            )
         leader = cluster.leader()
-        _echo(f"{cfg.nodes} nodes ready, leader {leader.name if leader else '?'}; running {cfg.workload} under "
-              f"{self.nemesis} for {cfg.time_limit:g} s (seed {cfg.seed})")  # fmt: skip
+        _echo(
+            f"{cfg.nodes} nodes ready, leader {leader.name if leader else '?'}; running {cfg.workload} under "
+            f"{self.nemesis} for {cfg.time_limit:g} s (seed {cfg.seed})"
+        )
         recorder = self.recorder = Recorder(self.history)
         closing.callback(recorder.close)
         self.ctx = Context(net, cluster, recorder, log=_echo)
@@ -225,8 +260,9 @@ class Run:
             # the token: sync-state-data is an admin endpoint
             return Client(addresses, hint, rng, token=cluster.token, spread_reads=cfg.spread_reads)
 
-        driver = self.driver = self.parts.driver(cfg.workload.split(","), recorder, make_client, cfg.concurrency,
-                                                 cfg.rate, cfg.seed)  # fmt: skip
+        driver = self.driver = self.parts.driver(
+            cfg.workload.split(","), recorder, make_client, cfg.concurrency, cfg.rate, cfg.seed
+        )
         closing.callback(driver.close)
         self.runner = self.parts.runner(self.ctx, make_nemesis(self.nemesis), self.steps, recorder.t0_s)
         stack.callback(self._stop_load)
@@ -255,8 +291,11 @@ class Run:
         not_ready = cluster.wait_ready(timeout=cfg.recovery)
         recovered_s = round(time.monotonic() - t_heal, 2)
         final = driver.final(deadline=time.monotonic() + max(10.0, cfg.recovery - recovered_s))
-        info["recovery"] = {"not_ready": [cluster.node(i).name for i in not_ready], "seconds": recovered_s,
-                            "final_reads": final or "all done"}  # fmt: skip
+        info["recovery"] = {
+            "not_ready": [cluster.node(i).name for i in not_ready],
+            "seconds": recovered_s,
+            "final_reads": final or "all done",
+        }
         info["unexpected_exits"] = cluster.check_exits()
         info["workload_stats"] = driver.stats()
         info["ops"] = driver.ops()
@@ -337,8 +376,13 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
         try:
             checked = check_history(read_history(history), CheckOptions(budget_s=cfg.budget))
         except HistoryError as e:
-            checked = {"verdict": UNKNOWN, "checkers": {}, "error": f"malformed history: {e}",
-                       "counts": {}, "history": str(history)}  # fmt: skip
+            checked = {
+                "verdict": UNKNOWN,
+                "checkers": {},
+                "error": f"malformed history: {e}",
+                "counts": {},
+                "history": str(history),
+            }
         checked["recovery"] = recovery_verdict(info)
         verdicts = [c["verdict"] for c in checked["checkers"].values()] + [checked["recovery"]["verdict"]]
         verdict = max(verdicts, key=RANK.__getitem__) if checked["checkers"] else UNKNOWN
@@ -353,9 +397,11 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
         _echo(f"ABORTED: {abort}")
     results["exit_code"] = code
     _write_json(out / "results.json", results)
-    lines = [f"run: {out}",
-             f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
-             f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}"]  # fmt: skip
+    lines = [
+        f"run: {out}",
+        f"workload {cfg.workload}, nemesis {info.get('nemesis')}, {cfg.nodes} nodes, seed {cfg.seed}, "
+        f"{cfg.time_limit:g} s at {cfg.rate:g} ops/s, concurrency {cfg.concurrency}",
+    ]
     if cfg.negative_control:
         lines.append(f"read mode {cfg.read_mode}: a negative control ({cfg.negative_control}); expect invalid")
     if info.get("note"):
@@ -369,8 +415,11 @@ def finish(cfg: RunConfig, out: Path, info: dict[str, Any], abort: str | None, i
         else:
             lines += summary({**results, "verdict": results["history_verdict"]})[:-1]
         rec = results["recovery"]
-        lines.append(f"{'recovery':<22} {rec['verdict']:<8} all nodes ready {rec.get('seconds')} s after the heal"
-                     if not rec["problems"] else f"{'recovery':<22} {rec['verdict']}")  # fmt: skip
+        lines.append(
+            f"{'recovery':<22} {rec['verdict']:<8} all nodes ready {rec.get('seconds')} s after the heal"
+            if not rec["problems"]
+            else f"{'recovery':<22} {rec['verdict']}"
+        )
         lines += [f"    {p}" for p in rec["problems"]]
     lines.append(f"verdict: {results['verdict']} (exit {code})")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
@@ -392,8 +441,9 @@ def _nemeses(spec: str) -> list[str]:
     names = list(NEMESES) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in NEMESES]
     if unknown or not names:
-        raise click.BadParameter(f"unknown nemesis {', '.join(unknown) or spec!r}; known: all, {', '.join(NEMESES)}",
-                                 param_hint="--nemesis")  # fmt: skip
+        raise click.BadParameter(
+            f"unknown nemesis {', '.join(unknown) or spec!r}; known: all, {', '.join(NEMESES)}", param_hint="--nemesis"
+        )
     return names
 
 
@@ -401,43 +451,102 @@ def _workloads(spec: str) -> list[str]:
     names = list(WORKLOADS) if spec == "all" else [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown or not names or len(set(names)) != len(names):
-        raise click.BadParameter(f"unknown or repeated workload in {spec!r}; known: all, {', '.join(WORKLOADS)}",
-                                 param_hint="--workload")  # fmt: skip
+        raise click.BadParameter(
+            f"unknown or repeated workload in {spec!r}; known: all, {', '.join(WORKLOADS)}", param_hint="--workload"
+        )
     return names
 
 
 @click.command("run")
-@click.option("--workload", "workload_spec", default="register", show_default=True,
-              help=f"A workload, a comma list run together on one cluster and one history (each with its own "
-                   f"--rate and --concurrency), or all. Known: {', '.join(WORKLOADS)}.")  # fmt: skip
-@click.option("--nemesis", "nemesis_spec", default="partition-random-halves", show_default=True,
-              help=f"A nemesis, a comma list (run in turn), or all. Known: {', '.join(NEMESES)}.")
-@click.option("--time-limit", type=click.FloatRange(min=1), default=60, show_default=True,
-              help="Seconds of workload per nemesis (then heal, recovery and final reads).")
+@click.option(
+    "--workload",
+    "workload_spec",
+    default="register",
+    show_default=True,
+    help=f"A workload, a comma list run together on one cluster and one history (each with its own "
+    f"--rate and --concurrency), or all. Known: {', '.join(WORKLOADS)}.",
+)
+@click.option(
+    "--nemesis",
+    "nemesis_spec",
+    default="partition-random-halves",
+    show_default=True,
+    help=f"A nemesis, a comma list (run in turn), or all. Known: {', '.join(NEMESES)}.",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=1),
+    default=60,
+    show_default=True,
+    help="Seconds of workload per nemesis (then heal, recovery and final reads).",
+)
 @click.option("--nodes", type=click.Choice(["3", "5"]), default="5", show_default=True)
-@click.option("--rate", type=click.FloatRange(min=0.1), default=20, show_default=True, help="Ops/s, all clients together.")
+@click.option(
+    "--rate", type=click.FloatRange(min=0.1), default=20, show_default=True, help="Ops/s, all clients together."
+)
 @click.option("--concurrency", type=click.IntRange(1, 50), default=5, show_default=True, help="Client processes.")
 @click.option("--seed", type=int, default=None, help="Seed of the schedule and the clients (default: random, printed).")
-@click.option("--interval", type=click.FloatRange(min=0.5), default=10, show_default=True,
-              help="Seconds of quiet, then seconds of fault, alternately.")
-@click.option("--recovery", type=click.FloatRange(min=1), default=30, show_default=True,
-              help="Seconds the cluster may take after the final heal before it counts as not recovered.")
-@click.option("--snapshot-threshold", type=click.IntRange(min=0), default=500, show_default=True,
-              help="statemachineSnapshotThreshold of the nodes (small: snapshots and log truncation happen).")
-@click.option("--budget", type=click.FloatRange(min=1), default=60, show_default=True,
-              help="Seconds the linearizability checker may spend.")
-@click.option("--read-mode", type=click.Choice(["read-index", "lease", "tick-lease", "local"]), default="read-index",
-              show_default=True,
-              help="lease: jRaftReadOnlyOption=ReadOnlyLeaseBased (drift bound 50 %, the clock nemesis's range). "
-                   "tick-lease: the same with the old tick-counted lease (CONTROLLERD_UNSAFE_TICK_LEASE=1), a negative "
-                   "control. local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
-                   "a negative control that must come out invalid.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.5),
+    default=10,
+    show_default=True,
+    help="Seconds of quiet, then seconds of fault, alternately.",
+)
+@click.option(
+    "--recovery",
+    type=click.FloatRange(min=1),
+    default=30,
+    show_default=True,
+    help="Seconds the cluster may take after the final heal before it counts as not recovered.",
+)
+@click.option(
+    "--snapshot-threshold",
+    type=click.IntRange(min=0),
+    default=500,
+    show_default=True,
+    help="statemachineSnapshotThreshold of the nodes (small: snapshots and log truncation happen).",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=1),
+    default=60,
+    show_default=True,
+    help="Seconds the linearizability checker may spend.",
+)
+@click.option(
+    "--read-mode",
+    type=click.Choice(["read-index", "lease", "tick-lease", "local"]),
+    default="read-index",
+    show_default=True,
+    help="lease: jRaftReadOnlyOption=ReadOnlyLeaseBased (drift bound 50 %, the clock nemesis's range). "
+    "tick-lease: the same with the old tick-counted lease (CONTROLLERD_UNSAFE_TICK_LEASE=1), a negative "
+    "control. local: the nodes answer reads from local state with no ReadIndex (CONTROLLERD_UNSAFE_LOCAL_READS=1), "
+    "a negative control that must come out invalid.",
+)
 @click.option("--keep-data", is_flag=True, help="Keep the nodes' data directories even when the run passes.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run folder (default ./jepsen-runs/<timestamp>-<workload>-<nemesis>).")  # fmt: skip
-def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, rate: float, concurrency: int,
-        seed: int | None, interval: float, recovery: float, snapshot_threshold: int, budget: float, read_mode: str,
-        keep_data: bool, out: Path | None) -> int:  # fmt: skip
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Run folder (default ./jepsen-runs/<timestamp>-<workload>-<nemesis>).",
+)
+def run(
+    workload_spec: str,
+    nemesis_spec: str,
+    time_limit: float,
+    nodes: str,
+    rate: float,
+    concurrency: int,
+    seed: int | None,
+    interval: float,
+    recovery: float,
+    snapshot_threshold: int,
+    budget: float,
+    read_mode: str,
+    keep_data: bool,
+    out: Path | None,
+) -> int:
     """Run WORKLOAD under each nemesis in turn against a real cluster in network namespaces, and check it.
 
     Exit codes: 0 valid, 1 invalid, 2 unknown, 4 aborted (the run proves nothing), 130 interrupted.
@@ -449,10 +558,21 @@ def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, ra
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = "all" if nemesis_spec == "all" else ("+".join(names) if len(names) > 1 else names[0])
     base = out or Path("jepsen-runs") / f"{stamp}-{workload.replace(',', '+')}-{label}"
-    template = RunConfig(workload=workload, nemesis=names[0], time_limit=time_limit, nodes=int(nodes), rate=rate,
-                         concurrency=concurrency, seed=seed, interval=interval, recovery=recovery,
-                         snapshot_threshold=snapshot_threshold, keep_data=keep_data, budget=budget,
-                         read_mode=read_mode)  # fmt: skip
+    template = RunConfig(
+        workload=workload,
+        nemesis=names[0],
+        time_limit=time_limit,
+        nodes=int(nodes),
+        rate=rate,
+        concurrency=concurrency,
+        seed=seed,
+        interval=interval,
+        recovery=recovery,
+        snapshot_threshold=snapshot_threshold,
+        keep_data=keep_data,
+        budget=budget,
+        read_mode=read_mode,
+    )
     global _interrupted
     _interrupted = False
     previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
@@ -467,9 +587,18 @@ def run(workload_spec: str, nemesis_spec: str, time_limit: float, nodes: str, ra
             code = run_one(dataclasses.replace(template, nemesis=name), folder)
             combined.append(run_summary(name, folder, code))
             worst = code if _worse(code, worst) else worst
-            _write_json(base / "results.json", {"workload": workload, "seed": seed, "time_limit": time_limit,
-                                                "nodes": int(nodes), "read_mode": read_mode, "runs": combined,
-                                                "exit_code": worst})  # fmt: skip
+            _write_json(
+                base / "results.json",
+                {
+                    "workload": workload,
+                    "seed": seed,
+                    "time_limit": time_limit,
+                    "nodes": int(nodes),
+                    "read_mode": read_mode,
+                    "runs": combined,
+                    "exit_code": worst,
+                },
+            )
             if code == EXIT_INTERRUPTED:
                 break
         click.echo("\n".join(combined_table(combined)))
@@ -486,15 +615,17 @@ def _worse(a: int, b: int) -> bool:
 
 def combined_table(lines: list[dict[str, Any]]) -> list[str]:
     """The end-of-run table of a multi-nemesis run: one row per nemesis."""
-    names = sorted({c for r in lines for c in r.get("checkers", {})}, key=["linearizability", "set",
-                                                                          "controller-invariants"].index)  # fmt: skip
-    out = [f"{'nemesis':<26} {'verdict':<8} {'exit':>4} {'ops':>7} {'faults':>6} {'recovery':>8}  "
-           + "  ".join(names)]  # fmt: skip
+    names = sorted(
+        {c for r in lines for c in r.get("checkers", {})}, key=["linearizability", "set", "controller-invariants"].index
+    )
+    out = [f"{'nemesis':<26} {'verdict':<8} {'exit':>4} {'ops':>7} {'faults':>6} {'recovery':>8}  " + "  ".join(names)]
     for r in lines:
         rec = "-" if r.get("recovery_s") is None else f"{r['recovery_s']:.1f} s"
         checks = "  ".join(f"{r.get('checkers', {}).get(n, '-'):<{len(n)}}" for n in names)
-        out.append(f"{r['nemesis']:<26} {r['verdict']:<8} {r['exit_code']:>4} {r.get('ops') or 0:>7} "
-                   f"{r.get('faults_applied') or 0:>6} {rec:>8}  {checks}".rstrip())  # fmt: skip
+        out.append(
+            f"{r['nemesis']:<26} {r['verdict']:<8} {r['exit_code']:>4} {r.get('ops') or 0:>7} "
+            f"{r.get('faults_applied') or 0:>6} {rec:>8}  {checks}".rstrip()
+        )
     return out
 
 

@@ -18,8 +18,17 @@ from jepsen.history import History, HistoryError, Key, Op
 from jepsen.workloads import WORKLOADS, controller, register
 from jepsen.workloads import set as set_workload
 
-__all__ = ["EXIT_CODE", "EXIT_MALFORMED", "INVALID", "UNKNOWN", "VALID", "CheckOptions", "check_history", "classify",
-           "summary"]  # fmt: skip
+__all__ = [
+    "EXIT_CODE",
+    "EXIT_MALFORMED",
+    "INVALID",
+    "UNKNOWN",
+    "VALID",
+    "CheckOptions",
+    "check_history",
+    "classify",
+    "summary",
+]
 
 
 def classify(ops: Iterable[Op]) -> dict[str, list[Op]]:

@@ -11,8 +11,24 @@ import threading
 
 # Seconds: 100 µs .. 10 s, roughly ×2.5 per step (etcd's wal_fsync buckets start at 1 ms; ours start lower
 # because a batch fsync on a fast disk takes a few hundred microseconds).
-BUCKETS_S: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                0.5, 1.0, 2.5, 5.0, 10.0)  # fmt: skip
+BUCKETS_S: tuple[float, ...] = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 
 
 class LatencyHistogram:

@@ -62,7 +62,9 @@ class TransportOptions:
 
     def __post_init__(self) -> None:
         if self.max_unauthenticated_connections < 1:
-            raise ValueError(f"max_unauthenticated_connections must be >= 1, got {self.max_unauthenticated_connections}")
+            raise ValueError(
+                f"max_unauthenticated_connections must be >= 1, got {self.max_unauthenticated_connections}"
+            )
         if self.auth_timeout_s <= 0 or self.idle_timeout_s <= 0:
             raise ValueError("auth_timeout_s and idle_timeout_s must be positive")
 

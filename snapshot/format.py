@@ -442,8 +442,9 @@ def _meta_from(doc: object) -> SnapshotMeta:
     if not isinstance(addresses, list) or not all(
         isinstance(a, list) and len(a) in (3, 4) and all(isinstance(x, str) for x in a) for a in addresses
     ):
-        raise ValueError("field 'addresses' is not a list of [id, raft address, http address(, remoting address)] "
-                         "strings")  # fmt: skip
+        raise ValueError(
+            "field 'addresses' is not a list of [id, raft address, http address(, remoting address)] strings"
+        )
     return SnapshotMeta(
         last_included_index=get("last_included_index", int),
         last_included_term=get("last_included_term", int),

@@ -159,8 +159,9 @@ class SnapshotManager:
             self._saving = fut
         t0 = time.perf_counter()
         try:
-            pending = self.storage.create(index, term, voters, learners, created_at=created_at, user_meta=user_meta,
-                                          addresses=addresses)  # fmt: skip
+            pending = self.storage.create(
+                index, term, voters, learners, created_at=created_at, user_meta=user_meta, addresses=addresses
+            )
             try:
                 writer = pending.writer()
                 fill(writer)

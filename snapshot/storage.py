@@ -404,7 +404,9 @@ class SnapshotStorage:
             os.rename(src, target)
             fsync_dir(self.directory)
             fsync_dir(src.parent)
-        log.info("adopted snapshot %d (term %d, %d files) from %s", index, meta.last_included_term, len(meta.files), src)
+        log.info(
+            "adopted snapshot %d (term %d, %d files) from %s", index, meta.last_included_term, len(meta.files), src
+        )
         self.reap()
         return meta
 

@@ -98,8 +98,7 @@ _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.ite
 HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
 # One named tuple type per code, generated from FIELDS: (version, code, timeMillis, field...) by name.
 NAMED: dict[int, type[Any]] = {
-    code: namedtuple(C.REQUEST_NAMES[code], (*HEADER, *(name for name, _ in fields)))
-    for code, fields in FIELDS.items()
+    code: namedtuple(C.REQUEST_NAMES[code], (*HEADER, *(name for name, _ in fields))) for code, fields in FIELDS.items()
 }
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
@@ -360,13 +359,18 @@ def heartbeat(
     """1018, the replicated form of a broker's 904 heartbeat; `now_ms` becomes lastUpdateTimestamp.
     Missing optional fields take RocketMQ's defaults here, so the log always holds concrete values."""
     return encode(
-        C.BROKER_HEARTBEAT, now_ms, cluster_name, broker_name, broker_addr, broker_id,
+        C.BROKER_HEARTBEAT,
+        now_ms,
+        cluster_name,
+        broker_name,
+        broker_addr,
+        broker_id,
         DEFAULT_EPOCH if epoch is None else epoch,
         DEFAULT_MAX_OFFSET if max_offset is None else max_offset,
         DEFAULT_CONFIRM_OFFSET if confirm_offset is None else confirm_offset,
         DEFAULT_HEARTBEAT_TIMEOUT_MILLIS if heartbeat_timeout_millis is None else heartbeat_timeout_millis,
         DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
-    )  # fmt: skip
+    )
 
 
 def kv_put(now_ms: int, namespace: str, key: str, value: str) -> bytes:

@@ -68,7 +68,9 @@ class BrokerHeartbeatManager:
             if master is None or name not in replicas:  # no master, or not a set (m.contains)
                 continue
             cluster = state.cluster_name
-            if (cluster, name, master) not in table and any((cluster, name, b) in table for b in replicas[name].brokers):
+            if (cluster, name, master) not in table and any(
+                (cluster, name, b) in table for b in replicas[name].brokers
+            ):
                 out.append(name)
         out.sort()
         return out
@@ -90,14 +92,28 @@ class BrokerHeartbeatManager:
             else:
                 left = 0
             h = r.header or {}
-            elections.append({
-                "brokerName": name, "trigger": triggers[name], "code": r.code, "codeName": r.code_name,
-                "remark": r.remark, "masterBrokerId": h.get("masterBrokerId"), "masterAddress": h.get("masterAddress"),
-                "masterEpoch": m.sync.sets[name].master_epoch, "retriesLeft": left,
-            })  # fmt: skip
+            elections.append(
+                {
+                    "brokerName": name,
+                    "trigger": triggers[name],
+                    "code": r.code,
+                    "codeName": r.code_name,
+                    "remark": r.remark,
+                    "masterBrokerId": h.get("masterBrokerId"),
+                    "masterAddress": h.get("masterAddress"),
+                    "masterEpoch": m.sync.sets[name].master_epoch,
+                    "retriesLeft": left,
+                }
+            )
             if r.ok:
-                new_masters.append({"brokerName": name, "masterBrokerId": h["masterBrokerId"],
-                                    "masterAddress": h["masterAddress"], "masterEpoch": h["masterEpoch"]})  # fmt: skip
+                new_masters.append(
+                    {
+                        "brokerName": name,
+                        "masterBrokerId": h["masterBrokerId"],
+                        "masterAddress": h["masterAddress"],
+                        "masterEpoch": h["masterEpoch"],
+                    }
+                )
             notes.extend(r.notifications)
         return {"elections": elections, "newMasters": new_masters}, tuple(notes)
 

@@ -28,8 +28,18 @@ Identity = tuple[str, str, int]  # (clusterName, brokerName, brokerId): BrokerId
 #  maxOffset, confirmOffset, electionPriority]: BrokerLiveInfo with its identity, without a channel.
 LiveRow = list[Any]
 ADDR, LAST, TIMEOUT, EPOCH, MAX_OFFSET, CONFIRM, PRIORITY = range(3, 10)
-ROW_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "lastUpdateTimestamp", "heartbeatTimeoutMillis",
-              "epoch", "maxOffset", "confirmOffset", "electionPriority")  # fmt: skip
+ROW_FIELDS = (
+    "clusterName",
+    "brokerName",
+    "brokerId",
+    "brokerAddr",
+    "lastUpdateTimestamp",
+    "heartbeatTimeoutMillis",
+    "epoch",
+    "maxOffset",
+    "confirmOffset",
+    "electionPriority",
+)
 
 _INF = float("inf")
 LIVE_VERSION = 2  # section 3's body layout: [2, live, reelect, clock]; version 1 ([1, live, reelect]) still loads

@@ -31,8 +31,9 @@ _unpackb = msgpack.unpackb
 _new_tuple = tuple.__new__
 HEARTBEAT_OK = Result(C.SUCCESS, "Heart beat success")  # shared: a heartbeat answer allocates nothing
 # Commands that only read: answered from local state (ReadIndex) outside the log, so they must not move the clock.
-READ_ONLY_CODES = frozenset({C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID,
-                             C.GET_BROKER_LIVE_INFO, C.KV_GET})  # fmt: skip
+READ_ONLY_CODES = frozenset(
+    {C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO, C.KV_GET}
+)
 
 
 class _Entry(Protocol):
@@ -50,8 +51,14 @@ class ControllerStateMachine:
         self.leader_term = -1  # the term this node leads, -1 when it does not (informational only)
         self.error: BaseException | None = None
 
-    def _install(self, replicas: ReplicaTable, sync: SyncStateTable, live: BrokerLiveTable, kv: KvConfigManager,
-                 config: ReplicatedConfig) -> None:  # fmt: skip
+    def _install(
+        self,
+        replicas: ReplicaTable,
+        sync: SyncStateTable,
+        live: BrokerLiveTable,
+        kv: KvConfigManager,
+        config: ReplicatedConfig,
+    ) -> None:
         self.replicas, self.sync, self.live, self.kv, self.config = replicas, sync, live, kv, config
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
@@ -109,8 +116,16 @@ class ControllerStateMachine:
         msgpack.Unpacker over a buffer of them: the audit's replay). `c` may be changed in place (its time)."""
         live = self.live
         # The hot path: a well-formed heartbeat goes straight to the live table, as the array it is.
-        if (type(c) is list and len(c) == HEARTBEAT_ARITY and c[1] == C.BROKER_HEARTBEAT and type(c[1]) is int
-                and c[0] == FORMAT_VERSION and type(c[0]) is int and type(c[2]) is int and heartbeat_ok(c)):  # fmt: skip
+        if (
+            type(c) is list
+            and len(c) == HEARTBEAT_ARITY
+            and c[1] == C.BROKER_HEARTBEAT
+            and type(c[1]) is int
+            and c[0] == FORMAT_VERSION
+            and type(c[0]) is int
+            and type(c[2]) is int
+            and heartbeat_ok(c)
+        ):
             if c[2] < live.clock:
                 c[2] = live.clock
             else:

@@ -87,8 +87,14 @@ class ReplicasInfoManager:
         return Result(C.SUCCESS, None, header)
 
     def register_broker(self, cluster: str, name: str, broker_id: int, address: str, t: int) -> Result:
-        header: dict[str, Any] = {"clusterName": cluster, "brokerName": name, "masterBrokerId": None,
-                                  "masterAddress": None, "masterEpoch": None, "syncStateSetEpoch": None}  # fmt: skip
+        header: dict[str, Any] = {
+            "clusterName": cluster,
+            "brokerName": name,
+            "masterBrokerId": None,
+            "masterAddress": None,
+            "masterEpoch": None,
+            "syncStateSetEpoch": None,
+        }
         if not self.contains(name):
             remark = f"Broker-set: {name} hasn't been registered in controller"
             return Result(C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, remark, header)
@@ -127,7 +133,9 @@ class ReplicasInfoManager:
         """1006's answer for every broker set of `cluster_name` (of every cluster when None), by name: what
         mqadmin's `getSyncStateSet -c` asks for after resolving the cluster's broker names. Not a command:
         the HTTP layer calls it on the applied state after a ReadIndex barrier."""
-        names = sorted(n for n, info in self.replicas.sets.items() if cluster_name is None or info.cluster_name == cluster_name)
+        names = sorted(
+            n for n, info in self.replicas.sets.items() if cluster_name is None or info.cluster_name == cluster_name
+        )
         return Result(C.SUCCESS, body={"replicasInfoTable": self._sync_state_table(names, t)})
 
     def _sync_state_table(self, names: list[str], t: int) -> dict[str, Any]:
@@ -196,8 +204,12 @@ class ReplicasInfoManager:
 
     def elect_master(self, name: str, broker_id: int, designate: bool, t: int) -> Result:
         """Broker trigger (own id), admin trigger (wanted id, designate) or controller trigger (id -1)."""
-        header: dict[str, Any] = {"masterBrokerId": None, "masterAddress": None, "masterEpoch": None,
-                                  "syncStateSetEpoch": None}  # fmt: skip
+        header: dict[str, Any] = {
+            "masterBrokerId": None,
+            "masterAddress": None,
+            "masterEpoch": None,
+            "syncStateSetEpoch": None,
+        }
         if not self.contains(name):
             return Result(C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered", header)
         info, state = self.replicas.sets[name], self.sync.sets[name]
@@ -215,16 +227,24 @@ class ReplicasInfoManager:
             preferred = broker_id if designate else None
             new = self.policy(info, t).elect(state.sync_state_set, unclean, old, preferred)
         if new is not None and new == old:
-            header.update(masterBrokerId=old, masterAddress=info.address(old), masterEpoch=state.master_epoch,
-                          syncStateSetEpoch=state.sync_state_set_epoch)  # fmt: skip
+            header.update(
+                masterBrokerId=old,
+                masterAddress=info.address(old),
+                masterEpoch=state.master_epoch,
+                syncStateSetEpoch=state.sync_state_set_epoch,
+            )
             remark = f"The old master {old} is still alive, not need to elect new master for broker {name}"
             return Result(
                 C.CONTROLLER_MASTER_STILL_EXIST, remark, header, {"syncStateSet": sorted(state.sync_state_set)}
             )
         if new is not None:
             state.change_master(new)  # event ElectMaster (elected)
-            header.update(masterBrokerId=new, masterAddress=info.address(new), masterEpoch=state.master_epoch,
-                          syncStateSetEpoch=state.sync_state_set_epoch)  # fmt: skip
+            header.update(
+                masterBrokerId=new,
+                masterAddress=info.address(new),
+                masterEpoch=state.master_epoch,
+                syncStateSetEpoch=state.sync_state_set_epoch,
+            )
             group = {"cluster": info.cluster_name, "brokerName": name, "brokerAddrs": info.member_addrs()}
             body = {"brokerMemberGroup": group, "syncStateSet": [new]}
             return Result(C.SUCCESS, None, header, body, self._role_change(info, state, t))
@@ -243,8 +263,16 @@ class ReplicasInfoManager:
         )
         master = state.master_broker_id
         assert master is not None
-        change = RoleChange(cluster, name, master, info.address(master), state.master_epoch, state.sync_state_set_epoch,
-                            tuple(sorted(state.sync_state_set)), targets)  # fmt: skip
+        change = RoleChange(
+            cluster,
+            name,
+            master,
+            info.address(master),
+            state.master_epoch,
+            state.sync_state_set_epoch,
+            tuple(sorted(state.sync_state_set)),
+            targets,
+        )
         return (change,)
 
     # --- 4.8 cleanBrokerData ----------------------------------------------------------------------------

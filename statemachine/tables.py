@@ -74,8 +74,15 @@ class SyncStateInfo:
     """One broker-set's master and SyncStateSet, with their epochs. Change it only through the methods
     (they keep the epochs right and drop the cached snapshot row)."""
 
-    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "master_epoch", "sync_state_set",
-                 "sync_state_set_epoch", "_row")  # fmt: skip
+    __slots__ = (
+        "cluster_name",
+        "broker_name",
+        "master_broker_id",
+        "master_epoch",
+        "sync_state_set",
+        "sync_state_set_epoch",
+        "_row",
+    )
 
     def __init__(self, cluster_name: str, broker_name: str) -> None:
         self.cluster_name = cluster_name
@@ -109,8 +116,16 @@ class SyncStateInfo:
 
     def row_bytes(self) -> bytes:
         if self._row is None:
-            self._row = msgpack.packb([self.broker_name, self.cluster_name, self.master_broker_id, self.master_epoch,
-                                       self.sync_state_set_epoch, sorted(self.sync_state_set)])  # fmt: skip
+            self._row = msgpack.packb(
+                [
+                    self.broker_name,
+                    self.cluster_name,
+                    self.master_broker_id,
+                    self.master_epoch,
+                    self.sync_state_set_epoch,
+                    sorted(self.sync_state_set),
+                ]
+            )
         return self._row
 
     def sync_state_set_body(self) -> dict[str, Any]:

@@ -15,8 +15,12 @@ import pytest
 @pytest.mark.timeout(900)
 def test_all_benchmarks_run_on_tiny_input_and_write_rows(tmp_path) -> None:
     out = tmp_path / "all.json"
-    proc = subprocess.run([sys.executable, "-m", "tools.bench", "all", "--quick", "--json", str(out)],
-                          capture_output=True, text=True, timeout=880)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "all", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=880,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     report = json.loads(out.read_text())
     assert report["errors"] == {}
@@ -26,10 +30,22 @@ def test_all_benchmarks_run_on_tiny_input_and_write_rows(tmp_path) -> None:
         assert isinstance(r["value"], (int, float)) and math.isfinite(r["value"]), r
         assert (r["target"] is None) == (r["met"] is None), r  # a verdict exactly where there is a target
     names = " | ".join(r["name"] for r in rows)
-    for figure in ("committed/s", "PySyncObj", "serial client commit p50", "serial client commit p99",
-                   "Heartbeats through consensus over HTTP", "% of bare", "InstallSnapshot", "Restart with a snapshot",
-                   "apply stall", "Controller failover", "Broker master failover", "RSS of a leader",
-                   "bytes per broker", "Scale"):  # fmt: skip
+    for figure in (
+        "committed/s",
+        "PySyncObj",
+        "serial client commit p50",
+        "serial client commit p99",
+        "Heartbeats through consensus over HTTP",
+        "% of bare",
+        "InstallSnapshot",
+        "Restart with a snapshot",
+        "apply stall",
+        "Controller failover",
+        "Broker master failover",
+        "RSS of a leader",
+        "bytes per broker",
+        "Scale",
+    ):
         assert figure in names, figure
     targeted = [r for r in rows if r["target"] is not None]
     assert len(targeted) >= 14 and all(isinstance(r["met"], bool) for r in targeted)
@@ -39,6 +55,7 @@ def test_all_benchmarks_run_on_tiny_input_and_write_rows(tmp_path) -> None:
 
 
 def test_an_unknown_section_is_refused_by_name() -> None:
-    proc = subprocess.run([sys.executable, "-m", "tools.bench", "all", "--only", "raft,nope"], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "all", "--only", "raft,nope"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "nope" in proc.stderr

@@ -36,8 +36,12 @@ def test_bench_usage_error() -> None:
 def test_remoting_benchmark_runs_on_tiny_input(tmp_path) -> None:
     """Both protocols answer every heartbeat (code 0) through one group; no timing is asserted."""
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "tools.bench", "remoting", "--quick", "--json", str(out)],
-                          capture_output=True, text=True, timeout=170)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench", "remoting", "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["remoting"]["requests"] > 0 and report["http"]["requests"] > 0

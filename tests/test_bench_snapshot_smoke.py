@@ -15,12 +15,23 @@ import pytest
 def test_snapshot_benchmark_runs_on_tiny_input(tmp_path) -> None:
     out = tmp_path / "snapshot.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "snapshot", "--sizes", "1", "--entries", "2000", "--quick",
-         "--json", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tools.bench",
+            "snapshot",
+            "--sizes",
+            "1",
+            "--entries",
+            "2000",
+            "--quick",
+            "--json",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=110,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     assert "load MB/s" in proc.stdout and "InstallSnapshot MiB/s" in proc.stdout
     report = json.loads(out.read_text())
@@ -28,10 +39,23 @@ def test_snapshot_benchmark_runs_on_tiny_input(tmp_path) -> None:
 
     rows = {(r["metric"], r["case"]): r for r in report["rows"]}
     for metric in (
-        "save_ms", "save_mb_s", "raw_mib", "disk_mib", "load_ms", "load_mb_s", "load_cold_mb_s", "stall_p99_ms",
-        "stall_p50_ms", "stall_max_ms", "apply_rate_during_save_pct", "save_under_load_ms", "install_mib_s",
-        "install_download_mib_s", "install_mib_s_processes", "install_download_mib_s_processes",
-    ):  # fmt: skip
+        "save_ms",
+        "save_mb_s",
+        "raw_mib",
+        "disk_mib",
+        "load_ms",
+        "load_mb_s",
+        "load_cold_mb_s",
+        "stall_p99_ms",
+        "stall_p50_ms",
+        "stall_max_ms",
+        "apply_rate_during_save_pct",
+        "save_under_load_ms",
+        "install_mib_s",
+        "install_download_mib_s",
+        "install_mib_s_processes",
+        "install_download_mib_s_processes",
+    ):
         r = rows[(metric, "1 MiB")]
         assert r["value"] > 0, r
     for keys in ("2,000 keys", "20 keys"):

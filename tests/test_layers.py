@@ -19,8 +19,11 @@ def imports(package: str) -> list[tuple[str, str]]:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
-            out += [(str(path.relative_to(ROOT)), n) for n in names
-                    if n.split(".")[0] in OURS and n != own and not n.startswith(own + ".")]  # fmt: skip
+            out += [
+                (str(path.relative_to(ROOT)), n)
+                for n in names
+                if n.split(".")[0] in OURS and n != own and not n.startswith(own + ".")
+            ]
     return out
 
 
@@ -29,8 +32,7 @@ def is_leaf(module: str) -> bool:
 
 
 def offending(package: str, forbidden: tuple[str, ...], *, leaf_ok: bool = True) -> list[tuple[str, str]]:
-    return [(f, m) for f, m in imports(package)
-            if m.split(".")[0] in forbidden and not (leaf_ok and is_leaf(m))]  # fmt: skip
+    return [(f, m) for f, m in imports(package) if m.split(".")[0] in forbidden and not (leaf_ok and is_leaf(m))]
 
 
 def test_the_leaf_imports_nothing_of_ours() -> None:

@@ -24,8 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the reposi
 
 
 class ControllerdCluster:
-    def __init__(self, root: str, n: int = 3, election_ms: int = 500, extra: str = "",
-                 stores: list[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, root: str, n: int = 3, election_ms: int = 500, extra: str = "", stores: list[str] | None = None
+    ) -> None:
         os.makedirs(root, exist_ok=True)
         self.root = root
         stores = stores or [f"{root}/n{i}" for i in range(n)]
@@ -57,8 +58,11 @@ class ControllerdCluster:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
         p = subprocess.Popen(
             [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", self.confs[i], "--log-format", "json"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+        )
         assert p.stdout is not None
         reader = threading.Thread(target=self._copy_log, args=(p.stdout, self.log_path(i)), daemon=True)
         reader.start()
@@ -95,9 +99,12 @@ class ControllerdCluster:
                     raise AssertionError(f"node {i} exited with {self.procs[i].returncode}: {self.tail(i)}")
             try:
                 if all(httpx.get(f"http://{self.https[i]}/readyz", timeout=2).status_code == 200 for i in nodes):
-                    leaders = {httpx.get(f"http://{self.https[i]}/api/v1/raft/status", timeout=2,
-                                         headers=self.headers).json()["body"]["leaderId"]
-                               for i in nodes}  # fmt: skip
+                    leaders = {
+                        httpx.get(f"http://{self.https[i]}/api/v1/raft/status", timeout=2, headers=self.headers).json()[
+                            "body"
+                        ]["leaderId"]
+                        for i in nodes
+                    }
                     if len(leaders) == 1 and None not in leaders:
                         return leaders.pop()
                     last = leaders

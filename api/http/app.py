@@ -60,12 +60,19 @@ def create_app(service: ControllerService, settings: ApiSettings | None = None) 
     # Prometheus metrics instead, so they are off (measured: about 6% of the leader's CPU).
     # FastAPIOffline: /docs and /redoc load Swagger UI and ReDoc from the pinned fastapi-offline package
     # (under /docs-assets), not from a CDN, so they work on an air-gapped network.
-    app = FastAPIOffline(title="controllerd", version="1", description=DESCRIPTION, openapi_tags=TAGS,
-                         static_url=DOCS_ASSETS, telemetry={"tracing": False, "metrics": False, "logs": False})  # fmt: skip
+    app = FastAPIOffline(
+        title="controllerd",
+        version="1",
+        description=DESCRIPTION,
+        openapi_tags=TAGS,
+        static_url=DOCS_ASSETS,
+        telemetry={"tracing": False, "metrics": False, "logs": False},
+    )
     app.state.gateway = Gateway(service, settings, metrics)
     install_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
-                       on_reject=lambda: metrics.rejected("body_too_large"))  # fmt: skip
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, on_reject=lambda: metrics.rejected("body_too_large")
+    )
     for module in (controller, admin, kv, raft, health):
         app.include_router(module.router)
     app.include_router(ui_router(service))  # the status page at /ui/ (docs/ui.md)

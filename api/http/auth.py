@@ -37,8 +37,12 @@ def check(request: Request) -> ApiError | None:
     given = _token(request)
     if given is None:
         challenge = f'Bearer realm="{REALM}"'
-        return ApiError(401, "UNAUTHORIZED", "an admin bearer token is required (Authorization: Bearer <token>)",
-                        headers={"WWW-Authenticate": challenge})  # fmt: skip
+        return ApiError(
+            401,
+            "UNAUTHORIZED",
+            "an admin bearer token is required (Authorization: Bearer <token>)",
+            headers={"WWW-Authenticate": challenge},
+        )
     # Constant-time, and every accepted token is compared: the time says nothing about which one is close.
     if not sum(hmac.compare_digest(given.encode("utf-8"), t.encode("utf-8")) for t in expected):
         challenge = f'Bearer realm="{REALM}", error="invalid_token"'

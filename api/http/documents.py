@@ -27,11 +27,16 @@ def raft_status(service: ControllerService) -> dict[str, Any]:
         "lastSnapshotIndex": st.snapshot.index,
         "lastSnapshotTerm": st.snapshot.term,
         "peers": [
-            {"id": p.id, "raftAddress": p.raft_address, "httpAddress": p.http_address,
-             "remotingAddress": p.remoting_address, "voter": p.voter}
+            {
+                "id": p.id,
+                "raftAddress": p.raft_address,
+                "httpAddress": p.http_address,
+                "remotingAddress": p.remoting_address,
+                "voter": p.voter,
+            }
             for p in service.peers(st)
         ],
-    }  # fmt: skip
+    }
 
 
 def raft_peers(service: ControllerService) -> dict[str, Any]:
@@ -41,10 +46,16 @@ def raft_peers(service: ControllerService) -> dict[str, Any]:
     rows = []
     for p in service.peers(st):
         pr = p.progress
-        row: dict[str, Any] = {"id": p.id, "role": p.role, "raftAddress": p.raft_address,
-                               "httpAddress": p.http_address, "remotingAddress": p.remoting_address,
-                               "matchIndex": pr.match if pr else None, "lagEntries": pr.lag if pr else None,
-                               "lastContactMs": p.last_contact_ms}  # fmt: skip
+        row: dict[str, Any] = {
+            "id": p.id,
+            "role": p.role,
+            "raftAddress": p.raft_address,
+            "httpAddress": p.http_address,
+            "remotingAddress": p.remoting_address,
+            "matchIndex": pr.match if pr else None,
+            "lagEntries": pr.lag if pr else None,
+            "lastContactMs": p.last_contact_ms,
+        }
         if pr is not None:
             row["state"] = pr.state.name.lower()
         rows.append(row)
@@ -54,9 +65,15 @@ def raft_peers(service: ControllerService) -> dict[str, Any]:
 def snapshot_info(meta: SnapshotMeta) -> dict[str, Any]:
     """A snapshot's meta (GET /api/v1/raft/snapshots)."""
     files = [{"name": f.name, "size": f.size, "crc32c": f.crc32c} for f in meta.files]
-    return {"index": meta.last_included_index, "term": meta.last_included_term, "bytes": sum(f.size for f in meta.files),
-            "createdAt": meta.created_at, "voters": list(meta.voters), "learners": list(meta.learners),
-            "files": files}  # fmt: skip
+    return {
+        "index": meta.last_included_index,
+        "term": meta.last_included_term,
+        "bytes": sum(f.size for f in meta.files),
+        "createdAt": meta.created_at,
+        "voters": list(meta.voters),
+        "learners": list(meta.learners),
+        "files": files,
+    }
 
 
 def membership(m: Membership) -> dict[str, Any]:
@@ -66,5 +83,10 @@ def membership(m: Membership) -> dict[str, Any]:
 
 def transfer(t: Transfer) -> dict[str, Any]:
     """A leadership transfer that happened (POST /api/v1/raft/transfer-leader)."""
-    return {"previousLeaderId": t.previous_leader_id, "leaderId": t.leader_id, "term": t.term,
-            "targetLagEntries": t.target_lag_entries, "durationMs": t.duration_ms}  # fmt: skip
+    return {
+        "previousLeaderId": t.previous_leader_id,
+        "leaderId": t.leader_id,
+        "term": t.term,
+        "targetLagEntries": t.target_lag_entries,
+        "durationMs": t.duration_ms,
+    }

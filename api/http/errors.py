@@ -29,8 +29,15 @@ from statemachine import codes as C
 log = logging.getLogger("controllerd.api")
 
 _LOCATIONS = ("body", "path", "query", "header", "cookie")
-_STATUS_ERRORS = {401: "UNAUTHORIZED", 403: "FORBIDDEN", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
-                  409: "CONFLICT", 413: "BODY_TOO_LARGE", 415: "UNSUPPORTED_MEDIA_TYPE"}  # fmt: skip
+_STATUS_ERRORS = {
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "BODY_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+}
 
 
 class ApiError(Exception):
@@ -121,8 +128,14 @@ def field_errors(errors: Iterable[Any], content_type: str = "") -> list[dict[str
         if kind == "json_invalid":
             reason = (e.get("ctx") or {}).get("error", "")
             pos = f" at position {rest[0]}" if rest else ""
-            out.append({"field": "body", "location": "body", "type": kind,
-                        "message": f"invalid JSON{pos}" + (f": {reason}" if reason else "")})  # fmt: skip
+            out.append(
+                {
+                    "field": "body",
+                    "location": "body",
+                    "type": kind,
+                    "message": f"invalid JSON{pos}" + (f": {reason}" if reason else ""),
+                }
+            )
             continue
         field = ".".join(str(x) for x in rest) or location
         if field == "body" and kind in ("model_attributes_type", "dict_type") and "json" not in content_type:

@@ -153,8 +153,11 @@ class AddPeerRequest(Strict):
     id: Text = Field(description="the new peer's raft id, its raft address host:port")
     raftAddress: Text | None = Field(None, description="host:port to dial; default: the id")
     httpAddress: Text | None = Field(None, description="host:port of its HTTP API, for 2007 redirects")
-    remotingAddress: Text | None = Field(None, description="host:port of its RocketMQ remoting listener (its "
-                                         "jRaftControllerRPCAddr entry), for 1005 and brokers' 2007")  # fmt: skip
+    remotingAddress: Text | None = Field(
+        None,
+        description="host:port of its RocketMQ remoting listener (its "
+        "jRaftControllerRPCAddr entry), for 1005 and brokers' 2007",
+    )
     timeoutMs: int | None = Field(None, ge=1, le=3_600_000, description="catch-up wait before promotion")
 
 

@@ -47,21 +47,27 @@ class RemotingClient(asyncio.Protocol):
         assert self.transport is not None
         self.transport.write(data)
 
-    def request_nowait(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-                       oneway: bool = False) -> asyncio.Future[RemotingCommand]:  # fmt: skip
+    def request_nowait(
+        self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, oneway: bool = False
+    ) -> asyncio.Future[RemotingCommand]:
         opaque = next(self.opaques)
-        fields = {k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in (ext or {}).items()
-                  if v is not None}  # fmt: skip
-        cmd = RemotingCommand(code, opaque, codec.ONEWAY_FLAG if oneway else 0, None, fields, body,
-                              serialize_type=self.serialize_type)  # fmt: skip
+        fields = {
+            k: ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for k, v in (ext or {}).items()
+            if v is not None
+        }
+        cmd = RemotingCommand(
+            code, opaque, codec.ONEWAY_FLAG if oneway else 0, None, fields, body, serialize_type=self.serialize_type
+        )
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         if not oneway:
             self.pending[opaque] = fut
         self.send_raw(codec.encode(cmd))
         return fut
 
-    async def request(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-                      timeout: float = 10.0) -> RemotingCommand:  # fmt: skip
+    async def request(
+        self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, timeout: float = 10.0
+    ) -> RemotingCommand:
         return await asyncio.wait_for(self.request_nowait(code, ext, body), timeout)
 
     def close(self) -> None:

@@ -32,8 +32,22 @@ RESPONSE_FLAG = 1  # bit 0 of flag: RPC_TYPE (1 = response)
 ONEWAY_FLAG = 2  # bit 1 of flag: RPC_ONEWAY
 
 # LanguageCode ordinal <-> name (the ROCKETMQ header carries the code, JSON the name).
-LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
-             "RUST", "NODE_JS")  # fmt: skip
+LANGUAGES = (
+    "JAVA",
+    "CPP",
+    "DOTNET",
+    "PYTHON",
+    "DELPHI",
+    "ERLANG",
+    "RUBY",
+    "OTHER",
+    "HTTP",
+    "GO",
+    "PHP",
+    "OMS",
+    "RUST",
+    "NODE_JS",
+)
 _LANGUAGE_CODE = {name: i for i, name in enumerate(LANGUAGES)}
 
 DEFAULT_MAX_FRAME = DEFAULT_MAX_FRAME_BYTES  # com.rocketmq.remoting.frameMaxLength's default (16 MiB)
@@ -80,11 +94,13 @@ class RemotingCommand:
     def is_oneway(self) -> bool:
         return bool(self.flag & ONEWAY_FLAG)
 
-    def response(self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None,
-                 body: bytes | None = None) -> RemotingCommand:  # fmt: skip
+    def response(
+        self, code: int, remark: str | None = None, ext_fields: dict[str, str] | None = None, body: bytes | None = None
+    ) -> RemotingCommand:
         """The answer to this request: same opaque and serialization, the response flag set."""
-        return RemotingCommand(code, self.opaque, RESPONSE_FLAG, remark, ext_fields or {}, body,
-                               serialize_type=self.serialize_type)  # fmt: skip
+        return RemotingCommand(
+            code, self.opaque, RESPONSE_FLAG, remark, ext_fields or {}, body, serialize_type=self.serialize_type
+        )
 
 
 # ------------------------------------------------------------------------------------------------ headers
@@ -93,9 +109,15 @@ class RemotingCommand:
 def encode_header(cmd: RemotingCommand) -> bytes:
     if cmd.serialize_type == ROCKETMQ:
         return _rocketmq_header(cmd)
-    doc: dict[str, object] = {"code": cmd.code, "extFields": cmd.ext_fields, "flag": cmd.flag,
-                              "language": cmd.language, "opaque": cmd.opaque,
-                              "serializeTypeCurrentRPC": "JSON", "version": cmd.version}  # fmt: skip
+    doc: dict[str, object] = {
+        "code": cmd.code,
+        "extFields": cmd.ext_fields,
+        "flag": cmd.flag,
+        "language": cmd.language,
+        "opaque": cmd.opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": cmd.version,
+    }
     if cmd.remark is not None:
         doc["remark"] = cmd.remark
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
@@ -103,8 +125,13 @@ def encode_header(cmd: RemotingCommand) -> bytes:
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
     remark = cmd.remark.encode() if cmd.remark else b""
-    parts = [_FIXED.pack(cmd.code, _LANGUAGE_CODE.get(cmd.language, _LANGUAGE_CODE["OTHER"]), cmd.version,
-                         cmd.opaque, cmd.flag), _I32.pack(len(remark)), remark]  # fmt: skip
+    parts = [
+        _FIXED.pack(
+            cmd.code, _LANGUAGE_CODE.get(cmd.language, _LANGUAGE_CODE["OTHER"]), cmd.version, cmd.opaque, cmd.flag
+        ),
+        _I32.pack(len(remark)),
+        remark,
+    ]
     ext: list[bytes] = []
     for k, v in cmd.ext_fields.items():
         if v is None:
@@ -248,8 +275,9 @@ class FrameDecoder:
             if header_len > total - 4:
                 raise FrameError(f"header length {header_len} exceeds the frame's {total - 4} bytes after it")
             start = pos + 8
-            frames.append((info >> 24, bytes(buf[start : start + header_len]),
-                           bytes(buf[start + header_len : pos + 4 + total])))  # fmt: skip
+            frames.append(
+                (info >> 24, bytes(buf[start : start + header_len]), bytes(buf[start + header_len : pos + 4 + total]))
+            )
             pos += 4 + total
         if pos:
             del buf[:pos]

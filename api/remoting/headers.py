@@ -26,30 +26,59 @@ GET_CONTROLLER_CONFIG = 1010
 # Request headers by request code. 1005, 1006, 1009 and 1010 carry none (1006 and 1009 have a body).
 REQUEST: dict[int, Schema] = {
     # BrokerHeartbeatRequestHeader
-    BROKER_HEARTBEAT: (("clusterName", STRING, True), ("brokerAddr", STRING, True), ("brokerName", STRING, True),
-                       ("brokerId", LONG, False), ("epoch", INTEGER, False), ("maxOffset", LONG, False),
-                       ("confirmOffset", LONG, False), ("heartbeatTimeoutMills", LONG, False),
-                       ("electionPriority", INTEGER, False)),  # fmt: skip
+    BROKER_HEARTBEAT: (
+        ("clusterName", STRING, True),
+        ("brokerAddr", STRING, True),
+        ("brokerName", STRING, True),
+        ("brokerId", LONG, False),
+        ("epoch", INTEGER, False),
+        ("maxOffset", LONG, False),
+        ("confirmOffset", LONG, False),
+        ("heartbeatTimeoutMills", LONG, False),
+        ("electionPriority", INTEGER, False),
+    ),
     # AlterSyncStateSetRequestHeader (+ body SyncStateSet)
-    C.ALTER_SYNC_STATE_SET: (("brokerName", STRING, False), ("masterBrokerId", LONG, False),
-                             ("masterEpoch", INTEGER, False), ("invokeTime", LONG, False)),  # fmt: skip
+    C.ALTER_SYNC_STATE_SET: (
+        ("brokerName", STRING, False),
+        ("masterBrokerId", LONG, False),
+        ("masterEpoch", INTEGER, False),
+        ("invokeTime", LONG, False),
+    ),
     # ElectMasterRequestHeader
-    C.ELECT_MASTER: (("clusterName", STRING, True), ("brokerName", STRING, True), ("brokerId", LONG, True),
-                     ("designateElect", BOOLEAN, True), ("invokeTime", LONG, False)),  # fmt: skip
+    C.ELECT_MASTER: (
+        ("clusterName", STRING, True),
+        ("brokerName", STRING, True),
+        ("brokerId", LONG, True),
+        ("designateElect", BOOLEAN, True),
+        ("invokeTime", LONG, False),
+    ),
     # RegisterBrokerToControllerRequestHeader
-    C.REGISTER_BROKER: (("clusterName", STRING, False), ("brokerName", STRING, False), ("brokerId", LONG, False),
-                        ("brokerAddress", STRING, False), ("invokeTime", LONG, False)),  # fmt: skip
+    C.REGISTER_BROKER: (
+        ("clusterName", STRING, False),
+        ("brokerName", STRING, False),
+        ("brokerId", LONG, False),
+        ("brokerAddress", STRING, False),
+        ("invokeTime", LONG, False),
+    ),
     # GetReplicaInfoRequestHeader
     C.GET_REPLICA_INFO: (("brokerName", STRING, False),),
     # CleanControllerBrokerDataRequestHeader
-    C.CLEAN_BROKER_DATA: (("clusterName", STRING, False), ("brokerName", STRING, True),
-                          ("brokerControllerIdsToClean", STRING, False), ("isCleanLivingBroker", BOOLEAN, False),
-                          ("invokeTime", LONG, False)),  # fmt: skip
+    C.CLEAN_BROKER_DATA: (
+        ("clusterName", STRING, False),
+        ("brokerName", STRING, True),
+        ("brokerControllerIdsToClean", STRING, False),
+        ("isCleanLivingBroker", BOOLEAN, False),
+        ("invokeTime", LONG, False),
+    ),
     # GetNextBrokerIdRequestHeader
     C.GET_NEXT_BROKER_ID: (("clusterName", STRING, True), ("brokerName", STRING, True)),
     # ApplyBrokerIdRequestHeader
-    C.APPLY_BROKER_ID: (("clusterName", STRING, True), ("brokerName", STRING, True),
-                        ("appliedBrokerId", LONG, True), ("registerCheckCode", STRING, True)),  # fmt: skip
+    C.APPLY_BROKER_ID: (
+        ("clusterName", STRING, True),
+        ("brokerName", STRING, True),
+        ("appliedBrokerId", LONG, True),
+        ("registerCheckCode", STRING, True),
+    ),
 }
 
 # Initial values of nullable Java fields a request may leave out (a @CFNotNull field must be on the wire even
@@ -62,18 +91,37 @@ DEFAULTS: dict[int, dict[str, Any]] = {
 # Response headers by request code (what a client decodes; 2007's fields are in NOT_LEADER).
 RESPONSE: dict[int, Schema] = {
     C.ALTER_SYNC_STATE_SET: (("newSyncStateSetEpoch", INTEGER, False),),
-    C.ELECT_MASTER: (("masterBrokerId", LONG, False), ("masterAddress", STRING, False),
-                     ("masterEpoch", INTEGER, False), ("syncStateSetEpoch", INTEGER, False)),  # fmt: skip
-    C.REGISTER_BROKER: (("clusterName", STRING, False), ("brokerName", STRING, False),
-                        ("masterBrokerId", LONG, False), ("masterAddress", STRING, False),
-                        ("masterEpoch", INTEGER, False), ("syncStateSetEpoch", INTEGER, False)),  # fmt: skip
-    C.GET_REPLICA_INFO: (("masterBrokerId", LONG, False), ("masterAddress", STRING, False),
-                         ("masterEpoch", INTEGER, False)),  # fmt: skip
-    GET_METADATA_INFO: (("group", STRING, False), ("controllerLeaderId", STRING, False),
-                        ("controllerLeaderAddress", STRING, False), ("isLeader", BOOLEAN, False),
-                        ("peers", STRING, False)),  # fmt: skip
-    C.GET_NEXT_BROKER_ID: (("clusterName", STRING, False), ("brokerName", STRING, False),
-                           ("nextBrokerId", LONG, False)),  # fmt: skip
+    C.ELECT_MASTER: (
+        ("masterBrokerId", LONG, False),
+        ("masterAddress", STRING, False),
+        ("masterEpoch", INTEGER, False),
+        ("syncStateSetEpoch", INTEGER, False),
+    ),
+    C.REGISTER_BROKER: (
+        ("clusterName", STRING, False),
+        ("brokerName", STRING, False),
+        ("masterBrokerId", LONG, False),
+        ("masterAddress", STRING, False),
+        ("masterEpoch", INTEGER, False),
+        ("syncStateSetEpoch", INTEGER, False),
+    ),
+    C.GET_REPLICA_INFO: (
+        ("masterBrokerId", LONG, False),
+        ("masterAddress", STRING, False),
+        ("masterEpoch", INTEGER, False),
+    ),
+    GET_METADATA_INFO: (
+        ("group", STRING, False),
+        ("controllerLeaderId", STRING, False),
+        ("controllerLeaderAddress", STRING, False),
+        ("isLeader", BOOLEAN, False),
+        ("peers", STRING, False),
+    ),
+    C.GET_NEXT_BROKER_ID: (
+        ("clusterName", STRING, False),
+        ("brokerName", STRING, False),
+        ("nextBrokerId", LONG, False),
+    ),
     C.APPLY_BROKER_ID: (("clusterName", STRING, False), ("brokerName", STRING, False)),
 }
 NOT_LEADER: Schema = (("controllerLeaderId", STRING, False), ("controllerLeaderAddress", STRING, False))

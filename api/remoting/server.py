@@ -141,8 +141,9 @@ class Dispatcher:
 
     async def _elect(self, cmd: RemotingCommand) -> Result:
         h = self.fields(cmd)
-        result = await self._write(cmd, R.elect_master(h["clusterName"], h["brokerName"], h["brokerId"],
-                                                      h["designateElect"]))  # fmt: skip
+        result = await self._write(
+            cmd, R.elect_master(h["clusterName"], h["brokerName"], h["brokerId"], h["designateElect"])
+        )
         if self.metrics is not None:
             name = h["brokerName"]
             self.metrics.observe_election(self.metrics.cluster_of(name, h["clusterName"]), name, result.code)
@@ -170,7 +171,9 @@ class Dispatcher:
         try:
             plan = R.plan_config_update(props, self.settings)
         except ApiError as e:
-            raise RequestError("; ".join(f"{x['field']}: {x['message']}" for x in e.errors or []) or e.message) from None
+            raise RequestError(
+                "; ".join(f"{x['field']}: {x['message']}" for x in e.errors or []) or e.message
+            ) from None
         if isinstance(plan, Result):
             return plan
         return await self._write(cmd, R.update_controller_config(plan))
@@ -191,8 +194,12 @@ class Dispatcher:
         except NotLeaderError as e:
             status = "success"
             lid = e.leader_id or None
-            ext = H.to_ext({"controllerLeaderId": lid, "controllerLeaderAddress": self.service.remoting_address(lid)
-                            if lid else None})  # fmt: skip
+            ext = H.to_ext(
+                {
+                    "controllerLeaderId": lid,
+                    "controllerLeaderAddress": self.service.remoting_address(lid) if lid else None,
+                }
+            )
             return cmd.response(C.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK, ext)
         except UnavailableError as e:
             timed_out = time.perf_counter() - t0 >= self.service.opts.request_timeout_s
@@ -231,8 +238,10 @@ class _Connection(asyncio.Protocol):
         and a JSON body saying so, then close: rmqctl and curl -L follow it, a person reads it."""
         service = self.server.service
         http = service.http_address(service.id)
-        message = (f"this is the RocketMQ remoting address of controller {service.id} (jRaftControllerRPCAddr); "
-                   f"its HTTP API is on {http} (controllerHttpAddr)")  # fmt: skip
+        message = (
+            f"this is the RocketMQ remoting address of controller {service.id} (jRaftControllerRPCAddr); "
+            f"its HTTP API is on {http} (controllerHttpAddr)"
+        )
         body = json.dumps({"error": "REMOTING_PORT", "message": message, "httpAddress": http}).encode()
         head = "HTTP/1.1 307 Temporary Redirect\r\n" if http else "HTTP/1.1 421 Misdirected Request\r\n"
         if http:
@@ -331,8 +340,9 @@ class RemotingServer:
     async def start(self) -> None:
         host, port = self.address
         try:
-            self._server = await asyncio.get_running_loop().create_server(lambda: _Connection(self), host, port,
-                                                                         backlog=2048)  # fmt: skip
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: _Connection(self), host, port, backlog=2048
+            )
         except OSError as e:
             raise OSError(e.errno, f"cannot listen for remoting on {host}:{port}: {e.strerror}") from None
         log.info("serving RocketMQ remoting on %s:%d (raft %s)", host, port, self.service.id)

@@ -123,8 +123,14 @@ class AdminOperations:
         st = self._node.status()
         return Transfer(st.id, st.leader, st.term, lag, _ms_since(t0))
 
-    async def add_peer(self, peer: str, raft_address: tuple[str, int], http_address: str | None,
-                       timeout_s: float, remoting_address: str | None = None) -> Membership:  # fmt: skip
+    async def add_peer(
+        self,
+        peer: str,
+        raft_address: tuple[str, int],
+        http_address: str | None,
+        timeout_s: float,
+        remoting_address: str | None = None,
+    ) -> Membership:
         """Add a server: a learner until it is within catch-up margin, then a voter. Its addresses go into the
         CONF entry, so every member learns them from the log (docs/raft.md). UnavailableError when it did not
         catch up within `timeout_s` (it stays a learner)."""

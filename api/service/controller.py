@@ -178,8 +178,10 @@ class ControllerService:
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
         if self.opts.unsafe_local_reads:
-            log.warning("UNSAFE: reads are answered from local state without ReadIndex (fault injection, "
-                        "CONTROLLERD_UNSAFE_LOCAL_READS=1): stale reads are possible")  # fmt: skip
+            log.warning(
+                "UNSAFE: reads are answered from local state without ReadIndex (fault injection, "
+                "CONTROLLERD_UNSAFE_LOCAL_READS=1): stale reads are possible"
+            )
 
     async def stop(self, transfer: bool = True) -> None:
         """Hand leadership over (when leading and `transfer`), then stop the node: pending requests fail with
@@ -345,7 +347,9 @@ class ControllerService:
         if not pending:
             return
         try:
-            r = await self.write(lambda now: commands.update_controller_config(now, pending), "UPDATE_CONTROLLER_CONFIG")
+            r = await self.write(
+                lambda now: commands.update_controller_config(now, pending), "UPDATE_CONTROLLER_CONFIG"
+            )
             log.info("replicated the file's controller config %s: %s", pending, r.code_name)
         except (NotLeaderError, UnavailableError) as e:
             log.warning("could not replicate the file's controller config %s: %s", pending, e)
@@ -365,8 +369,9 @@ class ControllerService:
         r = await self.write(commands.check_not_active_broker, "CHECK_NOT_ACTIVE_BROKER")
         body = r.body or {}
         if body.get("inactiveBrokers") or body.get("elections"):
-            log.info("inactive-broker scan: expired %s, elections %s", body.get("inactiveBrokers"),
-                     body.get("elections"))  # fmt: skip
+            log.info(
+                "inactive-broker scan: expired %s, elections %s", body.get("inactiveBrokers"), body.get("elections")
+            )
         return r
 
     async def _scan_loop(self) -> None:

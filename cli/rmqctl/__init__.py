@@ -73,8 +73,9 @@ class CorruptInput(RmqctlError):
     exit_code = EXIT_CORRUPT
     kind = "corrupt input"
 
-    def __init__(self, path: str, offset: int, reason: str, *, where: str | None = None,
-                 lines: list[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, path: str, offset: int, reason: str, *, where: str | None = None, lines: list[str] | None = None
+    ) -> None:
         self.path = path
         self.offset = offset
         self.reason = reason
@@ -87,8 +88,12 @@ class CorruptInput(RmqctlError):
         path = str(getattr(error, "path", "?"))
         path = show_path(path) if show_path is not None else path
         where = getattr(error, "where", None)  # SnapshotFormatError: also names the damaged section
-        return cls(path, int(getattr(error, "offset", 0)), str(getattr(error, "reason", error)),
-                   where=where() if callable(where) else None)  # fmt: skip
+        return cls(
+            path,
+            int(getattr(error, "offset", 0)),
+            str(getattr(error, "reason", error)),
+            where=where() if callable(where) else None,
+        )
 
 
 def _translate(error: BaseException) -> RmqctlError | None:
@@ -145,8 +150,12 @@ class RmqctlGroup(click.Group):
     help="table (default on a TTY), json, or text (mqadmin's #Key<TAB>value lines; default when piped).",
 )
 @click.option("--no-color", is_flag=True, help="No colours (NO_COLOR in the environment does the same).")
-@click.option("-a", "--address", metavar="HOST:PORT[;...]",
-              help="Controller HTTP address(es) for the online verbs (same as the verb's own -a, or RMQCTL_ADDRESS).")
+@click.option(
+    "-a",
+    "--address",
+    metavar="HOST:PORT[;...]",
+    help="Controller HTTP address(es) for the online verbs (same as the verb's own -a, or RMQCTL_ADDRESS).",
+)
 @click.option("--token", metavar="TOKEN", help="Bearer token for the online verbs (same as RMQCTL_TOKEN).")
 @click.pass_context
 def main(ctx: click.Context, output: str | None, no_color: bool, address: str | None, token: str | None) -> None:

@@ -51,8 +51,10 @@ class PlayedBroker:
                 return
             self.repeated[event] = message
         if self.out.mode == "json":
-            sys.stdout.write(json.dumps({"event": event, "brokerName": self.name, "brokerId": self.id, **fields},
-                                        sort_keys=True) + "\n")  # fmt: skip
+            sys.stdout.write(
+                json.dumps({"event": event, "brokerName": self.name, "brokerId": self.id, **fields}, sort_keys=True)
+                + "\n"
+            )
         else:
             sys.stdout.write(f"{time.strftime('%H:%M:%S')} {self.name}/{self.id}: {message}\n")
         sys.stdout.flush()
@@ -71,8 +73,12 @@ class PlayedBroker:
 
     def _registered(self, reply: Reply) -> None:
         master = reply.header.get("masterBrokerId")
-        self.say("registered", f"registered at {self.address} (master: {master if master is not None else 'none'})",
-                 address=self.address, masterBrokerId=master)  # fmt: skip
+        self.say(
+            "registered",
+            f"registered at {self.address} (master: {master if master is not None else 'none'})",
+            address=self.address,
+            masterBrokerId=master,
+        )
 
     def round(self) -> None:
         """One heartbeat period: heartbeat, look at the master, act as a broker would."""
@@ -81,8 +87,12 @@ class PlayedBroker:
             self.say("refused", f"heartbeat answered {hb.code} {hb.code_name}: {hb.remark}", once=True, code=hb.code)
         info = self.post(proto.replica_info(self.name))
         if not info.ok:
-            self.say("refused", f"replica-info answered {info.code} {info.code_name}: {info.remark}", once=True,
-                     code=info.code)  # fmt: skip
+            self.say(
+                "refused",
+                f"replica-info answered {info.code} {info.code_name}: {info.remark}",
+                once=True,
+                code=info.code,
+            )
             return
         master, epoch, sync_set, set_epoch = proto.master_of(info)
         if (master, epoch) != self.master:
@@ -91,7 +101,9 @@ class PlayedBroker:
             if master is None:
                 text = "no master"
             else:
-                text = f"master is {master} at epoch {epoch}: " + ("I am the master" if master == self.id else "I am a slave")
+                text = f"master is {master} at epoch {epoch}: " + (
+                    "I am the master" if master == self.id else "I am a slave"
+                )
             self.say("master", text, once=master is None, masterBrokerId=master, masterEpoch=epoch)
             self.master = (master, epoch)
         if master is None:
@@ -101,9 +113,14 @@ class PlayedBroker:
 
     def elect(self) -> None:
         reply = self.post(proto.elect_self(self.cluster, self.name, self.id))
-        self.say("elect", f"elect-master {self.id} answered {reply.code} {reply.code_name}"
-                 + (f": {reply.remark}" if reply.remark else ""), once=not reply.ok, code=reply.code,
-                 masterBrokerId=reply.header.get("masterBrokerId"))  # fmt: skip
+        self.say(
+            "elect",
+            f"elect-master {self.id} answered {reply.code} {reply.code_name}"
+            + (f": {reply.remark}" if reply.remark else ""),
+            once=not reply.ok,
+            code=reply.code,
+            masterBrokerId=reply.header.get("masterBrokerId"),
+        )
 
     def keep_sync_state_set(self, master_epoch: Any, current: list[int], set_epoch: Any) -> None:
         """As the master: the SyncStateSet is itself plus every replica that is alive."""
@@ -116,9 +133,13 @@ class PlayedBroker:
         if wanted == sorted(current):
             return
         reply = self.post(proto.alter_sync_state_set(self.name, self.id, master_epoch, wanted, set_epoch))
-        self.say("sync-state-set", f"SyncStateSet {sorted(current)} -> {wanted}: {reply.code} {reply.code_name}"
-                 + (f" (epoch {reply.header.get('newSyncStateSetEpoch')})" if reply.ok else f": {reply.remark}"),
-                 code=reply.code, syncStateSet=wanted)  # fmt: skip
+        self.say(
+            "sync-state-set",
+            f"SyncStateSet {sorted(current)} -> {wanted}: {reply.code} {reply.code_name}"
+            + (f" (epoch {reply.header.get('newSyncStateSetEpoch')})" if reply.ok else f": {reply.remark}"),
+            code=reply.code,
+            syncStateSet=wanted,
+        )
 
 
 @click.group("broker")
@@ -129,21 +150,54 @@ def broker() -> None:
 @broker.command("run")
 @click.option("-c", "--clusterName", "cluster", default="DefaultCluster", show_default=True)
 @click.option("-b", "--brokerName", "name", required=True, help="The broker set (brokerName).")
-@click.option("--addr", "broker_address", required=True, metavar="HOST:PORT",
-              help="The broker address it registers (nothing needs to listen there).")  # fmt: skip
-@click.option("--id", "broker_id", type=click.IntRange(min=0), metavar="N",
-              help="Its broker id, as a broker that has one; default: ask the controller (next-broker-id).")  # fmt: skip
-@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True,
-              metavar="SECONDS", help="Time between heartbeats.")  # fmt: skip
-@click.option("--heartbeat-timeout", "timeout_ms", type=click.IntRange(min=1), default=10_000, show_default=True,
-              metavar="MS", help="heartbeatTimeoutMills: how long the controller keeps it alive after a heartbeat.")  # fmt: skip
+@click.option(
+    "--addr",
+    "broker_address",
+    required=True,
+    metavar="HOST:PORT",
+    help="The broker address it registers (nothing needs to listen there).",
+)
+@click.option(
+    "--id",
+    "broker_id",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Its broker id, as a broker that has one; default: ask the controller (next-broker-id).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time between heartbeats.",
+)
+@click.option(
+    "--heartbeat-timeout",
+    "timeout_ms",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    metavar="MS",
+    help="heartbeatTimeoutMills: how long the controller keeps it alive after a heartbeat.",
+)
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many heartbeats.")
 @connection_options()
 @pass_out
-def broker_run(out: Out, conn: Conn, cluster: str, name: str, broker_address: str, broker_id: int | None, interval: float,
-               timeout_ms: int, count: int | None) -> None:  # fmt: skip
+def broker_run(
+    out: Out,
+    conn: Conn,
+    cluster: str,
+    name: str,
+    broker_address: str,
+    broker_id: int | None,
+    interval: float,
+    timeout_ms: int,
+    count: int | None,
+) -> None:
     """Register a broker and keep it heartbeating until Ctrl-C, electing itself master when there is none and,
     as the master, keeping its alive replicas in the SyncStateSet (see docs/rmqctl-online.md)."""
+
     def interrupt(_sig: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
@@ -163,5 +217,8 @@ def broker_run(out: Out, conn: Conn, cluster: str, name: str, broker_address: st
                 c.hooks.sleep(interval)
         except KeyboardInterrupt:
             pass
-        played.say("stopped", f"stopped heartbeating; the controller expires it {timeout_ms / 1000:g}s after its last "
-                   "heartbeat (at its next inactive-broker scan)")  # fmt: skip
+        played.say(
+            "stopped",
+            f"stopped heartbeating; the controller expires it {timeout_ms / 1000:g}s after its last "
+            "heartbeat (at its next inactive-broker scan)",
+        )

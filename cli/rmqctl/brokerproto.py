@@ -28,8 +28,9 @@ def check_code(address: str, now_ms: int) -> str:
     return f"{address};{now_ms}"
 
 
-def registration(cluster: str, name: str, address: str, broker_id: int | None, code: str,
-                 applied: bool = True) -> Steps:  # fmt: skip
+def registration(
+    cluster: str, name: str, address: str, broker_id: int | None, code: str, applied: bool = True
+) -> Steps:
     """The three-step registration (spec §8). With a known `broker_id` (a restarted broker's persisted id):
     register at once, and apply the id first only when the controller answers 2010 (it does not know it);
     with `applied=False` (RocketMQ's temp file: an id chosen but not yet applied) apply it first, with the
@@ -78,11 +79,24 @@ async def arun_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Awaitab
         return done.value
 
 
-def heartbeat(cluster: str, name: str, address: str, broker_id: int | None, timeout_ms: int,
-              epoch: int | None = None, max_offset: int | None = None, confirm_offset: int | None = None) -> Step:  # fmt: skip
+def heartbeat(
+    cluster: str,
+    name: str,
+    address: str,
+    broker_id: int | None,
+    timeout_ms: int,
+    epoch: int | None = None,
+    max_offset: int | None = None,
+    confirm_offset: int | None = None,
+) -> Step:
     """904 BROKER_HEARTBEAT; the progress fields are left out (RocketMQ's -1 defaults) when not given."""
-    body: dict[str, Any] = {"clusterName": cluster, "brokerName": name, "brokerAddr": address, "brokerId": broker_id,
-                            "heartbeatTimeoutMills": timeout_ms}  # fmt: skip
+    body: dict[str, Any] = {
+        "clusterName": cluster,
+        "brokerName": name,
+        "brokerAddr": address,
+        "brokerId": broker_id,
+        "heartbeatTimeoutMills": timeout_ms,
+    }
     for key, value in (("epoch", epoch), ("maxOffset", max_offset), ("confirmOffset", confirm_offset)):
         if value is not None:
             body[key] = value
@@ -98,14 +112,24 @@ def elect_self(cluster: str, name: str, broker_id: int | None) -> Step:
     return "elect-master", {"clusterName": cluster, "brokerName": name, "brokerId": broker_id}
 
 
-def alter_sync_state_set(name: str, master_id: int | None, master_epoch: Any, new_set: list[int], set_epoch: Any) -> Step:
+def alter_sync_state_set(
+    name: str, master_id: int | None, master_epoch: Any, new_set: list[int], set_epoch: Any
+) -> Step:
     """1001, from the master: replace the SyncStateSet (fenced by the master epoch and the set's epoch)."""
-    return "alter-sync-state-set", {"brokerName": name, "masterBrokerId": master_id, "masterEpoch": master_epoch,
-                                    "syncStateSet": {"syncStateSet": new_set, "syncStateSetEpoch": set_epoch}}  # fmt: skip
+    return "alter-sync-state-set", {
+        "brokerName": name,
+        "masterBrokerId": master_id,
+        "masterEpoch": master_epoch,
+        "syncStateSet": {"syncStateSet": new_set, "syncStateSetEpoch": set_epoch},
+    }
 
 
 def master_of(info: Reply) -> tuple[Any, Any, list[int], Any]:
     """(masterBrokerId, masterEpoch, SyncStateSet, syncStateSetEpoch) of a replica-info answer."""
     body = info.body or {}
-    return (info.header.get("masterBrokerId"), info.header.get("masterEpoch"), list(body.get("syncStateSet") or []),
-            body.get("syncStateSetEpoch"))  # fmt: skip
+    return (
+        info.header.get("masterBrokerId"),
+        info.header.get("masterEpoch"),
+        list(body.get("syncStateSet") or []),
+        body.get("syncStateSetEpoch"),
+    )

@@ -272,8 +272,9 @@ class ControllerClient:
             self.hooks.sleep(pause)
             delay = min(delay * 2, self.hooks.max_backoff_s)
 
-    def _attempt(self, method: str, address: str, path: str, body: Any, remaining: float,
-                 redirected: bool = False) -> Reply | str:  # fmt: skip
+    def _attempt(
+        self, method: str, address: str, path: str, body: Any, remaining: float, redirected: bool = False
+    ) -> Reply | str:
         """One HTTP exchange: a Reply, or a string saying why this node could not serve (try another). A
         node's RocketMQ remoting address (jRaftControllerRPCAddr) answers 307 to its HTTP address: followed
         once, with a note on stderr."""
@@ -290,8 +291,11 @@ class ControllerClient:
         if status in (307, 308) and not redirected and response.headers.get("location", "").startswith("http"):
             target = httpx.URL(response.headers["location"])
             http = f"{target.host}:{target.port}" if ":" not in target.host else f"[{target.host}]:{target.port}"
-            click.echo(f"rmqctl: note: {node} is a RocketMQ remoting address (jRaftControllerRPCAddr); asking its "
-                       f"HTTP address {http} (controllerHttpAddr) instead", err=True)  # fmt: skip
+            click.echo(
+                f"rmqctl: note: {node} is a RocketMQ remoting address (jRaftControllerRPCAddr); asking its "
+                f"HTTP address {http} (controllerHttpAddr) instead",
+                err=True,
+            )
             return self._attempt(method, http, path, body, remaining, redirected=True)
         if status == 200:
             try:
@@ -304,8 +308,11 @@ class ControllerClient:
         if status == 503:
             return f"{_UNKNOWN[0]}: {_describe(response)}"
         if status in (401, 403):
-            hint = ("the token was refused: check --token / " + ENV_TOKEN if self.token
-                    else f"this controller requires an admin token: pass --token or set {ENV_TOKEN}")  # fmt: skip
+            hint = (
+                "the token was refused: check --token / " + ENV_TOKEN
+                if self.token
+                else f"this controller requires an admin token: pass --token or set {ENV_TOKEN}"
+            )
             raise BadUsage(f"{node} answered HTTP {status} ({_describe(response)}); {hint}")
         if status in (400, 413, 422):
             raise BadUsage(f"{node} rejected the request (HTTP {status}): {_describe(response)}")
@@ -316,6 +323,7 @@ class ControllerClient:
         # "no leader" when a node answered that it knows none and the others could not be reached (a lost
         # majority, an election); a 503 or a lost answer is something else.
         no_leader = any(why.startswith("not leader") for why in problems.values()) and not any(
-            why.startswith(_UNKNOWN) for why in problems.values())
+            why.startswith(_UNKNOWN) for why in problems.values()
+        )
         what = "no leader" if no_leader else "no controller could serve the request"
         return Unreachable(f"{what} within {self.timeout_s:g}s ({said})")

@@ -52,16 +52,29 @@ def _view(out: Out, src: Source) -> LogView:
 
 def describe(e: Entry) -> dict[str, Any]:
     """One entry as a dump row: type, command code and name, time, decoded fields."""
-    row: dict[str, Any] = {"index": e.index, "term": e.term, "type": _type_name(e.type), "code": None,
-                           "name": None, "time": None, "timeMillis": None, "fields": {}}  # fmt: skip
+    row: dict[str, Any] = {
+        "index": e.index,
+        "term": e.term,
+        "type": _type_name(e.type),
+        "code": None,
+        "name": None,
+        "time": None,
+        "timeMillis": None,
+        "fields": {},
+    }
     if e.type == EntryType.NORMAL:
         try:
             cmd = decode(e.data)
         except CommandError as err:  # the CRC held, so these are the bytes the leader wrote; apply answers 2015
             row |= {"name": "INVALID", "fields": {"error": str(err), "bytes": len(e.data)}}
             return row
-        row |= {"code": cmd.code, "name": cmd.name, "time": iso_millis(cmd.time_millis),
-                "timeMillis": cmd.time_millis, "fields": cmd.fields}  # fmt: skip
+        row |= {
+            "code": cmd.code,
+            "name": cmd.name,
+            "time": iso_millis(cmd.time_millis),
+            "timeMillis": cmd.time_millis,
+            "fields": cmd.fields,
+        }
     elif e.type == EntryType.CONF:
         try:
             conf = decode_conf(e.data)
@@ -118,10 +131,15 @@ def info(out: Out, path: str, copy: bool) -> None:
             "downloadInProgress": _downloads(src),
         }
         segments = [s.row(src.show) for s in view.segments]
-    codes = [{"code": c, "name": n, "entries": per_code[(c, n)], "bytes": data_bytes[(c, n)]}
-             for c, n in sorted(per_code, key=lambda k: (k[0] is not None, k[0] or 0, k[1]))]  # fmt: skip
-    blocks = [Block("segments", segments), Block("codes", codes, ["code", "name", "entries", "bytes"]),
-              Block("snapshots", snapshots, ["index", "term", "bytes", "status"])]  # fmt: skip
+    codes = [
+        {"code": c, "name": n, "entries": per_code[(c, n)], "bytes": data_bytes[(c, n)]}
+        for c, n in sorted(per_code, key=lambda k: (k[0] is not None, k[0] or 0, k[1]))
+    ]
+    blocks = [
+        Block("segments", segments),
+        Block("codes", codes, ["code", "name", "entries", "bytes"]),
+        Block("snapshots", snapshots, ["index", "term", "bytes", "status"]),
+    ]
     emit_document(out, doc, blocks, title="log")
 
 
@@ -204,16 +222,30 @@ def dump(out: Out, path: str, lo: int | None, hi: int | None, codes: tuple[str, 
 @log.command("replay")
 @path_argument
 @click.option("--to", "to", type=int, help="Replay up to this index, inclusive (default: the log's last).")
-@click.option("--from-snapshot/--no-snapshot", default=True,
-              help="Start from the newest usable snapshot at or below --to (default), or from an empty state.")  # fmt: skip
-@click.option("--write-snapshot", "write_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Write the state as a snapshot into this snapshot root instead of printing it.")  # fmt: skip
+@click.option(
+    "--from-snapshot/--no-snapshot",
+    default=True,
+    help="Start from the newest usable snapshot at or below --to (default), or from an empty state.",
+)
+@click.option(
+    "--write-snapshot",
+    "write_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the state as a snapshot into this snapshot root instead of printing it.",
+)
 @click.option("--voter", "voters", multiple=True, help="Voters for the written snapshot's meta (repeatable).")
 @copy_option
 @output_options
 @pass_out
-def replay(out: Out, path: str, to: int | None, from_snapshot: bool, write_dir: Path | None,
-           voters: tuple[str, ...], copy: bool) -> None:  # fmt: skip
+def replay(
+    out: Out,
+    path: str,
+    to: int | None,
+    from_snapshot: bool,
+    write_dir: Path | None,
+    voters: tuple[str, ...],
+    copy: bool,
+) -> None:
     """Rebuild the controller state at --to through the state machine (what a node restarting from these
     files would compute) and print its tables, or write it as a snapshot."""
     with open_source(path, copy=copy, parts=ALL_PARTS) as src:
@@ -238,9 +270,15 @@ def replay(out: Out, path: str, to: int | None, from_snapshot: bool, write_dir: 
                     conf = (c.voters, c.learners)
                 advance(1)
         term = view.term(to) if to >= view.first_index() else base[1]
-        doc = {"path": src.show(src.given), "toIndex": to, "toTerm": term,
-               "fromSnapshot": base[0] if base[2] else None, "replayedEntries": to - base[0],
-               "appliedCommands": applied, "skippedSnapshots": skipped}  # fmt: skip
+        doc = {
+            "path": src.show(src.given),
+            "toIndex": to,
+            "toTerm": term,
+            "fromSnapshot": base[0] if base[2] else None,
+            "replayedEntries": to - base[0],
+            "appliedCommands": applied,
+            "skippedSnapshots": skipped,
+        }
         if write_dir is not None:
             _write(out, src, sm, write_dir, doc, tuple(voters) or conf[0], conf[1])
             return
@@ -250,8 +288,9 @@ def replay(out: Out, path: str, to: int | None, from_snapshot: bool, write_dir: 
     emit_document(out, doc, blocks, json_doc={**doc, "results": codes, "tables": tables}, title=f"state at {to}")
 
 
-def _load_base(src: Source, view: LogView, sm: ControllerStateMachine, to: int,
-               from_snapshot: bool) -> tuple[tuple[int, int, bool], tuple[tuple[str, ...], tuple[str, ...]], list[str]]:  # fmt: skip
+def _load_base(
+    src: Source, view: LogView, sm: ControllerStateMachine, to: int, from_snapshot: bool
+) -> tuple[tuple[int, int, bool], tuple[tuple[str, ...], tuple[str, ...]], list[str]]:
     """Load the newest snapshot at or below `to` that verifies and that the log continues from, falling back
     to older ones like a starting node (each skip is reported). Returns ((index, term, from a snapshot),
     (voters, learners), skipped)."""
@@ -276,13 +315,22 @@ def _load_base(src: Source, view: LogView, sm: ControllerStateMachine, to: int,
                 click.echo(f"rmqctl: warning: skipping snapshot {i}: {msg}", err=True)
     if view.first_index() > 1:
         why = "; ".join(skipped) or ("--no-snapshot" if not from_snapshot else "there is no snapshot")
-        raise Failed(f"cannot replay to {to}: the log starts at {view.first_index()} and no usable snapshot "
-                     f"covers entries 1..{view.first_index() - 1} ({why})")  # fmt: skip
+        raise Failed(
+            f"cannot replay to {to}: the log starts at {view.first_index()} and no usable snapshot "
+            f"covers entries 1..{view.first_index() - 1} ({why})"
+        )
     return (0, 0, False), ((), ()), skipped
 
 
-def _write(out: Out, src: Source, sm: ControllerStateMachine, root: Path, doc: dict[str, Any],
-           voters: tuple[str, ...], learners: tuple[str, ...]) -> None:  # fmt: skip
+def _write(
+    out: Out,
+    src: Source,
+    sm: ControllerStateMachine,
+    root: Path,
+    doc: dict[str, Any],
+    voters: tuple[str, ...],
+    learners: tuple[str, ...],
+) -> None:
     """Write the replayed state as a committed snapshot under `root`, with the snapshot package's writer."""
     root = root.absolute()
     source_root = src.snapshot_root()
@@ -291,8 +339,10 @@ def _write(out: Out, src: Source, sm: ControllerStateMachine, root: Path, doc: d
     if root.name == SNAPSHOT_DIR and probe(root.parent)[0]:
         raise BadUsage(f"{root.parent}: data directory is locked by a running node; choose another directory")
     if not voters:
-        raise BadUsage(f"the voters at index {doc['toIndex']} are unknown (no snapshot and no CONF entry): "
-                       "pass --voter ID for each voter")  # fmt: skip
+        raise BadUsage(
+            f"the voters at index {doc['toIndex']} are unknown (no snapshot and no CONF entry): "
+            "pass --voter ID for each voter"
+        )
     # No retention here: the operator's directory keeps every snapshot written to it.
     st = SnapshotStorage(root, max_reserved=1 << 30, known_types=SECTION_NAMES)
     user_meta = {"writtenBy": "rmqctl log replay", "source": doc["path"], "fromSnapshot": doc["fromSnapshot"]}
@@ -306,6 +356,11 @@ def _write(out: Out, src: Source, sm: ControllerStateMachine, root: Path, doc: d
     sm.on_snapshot_save(writer)
     writer.finish()
     meta = pending.commit()
-    written = {**doc, "written": str(st.path(meta.last_included_index)), "voters": list(voters),
-               "learners": list(learners), "bytes": sum(f.size for f in meta.files)}  # fmt: skip
+    written = {
+        **doc,
+        "written": str(st.path(meta.last_included_index)),
+        "voters": list(voters),
+        "learners": list(learners),
+        "bytes": sum(f.size for f in meta.files),
+    }
     emit_document(out, written, title="snapshot written")

@@ -129,8 +129,12 @@ def verify(out: Out, path: str, index: int | None, copy: bool) -> None:
                     row |= {"status": "corrupt", "error": problem.message}
                 advance(sum(f.stat().st_size for f in st.path(i).iterdir() if f.is_file()))
                 rows.append(row)
-        doc = {"path": src.show(src.given), "checked": len(rows), "ok": len(rows) - len(problems),
-               "corrupt": len(problems)}  # fmt: skip
+        doc = {
+            "path": src.show(src.given),
+            "checked": len(rows),
+            "ok": len(rows) - len(problems),
+            "corrupt": len(problems),
+        }
     cols = ["index", "term", "status", "sections", "bytes", "error"]
     emit_document(out, doc, [Block("snapshots", [{"error": None, **r} for r in rows], cols)])
     if problems:
@@ -182,12 +186,23 @@ def diff(out: Out, a: str, b: str, index_a: int | None, index_b: int | None, sta
     tables_a, tables_b = _keyed(tables_a), _keyed(tables_b)
     for name in sorted(set(tables_a) | set(tables_b)):
         if name not in tables_a or name not in tables_b:
-            rows.append({"path": name, "a": "present" if name in tables_a else None,
-                         "b": "present" if name in tables_b else None})  # fmt: skip
+            rows.append(
+                {
+                    "path": name,
+                    "a": "present" if name in tables_a else None,
+                    "b": "present" if name in tables_b else None,
+                }
+            )
         else:
             rows.extend(diff_values(tables_a[name], tables_b[name], name))
-    doc = {"a": meta_a["path"], "b": meta_b["path"], "indexA": meta_a["index"], "indexB": meta_b["index"],
-           "equal": not rows, "differences": len(rows)}  # fmt: skip
+    doc = {
+        "a": meta_a["path"],
+        "b": meta_b["path"],
+        "indexA": meta_a["index"],
+        "indexB": meta_b["index"],
+        "equal": not rows,
+        "differences": len(rows),
+    }
     json_doc = {**doc, "differences": rows}
     emit_document(out, doc, [Block("differences", rows, ["path", "a", "b"])], json_doc=json_doc)
     if rows:

@@ -66,22 +66,42 @@ def connection_options(*, short_verbose: bool = True) -> Callable[[Callable[...,
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(f)
-        def verb(*args: Any, address: str | None, token: str | None, timeout: float | None, verbose: bool,
-                 **kwargs: Any) -> Any:  # fmt: skip
+        def verb(
+            *args: Any, address: str | None, token: str | None, timeout: float | None, verbose: bool, **kwargs: Any
+        ) -> Any:
             return f(*args, conn=Conn(address, token, timeout, verbose), **kwargs)
 
         verbose_names = ("-v", "--verbose") if short_verbose else ("--verbose",)
-        verb = click.option(*verbose_names, "verbose", is_flag=True,
-                            help="Say on stderr which node each request went to and which node answered.")(verb)  # fmt: skip
-        verb = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), envvar=ENV_TIMEOUT,
-                            metavar="SECONDS", help=f"Overall deadline, retries and leader following included "
-                            f"(default {DEFAULT_TIMEOUT_S:g}; env {ENV_TIMEOUT}).")(verb)  # fmt: skip
-        verb = click.option("--token", envvar=ENV_TOKEN, metavar="TOKEN",
-                            help=f"Bearer token for admin and raft endpoints (env {ENV_TOKEN}).")(verb)  # fmt: skip
-        verb = click.option("-a", "--address", "--controllerAddress", "address", envvar=ENV_ADDRESS,
-                            metavar="HOST:PORT[;HOST:PORT...]",
-                            help=f"Controller HTTP address(es), ';' or ',' separated; the leader is found and "
-                            f"followed (env {ENV_ADDRESS}).")(verb)  # fmt: skip
+        verb = click.option(
+            *verbose_names,
+            "verbose",
+            is_flag=True,
+            help="Say on stderr which node each request went to and which node answered.",
+        )(verb)
+        verb = click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            envvar=ENV_TIMEOUT,
+            metavar="SECONDS",
+            help=f"Overall deadline, retries and leader following included "
+            f"(default {DEFAULT_TIMEOUT_S:g}; env {ENV_TIMEOUT}).",
+        )(verb)
+        verb = click.option(
+            "--token",
+            envvar=ENV_TOKEN,
+            metavar="TOKEN",
+            help=f"Bearer token for admin and raft endpoints (env {ENV_TOKEN}).",
+        )(verb)
+        verb = click.option(
+            "-a",
+            "--address",
+            "--controllerAddress",
+            "address",
+            envvar=ENV_ADDRESS,
+            metavar="HOST:PORT[;HOST:PORT...]",
+            help=f"Controller HTTP address(es), ';' or ',' separated; the leader is found and "
+            f"followed (env {ENV_ADDRESS}).",
+        )(verb)
         return output_options(verb)
 
     return decorate
@@ -106,8 +126,9 @@ def _check(out: Out, reply: Reply, what: str | None = None) -> None:
         raise reply.failure(what)
 
 
-def _show_kv(out: Out, reply: Reply, doc: Mapping[str, Any], blocks: Sequence[Block] = (), *,
-             title: str | None = None) -> None:  # fmt: skip
+def _show_kv(
+    out: Out, reply: Reply, doc: Mapping[str, Any], blocks: Sequence[Block] = (), *, title: str | None = None
+) -> None:
     """raft/kv documents: the envelope (json), `key<TAB>value` lines (text), a key/value table (table)."""
     if out.mode == "json":
         _json(out, reply.envelope)
@@ -143,14 +164,23 @@ def get_controller_metadata(out: Out, conn: Conn) -> None:
     if out.mode == "json":
         _json(out, reply.envelope)
     elif out.mode == "text":
-        _write([f"#ControllerGroup\t{fmt(h.get('group'))}",
+        _write(
+            [
+                f"#ControllerGroup\t{fmt(h.get('group'))}",
                 f"#ControllerLeaderId\t{fmt(h.get('controllerLeaderId'))}",
                 f"#ControllerLeaderAddress\t{fmt(h.get('controllerLeaderAddress'))}",
-                *(f"#Peer:\t{p}" for p in peers)])  # fmt: skip
+                *(f"#Peer:\t{p}" for p in peers),
+            ]
+        )
     else:
         leader = h.get("controllerLeaderAddress")
-        doc = {"controllerGroup": h.get("group"), "controllerLeaderId": h.get("controllerLeaderId"),
-               "controllerLeaderAddress": leader, "answeredBy": reply.node, "answeredByLeader": h.get("isLeader")}  # fmt: skip
+        doc = {
+            "controllerGroup": h.get("group"),
+            "controllerLeaderId": h.get("controllerLeaderId"),
+            "controllerLeaderAddress": leader,
+            "answeredBy": reply.node,
+            "answeredByLeader": h.get("isLeader"),
+        }
         rows = [{"peer": p, "leader": p == leader} for p in peers]
         emit_document(out, doc, [Block("peers", rows, ["peer", "leader"])], title="controller metadata")
 
@@ -169,8 +199,10 @@ def _names(values: Sequence[str]) -> list[str]:
 
 def _replica(r: Mapping[str, Any]) -> str:
     """BrokerReplicasInfo.ReplicaIdentity#toString, as mqadmin prints each member."""
-    return (f"ReplicaIdentity{{brokerName='{fmt(r.get('brokerName'))}', brokerId={fmt(r.get('brokerId'))}, "
-            f"brokerAddress='{fmt(r.get('brokerAddress'))}', alive={fmt(r.get('alive'))}}}")  # fmt: skip
+    return (
+        f"ReplicaIdentity{{brokerName='{fmt(r.get('brokerName'))}', brokerId={fmt(r.get('brokerId'))}, "
+        f"brokerAddress='{fmt(r.get('brokerAddress'))}', alive={fmt(r.get('alive'))}}}"
+    )
 
 
 def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
@@ -185,9 +217,14 @@ def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
         lines: list[str] = []
         for name, info in table.items():
             in_sync, not_in_sync = info.get("inSyncReplicas") or [], info.get("notInSyncReplicas") or []
-            lines += [f"#brokerName\t{name}", f"#MasterBrokerId\t{fmt(info.get('masterBrokerId'))}",
-                      f"#MasterAddr\t{fmt(info.get('masterAddress'))}", f"#MasterEpoch\t{fmt(info.get('masterEpoch'))}",
-                      f"#SyncStateSetEpoch\t{fmt(info.get('syncStateSetEpoch'))}", f"#SyncStateSetNums\t{len(in_sync)}"]  # fmt: skip
+            lines += [
+                f"#brokerName\t{name}",
+                f"#MasterBrokerId\t{fmt(info.get('masterBrokerId'))}",
+                f"#MasterAddr\t{fmt(info.get('masterAddress'))}",
+                f"#MasterEpoch\t{fmt(info.get('masterEpoch'))}",
+                f"#SyncStateSetEpoch\t{fmt(info.get('syncStateSetEpoch'))}",
+                f"#SyncStateSetNums\t{len(in_sync)}",
+            ]
             lines += [f"InSyncReplica:\t{_replica(r)}" for r in in_sync]
             lines += [f"NotInSyncReplica:\t{_replica(r)}" for r in not_in_sync]
         _write(lines)
@@ -196,32 +233,72 @@ def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
     for name, info in table.items():
         in_sync, not_in_sync = info.get("inSyncReplicas") or [], info.get("notInSyncReplicas") or []
         master = info.get("masterBrokerId")
-        sets.append({"brokerName": name, "masterBrokerId": master, "masterAddress": info.get("masterAddress"),
-                     "masterEpoch": info.get("masterEpoch"), "syncStateSetEpoch": info.get("syncStateSetEpoch"),
-                     "syncStateSetNums": len(in_sync)})  # fmt: skip
+        sets.append(
+            {
+                "brokerName": name,
+                "masterBrokerId": master,
+                "masterAddress": info.get("masterAddress"),
+                "masterEpoch": info.get("masterEpoch"),
+                "syncStateSetEpoch": info.get("syncStateSetEpoch"),
+                "syncStateSetNums": len(in_sync),
+            }
+        )
         for r, synced in [(r, True) for r in in_sync] + [(r, False) for r in not_in_sync]:
-            replicas.append({"brokerName": name, "brokerId": r.get("brokerId"), "brokerAddress": r.get("brokerAddress"),
-                             "master": r.get("brokerId") == master, "inSync": synced, "alive": r.get("alive")})  # fmt: skip
+            replicas.append(
+                {
+                    "brokerName": name,
+                    "brokerId": r.get("brokerId"),
+                    "brokerAddress": r.get("brokerAddress"),
+                    "master": r.get("brokerId") == master,
+                    "inSync": synced,
+                    "alive": r.get("alive"),
+                }
+            )
     replicas.sort(key=lambda r: (str(r["brokerName"]), r["brokerId"] if isinstance(r["brokerId"], int) else 0))
-    emit_rows(out, sets, ["brokerName", "masterBrokerId", "masterAddress", "masterEpoch", "syncStateSetEpoch",
-                          "syncStateSetNums"], title="broker sets")  # fmt: skip
+    emit_rows(
+        out,
+        sets,
+        ["brokerName", "masterBrokerId", "masterAddress", "masterEpoch", "syncStateSetEpoch", "syncStateSetNums"],
+        title="broker sets",
+    )
     emit_rows(out, replicas, ["brokerName", "brokerId", "brokerAddress", "master", "inSync", "alive"], title="replicas")
 
 
 @click.command("getSyncStateSet")
-@click.option("-b", "--brokerName", "broker_names", multiple=True, metavar="NAME[,NAME...]",
-              help="Broker set(s) to show; repeatable, or a comma list.")  # fmt: skip
-@click.option("-c", "--clusterName", "cluster", metavar="CLUSTER",
-              help="Every broker set of this cluster (instead of -b).")  # fmt: skip
+@click.option(
+    "-b",
+    "--brokerName",
+    "broker_names",
+    multiple=True,
+    metavar="NAME[,NAME...]",
+    help="Broker set(s) to show; repeatable, or a comma list.",
+)
+@click.option(
+    "-c", "--clusterName", "cluster", metavar="CLUSTER", help="Every broker set of this cluster (instead of -b)."
+)
 @click.option("--all", "all_sets", is_flag=True, help="Every broker set the controller knows, of every cluster.")
-@click.option("-i", "--interval", type=click.FloatRange(min=0, min_open=True), is_flag=False, flag_value=3.0,
-              default=None, metavar="[SECONDS]", help="Repeat every SECONDS (3 when no value is given) until "
-              "interrupted (or --count rounds).")  # fmt: skip
+@click.option(
+    "-i",
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    is_flag=False,
+    flag_value=3.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Repeat every SECONDS (3 when no value is given) until interrupted (or --count rounds).",
+)
 @click.option("--count", type=click.IntRange(min=1), default=None, help="With -i: stop after this many rounds.")
 @connection_options()
 @pass_out
-def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], cluster: str | None, all_sets: bool,
-                       interval: float | None, count: int | None) -> None:  # fmt: skip
+def get_sync_state_set(
+    out: Out,
+    conn: Conn,
+    broker_names: tuple[str, ...],
+    cluster: str | None,
+    all_sets: bool,
+    interval: float | None,
+    count: int | None,
+) -> None:
     """Master, epochs and SyncStateSet of broker sets, with each replica's liveness: those named with -b
     (POST /api/v1/admin/sync-state-data), every set of a cluster with -c, or all with --all
     (GET /api/v1/admin/broker-sets); a linearizable read on the leader."""
@@ -248,9 +325,13 @@ def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], clus
                 _render_sync_state(out, reply, interval is not None)
                 table = (reply.body or {}).get("replicasInfoTable") or {}
                 missing = [x for x in names if x not in table]
-                problem = (f"no metadata for broker set(s): {', '.join(missing)}" if missing
-                           else f"no broker set in cluster {cluster.strip()}" if cluster is not None and not table
-                           else None)  # fmt: skip
+                problem = (
+                    f"no metadata for broker set(s): {', '.join(missing)}"
+                    if missing
+                    else f"no broker set in cluster {cluster.strip()}"
+                    if cluster is not None and not table
+                    else None
+                )
                 if problem and interval is None:
                     # json mode printed the server's envelope as is (SUCCESS: RocketMQ skips unknown names)
                     raise Failed(problem)
@@ -269,8 +350,14 @@ def get_sync_state_set(out: Out, conn: Conn, broker_names: tuple[str, ...], clus
 @click.command("electMaster")
 @click.option("-c", "--clusterName", "cluster", required=True, help="Cluster of the broker set.")
 @click.option("-bn", "--brokerName", "broker_name", required=True, help="Broker set.")
-@click.option("-b", "--brokerId", "broker_id", type=click.IntRange(min=0, max=_LONG_MAX), required=True,
-              help="The broker to make master.")  # fmt: skip
+@click.option(
+    "-b",
+    "--brokerId",
+    "broker_id",
+    type=click.IntRange(min=0, max=_LONG_MAX),
+    required=True,
+    help="The broker to make master.",
+)
 @connection_options()
 @pass_out
 def elect_master(out: Out, conn: Conn, cluster: str, broker_name: str, broker_id: int) -> None:
@@ -278,9 +365,11 @@ def elect_master(out: Out, conn: Conn, cluster: str, broker_name: str, broker_id
     eligible as an unclean master). POST /api/v1/admin/elect-master."""
     with conn.client() as c:
         # Not resent after an unknown outcome: a second election would bump the epochs again.
-        reply = c.post("/api/v1/admin/elect-master",
-                       {"clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id},
-                       resend_unknown=False)  # fmt: skip
+        reply = c.post(
+            "/api/v1/admin/elect-master",
+            {"clusterName": cluster, "brokerName": broker_name, "brokerId": broker_id},
+            resend_unknown=False,
+        )
     _check(out, reply, f"electMaster {broker_name} {broker_id}")
     h, body = reply.header, reply.body or {}
     group = body.get("brokerMemberGroup") or {}
@@ -288,14 +377,26 @@ def elect_master(out: Out, conn: Conn, cluster: str, broker_name: str, broker_id
     if out.mode == "json":
         _json(out, reply.envelope)
     elif out.mode == "text":
-        _write([f"#ClusterName\t{cluster}", f"#BrokerName\t{broker_name}",
-                f"#BrokerMasterAddr\t{fmt(h.get('masterAddress'))}", f"#MasterEpoch\t{fmt(h.get('masterEpoch'))}",
+        _write(
+            [
+                f"#ClusterName\t{cluster}",
+                f"#BrokerName\t{broker_name}",
+                f"#BrokerMasterAddr\t{fmt(h.get('masterAddress'))}",
+                f"#MasterEpoch\t{fmt(h.get('masterEpoch'))}",
                 f"#SyncStateSetEpoch\t{fmt(h.get('syncStateSetEpoch'))}",
-                *(f"\t#Broker\t{i}\t{a}" for i, a in members)])  # fmt: skip
+                *(f"\t#Broker\t{i}\t{a}" for i, a in members),
+            ]
+        )
     else:
-        doc = {"clusterName": cluster, "brokerName": broker_name, "masterBrokerId": h.get("masterBrokerId"),
-               "brokerMasterAddr": h.get("masterAddress"), "masterEpoch": h.get("masterEpoch"),
-               "syncStateSetEpoch": h.get("syncStateSetEpoch"), "syncStateSet": body.get("syncStateSet") or []}  # fmt: skip
+        doc = {
+            "clusterName": cluster,
+            "brokerName": broker_name,
+            "masterBrokerId": h.get("masterBrokerId"),
+            "brokerMasterAddr": h.get("masterAddress"),
+            "masterEpoch": h.get("masterEpoch"),
+            "syncStateSetEpoch": h.get("syncStateSetEpoch"),
+            "syncStateSet": body.get("syncStateSet") or [],
+        }
         rows = [{"brokerId": i, "brokerAddress": a, "master": i == h.get("masterBrokerId")} for i, a in members]
         emit_document(out, doc, [Block("brokers", rows, ["brokerId", "brokerAddress", "master"])], title="elected")
 
@@ -319,20 +420,30 @@ def parse_clean_ids(text: str) -> str:
 
 @click.command("cleanBrokerMetadata")
 @click.option("-bn", "--brokerName", "broker_name", required=True, help="Broker set to clean.")
-@click.option("-b", "--brokerControllerIdsToClean", "ids", metavar='"1;2;3"',
-              help="Only these broker ids (default: the whole broker set).")  # fmt: skip
+@click.option(
+    "-b",
+    "--brokerControllerIdsToClean",
+    "ids",
+    metavar='"1;2;3"',
+    help="Only these broker ids (default: the whole broker set).",
+)
 @click.option("-c", "--clusterName", "cluster", help="Cluster of the broker set (required unless -l).")
 @click.option("-l", "--cleanLivingBroker", "living", is_flag=True, help="Also clean brokers that are alive.")
 @connection_options()
 @pass_out
-def clean_broker_metadata(out: Out, conn: Conn, broker_name: str, ids: str | None, cluster: str | None,
-                          living: bool) -> None:  # fmt: skip
+def clean_broker_metadata(
+    out: Out, conn: Conn, broker_name: str, ids: str | None, cluster: str | None, living: bool
+) -> None:
     """Remove a broker set, or some of its brokers, from the controller (POST /api/v1/admin/clean-broker-metadata)."""
     id_list = parse_clean_ids(ids) if ids is not None else None
     if not living and not (cluster or "").strip():
         raise BadUsage("cleanLivingBroker option is false, clusterName option can not be empty (pass -c, or -l)")
-    request = {"clusterName": cluster.strip() if cluster else None, "brokerName": broker_name.strip(),
-               "brokerControllerIdsToClean": id_list, "isCleanLivingBroker": living}  # fmt: skip
+    request = {
+        "clusterName": cluster.strip() if cluster else None,
+        "brokerName": broker_name.strip(),
+        "brokerControllerIdsToClean": id_list,
+        "isCleanLivingBroker": living,
+    }
     with conn.client() as c:
         reply = c.post("/api/v1/admin/clean-broker-metadata", request, resend_unknown=False)
     _check(out, reply, f"cleanBrokerMetadata {broker_name}")
@@ -341,16 +452,22 @@ def clean_broker_metadata(out: Out, conn: Conn, broker_name: str, ids: str | Non
     elif out.mode == "text":
         _write([f"clear broker {broker_name.strip()} metadata from controller success!"])
     else:
-        doc = {"brokerName": broker_name.strip(), "clusterName": request["clusterName"],
-               "brokerIds": id_list or "all", "cleanLivingBroker": living, "result": reply.code_name}  # fmt: skip
+        doc = {
+            "brokerName": broker_name.strip(),
+            "clusterName": request["clusterName"],
+            "brokerIds": id_list or "all",
+            "cleanLivingBroker": living,
+            "result": reply.code_name,
+        }
         emit_document(out, doc, title="broker metadata cleaned")
 
 
 # --- per-node verbs ---------------------------------------------------------------------------------------
 
 
-def _ask_each(c: ControllerClient, method: str, path: str, addresses: Sequence[str], what: str, *,
-              keep_failed: bool = False) -> tuple[dict[str, Reply], list[click.ClickException]]:  # fmt: skip
+def _ask_each(
+    c: ControllerClient, method: str, path: str, addresses: Sequence[str], what: str, *, keep_failed: bool = False
+) -> tuple[dict[str, Reply], list[click.ClickException]]:
     """One request to each address in turn, no leader following and no retry round (a dead node costs one
     refused connection): the answers by node (failed ones too with `keep_failed`), and the errors."""
     answers: dict[str, Reply] = {}
@@ -388,8 +505,9 @@ def get_controller_config(out: Out, conn: Conn) -> None:
     """Each listed controller's config: the replicated keys and its node-local keys (GET /api/v1/admin/config,
     asked of every -a address, like mqadmin)."""
     with conn.client() as c:
-        answers, errors = _ask_each(c, "GET", "/api/v1/admin/config", c.addresses, "getControllerConfig",
-                                    keep_failed=out.mode == "json")  # fmt: skip
+        answers, errors = _ask_each(
+            c, "GET", "/api/v1/admin/config", c.addresses, "getControllerConfig", keep_failed=out.mode == "json"
+        )
     if out.mode == "json":
         emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
     else:
@@ -452,9 +570,13 @@ def _status_redirect(reply: Reply) -> str | None:
 
 
 @raft.command("status")
-@click.option("--leader/--first", "leader", default=None,
-              help="Ask the leader (the default when several addresses are given), or the first node that answers "
-              "(the default with one address).")  # fmt: skip
+@click.option(
+    "--leader/--first",
+    "leader",
+    default=None,
+    help="Ask the leader (the default when several addresses are given), or the first node that answers "
+    "(the default with one address).",
+)
 @connection_options()
 @pass_out
 def raft_status(out: Out, conn: Conn, leader: bool | None) -> None:
@@ -470,9 +592,15 @@ def raft_status(out: Out, conn: Conn, leader: bool | None) -> None:
     peers = [p for p in body.get("peers") or [] if isinstance(p, Mapping)]
     doc = {"answeredBy": reply.node, **{k: v for k, v in body.items() if k != "peers"}}
     if out.mode == "text":
-        _write([*(f"{k}\t{fmt(v)}" for k, v in doc.items()),
-                *(f"peer\t{p.get('id')}\t{fmt(p.get('httpAddress'))}\t{'voter' if p.get('voter') else 'learner'}"
-                  for p in peers)])  # fmt: skip
+        _write(
+            [
+                *(f"{k}\t{fmt(v)}" for k, v in doc.items()),
+                *(
+                    f"peer\t{p.get('id')}\t{fmt(p.get('httpAddress'))}\t{'voter' if p.get('voter') else 'learner'}"
+                    for p in peers
+                ),
+            ]
+        )
         return
     block = Block("peers", [dict(p) for p in peers], ["id", "raftAddress", "httpAddress", "remotingAddress", "voter"])
     _show_kv(out, reply, doc, [block], title=f"raft status of {reply.node} ({body.get('role', 'unknown role')})")
@@ -510,8 +638,12 @@ def raft_peers(out: Out, conn: Conn, local: bool) -> None:
 
 
 @raft.command("snapshot")
-@click.option("--all", "all_nodes", is_flag=True,
-              help="On every member of the group (their HTTP addresses from raft status), one after another.")  # fmt: skip
+@click.option(
+    "--all",
+    "all_nodes",
+    is_flag=True,
+    help="On every member of the group (their HTTP addresses from raft status), one after another.",
+)
 @connection_options()
 @pass_out
 def raft_snapshot(out: Out, conn: Conn, all_nodes: bool) -> None:
@@ -539,15 +671,22 @@ def _snapshot_all(out: Out, c: ControllerClient) -> None:
     _check(out, status)
     members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
     addresses = [str(p["httpAddress"]) for p in members if p.get("httpAddress")]
-    answers, errors = _ask_each(c, "POST", "/api/v1/raft/snapshot", addresses, "snapshot",
-                                keep_failed=out.mode == "json")  # fmt: skip
-    errors += [Failed(f"snapshot: member {p.get('id')} has no known HTTP address; not asked")
-               for p in members if not p.get("httpAddress")]  # fmt: skip
+    answers, errors = _ask_each(
+        c, "POST", "/api/v1/raft/snapshot", addresses, "snapshot", keep_failed=out.mode == "json"
+    )
+    errors += [
+        Failed(f"snapshot: member {p.get('id')} has no known HTTP address; not asked")
+        for p in members
+        if not p.get("httpAddress")
+    ]
     if out.mode == "json":
         emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
     else:
-        rows = [{"node": node, **{k: (r.body or {}).get(k) for k in SNAPSHOT_ALL_COLUMNS[1:-1]}, "remark": r.remark}
-                for node, r in answers.items() if r.ok]  # fmt: skip
+        rows = [
+            {"node": node, **{k: (r.body or {}).get(k) for k in SNAPSHOT_ALL_COLUMNS[1:-1]}, "remark": r.remark}
+            for node, r in answers.items()
+            if r.ok
+        ]
         emit_rows(out, rows, SNAPSHOT_ALL_COLUMNS, title="snapshots taken")
     _raise_all(errors)
 
@@ -564,21 +703,36 @@ def raft_snapshots(out: Out, conn: Conn) -> None:
         _json(out, reply.envelope)
         return
     snaps = [s for s in (reply.body or {}).get("snapshots") or [] if isinstance(s, Mapping)]
-    rows = [{"index": s.get("index"), "term": s.get("term"), "bytes": s.get("bytes"),
-             "createdAt": iso_seconds(s["createdAt"]) if isinstance(s.get("createdAt"), int | float) else None,
-             "voters": ",".join(s.get("voters") or []), "learners": ",".join(s.get("learners") or []),
-             "files": len(s.get("files") or [])}
-            for s in snaps]  # fmt: skip
-    emit_rows(out, rows, ["index", "term", "bytes", "createdAt", "voters", "learners", "files"],
-              title=f"snapshots on {reply.node}")  # fmt: skip
+    rows = [
+        {
+            "index": s.get("index"),
+            "term": s.get("term"),
+            "bytes": s.get("bytes"),
+            "createdAt": iso_seconds(s["createdAt"]) if isinstance(s.get("createdAt"), int | float) else None,
+            "voters": ",".join(s.get("voters") or []),
+            "learners": ",".join(s.get("learners") or []),
+            "files": len(s.get("files") or []),
+        }
+        for s in snaps
+    ]
+    emit_rows(
+        out,
+        rows,
+        ["index", "term", "bytes", "createdAt", "voters", "learners", "files"],
+        title=f"snapshots on {reply.node}",
+    )
 
 
 @raft.command("transfer-leader")
 @click.option(
     "--to", "target", metavar="ID", help="Raft id (host:port) of the voter to lead (default: the most caught-up)."
 )
-@click.option("--max-lag", type=click.IntRange(min=0), metavar="N",
-              help="Refuse when the target is more than N entries behind (default: the server's).")  # fmt: skip
+@click.option(
+    "--max-lag",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Refuse when the target is more than N entries behind (default: the server's).",
+)
 @connection_options()
 @pass_out
 def raft_transfer_leader(out: Out, conn: Conn, target: str | None, max_lag: int | None) -> None:
@@ -598,14 +752,28 @@ def raft_transfer_leader(out: Out, conn: Conn, target: str | None, max_lag: int 
 @click.argument("peer_id", metavar="ID")
 @click.option("--raft-address", metavar="HOST:PORT", help="Where to dial its Raft port (default: ID).")
 @click.option("--http-address", metavar="HOST:PORT", help="Its HTTP API, for 2007 redirects to it.")
-@click.option("--remoting-address", metavar="HOST:PORT",
-              help="Its RocketMQ remoting address (its jRaftControllerRPCAddr entry), served to brokers and mqadmin.")
-@click.option("--catch-up-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="How long the leader lets it catch up as a learner before promoting it (default: the server's).")  # fmt: skip
+@click.option(
+    "--remoting-address",
+    metavar="HOST:PORT",
+    help="Its RocketMQ remoting address (its jRaftControllerRPCAddr entry), served to brokers and mqadmin.",
+)
+@click.option(
+    "--catch-up-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="How long the leader lets it catch up as a learner before promoting it (default: the server's).",
+)
 @connection_options()
 @pass_out
-def raft_add_peer(out: Out, conn: Conn, peer_id: str, raft_address: str | None, http_address: str | None,
-                  remoting_address: str | None, catch_up_timeout: float | None) -> None:  # fmt: skip
+def raft_add_peer(
+    out: Out,
+    conn: Conn,
+    peer_id: str,
+    raft_address: str | None,
+    http_address: str | None,
+    remoting_address: str | None,
+    catch_up_timeout: float | None,
+) -> None:
     """Add a voter: it joins as a learner, catches up, then is promoted (one membership change at a time)."""
     request: dict[str, Any] = {"id": peer_id}
     if raft_address:
@@ -719,8 +887,14 @@ def kv_cas(out: Out, conn: Conn, namespace: str, key: str, value: str, expect: s
 
 # --- registration ----------------------------------------------------------------------------------------
 
-MQADMIN_VERBS = (get_controller_metadata, get_sync_state_set, elect_master, clean_broker_metadata,
-                 get_controller_config, update_controller_config)  # fmt: skip
+MQADMIN_VERBS = (
+    get_controller_metadata,
+    get_sync_state_set,
+    elect_master,
+    clean_broker_metadata,
+    get_controller_config,
+    update_controller_config,
+)
 
 
 def _alias(command: click.Command, name: str) -> click.Command:

@@ -90,10 +90,21 @@ def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
         if value:
             ctx.ensure_object(Out).color = False
 
-    f = click.option("--no-color", is_flag=True, expose_value=False, callback=set_no_color,
-                     help="No colours (NO_COLOR in the environment does the same).")(f)  # fmt: skip
-    return click.option("-o", "--output", type=click.Choice(MODES), expose_value=False, callback=set_mode,
-                        help="table (default on a TTY), json, or text (#Key<TAB>value; default when piped).")(f)  # fmt: skip
+    f = click.option(
+        "--no-color",
+        is_flag=True,
+        expose_value=False,
+        callback=set_no_color,
+        help="No colours (NO_COLOR in the environment does the same).",
+    )(f)
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(MODES),
+        expose_value=False,
+        callback=set_mode,
+        help="table (default on a TTY), json, or text (#Key<TAB>value; default when piped).",
+    )(f)
 
 
 # The verbs' way to get the Out object; a verb invoked on its own (tests) gets the defaults.

@@ -116,8 +116,9 @@ class LogView:
         position: dict[int, int] = {}
         for k, scan in enumerate(verdict.scans):
             position[scan.seg_id] = k
-            self.segments.append(SegmentReport(Path(scan.path), scan.seg_id, scan.first_index, scan.size,
-                                               scan.status, scan.torn_bytes))  # fmt: skip
+            self.segments.append(
+                SegmentReport(Path(scan.path), scan.seg_id, scan.first_index, scan.size, scan.status, scan.torn_bytes)
+            )
         index = verdict.index()
         self._first, self._terms, self._offsets, self._sizes = index.first, index.terms, index.offsets, index.sizes
         self._segs = array("I", [position[sid] for sid in index.seg_ids])

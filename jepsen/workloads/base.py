@@ -71,8 +71,9 @@ class Worker:
         self.ops += 1
         return self.recorder.write(rec)
 
-    def complete(self, inv: dict[str, Any], type_: str, value: Any, answer: Answer | None = None,
-                 **extra: Any) -> dict[str, Any]:  # fmt: skip
+    def complete(
+        self, inv: dict[str, Any], type_: str, value: Any, answer: Answer | None = None, **extra: Any
+    ) -> dict[str, Any]:
         rec: dict[str, Any] = {"process": inv["process"], "type": type_, "f": inv["f"]}
         if "key" in inv:
             rec["key"] = inv["key"]
@@ -97,8 +98,9 @@ class KeyPool:
     seen `max_ops` ops or would see more than `max_procs` processes (a worker's process number changes after
     every `info`, so a long-lived key collects processes)."""
 
-    def __init__(self, prefix: str, slots: int = 1, max_ops: int = MAX_OPS_PER_KEY,
-                 max_procs: int = MAX_PROCESSES_PER_KEY) -> None:  # fmt: skip
+    def __init__(
+        self, prefix: str, slots: int = 1, max_ops: int = MAX_OPS_PER_KEY, max_procs: int = MAX_PROCESSES_PER_KEY
+    ) -> None:
         self.prefix = prefix
         self.max_ops = max_ops
         self.max_procs = max_procs

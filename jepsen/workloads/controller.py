@@ -110,8 +110,11 @@ class Controller(Workload):
     PATH = "/api/v1/controller/"
 
     def __init__(self, concurrency: int, broker_sets: int = 3, replicas: int = 3) -> None:
-        self.brokers = [Broker(f"bs{s}", b, f"10.255.{s}.{b}:10911")
-                        for s in range(1, broker_sets + 1) for b in range(1, replicas + 1)]  # fmt: skip
+        self.brokers = [
+            Broker(f"bs{s}", b, f"10.255.{s}.{b}:10911")
+            for s in range(1, broker_sets + 1)
+            for b in range(1, replicas + 1)
+        ]
         self.names = sorted({b.name for b in self.brokers})
         self.views: dict[str, View] = {n: View() for n in self.names}
         self._lock = threading.Lock()
@@ -125,8 +128,16 @@ class Controller(Workload):
             b.busy = True
             return b
 
-    def _call(self, worker: Worker, f: str, key: str | None, request: dict[str, Any], *, read: bool,
-              ok_codes: frozenset[int] = frozenset({0})) -> tuple[str, Answer]:  # fmt: skip
+    def _call(
+        self,
+        worker: Worker,
+        f: str,
+        key: str | None,
+        request: dict[str, Any],
+        *,
+        read: bool,
+        ok_codes: frozenset[int] = frozenset({0}),
+    ) -> tuple[str, Answer]:
         inv = worker.invoke(f, key, request)
         path = "/api/v1/admin/sync-state-data" if f == "sync-state-data" else self.PATH + f
         a = worker.client.call("POST", path, request)
@@ -150,10 +161,15 @@ class Controller(Workload):
             return {"nextBrokerId": (a.header or {}).get("nextBrokerId")}
         if f == "sync-state-data":
             table = (a.body or {}).get("replicasInfoTable") or {}
-            return {name: {"masterBrokerId": info.get("masterBrokerId"), "masterEpoch": info.get("masterEpoch"),
-                           "syncStateSetEpoch": info.get("syncStateSetEpoch"),
-                           "syncStateSet": sorted(r["brokerId"] for r in info.get("inSyncReplicas") or [])}
-                    for name, info in table.items()}  # fmt: skip
+            return {
+                name: {
+                    "masterBrokerId": info.get("masterBrokerId"),
+                    "masterEpoch": info.get("masterEpoch"),
+                    "syncStateSetEpoch": info.get("syncStateSetEpoch"),
+                    "syncStateSet": sorted(r["brokerId"] for r in info.get("inSyncReplicas") or []),
+                }
+                for name, info in table.items()
+            }
         if f == "alter-sync-state-set":
             body = a.body or {}
             return {
@@ -176,20 +192,45 @@ class Controller(Workload):
 
     def heartbeat(self, worker: Worker, b: Broker) -> None:
         b.last_heartbeat = time.monotonic()
-        self._call(worker, "heartbeat", b.name, {"clusterName": CLUSTER, "brokerName": b.name, "brokerAddr": b.addr,
-                                                 "brokerId": b.id, "heartbeatTimeoutMills": HEARTBEAT_TIMEOUT_MS},
-                   read=False)  # fmt: skip
+        self._call(
+            worker,
+            "heartbeat",
+            b.name,
+            {
+                "clusterName": CLUSTER,
+                "brokerName": b.name,
+                "brokerAddr": b.addr,
+                "brokerId": b.id,
+                "heartbeatTimeoutMills": HEARTBEAT_TIMEOUT_MS,
+            },
+            read=False,
+        )
 
     def register(self, worker: Worker, b: Broker) -> None:
         t, a = self._call(worker, "next-broker-id", b.name, {"clusterName": CLUSTER, "brokerName": b.name}, read=True)
         if t != OK:
             return
-        t, a = self._call(worker, "apply-broker-id", b.name, {"clusterName": CLUSTER, "brokerName": b.name,
-                          "appliedBrokerId": b.id, "registerCheckCode": f"{b.addr};{b.id}"}, read=False)  # fmt: skip
+        t, a = self._call(
+            worker,
+            "apply-broker-id",
+            b.name,
+            {
+                "clusterName": CLUSTER,
+                "brokerName": b.name,
+                "appliedBrokerId": b.id,
+                "registerCheckCode": f"{b.addr};{b.id}",
+            },
+            read=False,
+        )
         if t != OK:
             return
-        t, a = self._call(worker, "register-broker", b.name, {"clusterName": CLUSTER, "brokerName": b.name,
-                          "brokerId": b.id, "brokerAddress": b.addr}, read=False)  # fmt: skip
+        t, a = self._call(
+            worker,
+            "register-broker",
+            b.name,
+            {"clusterName": CLUSTER, "brokerName": b.name, "brokerId": b.id, "brokerAddress": b.addr},
+            read=False,
+        )
         if t == OK:
             b.registered = True
             self.heartbeat(worker, b)
@@ -232,8 +273,14 @@ class Controller(Workload):
 
     def elect(self, worker: Worker, b: Broker) -> None:
         """An election as a broker asks for it: with its own id (2011: a master still exists, and is reported)."""
-        self._call(worker, "elect-master", b.name, {"clusterName": CLUSTER, "brokerName": b.name, "brokerId": b.id},
-                   read=False, ok_codes=frozenset({0, MASTER_STILL_EXIST}))  # fmt: skip
+        self._call(
+            worker,
+            "elect-master",
+            b.name,
+            {"clusterName": CLUSTER, "brokerName": b.name, "brokerId": b.id},
+            read=False,
+            ok_codes=frozenset({0, MASTER_STILL_EXIST}),
+        )
 
     def alter(self, worker: Worker, name: str) -> None:
         t, _ = self._call(worker, "replica-info", name, {"brokerName": name}, read=True)
@@ -250,11 +297,17 @@ class Controller(Workload):
             return
         flip = worker.rng.choice(others)
         new = sorted(set(sss) ^ {flip} | {master})
-        request = {"brokerName": name, "masterBrokerId": master, "masterEpoch": epoch,
-                   "syncStateSet": {"syncStateSet": new, "syncStateSetEpoch": sss_epoch}}  # fmt: skip
-        inv = worker.invoke("alter-sync-state-set", name,
-                            {"masterBrokerId": master, "masterEpoch": epoch, "syncStateSet": new,
-                             "syncStateSetEpoch": sss_epoch})  # fmt: skip
+        request = {
+            "brokerName": name,
+            "masterBrokerId": master,
+            "masterEpoch": epoch,
+            "syncStateSet": {"syncStateSet": new, "syncStateSetEpoch": sss_epoch},
+        }
+        inv = worker.invoke(
+            "alter-sync-state-set",
+            name,
+            {"masterBrokerId": master, "masterEpoch": epoch, "syncStateSet": new, "syncStateSetEpoch": sss_epoch},
+        )
         a = worker.client.call("POST", self.PATH + "alter-sync-state-set", request)
         t = outcome(a, read=False)
         value = self._observation("alter-sync-state-set", a) if t == OK else inv["value"]
@@ -272,8 +325,11 @@ class Controller(Workload):
             time.sleep(0.2)  # the cluster is recovering; bounded by the deadline
 
     def stats(self) -> dict[str, Any]:
-        return {"broker_sets": len(self.names), "brokers": len(self.brokers),
-                "registered": sum(b.registered for b in self.brokers)}  # fmt: skip
+        return {
+            "broker_sets": len(self.names),
+            "brokers": len(self.brokers),
+            "registered": sum(b.registered for b in self.brokers),
+        }
 
 
 # ------------------------------------------------------------------------------------------------ checker

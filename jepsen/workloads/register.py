@@ -86,8 +86,9 @@ class Register(Workload):
 
     def cas(self, worker: Worker, key: str, expect: Any, new: int) -> None:
         inv = worker.invoke("cas", key, [expect, new])
-        a = worker.client.call("POST", kv_path(key) + "/cas", {"expect": None if expect is None else str(expect),
-                                                           "value": str(new)})  # fmt: skip
+        a = worker.client.call(
+            "POST", kv_path(key) + "/cas", {"expect": None if expect is None else str(expect), "value": str(new)}
+        )
         t = outcome(a, read=False)
         body = a.body if isinstance(a.body, dict) else {}
         applied = body.get("succeeded")

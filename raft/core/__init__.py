@@ -6,6 +6,20 @@ from raft.core.messages import ConfState, Entry, EntryType, HardState, Message, 
 from raft.core.ready import ReadState, Ready
 
 __all__ = [
-    "ConfChange", "ConfChangeOp", "ConfState", "CoreConfig", "CoreStatus", "Entry", "EntryType", "HardState",
-    "Message", "MsgType", "PeerProgress", "RaftCore", "ReadState", "Ready", "Role", "SnapshotMeta",
+    "ConfChange",
+    "ConfChangeOp",
+    "ConfState",
+    "CoreConfig",
+    "CoreStatus",
+    "Entry",
+    "EntryType",
+    "HardState",
+    "Message",
+    "MsgType",
+    "PeerProgress",
+    "RaftCore",
+    "ReadState",
+    "Ready",
+    "Role",
+    "SnapshotMeta",
 ]

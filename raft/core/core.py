@@ -62,7 +62,9 @@ class CoreConfig:
         if self.heartbeat_tick < 1 or self.election_tick <= self.heartbeat_tick:
             raise ValueError("need 1 <= heartbeat_tick < election_tick")
         if self.lease_read and not self.check_quorum:
-            raise ValueError("lease_read needs check_quorum: without it followers grant votes while a leader holds its lease")
+            raise ValueError(
+                "lease_read needs check_quorum: without it followers grant votes while a leader holds its lease"
+            )
         if not 0 < self.lease_ratio < 1:
             raise ValueError(f"lease_ratio must be in (0, 1), got {self.lease_ratio}")
         if not 0 <= self.max_clock_drift < 1:
@@ -400,7 +402,11 @@ class RaftCore:
             self.pending_install = None
         if rd.committed:
             self.log.applied = rd.committed[-1].index
-            if self.role == Role.LEADER and self.id not in self.conf.voters and self.log.applied >= self.log.conf_index():
+            if (
+                self.role == Role.LEADER
+                and self.id not in self.conf.voters
+                and self.log.applied >= self.log.conf_index()
+            ):
                 # Our removal is committed: step down; the remaining voters elect a leader.
                 self._become_follower(self.term, "")
         if rd.messages is self.msgs:
@@ -438,7 +444,10 @@ class RaftCore:
         """The leader lease holds at `now` (the driver's monotonic clock, ms; None: at the last clock reading)."""
         self.observe_clock(now)
         return (
-            self.role == Role.LEADER and self.lease_until is not None and self.clock is not None and self.clock < self.lease_until
+            self.role == Role.LEADER
+            and self.lease_until is not None
+            and self.clock is not None
+            and self.clock < self.lease_until
         )
 
     # ------------------------------------------------------------------ step
@@ -568,8 +577,9 @@ class RaftCore:
                 # of believing our old match.
                 hint = last if m.commit > last else lg.committed
                 self.lost_acknowledged = (last, m.commit)
-                self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=True,
-                                   reject_hint=hint))  # fmt: skip
+                self._send(
+                    Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq, reject=True, reject_hint=hint)
+                )
             else:
                 # The leader no longer knows the term at its commit (compacted): no commit from this heartbeat.
                 self._send(Message(MsgType.HEARTBEAT_RESP, self.id, m.frm, self.term, seq=m.seq))
@@ -640,7 +650,11 @@ class RaftCore:
         if prev_term is None:
             return self._send_snapshot(to, pr)
         last = lg.last_index()
-        ents = lg.slice(pr.next, last + 1, self.cfg.max_entries_per_msg, self.cfg.max_bytes_per_msg) if pr.next <= last else []
+        ents = (
+            lg.slice(pr.next, last + 1, self.cfg.max_entries_per_msg, self.cfg.max_bytes_per_msg)
+            if pr.next <= last
+            else []
+        )
         if not ents and not send_if_empty:
             return False
         sent_last = ents[-1].index if ents else prev
@@ -784,11 +798,7 @@ class RaftCore:
             return
         for pid in self.conf.voters:
             if pid != self.id:
-                self._send(
-                    Message(
-                        kind, self.id, pid, term, self.log.last_term(), self.log.last_index(), force=force
-                    )
-                )
+                self._send(Message(kind, self.id, pid, term, self.log.last_term(), self.log.last_index(), force=force))
 
     def _tick_leader(self) -> None:
         self.heartbeat_elapsed += 1

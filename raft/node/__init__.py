@@ -5,6 +5,14 @@ from raft.node.statemachine import BaseStateMachine, SnapshotUnsupported, StateM
 from raft.node.status import MemberAddresses, NodeStatus, SnapshotDownloads, SnapshotSending, SnapshotStatus
 
 __all__ = [
-    "BaseStateMachine", "MemberAddresses", "Node", "NodeStatus", "SnapshotDownloads", "SnapshotSending",
-    "SnapshotStatus", "SnapshotUnsupported", "StateMachine", "core_config",
+    "BaseStateMachine",
+    "MemberAddresses",
+    "Node",
+    "NodeStatus",
+    "SnapshotDownloads",
+    "SnapshotSending",
+    "SnapshotStatus",
+    "SnapshotUnsupported",
+    "StateMachine",
+    "core_config",
 ]

@@ -79,9 +79,13 @@ class SnapshotServer:
     """Serves chunks of this node's committed snapshots and protects the ones being sent from retention."""
 
     def __init__(
-        self, storage: SnapshotStorage, send: SendFrame, options: SnapshotOptions,
-        prepare: PrepareFrame | None = None, send_prepared: SendPrepared | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        storage: SnapshotStorage,
+        send: SendFrame,
+        options: SnapshotOptions,
+        prepare: PrepareFrame | None = None,
+        send_prepared: SendPrepared | None = None,
+    ) -> None:
         """With `prepare` and `send_prepared`, a chunk answer is read, CRC'd, encoded and tagged on the serving
         threads, and the event loop only queues its bytes (InstallSnapshot of 100 MiB is 100 such frames)."""
         self.storage = storage
@@ -186,8 +190,11 @@ class SnapshotServer:
     def _send_data(self, peer: str, frame: tuple[object, ...], prepared: tuple[bytes, bytes] | None = None) -> None:
         data = frame[6]
         assert isinstance(data, bytes)
-        sent = (self._send_prepared(peer, frame, prepared) if prepared is not None and self._send_prepared is not None
-                else self._send(peer, frame))  # fmt: skip
+        sent = (
+            self._send_prepared(peer, frame, prepared)
+            if prepared is not None and self._send_prepared is not None
+            else self._send(peer, frame)
+        )
         if sent:
             self.bytes_served += len(data)
             t = self.transfers.get(peer)
@@ -359,7 +366,13 @@ class SnapshotDownloader:
         if body[0] != DATA or len(body) != 9:
             raise DownloadError(f"malformed answer for {name} at offset {offset}")
         _, _, _, _, rname, roffset, data, crc, size = body
-        if rname != name or roffset != offset or type(data) is not bytes or type(size) is not int or type(crc) is not int:
+        if (
+            rname != name
+            or roffset != offset
+            or type(data) is not bytes
+            or type(size) is not int
+            or type(crc) is not int
+        ):
             raise DownloadError(f"answer for {rname}@{roffset} does not match the request {name}@{offset}")
         if check_crc and crc32c(data) != crc:
             raise DownloadError(f"chunk {name} [{offset}, {offset + len(data)}): CRC mismatch")

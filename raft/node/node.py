@@ -154,12 +154,18 @@ class Node:
         self.applied_index = self.core.log.applied
         self.writer = LogWriter(self._log, self._meta, name=f"raft-log-{self.id}")
         self._peers_conf = self.core.conf
-        self.transport = TcpTransport(self.id, o.peers[self.id], self.transport_peers(), o.secret, self._on_messages,
-                                      o.transport)  # fmt: skip
+        self.transport = TcpTransport(
+            self.id, o.peers[self.id], self.transport_peers(), o.secret, self._on_messages, o.transport
+        )
         self.transport.on_snapshot_frame = self._on_snapshot_frame
         self.transport.on_peer_lost = self._on_peer_lost
-        self._server = SnapshotServer(self._storage, self.transport.send_snapshot_frame, so,
-                                      self.transport.prepare_snapshot_frame, self.transport.send_snapshot_frame)  # fmt: skip
+        self._server = SnapshotServer(
+            self._storage,
+            self.transport.send_snapshot_frame,
+            so,
+            self.transport.prepare_snapshot_frame,
+            self.transport.send_snapshot_frame,
+        )
         self._downloader = SnapshotDownloader(
             os.path.join(o.data_dir, "snapshot-download"), self._storage, self.transport.send_snapshot_frame, so
         )
@@ -170,8 +176,12 @@ class Node:
         self._tick_handle = self._loop.call_at(self._next_tick, self._tick)
         log.info(
             "node %s started: term %d, snapshot %d, log %d..%d",
-            self.id, hs.term, snap.index if snap else 0, lg.first_index(), lg.last_index(),
-        )  # fmt: skip
+            self.id,
+            hs.term,
+            snap.index if snap else 0,
+            lg.first_index(),
+            lg.last_index(),
+        )
 
     def _load_snapshot(self) -> SnapshotMeta | None:
         """RIP-59 start: load the newest snapshot that verifies and that the log continues from (quarantining
@@ -307,15 +317,20 @@ class Node:
         return out
 
     async def add_peer(
-        self, peer: str, address: tuple[str, int], timeout: float = 30.0, http_address: str = "",
+        self,
+        peer: str,
+        address: tuple[str, int],
+        timeout: float = 30.0,
+        http_address: str = "",
         remoting_address: str = "",
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Add a server: first as a learner, promoted to voter once it is within catchup_margin. Its raft, HTTP
         and remoting addresses go into the CONF entry, so every member learns them from the log."""
         core = self._core()
         self._require_leader()
-        await self._conf_change(ConfChange(ConfChangeOp.ADD_LEARNER, peer, format_address(address), http_address,
-                                           remoting_address))  # fmt: skip
+        await self._conf_change(
+            ConfChange(ConfChangeOp.ADD_LEARNER, peer, format_address(address), http_address, remoting_address)
+        )
         margin = self.opts.raft.catchup_margin
 
         def caught_up() -> bool:
@@ -374,8 +389,11 @@ class Node:
             installs=self.installs,
             sending={p: SnapshotSending(t.index, t.bytes_sent) for p, t in server.transfers.items()} if server else {},
             downloading=downloader.active.index if downloader and downloader.active else None,
-            download=SnapshotDownloads(downloader.bytes_received, downloader.resumed_bytes, downloader.completed,
-                                       downloader.failed) if downloader else None,  # fmt: skip
+            download=SnapshotDownloads(
+                downloader.bytes_received, downloader.resumed_bytes, downloader.completed, downloader.failed
+            )
+            if downloader
+            else None,
         )
         writer = self.writer
         return NodeStatus.of(
@@ -408,8 +426,9 @@ class Node:
             try:
                 peers[pid] = parse_address(raft)
             except ValueError:
-                log.error("node %s: the log's address %r for %s is unusable; keeping the configured one",
-                          self.id, raft, pid)  # fmt: skip
+                log.error(
+                    "node %s: the log's address %r for %s is unusable; keeping the configured one", self.id, raft, pid
+                )
         return peers
 
     def _follow_conf(self, core: RaftCore) -> None:
@@ -457,9 +476,15 @@ class Node:
         if (last, commit) != self._lost_reported:
             self._lost_reported = (last, commit)
             what = f"ends at index {last}" if commit > last else f"holds another entry at index {commit}"
-            log.warning("lost acknowledged entries: the log under %s %s, but this node had acknowledged up to %d "
-                        "to leader %s; they are restored from the leader. The WAL was truncated, damaged or "
-                        "replaced by an older copy", self.opts.data_dir, what, commit, core.leader)  # fmt: skip
+            log.warning(
+                "lost acknowledged entries: the log under %s %s, but this node had acknowledged up to %d "
+                "to leader %s; they are restored from the leader. The WAL was truncated, damaged or "
+                "replaced by an older copy",
+                self.opts.data_dir,
+                what,
+                commit,
+                core.leader,
+            )
 
     def _wants_download(self, core: RaftCore, m: Message) -> bool:
         """A SNAP the core would install: fetch the files first, step the message once they are here.
@@ -794,8 +819,10 @@ class Node:
         # Record the configured addresses of members the log has none for (the bootstrap members), so that a
         # node configured with fewer peers, or a new one, reaches them too.
         o = self.opts
-        known = tuple((p, format_address(a), o.http_addresses.get(p, ""), o.remoting_addresses.get(p, ""))
-                      for p, a in sorted(o.peers.items()))  # fmt: skip
+        known = tuple(
+            (p, format_address(a), o.http_addresses.get(p, ""), o.remoting_addresses.get(p, ""))
+            for p, a in sorted(o.peers.items())
+        )
         failpoint.hit("membership.propose")
         index, term = core.propose_conf_change(replace(change, known=known))
         fut: asyncio.Future[Any] = self._loop_or_raise().create_future()

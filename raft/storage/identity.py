@@ -101,9 +101,13 @@ def claim_identity(data_dir: str, group: str, node: str) -> bool:
     try:
         have = read_identity(data_dir)
     except IdentityError as e:
-        raise IdentityError(f"{e}; the node will not start on data it cannot attribute. If this directory is "
-                            f"really node {node!r}'s of group {group!r}, restore {IDENTITY_FILE} from a backup "
-                            f"or delete it (the next start writes it again)", e.path, e.offset) from e  # fmt: skip
+        raise IdentityError(
+            f"{e}; the node will not start on data it cannot attribute. If this directory is "
+            f"really node {node!r}'s of group {group!r}, restore {IDENTITY_FILE} from a backup "
+            f"or delete it (the next start writes it again)",
+            e.path,
+            e.offset,
+        ) from e
     if have is None:
         atomic_write(data_dir, IDENTITY_FILE, encode_identity(want))
         return True

@@ -330,8 +330,13 @@ class SegmentLog:
             seg.max_index = scan.max_index
             self._segments[scan.seg_id] = seg
             if scan.torn_bytes:
-                logger.warning("%s: torn write at the end (a crash mid-append): cut back from %d to %d bytes, the last "
-                               "committed batch", scan.path, scan.size, scan.valid_end)  # fmt: skip
+                logger.warning(
+                    "%s: torn write at the end (a crash mid-append): cut back from %d to %d bytes, the last "
+                    "committed batch",
+                    scan.path,
+                    scan.size,
+                    scan.valid_end,
+                )
                 os.ftruncate(fd, scan.valid_end)
                 os.fsync(fd)
             if listed.is_last and seg.size < self.options.segment_bytes:

@@ -124,8 +124,9 @@ class SegmentScan:
         return max((b.first_index + b.count - 1 for b in self.spans if b.count), default=0)
 
 
-def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None, *, crcs: bool = True,
-                       skip_below: int = 0) -> SegmentScan:  # fmt: skip
+def scan_segment_bytes(
+    data: bytes, seg: SegmentListing, path: str | None = None, *, crcs: bool = True, skip_below: int = 0
+) -> SegmentScan:
     """Scan one segment's bytes with the WAL's own rules; damage is recorded (with the batches before it)
     instead of raised. `crcs`: keep each entry frame's CRC (the audit's log matching; recovery needs none).
     `skip_below`: entries below this index (compacted) are walked by header only (`scan_segment`).
@@ -155,8 +156,9 @@ def scan_segment_bytes(data: bytes, seg: SegmentListing, path: str | None = None
         out.damage.index = _lost_index(data, path, scan.batches, scan.valid_end, e.offset, seg.first_index)
         scan.torn = False
     out.batches = scan.batches
-    out.spans = [Span(b.truncate_from, b.first_index, len(b.terms), b.offsets[0] if len(b.offsets) else 0)
-                 for b in scan.batches]  # fmt: skip
+    out.spans = [
+        Span(b.truncate_from, b.first_index, len(b.terms), b.offsets[0] if len(b.offsets) else 0) for b in scan.batches
+    ]
     if crcs:
         out.crcs = [array("I", [_U32.unpack_from(data, o)[0] for o in b.offsets]) for b in scan.batches]
     out.valid_end = scan.valid_end
@@ -283,7 +285,9 @@ def _cut(runs: list[LiveRun], from_index: int) -> None:
         runs[-1] = LiveRun(r.seg, r.batch, r.skip, r.lo, from_index - 1)
 
 
-def run_arrays(scans: Sequence[SegmentScan] | Mapping[int, SegmentScan], run: LiveRun) -> tuple[array[int], array[int], array[int], array[int]]:
+def run_arrays(
+    scans: Sequence[SegmentScan] | Mapping[int, SegmentScan], run: LiveRun
+) -> tuple[array[int], array[int], array[int], array[int]]:
     """(terms, crcs, offsets, sizes) of the run's entries."""
     batch = scans[run.seg].batches[run.batch]
     a, z = run.skip, run.skip + run.hi - run.lo + 1
@@ -359,8 +363,14 @@ def list_directory(directory: str | os.PathLike[str]) -> WalListing:
     return list_segments(files, meta, meta_path)
 
 
-def scan_directory(directory: str | os.PathLike[str], listing: WalListing | None = None, *, crcs: bool = False,
-                   advance: Callable[[int], None] | None = None, skip_compacted: bool = False) -> WalScan:  # fmt: skip
+def scan_directory(
+    directory: str | os.PathLike[str],
+    listing: WalListing | None = None,
+    *,
+    crcs: bool = False,
+    advance: Callable[[int], None] | None = None,
+    skip_compacted: bool = False,
+) -> WalScan:
     """Read and scan every segment of a local WAL directory; writes nothing. `advance(bytes)` reports
     progress. `skip_compacted`: entries below wal_meta's first index are not CRC-checked (recovery: they are
     never read again; rmqctl and the audit check every byte). Raises LogCorruptionError only for a damaged

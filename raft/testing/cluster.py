@@ -45,9 +45,19 @@ class ProcessCluster:
 
     def start(self, node: str, timeout: float = 20.0) -> None:
         cmd = [
-            sys.executable, "-m", "raft.testing.kvnode", "--id", node, "--data", os.path.join(self.root, node),
-            "--peers", self.peers_arg(), "--client-port", str(self.client_ports[node]),
-            "--election-ms", str(self.election_ms),
+            sys.executable,
+            "-m",
+            "raft.testing.kvnode",
+            "--id",
+            node,
+            "--data",
+            os.path.join(self.root, node),
+            "--peers",
+            self.peers_arg(),
+            "--client-port",
+            str(self.client_ports[node]),
+            "--election-ms",
+            str(self.election_ms),
         ]
         if self.uvloop:
             cmd.append("--uvloop")

@@ -523,9 +523,11 @@ class Simulation:
         def only_up_to_k(m: Message) -> bool:
             dst = self.nodes[m.to].core
             return (
-                m.type == MsgType.APP and m.frm == n1.id and any(e.index > k for e in m.entries)
+                m.type == MsgType.APP
+                and m.frm == n1.id
+                and any(e.index > k for e in m.entries)
                 and dst.log.match_term(m.index, m.log_term)
-            )  # fmt: skip
+            )
 
         self.drop_if = only_up_to_k
         if not until(lambda: n1.core.role == Role.LEADER and durable(n3, k, tx) and durable(n4, k, tx), n1):
@@ -891,7 +893,9 @@ class Simulation:
             if self._converged():
                 break
         else:
-            states = {i: (n.core.role, n.core.term, n.core.log.committed, n.core.log.applied) for i, n in self.nodes.items()}
+            states = {
+                i: (n.core.role, n.core.term, n.core.log.committed, n.core.log.applied) for i, n in self.nodes.items()
+            }
             raise AssertionError(f"no convergence after settling: {states}")
         ld = self._leader()
         assert ld is not None

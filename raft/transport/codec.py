@@ -110,16 +110,29 @@ def _message_from(a: object) -> Message:
     if type(reject) is not bool or type(force) is not bool:
         raise CodecError(f"{mtype.name} message has non-boolean flags reject={reject!r} force={force!r}")
     entries = _entries_from(ents)
-    if entries and mtype is MsgType.APP and (
-        entries[0].index != index + 1 or any(e.index != index + 1 + k for k, e in enumerate(entries))
+    if (
+        entries
+        and mtype is MsgType.APP
+        and (entries[0].index != index + 1 or any(e.index != index + 1 + k for k, e in enumerate(entries)))
     ):
         # The core appends them as a run after `index`; a gap or a repeat would corrupt its log.
         raise CodecError(f"APP after index {index} carries non-contiguous entries {[e.index for e in entries][:8]}")
     return Message(
-        mtype, frm, to, term, log_term, index, entries, commit, reject, reject_hint, hint_term, seq,
+        mtype,
+        frm,
+        to,
+        term,
+        log_term,
+        index,
+        entries,
+        commit,
+        reject,
+        reject_hint,
+        hint_term,
+        seq,
         None if snap is None else _snapshot_from(snap),
         force,
-    )  # fmt: skip
+    )
 
 
 def _entries_from(ents: object, int_: type[int] = int, bytes_: type[bytes] = bytes) -> list[Entry]:
@@ -158,8 +171,9 @@ def _snapshot_from(s: object) -> SnapshotMeta:
     if type(addresses) is not tuple or not all(
         type(a) is tuple and len(a) in (3, 4) and all(type(x) is str for x in a) for a in addresses
     ):
-        raise CodecError(f"snapshot addresses must be an array of [id, raft, http(, remoting)] strings, got "
-                         f"{addresses!r:.200}")  # fmt: skip
+        raise CodecError(
+            f"snapshot addresses must be an array of [id, raft, http(, remoting)] strings, got {addresses!r:.200}"
+        )
     try:
         conf = ConfState(voters, learners, tuple(member(a) for a in addresses))
     except ValueError as e:  # a node both voter and learner

@@ -185,8 +185,9 @@ class TcpTransport:
             if len(data) > room or peer.pending_bytes + len(data) > cap:
                 counters["dropped"] += 1
                 if len(data) > room:
-                    logger.warning("%s: dropped a %d-byte %r to %s: larger than a frame", self.node_id,
-                                   len(data), m.type, m.to)  # fmt: skip
+                    logger.warning(
+                        "%s: dropped a %d-byte %r to %s: larger than a frame", self.node_id, len(data), m.type, m.to
+                    )
                 continue
             if not peer.pending:
                 self._schedule_flush(peer)
@@ -329,7 +330,12 @@ class TcpTransport:
         self._dirty.discard(peer)
         assert self._loop is not None
         now = self._loop.time()
-        if exc is None and not peer.pending and not peer.frames and now - conn.last_write >= self.options.idle_timeout_s / 2:
+        if (
+            exc is None
+            and not peer.pending
+            and not peer.frames
+            and now - conn.last_write >= self.options.idle_timeout_s / 2
+        ):
             # The peer closed a connection we had left idle (idle_timeout_s): no failure, reconnect on demand.
             peer.backoff, peer.retry_at = self.options.backoff_min, 0.0
             return
@@ -385,8 +391,9 @@ class TcpTransport:
             return
         if sender != head_sender:
             counters["spoofed"] += len(msgs)
-            logger.warning("%s: dropped a frame whose header names %r and payload %r", self.node_id, head_sender,
-                           sender)  # fmt: skip
+            logger.warning(
+                "%s: dropped a frame whose header names %r and payload %r", self.node_id, head_sender, sender
+            )
             return
         me = self.node_id
         for m in msgs:
@@ -425,8 +432,7 @@ class TcpTransport:
         for m in msgs:
             if m.frm != sender:
                 self._counters["spoofed"] += 1
-                logger.warning("%s: dropped %r claiming frm=%r in a frame from %r", self.node_id, m.type, m.frm,
-                               sender)  # fmt: skip
+                logger.warning("%s: dropped %r claiming frm=%r in a frame from %r", self.node_id, m.type, m.frm, sender)
             elif m.to != self.node_id:
                 self._counters["misdirected"] += 1
                 logger.warning("%s: dropped %r from %r addressed to %r", self.node_id, m.type, sender, m.to)
@@ -439,8 +445,17 @@ class _Peer:
     """Outbound state for one peer."""
 
     __slots__ = (
-        "address", "backoff", "conn", "connecting", "frame_bytes", "frames", "id", "pending", "pending_bytes", "retry_at"
-    )  # fmt: skip
+        "address",
+        "backoff",
+        "conn",
+        "connecting",
+        "frame_bytes",
+        "frames",
+        "id",
+        "pending",
+        "pending_bytes",
+        "retry_at",
+    )
 
     def __init__(self, peer_id: str, address: Address, backoff: float) -> None:
         self.id = peer_id
@@ -524,8 +539,12 @@ class _Inbound(asyncio.Protocol):
         owner._inbound.add(self)
         if len(owner._unauthenticated) >= owner.options.max_unauthenticated_connections:
             owner._counters["refused"] += 1
-            logger.warning("%s: %d connections are waiting to authenticate; refusing one from %s", owner.node_id,
-                           len(owner._unauthenticated), self._peer_name())  # fmt: skip
+            logger.warning(
+                "%s: %d connections are waiting to authenticate; refusing one from %s",
+                owner.node_id,
+                len(owner._unauthenticated),
+                self._peer_name(),
+            )
             self.close()
             return
         _set_nodelay(transport)
@@ -560,8 +579,12 @@ class _Inbound(asyncio.Protocol):
         owner, now = self._owner, self._loop.time()
         if not self._reader.authenticated:
             owner._counters["unauthenticated_closed"] += 1
-            logger.warning("%s: no authenticated frame from %s within %.1fs; closing", owner.node_id,
-                           self._peer_name(), owner.options.auth_timeout_s)  # fmt: skip
+            logger.warning(
+                "%s: no authenticated frame from %s within %.1fs; closing",
+                owner.node_id,
+                self._peer_name(),
+                owner.options.auth_timeout_s,
+            )
             self.close()
             return
         idle = owner.options.idle_timeout_s

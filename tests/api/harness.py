@@ -24,10 +24,17 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SOLO_RAFT = RaftOptions(election_timeout_ms=50)  # one voter: no contention, elected within 100 ms
 GROUP_RAFT = RaftOptions(election_timeout_ms=300)
 NEVER_MS = 10**9  # scans only when a test calls scan_once()
-LOCAL_CONFIG = {"controllerStorePath": "/var/lib/controller", "scanNotActiveBrokerInterval": "5000",
-                "controllerAdminToken": "****"}  # fmt: skip
-SETTINGS = ApiSettings(admin_token=TOKEN, max_body_bytes=8192, local_config=LOCAL_CONFIG,
-                       config_black_list=("configBlackList", "configStorePath", "jRaftServerId"))  # fmt: skip
+LOCAL_CONFIG = {
+    "controllerStorePath": "/var/lib/controller",
+    "scanNotActiveBrokerInterval": "5000",
+    "controllerAdminToken": "****",
+}
+SETTINGS = ApiSettings(
+    admin_token=TOKEN,
+    max_body_bytes=8192,
+    local_config=LOCAL_CONFIG,
+    config_black_list=("configBlackList", "configStorePath", "jRaftServerId"),
+)
 
 
 class FakeClock:
@@ -81,8 +88,14 @@ def service_options(
 ) -> ServiceOptions:
     ids = [f"127.0.0.1:{p}" for p in ports]
     http = {i: http_address(i) for i in ids}
-    node = NodeOptions(ids[me], str(root / f"n{me}"), {i: ("127.0.0.1", p) for i, p in zip(ids, ports, strict=True)},
-                       b"cluster-secret", voters=voters, raft=raft)  # fmt: skip
+    node = NodeOptions(
+        ids[me],
+        str(root / f"n{me}"),
+        {i: ("127.0.0.1", p) for i, p in zip(ids, ports, strict=True)},
+        b"cluster-secret",
+        voters=voters,
+        raft=raft,
+    )
     kw.setdefault("scan_interval_ms", NEVER_MS)
     kw.setdefault("first_scan_delay_ms", NEVER_MS)
     return ServiceOptions(node, http_addresses=http, **kw)
@@ -108,8 +121,9 @@ async def running(nodes: list[Node]) -> AsyncIterator[list[Node]]:
 
 
 @asynccontextmanager
-async def solo(root: Path, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None,
-               **kw: Any) -> AsyncIterator[Node]:  # fmt: skip
+async def solo(
+    root: Path, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None, **kw: Any
+) -> AsyncIterator[Node]:
     """A started one-node group that leads, with an applied entry of its term."""
     node = build(service_options(root, free_ports(1), 0, SOLO_RAFT, **kw), settings, clock)
     async with running([node]):
@@ -152,8 +166,9 @@ class Counter:
         return f"{prefix}-{self.n}"
 
 
-async def assert_rejected(node: Node, method: str, path: str, status: int, *, token: bool = True,
-                          **kw: Any) -> dict[str, Any]:  # fmt: skip
+async def assert_rejected(
+    node: Node, method: str, path: str, status: int, *, token: bool = True, **kw: Any
+) -> dict[str, Any]:
     """The request is refused with `status` and a JSON error, and the Raft log did not move."""
     before = node.last_index()
     r = await node.call(method, path, token=token, **kw)
@@ -168,13 +183,33 @@ async def register(node: Node, cluster: str, name: str, broker_id: int, addr: st
     """next-broker-id -> apply-broker-id -> heartbeat -> register-broker for one broker."""
     env = await node.ok("POST", "/api/v1/controller/next-broker-id", json={"clusterName": cluster, "brokerName": name})
     assert M.NextBrokerIdAnswer.model_validate(env).header.nextBrokerId == broker_id  # type: ignore[union-attr]
-    env = await node.ok("POST", "/api/v1/controller/apply-broker-id", json={"clusterName": cluster, "brokerName": name,
-                        "appliedBrokerId": broker_id, "registerCheckCode": f"{addr};{broker_id}"})  # fmt: skip
+    env = await node.ok(
+        "POST",
+        "/api/v1/controller/apply-broker-id",
+        json={
+            "clusterName": cluster,
+            "brokerName": name,
+            "appliedBrokerId": broker_id,
+            "registerCheckCode": f"{addr};{broker_id}",
+        },
+    )
     assert env["header"] == {"clusterName": cluster, "brokerName": name}
-    await node.ok("POST", "/api/v1/controller/heartbeat", json={"clusterName": cluster, "brokerName": name, "brokerAddr": addr,
-                  "brokerId": broker_id, "heartbeatTimeoutMills": timeout_ms})  # fmt: skip
-    env = await node.ok("POST", "/api/v1/controller/register-broker", json={"clusterName": cluster, "brokerName": name,
-                        "brokerId": broker_id, "brokerAddress": addr})  # fmt: skip
+    await node.ok(
+        "POST",
+        "/api/v1/controller/heartbeat",
+        json={
+            "clusterName": cluster,
+            "brokerName": name,
+            "brokerAddr": addr,
+            "brokerId": broker_id,
+            "heartbeatTimeoutMills": timeout_ms,
+        },
+    )
+    env = await node.ok(
+        "POST",
+        "/api/v1/controller/register-broker",
+        json={"clusterName": cluster, "brokerName": name, "brokerId": broker_id, "brokerAddress": addr},
+    )
     M.RegisterBrokerAnswer.model_validate(env)
 
 

@@ -26,15 +26,21 @@ async def test_kv_get_put_cas_delete(node: Node, unique: Counter) -> None:
     env = await node.ok("POST", f"{key}/cas", json={"expect": "nope", "value": "v2"})
     assert M.KvCasAnswer.model_validate(env).body == M.KvCasBody(succeeded=False, value="v1")
     assert (await node.ok("POST", f"{key}/cas", json={"expect": None, "value": "v2"}))["body"] == {
-        "succeeded": False, "value": "v1"}  # fmt: skip
+        "succeeded": False,
+        "value": "v1",
+    }
     assert (await node.ok("POST", f"{key}/cas", json={"expect": "v1", "value": "v2"}))["body"] == {
-        "succeeded": True, "value": "v2"}  # fmt: skip
+        "succeeded": True,
+        "value": "v2",
+    }
     assert M.KvDeleteAnswer.model_validate(await node.ok("DELETE", key)).body == M.KvDeleteBody(deleted=True)
     assert (await node.ok("DELETE", key))["body"] == {"deleted": False}
     await node.ok("GET", key, code=C.QUERY_NOT_FOUND)
     # expect null: only if absent.
     assert (await node.ok("POST", f"{key}/cas", json={"expect": None, "value": "v3"}))["body"] == {
-        "succeeded": True, "value": "v3"}  # fmt: skip
+        "succeeded": True,
+        "value": "v3",
+    }
 
 
 async def test_kv_url_encoded_names(node: Node, unique: Counter) -> None:
@@ -52,8 +58,16 @@ async def test_admin_sync_state_data_and_designated_election(node: Node, unique:
     await node.ok(
         "POST", "/api/v1/controller/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1}
     )
-    await node.ok("POST", "/api/v1/controller/alter-sync-state-set", json={"brokerName": name, "masterBrokerId": 1,
-                  "masterEpoch": 1, "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1}})  # fmt: skip
+    await node.ok(
+        "POST",
+        "/api/v1/controller/alter-sync-state-set",
+        json={
+            "brokerName": name,
+            "masterBrokerId": 1,
+            "masterEpoch": 1,
+            "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1},
+        },
+    )
     env = await node.ok("POST", f"{ADMIN}/sync-state-data", token=True, json={"brokerNames": [name, "unknown"]})
     data = M.SyncStateDataAnswer.model_validate(env).body
     assert data is not None and set(data.replicasInfoTable) == {name}
@@ -61,8 +75,9 @@ async def test_admin_sync_state_data_and_designated_election(node: Node, unique:
     assert info.masterBrokerId == 1 and [r.brokerId for r in info.inSyncReplicas] == [1, 2]
     assert all(r.alive for r in info.inSyncReplicas) and info.notInSyncReplicas == []
 
-    env = await node.ok("POST", f"{ADMIN}/elect-master", token=True, json={"clusterName": "c1", "brokerName": name,
-                        "brokerId": 2})  # fmt: skip
+    env = await node.ok(
+        "POST", f"{ADMIN}/elect-master", token=True, json={"clusterName": "c1", "brokerName": name, "brokerId": 2}
+    )
     assert env["header"]["masterBrokerId"] == 2 and env["header"]["masterEpoch"] == 2
     M.ElectMasterAnswer.model_validate(env)
 
@@ -73,13 +88,17 @@ async def test_admin_broker_sets_lists_every_set_of_a_cluster_or_of_all(node: No
     await register(node, cluster, a, 1, "10.4.0.1:10911")
     await register(node, cluster, b, 1, "10.4.0.2:10911")
     await register(node, other, c, 1, "10.4.0.3:10911")
-    await node.ok("POST", "/api/v1/controller/elect-master", json={"clusterName": cluster, "brokerName": a, "brokerId": 1})
+    await node.ok(
+        "POST", "/api/v1/controller/elect-master", json={"clusterName": cluster, "brokerName": a, "brokerId": 1}
+    )
 
     env = await node.ok("GET", f"{ADMIN}/broker-sets?clusterName={cluster}", token=True)
     table = M.SyncStateDataAnswer.model_validate(env).body.replicasInfoTable  # type: ignore[union-attr]
     assert list(table) == sorted([a, b])
     assert table[a].masterBrokerId == 1 and [r.brokerId for r in table[a].inSyncReplicas] == [1]
-    assert table[b].masterBrokerId is None and [r.brokerAddress for r in table[b].notInSyncReplicas] == ["10.4.0.2:10911"]
+    assert table[b].masterBrokerId is None and [r.brokerAddress for r in table[b].notInSyncReplicas] == [
+        "10.4.0.2:10911"
+    ]
     # the same rows as 1006 asked by name
     named = await node.ok("POST", f"{ADMIN}/sync-state-data", token=True, json={"brokerNames": [a, b]})
     assert env["body"] == named["body"]
@@ -99,18 +118,31 @@ async def test_admin_clean_broker_metadata(node: Node, unique: Counter) -> None:
         "POST", "/api/v1/controller/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1}
     )
     clean = {"clusterName": "c1", "brokerName": name}
-    env = await node.ok("POST", f"{ADMIN}/clean-broker-metadata", token=True, json=clean,
-                        code=C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA)  # fmt: skip
+    env = await node.ok(
+        "POST",
+        f"{ADMIN}/clean-broker-metadata",
+        token=True,
+        json=clean,
+        code=C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+    )
     assert "still alive" in env["remark"]
     env = await node.ok(
         "POST", f"{ADMIN}/clean-broker-metadata", token=True, json={**clean, "isCleanLivingBroker": True}
     )
     M.EmptyAnswer.model_validate(env)
-    await node.ok("POST", "/api/v1/controller/replica-info", json={"brokerName": name},
-                  code=C.CONTROLLER_BROKER_METADATA_NOT_EXIST)  # fmt: skip
-    env = await node.ok("POST", f"{ADMIN}/clean-broker-metadata", token=True,
-                        json={"brokerName": name, "brokerControllerIdsToClean": "1;x"},
-                        code=C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA)  # fmt: skip
+    await node.ok(
+        "POST",
+        "/api/v1/controller/replica-info",
+        json={"brokerName": name},
+        code=C.CONTROLLER_BROKER_METADATA_NOT_EXIST,
+    )
+    env = await node.ok(
+        "POST",
+        f"{ADMIN}/clean-broker-metadata",
+        token=True,
+        json={"brokerName": name, "brokerControllerIdsToClean": "1;x"},
+        code=C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+    )
     assert "NumberFormatException" in env["remark"]
 
 
@@ -125,25 +157,31 @@ async def test_config_get_shows_local_and_replicated_keys(node: Node) -> None:
 
 async def test_config_put_replicates_the_decision_keys(node: Node) -> None:
     before = node.last_index()
-    env = await node.ok("PUT", f"{ADMIN}/config", token=True,
-                        json={"enableElectUncleanMaster": "true", "electMasterMaxRetryCount": "5"})  # fmt: skip
+    env = await node.ok(
+        "PUT", f"{ADMIN}/config", token=True, json={"enableElectUncleanMaster": "true", "electMasterMaxRetryCount": "5"}
+    )
     M.EmptyAnswer.model_validate(env)
     assert node.last_index() == before + 1
     assert node.service.sm.config.enable_elect_unclean_master is True
     body = (await node.ok("GET", f"{ADMIN}/config", token=True))["body"]
     assert body["enableElectUncleanMaster"] == "true" and body["electMasterMaxRetryCount"] == "5"
     # JSON values of the key's type are accepted too.
-    await node.ok("PUT", f"{ADMIN}/config", token=True, json={"enableElectUncleanMaster": False,
-                                                              "electMasterMaxRetryCount": 3})  # fmt: skip
-    assert node.service.sm.config_values() == {"electMasterMaxRetryCount": 3, "enableElectUncleanMaster": False,
-                                               "notifyBrokerRoleChanged": True}  # fmt: skip
+    await node.ok(
+        "PUT", f"{ADMIN}/config", token=True, json={"enableElectUncleanMaster": False, "electMasterMaxRetryCount": 3}
+    )
+    assert node.service.sm.config_values() == {
+        "electMasterMaxRetryCount": 3,
+        "enableElectUncleanMaster": False,
+        "notifyBrokerRoleChanged": True,
+    }
 
 
 @pytest.mark.parametrize("key", ["configStorePath", "configBlackList", "rocketmqHome", "jRaftServerId"])
 async def test_config_put_black_listed_key_is_no_permission(node: Node, key: str) -> None:
     before = node.last_index()
-    env = await node.ok("PUT", f"{ADMIN}/config", token=True, json={key: "/x", "electMasterMaxRetryCount": "4"},
-                        code=C.NO_PERMISSION)  # fmt: skip
+    env = await node.ok(
+        "PUT", f"{ADMIN}/config", token=True, json={key: "/x", "electMasterMaxRetryCount": "4"}, code=C.NO_PERMISSION
+    )
     assert env["remark"] == "Can not update config in black list."
     assert node.last_index() == before
 
@@ -170,6 +208,7 @@ async def test_config_put_refusals_name_the_key(node: Node, body: dict[str, obje
 
 
 async def test_config_put_names_every_bad_key(node: Node) -> None:
-    err = await assert_rejected(node, "PUT", f"{ADMIN}/config", 422,
-                                json={"a": "1", "enableElectUncleanMaster": "true", "b": "2"})  # fmt: skip
+    err = await assert_rejected(
+        node, "PUT", f"{ADMIN}/config", 422, json={"a": "1", "enableElectUncleanMaster": "true", "b": "2"}
+    )
     assert [e["field"] for e in err["errors"]] == ["a", "b"]

@@ -32,7 +32,7 @@ OPEN: list[tuple[str, str, dict[str, Any] | None]] = [
         "POST",
         "/api/v1/controller/heartbeat",
         {"clusterName": "c", "brokerName": "auth-b", "brokerAddr": "a:1", "brokerId": 1},
-    ),  # fmt: skip
+    ),
     ("POST", "/api/v1/controller/next-broker-id", {"clusterName": "c", "brokerName": "auth-b"}),
     ("POST", "/api/v1/controller/replica-info", {"brokerName": "auth-b"}),
     ("GET", "/api/v1/controller/metadata", None),
@@ -48,8 +48,9 @@ def kw(body: dict[str, Any] | None, node: Node | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("method", "path", "body"), PROTECTED)
-async def test_protected_endpoints_refuse_a_missing_or_wrong_token(node: Node, method: str, path: str,
-                                                                   body: dict[str, Any] | None) -> None:  # fmt: skip
+async def test_protected_endpoints_refuse_a_missing_or_wrong_token(
+    node: Node, method: str, path: str, body: dict[str, Any] | None
+) -> None:
     r = await node.call(method, path, **kw(body))
     assert r.status_code == 401 and r.headers["www-authenticate"] == 'Bearer realm="controllerd"', r.text
     err = await assert_rejected(node, method, path, 401, token=False, **kw(body))
@@ -63,8 +64,9 @@ async def test_protected_endpoints_refuse_a_missing_or_wrong_token(node: Node, m
 
 
 @pytest.mark.parametrize(("method", "path", "body"), PROTECTED)
-async def test_protected_endpoints_accept_the_token(node: Node, method: str, path: str,
-                                                    body: dict[str, Any] | None) -> None:  # fmt: skip
+async def test_protected_endpoints_accept_the_token(
+    node: Node, method: str, path: str, body: dict[str, Any] | None
+) -> None:
     r = await node.call(method, path, token=True, **kw(body, node))
     assert r.status_code in (200, 409, 404), r.text
     r = await node.call(method, path, headers={"Authorization": f"bearer   {TOKEN}"}, **kw(body, node))
@@ -72,18 +74,25 @@ async def test_protected_endpoints_accept_the_token(node: Node, method: str, pat
 
 
 @pytest.mark.parametrize(("method", "path", "body"), OPEN)
-async def test_broker_and_kv_endpoints_need_no_token(node: Node, method: str, path: str,
-                                                     body: dict[str, Any] | None) -> None:  # fmt: skip
+async def test_broker_and_kv_endpoints_need_no_token(
+    node: Node, method: str, path: str, body: dict[str, Any] | None
+) -> None:
     r = await node.call(method, path, **kw(body))
     assert r.status_code == 200 and r.json()["code"] != 2007, r.text
 
 
 async def test_an_unauthenticated_caller_gets_401_before_validation(node: Node) -> None:
-    err = await assert_rejected(node, "POST", "/api/v1/admin/elect-master", 401, token=False,
-                                content=b"{not json", headers={"content-type": "application/json"})  # fmt: skip
+    err = await assert_rejected(
+        node,
+        "POST",
+        "/api/v1/admin/elect-master",
+        401,
+        token=False,
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
     assert err["error"] == "UNAUTHORIZED"
-    err = await assert_rejected(node, "POST", "/api/v1/raft/transfer-leader", 401, token=False,
-                                json={"unknown": 1})  # fmt: skip
+    err = await assert_rejected(node, "POST", "/api/v1/raft/transfer-leader", 401, token=False, json={"unknown": 1})
     assert err["error"] == "UNAUTHORIZED"
     # With the token, the same request is the 422.
     await assert_rejected(node, "POST", "/api/v1/raft/transfer-leader", 422, json={"unknown": 1})
@@ -109,7 +118,10 @@ def test_settings_refuse_an_empty_token() -> None:
 async def test_openapi_documents_the_bearer_scheme_on_protected_routes(node: Node) -> None:
     spec = (await node.call("GET", "/openapi.json")).json()
     assert spec["components"]["securitySchemes"]["adminToken"] == {
-        "type": "http", "scheme": "bearer", "description": "controllerAdminToken"}  # fmt: skip
+        "type": "http",
+        "scheme": "bearer",
+        "description": "controllerAdminToken",
+    }
     for path, ops in spec["paths"].items():
         for op in ops.values():
             secured = op.get("security") == [{"adminToken": []}]

@@ -56,7 +56,7 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
         "POST",
         "/api/v1/controller/apply-broker-id",
         {"clusterName": "c", "brokerName": "b", "appliedBrokerId": 1, "registerCheckCode": "a:1;1"},
-    ),  # fmt: skip
+    ),
     ("POST", "/api/v1/controller/elect-master", {"brokerName": "b"}),
     ("POST", "/api/v1/admin/elect-master", {"clusterName": "c", "brokerName": "b", "brokerId": 1}),
     ("PUT", "/api/v1/admin/config", {"electMasterMaxRetryCount": "4"}),
@@ -75,14 +75,21 @@ async def test_followers_answer_2007_naming_the_leader(trio: list[Node]) -> None
     leader = await settled(trio)
     for follower in (n for n in trio if n is not leader):
         before = (follower.last_index(), leader.last_index())
-        for method, path, body in [*WRITES, ("GET", "/api/v1/kv/ns/k", None), ("DELETE", "/api/v1/kv/ns/k", None),
-                                   ("DELETE", f"/api/v1/raft/peers/{quote(leader.id)}", None)]:  # fmt: skip
-            env = await follower.ok(method, path, token=True, code=C.CONTROLLER_NOT_LEADER,
-                                    **({"json": body} if body is not None else {}))  # fmt: skip
+        for method, path, body in [
+            *WRITES,
+            ("GET", "/api/v1/kv/ns/k", None),
+            ("DELETE", "/api/v1/kv/ns/k", None),
+            ("DELETE", f"/api/v1/raft/peers/{quote(leader.id)}", None),
+        ]:
+            env = await follower.ok(
+                method, path, token=True, code=C.CONTROLLER_NOT_LEADER, **({"json": body} if body is not None else {})
+            )
             assert env["codeName"] == "CONTROLLER_NOT_LEADER"
             assert env["remark"] == "The controller is not in leader state", path
-            assert env["header"] == {"controllerLeaderId": leader.id,
-                                     "controllerLeaderAddress": http_address(leader.id)}, path  # fmt: skip
+            assert env["header"] == {
+                "controllerLeaderId": leader.id,
+                "controllerLeaderAddress": http_address(leader.id),
+            }, path
         assert (follower.last_index(), leader.last_index()) == before
 
 
@@ -143,21 +150,32 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
     leader = await caught_up(trio)
     new = joiner(tmp_path, trio)
     async with running([new]):
-        env = await leader.ok("POST", "/api/v1/raft/peers", token=True,
-                              json={"id": new.id, "httpAddress": http_address(new.id)})  # fmt: skip
+        env = await leader.ok(
+            "POST", "/api/v1/raft/peers", token=True, json={"id": new.id, "httpAddress": http_address(new.id)}
+        )
         body = M.MembershipAnswer.model_validate(env).body
         assert body is not None and new.id in body.voters and body.learners == []
         assert await new.service.node.wait_for_leader(10) == leader.id
         status = (await leader.ok("GET", "/api/v1/raft/status", token=True))["body"]
         # Added without remotingAddress: none is known for it (test_remoting adds one with it).
-        assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id),
-                "remotingAddress": None, "voter": True} in status["peers"]  # fmt: skip
+        assert {
+            "id": new.id,
+            "raftAddress": new.id,
+            "httpAddress": http_address(new.id),
+            "remotingAddress": None,
+            "voter": True,
+        } in status["peers"]
         # Issue 12, bug 5: the followers' configuration never named it; they learn both addresses from the log.
         for n in trio:
             await until(n, lambda n=n: new.id in n.service.node.status().voters)
             status = (await n.ok("GET", "/api/v1/raft/status", token=True))["body"]
-            assert {"id": new.id, "raftAddress": new.id, "httpAddress": http_address(new.id),
-                    "remotingAddress": None, "voter": True} in status["peers"], n.id  # fmt: skip
+            assert {
+                "id": new.id,
+                "raftAddress": new.id,
+                "httpAddress": http_address(new.id),
+                "remotingAddress": None,
+                "voter": True,
+            } in status["peers"], n.id
             rows = (await n.ok("GET", "/api/v1/raft/peers", token=True))["body"]["peers"]
             row = next(p for p in rows if p["id"] == new.id)
             assert (row["raftAddress"], row["httpAddress"]) == (new.id, http_address(new.id)), n.id
@@ -165,10 +183,14 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
             assert f"{http_address(new.id)};" in meta["peers"], n.id
         r = await leader.call("POST", "/api/v1/raft/peers", token=True, json={"id": new.id})
         assert r.status_code == 409 and r.json()["error"] == "PEER_EXISTS"
-        r = await leader.call("POST", "/api/v1/raft/peers", token=True, json={"id": "127.0.0.1:1",
-                              "remotingAddress": "nowhere"})  # fmt: skip
-        assert r.status_code == 422 and "remotingAddress" in r.text and "127.0.0.1:1" not in str(
-            leader.service.node.status().learners)  # fmt: skip
+        r = await leader.call(
+            "POST", "/api/v1/raft/peers", token=True, json={"id": "127.0.0.1:1", "remotingAddress": "nowhere"}
+        )
+        assert (
+            r.status_code == 422
+            and "remotingAddress" in r.text
+            and "127.0.0.1:1" not in str(leader.service.node.status().learners)
+        )
         env = await leader.ok("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)
         assert new.id not in env["body"]["voters"]
         r = await leader.call("DELETE", f"/api/v1/raft/peers/{quote(new.id, safe='')}", token=True)
@@ -193,8 +215,10 @@ async def test_a_commit_that_cannot_happen_is_503(tmp_path: Path) -> None:
         r = await leader.call("GET", "/api/v1/kv/ns/lost")
         assert r.status_code == 503 and r.json()["error"] == "UNAVAILABLE"
         after_metrics = await scrape(leader)
-        timeouts = [value(m, "request_total", request_type="PUT_KV_CONFIG", request_handle_status="timeout")
-                    for m in (before_metrics, after_metrics)]  # fmt: skip
+        timeouts = [
+            value(m, "request_total", request_type="PUT_KV_CONFIG", request_handle_status="timeout")
+            for m in (before_metrics, after_metrics)
+        ]
         assert timeouts[1] - timeouts[0] == 1
         # A follower that stopped answering (and lags) is refused as a transfer target.
         gone = next(n for n in nodes if n is not leader)
@@ -208,8 +232,19 @@ async def test_a_commit_that_cannot_happen_is_503(tmp_path: Path) -> None:
 def status(last: int, peers: dict[str, tuple[int, int]], me: str = "a") -> CoreStatus:
     """A leader's status with (match, contact_ticks) per peer."""
     progress = {p: PeerProgress(m, m + 1, last - m, ProgressState.REPLICATE, False, c) for p, (m, c) in peers.items()}
-    return CoreStatus(id=me, role=Role.LEADER, term=1, leader=me, vote=me, commit=last, applied=last, first_index=1,
-                      last_index=last, conf=ConfState(tuple(sorted(peers))), progress=progress)  # fmt: skip
+    return CoreStatus(
+        id=me,
+        role=Role.LEADER,
+        term=1,
+        leader=me,
+        vote=me,
+        commit=last,
+        applied=last,
+        first_index=1,
+        last_index=last,
+        conf=ConfState(tuple(sorted(peers))),
+        progress=progress,
+    )
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,12 @@ async def test_register_flow_elect_and_replica_info(node: Node, unique: Counter)
     await register(node, "c1", name, 1, "10.0.0.1:10911")
     env = await node.ok("POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1})
     answer = M.ElectMasterAnswer.model_validate(env)
-    assert env["header"] == {"masterBrokerId": 1, "masterAddress": "10.0.0.1:10911", "masterEpoch": 1,
-                             "syncStateSetEpoch": 1}  # fmt: skip
+    assert env["header"] == {
+        "masterBrokerId": 1,
+        "masterAddress": "10.0.0.1:10911",
+        "masterEpoch": 1,
+        "syncStateSetEpoch": 1,
+    }
     assert answer.body is not None and answer.body.brokerMemberGroup is not None
     assert answer.body.brokerMemberGroup.brokerAddrs == {"1": "10.0.0.1:10911"} and answer.body.syncStateSet == [1]
     env = await node.ok("POST", f"{CTL}/replica-info", json={"brokerName": name})
@@ -30,8 +34,11 @@ async def test_register_flow_elect_and_replica_info(node: Node, unique: Counter)
 
     # A second broker learns the alive master when it registers.
     await register(node, "c1", name, 2, "10.0.0.2:10911")
-    env = await node.ok("POST", f"{CTL}/register-broker", json={"clusterName": "c1", "brokerName": name,
-                        "brokerId": 2, "brokerAddress": "10.0.0.2:10911"})  # fmt: skip
+    env = await node.ok(
+        "POST",
+        f"{CTL}/register-broker",
+        json={"clusterName": "c1", "brokerName": name, "brokerId": 2, "brokerAddress": "10.0.0.2:10911"},
+    )
     assert env["header"]["masterBrokerId"] == 1
     # Where nobody was ever elected, the controller trigger finds no SyncStateSet member (the first
     # election is a broker's).
@@ -42,8 +49,12 @@ async def test_register_flow_elect_and_replica_info(node: Node, unique: Counter)
     ) and env["header"]["masterAddress"] == "10.0.0.1:10911"
 
     # The broker trigger of a member while the master lives keeps it: 2011.
-    await node.ok("POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 2},
-                  code=C.CONTROLLER_MASTER_STILL_EXIST)  # fmt: skip
+    await node.ok(
+        "POST",
+        f"{CTL}/elect-master",
+        json={"clusterName": "c1", "brokerName": name, "brokerId": 2},
+        code=C.CONTROLLER_MASTER_STILL_EXIST,
+    )
 
 
 async def test_alter_sync_state_set_and_fencing(node: Node, unique: Counter) -> None:
@@ -51,8 +62,12 @@ async def test_alter_sync_state_set_and_fencing(node: Node, unique: Counter) -> 
     await register(node, "c1", name, 1, "10.0.1.1:10911")
     await register(node, "c1", name, 2, "10.0.1.2:10911")
     await node.ok("POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1})
-    alter = {"brokerName": name, "masterBrokerId": 1, "masterEpoch": 1,
-             "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1}}  # fmt: skip
+    alter = {
+        "brokerName": name,
+        "masterBrokerId": 1,
+        "masterEpoch": 1,
+        "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1},
+    }
     env = await node.ok("POST", f"{CTL}/alter-sync-state-set", json=alter)
     M.AlterSyncStateSetAnswer.model_validate(env)
     assert env["header"] == {"newSyncStateSetEpoch": 2}
@@ -69,30 +84,54 @@ async def test_alter_sync_state_set_and_fencing(node: Node, unique: Counter) -> 
 
 async def test_unknown_broker_set_codes(node: Node, unique: Counter) -> None:
     name = unique("ghost")
-    env = await node.ok("POST", f"{CTL}/replica-info", json={"brokerName": name},
-                        code=C.CONTROLLER_BROKER_METADATA_NOT_EXIST)  # fmt: skip
+    env = await node.ok(
+        "POST", f"{CTL}/replica-info", json={"brokerName": name}, code=C.CONTROLLER_BROKER_METADATA_NOT_EXIST
+    )
     assert env["codeName"] == "CONTROLLER_BROKER_METADATA_NOT_EXIST" and env["remark"]
-    await node.ok("POST", f"{CTL}/register-broker", json={"clusterName": "c1", "brokerName": name, "brokerId": 1,
-                  "brokerAddress": "a:1"}, code=C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED)  # fmt: skip
-    await node.ok("POST", f"{CTL}/elect-master", json={"brokerName": name},
-                  code=C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED)  # fmt: skip
-    await node.ok("POST", f"{CTL}/alter-sync-state-set", json={"brokerName": name, "masterBrokerId": 1,
-                  "masterEpoch": 1, "syncStateSet": {"syncStateSet": [1], "syncStateSetEpoch": 1}},
-                  code=C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED)  # fmt: skip
+    await node.ok(
+        "POST",
+        f"{CTL}/register-broker",
+        json={"clusterName": "c1", "brokerName": name, "brokerId": 1, "brokerAddress": "a:1"},
+        code=C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+    )
+    await node.ok(
+        "POST", f"{CTL}/elect-master", json={"brokerName": name}, code=C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+    )
+    await node.ok(
+        "POST",
+        f"{CTL}/alter-sync-state-set",
+        json={
+            "brokerName": name,
+            "masterBrokerId": 1,
+            "masterEpoch": 1,
+            "syncStateSet": {"syncStateSet": [1], "syncStateSetEpoch": 1},
+        },
+        code=C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+    )
     # Applying id 2 first into an unknown set is refused (ids start at 1).
-    await node.ok("POST", f"{CTL}/apply-broker-id", json={"clusterName": "c1", "brokerName": name,
-                  "appliedBrokerId": 2, "registerCheckCode": "a:1;1"}, code=C.CONTROLLER_BROKER_ID_INVALID)  # fmt: skip
+    await node.ok(
+        "POST",
+        f"{CTL}/apply-broker-id",
+        json={"clusterName": "c1", "brokerName": name, "appliedBrokerId": 2, "registerCheckCode": "a:1;1"},
+        code=C.CONTROLLER_BROKER_ID_INVALID,
+    )
 
 
 async def test_apply_broker_id_conflict(node: Node, unique: Counter) -> None:
     name = unique("broker")
     await register(node, "c1", name, 1, "10.0.2.1:10911")
-    await node.ok("POST", f"{CTL}/apply-broker-id", json={"clusterName": "c1", "brokerName": name,
-                  "appliedBrokerId": 1, "registerCheckCode": "10.0.2.9:10911;9"},
-                  code=C.CONTROLLER_BROKER_ID_INVALID)  # fmt: skip
+    await node.ok(
+        "POST",
+        f"{CTL}/apply-broker-id",
+        json={"clusterName": "c1", "brokerName": name, "appliedBrokerId": 1, "registerCheckCode": "10.0.2.9:10911;9"},
+        code=C.CONTROLLER_BROKER_ID_INVALID,
+    )
     # The same check code again is an idempotent retry.
-    await node.ok("POST", f"{CTL}/apply-broker-id", json={"clusterName": "c1", "brokerName": name,
-                  "appliedBrokerId": 1, "registerCheckCode": "10.0.2.1:10911;1"})  # fmt: skip
+    await node.ok(
+        "POST",
+        f"{CTL}/apply-broker-id",
+        json={"clusterName": "c1", "brokerName": name, "appliedBrokerId": 1, "registerCheckCode": "10.0.2.1:10911;1"},
+    )
 
 
 async def test_heartbeat_is_replicated_with_the_leader_clock_and_starts_the_scan_guard(
@@ -100,9 +139,20 @@ async def test_heartbeat_is_replicated_with_the_leader_clock_and_starts_the_scan
 ) -> None:
     name = unique("broker")
     before = int(time.time() * 1000)
-    env = await node.ok("POST", f"{CTL}/heartbeat", json={"clusterName": "c9", "brokerName": name,
-                        "brokerAddr": "10.9.9.9:10911", "brokerId": 3, "heartbeatTimeoutMills": 4321, "epoch": 2,
-                        "maxOffset": 100, "electionPriority": 1})  # fmt: skip
+    env = await node.ok(
+        "POST",
+        f"{CTL}/heartbeat",
+        json={
+            "clusterName": "c9",
+            "brokerName": name,
+            "brokerAddr": "10.9.9.9:10911",
+            "brokerId": 3,
+            "heartbeatTimeoutMills": 4321,
+            "epoch": 2,
+            "maxOffset": 100,
+            "electionPriority": 1,
+        },
+    )
     M.HeartbeatAnswer.model_validate(env)
     assert env["remark"] == "Heart beat success"
     row = node.service.sm.live.table[("c9", name, 3)]
@@ -116,8 +166,9 @@ async def test_elect_master_without_broker_id_is_the_controller_trigger(node: No
     name = unique("broker")
     await register(node, "c1", name, 1, "10.0.3.1:10911")
     await node.ok("POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1})
-    env = await node.ok("POST", f"{CTL}/elect-master", json={"brokerName": name, "brokerId": -1},
-                        code=C.CONTROLLER_MASTER_STILL_EXIST)  # fmt: skip
+    env = await node.ok(
+        "POST", f"{CTL}/elect-master", json={"brokerName": name, "brokerId": -1}, code=C.CONTROLLER_MASTER_STILL_EXIST
+    )
     assert env["header"]["masterBrokerId"] == 1
     # Where nobody was ever elected, the controller trigger finds no SyncStateSet member (the first
     # election is a broker's).
@@ -130,7 +181,11 @@ async def test_metadata_is_local(node: Node) -> None:
     before = node.last_index()
     env = await node.ok("GET", f"{CTL}/metadata")
     M.MetadataAnswer.model_validate(env)
-    assert env["header"] == {"group": "jRaft-Controller", "controllerLeaderId": node.id,
-                             "controllerLeaderAddress": http_address(node.id), "isLeader": True,
-                             "peers": f"{http_address(node.id)};"}  # fmt: skip
+    assert env["header"] == {
+        "group": "jRaft-Controller",
+        "controllerLeaderId": node.id,
+        "controllerLeaderAddress": http_address(node.id),
+        "isLeader": True,
+        "peers": f"{http_address(node.id)};",
+    }
     assert node.last_index() == before

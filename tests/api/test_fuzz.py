@@ -24,13 +24,21 @@ from tests.api.harness import AUTH, SETTINGS, Node
 
 pytestmark = pytest.mark.anyio
 
-FUZZ = settings(max_examples=250, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+FUZZ = settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 # A schema-valid POST /raft/peers adds a (never answering) server to the group: fuzzed with broken bodies only.
 BROKEN_ONLY = {("POST", "/api/v1/raft/peers")}
 JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
-                           | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6)  # fmt: skip
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @dataclass(frozen=True)
@@ -75,8 +83,10 @@ class Schemas:
             if not props:
                 return st.dictionaries(st.text(max_size=12), JSON_VALUES, max_size=3)
             required = set(s.get("required", ()))
-            return st.fixed_dictionaries({k: self.valid(v) for k, v in props.items() if k in required},
-                                         optional={k: self.valid(v) for k, v in props.items() if k not in required})  # fmt: skip
+            return st.fixed_dictionaries(
+                {k: self.valid(v) for k, v in props.items() if k in required},
+                optional={k: self.valid(v) for k, v in props.items() if k not in required},
+            )
         if kind == "string":
             return st.text(max_size=12)
         if kind == "integer":
@@ -93,9 +103,15 @@ class Schemas:
         """A JSON value of none of the schema's types (a string "1" for an integer, 1 for a boolean, ...)."""
         s = self.resolve(schema)
         kinds = {self.resolve(x).get("type") for x in s["anyOf"]} if "anyOf" in s else {s.get("type")}
-        pool = {"string": st.text(max_size=5), "integer": st.integers(), "boolean": st.booleans(), "null": st.none(),
-                "number": st.floats(allow_nan=False), "array": st.lists(st.integers(), max_size=2),
-                "object": st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)}  # fmt: skip
+        pool = {
+            "string": st.text(max_size=5),
+            "integer": st.integers(),
+            "boolean": st.booleans(),
+            "null": st.none(),
+            "number": st.floats(allow_nan=False),
+            "array": st.lists(st.integers(), max_size=2),
+            "object": st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        }
         if "integer" in kinds:
             kinds.add("number")  # 1.5 is not an integer, but 1.0 is "integer" to JSON schema: use floats anyway
             pool["number"] = st.floats(allow_nan=False).filter(lambda f: not f.is_integer())
@@ -188,19 +204,35 @@ async def send(node: Node, op: Operation, path: str, kw: dict[str, Any]) -> tupl
 
 
 CONTRACT = {  # http-api.md: every path and method is served
-    ("POST", "/api/v1/controller/heartbeat"), ("POST", "/api/v1/controller/next-broker-id"),
-    ("POST", "/api/v1/controller/apply-broker-id"), ("POST", "/api/v1/controller/register-broker"),
-    ("POST", "/api/v1/controller/elect-master"), ("POST", "/api/v1/controller/alter-sync-state-set"),
-    ("POST", "/api/v1/controller/replica-info"), ("GET", "/api/v1/controller/metadata"),
-    ("POST", "/api/v1/admin/sync-state-data"), ("POST", "/api/v1/admin/elect-master"),
-    ("POST", "/api/v1/admin/clean-broker-metadata"), ("GET", "/api/v1/admin/config"), ("PUT", "/api/v1/admin/config"),
-    ("GET", "/api/v1/kv/{namespace}/{key}"), ("PUT", "/api/v1/kv/{namespace}/{key}"),
-    ("DELETE", "/api/v1/kv/{namespace}/{key}"), ("POST", "/api/v1/kv/{namespace}/{key}/cas"),
-    ("GET", "/api/v1/raft/status"), ("GET", "/api/v1/raft/peers"), ("POST", "/api/v1/raft/snapshot"),
-    ("GET", "/api/v1/raft/snapshots"), ("POST", "/api/v1/raft/transfer-leader"), ("POST", "/api/v1/raft/peers"),
-    ("DELETE", "/api/v1/raft/peers/{peer_id}"), ("GET", "/livez"), ("GET", "/readyz"), ("GET", "/healthz"),
+    ("POST", "/api/v1/controller/heartbeat"),
+    ("POST", "/api/v1/controller/next-broker-id"),
+    ("POST", "/api/v1/controller/apply-broker-id"),
+    ("POST", "/api/v1/controller/register-broker"),
+    ("POST", "/api/v1/controller/elect-master"),
+    ("POST", "/api/v1/controller/alter-sync-state-set"),
+    ("POST", "/api/v1/controller/replica-info"),
+    ("GET", "/api/v1/controller/metadata"),
+    ("POST", "/api/v1/admin/sync-state-data"),
+    ("POST", "/api/v1/admin/elect-master"),
+    ("POST", "/api/v1/admin/clean-broker-metadata"),
+    ("GET", "/api/v1/admin/config"),
+    ("PUT", "/api/v1/admin/config"),
+    ("GET", "/api/v1/kv/{namespace}/{key}"),
+    ("PUT", "/api/v1/kv/{namespace}/{key}"),
+    ("DELETE", "/api/v1/kv/{namespace}/{key}"),
+    ("POST", "/api/v1/kv/{namespace}/{key}/cas"),
+    ("GET", "/api/v1/raft/status"),
+    ("GET", "/api/v1/raft/peers"),
+    ("POST", "/api/v1/raft/snapshot"),
+    ("GET", "/api/v1/raft/snapshots"),
+    ("POST", "/api/v1/raft/transfer-leader"),
+    ("POST", "/api/v1/raft/peers"),
+    ("DELETE", "/api/v1/raft/peers/{peer_id}"),
+    ("GET", "/livez"),
+    ("GET", "/readyz"),
+    ("GET", "/healthz"),
     ("GET", "/metrics"),
-}  # fmt: skip
+}
 
 
 async def test_the_fuzzed_schema_is_the_served_one(node: Node) -> None:
@@ -229,8 +261,9 @@ async def test_schema_valid_requests_never_fail_the_server(
 
 @FUZZ
 @given(case=broken_requests())
-async def test_broken_requests_are_422_and_never_reach_the_log(node: Node,
-                                                               case: tuple[Operation, str, dict[str, Any], str]) -> None:  # fmt: skip
+async def test_broken_requests_are_422_and_never_reach_the_log(
+    node: Node, case: tuple[Operation, str, dict[str, Any], str]
+) -> None:
     op, path, kw, mutation = case
     status, answer, moved = await send(node, op, path, kw)
     event(mutation)

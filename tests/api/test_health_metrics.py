@@ -38,8 +38,10 @@ async def test_livez(node: Node) -> None:
     r = await node.call("GET", "/livez?verbose")
     assert r.status_code == 200 and r.text == "[+]ping ok\nlivez check passed\n"
     r = await node.call("GET", "/livez", headers=JSON)
-    assert r.json() == {"status": "ok", "checks": [{"name": "ping", "ok": True, "detail": "the event loop answers",
-                                                    "excluded": False}]}  # fmt: skip
+    assert r.json() == {
+        "status": "ok",
+        "checks": [{"name": "ping", "ok": True, "detail": "the event loop answers", "excluded": False}],
+    }
     assert (await node.call("GET", "/livez/ping")).status_code == 200
     assert (await node.call("GET", "/livez/nope")).status_code == 404
 
@@ -94,12 +96,14 @@ async def test_a_node_that_has_not_started(tmp_path: Path) -> None:
         assert r.status_code == 503 and r.text.startswith("[-]started failed: the node has not started")
         assert (await idle.call("GET", "/readyz/leader_known")).status_code == 503
         assert (await idle.call("GET", "/livez")).status_code == 200
-        for method, path, body in [("POST", "/api/v1/controller/replica-info", {"brokerName": "b"}),
-                                   ("PUT", "/api/v1/kv/ns/k", {"value": "v"}),
-                                   ("GET", "/api/v1/controller/metadata", None),
-                                   ("GET", "/api/v1/raft/status", None),
-                                   ("POST", "/api/v1/raft/snapshot", None),
-                                   ("POST", "/api/v1/raft/transfer-leader", {})]:  # fmt: skip
+        for method, path, body in [
+            ("POST", "/api/v1/controller/replica-info", {"brokerName": "b"}),
+            ("PUT", "/api/v1/kv/ns/k", {"value": "v"}),
+            ("GET", "/api/v1/controller/metadata", None),
+            ("GET", "/api/v1/raft/status", None),
+            ("POST", "/api/v1/raft/snapshot", None),
+            ("POST", "/api/v1/raft/transfer-leader", {}),
+        ]:
             r = await idle.call(method, path, token=True, **({"json": body} if body is not None else {}))
             assert r.status_code == 503 and r.json()["error"] == "UNAVAILABLE", (path, r.text)
             assert r.headers["retry-after"] == "1"
@@ -118,16 +122,33 @@ async def test_metrics_names_and_constant_labels(node: Node, unique: Counter) ->
     const = {"address": node.id, "group": "jRaft-Controller", "peer_id": node.id}
     assert all(set(const.items()) <= set(labels) for _, labels in samples), "constant labels on every series"
     names = {n for n, _ in samples}
-    expected = {"role", "request_total", "request_latency_bucket", "request_latency_count", "request_latency_sum",
-                "active_broker_num", "controllerd_raft_term", "controllerd_raft_is_leader", "controllerd_raft_has_leader",
-                "controllerd_raft_commit_index", "controllerd_raft_applied_index", "controllerd_raft_apply_lag_entries",
-                "controllerd_raft_last_snapshot_index", "controllerd_raft_log_first_index",
-                "controllerd_raft_log_last_index", "controllerd_raft_log_fsyncs_total",
-                "controllerd_raft_transport_auth_failures_total", "controllerd_inactive_broker_scans_total"}  # fmt: skip
+    expected = {
+        "role",
+        "request_total",
+        "request_latency_bucket",
+        "request_latency_count",
+        "request_latency_sum",
+        "active_broker_num",
+        "controllerd_raft_term",
+        "controllerd_raft_is_leader",
+        "controllerd_raft_has_leader",
+        "controllerd_raft_commit_index",
+        "controllerd_raft_applied_index",
+        "controllerd_raft_apply_lag_entries",
+        "controllerd_raft_last_snapshot_index",
+        "controllerd_raft_log_first_index",
+        "controllerd_raft_log_last_index",
+        "controllerd_raft_log_fsyncs_total",
+        "controllerd_raft_transport_auth_failures_total",
+        "controllerd_inactive_broker_scans_total",
+    }
     assert expected <= names, expected - names
     assert value(samples, "role") == 3 and value(samples, "controllerd_raft_is_leader") == 1
-    les = sorted(float(dict(ls)["le"]) for n, ls in samples if n == "request_latency_bucket"
-                 and dict(ls)["request_type"] == "CONTROLLER_REGISTER_BROKER")  # fmt: skip
+    les = sorted(
+        float(dict(ls)["le"])
+        for n, ls in samples
+        if n == "request_latency_bucket" and dict(ls)["request_type"] == "CONTROLLER_REGISTER_BROKER"
+    )
     assert les == [*LATENCY_BUCKETS_US, float("inf")] and les[0] == 1 and les[-2] == 10_000_000
 
 
@@ -140,8 +161,12 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
     await node.ok(
         "POST", "/api/v1/controller/elect-master", json={"clusterName": "mc", "brokerName": name, "brokerId": 1}
     )
-    await node.ok("POST", "/api/v1/controller/elect-master", json={"clusterName": "mc", "brokerName": name, "brokerId": 1},
-                  code=C.CONTROLLER_MASTER_STILL_EXIST)  # fmt: skip
+    await node.ok(
+        "POST",
+        "/api/v1/controller/elect-master",
+        json={"clusterName": "mc", "brokerName": name, "brokerId": 1},
+        code=C.CONTROLLER_MASTER_STILL_EXIST,
+    )
     after = await scrape(node)
 
     def delta(name_: str, **labels: str) -> float:
@@ -160,7 +185,8 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
     assert delta("controllerd_raft_fsync_duration_seconds_count") >= 1
     assert delta("controllerd_raft_commit_duration_seconds_count") >= 5
     assert value(after, "controllerd_raft_commit_duration_seconds_bucket", le="+Inf") == value(
-        after, "controllerd_raft_commit_duration_seconds_count")  # fmt: skip
+        after, "controllerd_raft_commit_duration_seconds_count"
+    )
     r = await node.call("POST", "/api/v1/raft/snapshot", token=True)
     assert r.status_code == 200
     snap = await scrape(node)
@@ -175,10 +201,19 @@ async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None
     async with solo(tmp_path, clock=clock) as node:
         await register(node, "sc", "s", 1, "10.8.0.1:10911", timeout_ms=1_000)
         await register(node, "sc", "s", 2, "10.8.0.2:10911", timeout_ms=60_000)
-        await node.ok("POST", "/api/v1/controller/elect-master", json={"clusterName": "sc", "brokerName": "s",
-                      "brokerId": 1})  # fmt: skip
-        await node.ok("POST", "/api/v1/controller/alter-sync-state-set", json={"brokerName": "s", "masterBrokerId": 1,
-                      "masterEpoch": 1, "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1}})  # fmt: skip
+        await node.ok(
+            "POST", "/api/v1/controller/elect-master", json={"clusterName": "sc", "brokerName": "s", "brokerId": 1}
+        )
+        await node.ok(
+            "POST",
+            "/api/v1/controller/alter-sync-state-set",
+            json={
+                "brokerName": "s",
+                "masterBrokerId": 1,
+                "masterEpoch": 1,
+                "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1},
+            },
+        )
         clock.now += 5_000  # broker 1 (the master) expired; broker 2 still alive
         result = await node.service.scan_once()
         assert result is not None and result.body["newMasters"][0]["masterBrokerId"] == 2

@@ -52,8 +52,13 @@ def envelope(code: int, resp: codec.RemotingCommand) -> dict[str, Any]:
     header = H.typed(schema, resp.ext_fields)
     if header or (schema and resp.code == C.SUCCESS):
         header = {name: header.get(name) for name, _, _ in schema} | header
-    return {"code": resp.code, "codeName": C.code_name(resp.code), "remark": resp.remark, "header": header or None,
-            "body": json.loads(resp.body) if resp.body else None}  # fmt: skip
+    return {
+        "code": resp.code,
+        "codeName": C.code_name(resp.code),
+        "remark": resp.remark,
+        "header": header or None,
+        "body": json.loads(resp.body) if resp.body else None,
+    }
 
 
 class RemotingNode:
@@ -70,8 +75,9 @@ class RemotingNode:
     def last_index(self) -> int:
         return int(self.service.node.status().last_index)
 
-    async def ok(self, method: str, path: str, *, code: int = 0, json: dict[str, Any] | None = None,
-                 **_: Any) -> dict[str, Any]:  # fmt: skip
+    async def ok(
+        self, method: str, path: str, *, code: int = 0, json: dict[str, Any] | None = None, **_: Any
+    ) -> dict[str, Any]:
         rcode = PATHS[path]
         fields = dict(json or {})
         body = None
@@ -88,8 +94,9 @@ _json = json
 
 
 @pytest.fixture(scope="module", params=[codec.ROCKETMQ, codec.JSON], ids=["rocketmq", "json"])
-async def node(request: pytest.FixtureRequest, anyio_backend: str,
-               tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RemotingNode]:  # fmt: skip
+async def node(
+    request: pytest.FixtureRequest, anyio_backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RemotingNode]:
     async with solo(tmp_path_factory.mktemp("remoting")) as n:
         server = RemotingServer(n.service, SETTINGS, ("127.0.0.1", 0))
         await server.start()
@@ -110,8 +117,11 @@ async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
 async def test_unknown_code_is_not_supported_as_java_answers(node: RemotingNode) -> None:
     for code in (1, 1007, 1014, 1018, 9999):
         r = await node.client.request(code)
-        assert (r.code, r.remark, r.is_response) == (C.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported",
-                                                     True)  # fmt: skip
+        assert (r.code, r.remark, r.is_response) == (
+            C.REQUEST_CODE_NOT_SUPPORTED,
+            f" request type {code} not supported",
+            True,
+        )
 
 
 async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: RemotingNode) -> None:
@@ -120,8 +130,9 @@ async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: Remo
     # @CFNotNull holds even where the Java field has an initial value (Java's client always sends it).
     r = await node.client.request(C.ELECT_MASTER, {"clusterName": "c1", "brokerName": "b", "brokerId": 1})
     assert r.code == C.SYSTEM_ERROR and r.remark == "the custom field <designateElect> is null"
-    r = await node.client.request(C.APPLY_BROKER_ID, {"clusterName": "c", "brokerName": "b", "appliedBrokerId": "x1",
-                                                      "registerCheckCode": "a;1"})  # fmt: skip
+    r = await node.client.request(
+        C.APPLY_BROKER_ID, {"clusterName": "c", "brokerName": "b", "appliedBrokerId": "x1", "registerCheckCode": "a;1"}
+    )
     assert r.code == C.SYSTEM_ERROR and "appliedBrokerId" in r.remark
     r = await node.client.request(C.ALTER_SYNC_STATE_SET, {"brokerName": "b"}, b"{nope")
     assert r.code == C.SYSTEM_ERROR and "body is not JSON" in r.remark
@@ -152,6 +163,7 @@ async def test_the_max_frame_size_is_the_configured_one(node: RemotingNode) -> N
     server = RemotingServer(node.service, replace(SETTINGS, remoting_max_frame_bytes=limit), ("127.0.0.1", 0))
     await server.start()
     try:
+
         def frame(total: int) -> bytes:  # a 1005 whose length field says `total`, padded with body bytes
             header = len(codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, opaque=1))) - 8
             data = codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, opaque=1, body=b"x" * (total - 4 - header)))
@@ -175,8 +187,12 @@ async def test_the_max_frame_size_is_the_configured_one(node: RemotingNode) -> N
 
 async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, unique: Counter) -> None:
     name = unique("busy")
-    beats = [node.client.request_nowait(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name,
-             "brokerAddr": f"a:{i}", "brokerId": i}) for i in range(1, 201)]  # fmt: skip
+    beats = [
+        node.client.request_nowait(
+            H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": f"a:{i}", "brokerId": i}
+        )
+        for i in range(1, 201)
+    ]
     meta = node.client.request_nowait(H.GET_METADATA_INFO)
     first = await asyncio.wait_for(asyncio.wait([meta, *beats], return_when=asyncio.FIRST_COMPLETED), 10)
     assert meta in first[0]  # the local answer did not wait behind 200 commits
@@ -188,8 +204,9 @@ async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, uniq
 
 async def test_oneway_heartbeat_is_served_unanswered(node: RemotingNode, unique: Counter) -> None:
     name = unique("oneway")
-    node.client.request_nowait(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1",
-                                                    "brokerId": 1}, oneway=True)  # fmt: skip
+    node.client.request_nowait(
+        H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1}, oneway=True
+    )
     await wait_for(lambda: ("c", name, 1) in node.service.sm.live.table)
     assert not node.client.pending
 
@@ -206,23 +223,30 @@ async def test_metadata_config_and_sync_state_data(node: RemotingNode, unique: C
     assert (await node.client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=4\n")).code == 0
     assert b"electMasterMaxRetryCount=4\n" in (await node.client.request(H.GET_CONTROLLER_CONFIG)).body
     name = unique("ssd")
-    for path, fields in (("next-broker-id", {"clusterName": "c", "brokerName": name}),
-                         ("apply-broker-id", {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1,
-                                              "registerCheckCode": "h:1;1"})):  # fmt: skip
+    for path, fields in (
+        ("next-broker-id", {"clusterName": "c", "brokerName": name}),
+        (
+            "apply-broker-id",
+            {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"},
+        ),
+    ):
         await node.ok("POST", f"/api/v1/controller/{path}", json=fields)
     r = await node.client.request(C.GET_SYNC_STATE_DATA, body=json.dumps([name]).encode())
     table = json.loads(r.body)["replicasInfoTable"]
     assert r.code == C.SUCCESS and table[name]["masterEpoch"] == 0
-    r = await node.client.request(C.CLEAN_BROKER_DATA, {"clusterName": "c", "brokerName": name,
-                                                        "isCleanLivingBroker": True})  # fmt: skip
+    r = await node.client.request(
+        C.CLEAN_BROKER_DATA, {"clusterName": "c", "brokerName": name, "isCleanLivingBroker": True}
+    )
     assert r.code == C.SUCCESS and name not in node.service.sm.manager.replicas.sets
 
 
 async def test_a_closed_connection_goes_through_close_channel(node: RemotingNode, unique: Counter) -> None:
     name = unique("closing")
     broker = await RemotingClient.connect("127.0.0.1", node.server.port)
-    r = await broker.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1",
-                                                  "brokerId": 1, "heartbeatTimeoutMills": 600000})  # fmt: skip
+    r = await broker.request(
+        H.BROKER_HEARTBEAT,
+        {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1, "heartbeatTimeoutMills": 600000},
+    )
     assert r.code == C.SUCCESS and ("c", name, 1) in node.service.sm.live.table
     before = node.last_index()
     broker.close()
@@ -251,8 +275,9 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
             assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
             meta = await fclient.request(H.GET_METADATA_INFO)
             assert meta.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
-            assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or \
-                set(meta.ext_fields["peers"].rstrip(";").split(";")) == set(remoting.values())  # fmt: skip
+            assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or set(
+                meta.ext_fields["peers"].rstrip(";").split(";")
+            ) == set(remoting.values())
             fclient.close()
             assert {p.id: p.remoting_address for p in follower.service.peers()} == remoting
 
@@ -282,12 +307,31 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
 
             async def register(c: RemotingClient, bid: int) -> Any:
                 addr = f"10.1.0.{bid}:10911"
-                for code, ext in ((C.APPLY_BROKER_ID, {"clusterName": "c", "brokerName": "b", "appliedBrokerId": bid,
-                                                       "registerCheckCode": f"{addr};1"}),
-                                  (H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": addr,
-                                                        "brokerId": bid, "heartbeatTimeoutMills": 600000}),
-                                  (C.REGISTER_BROKER, {"clusterName": "c", "brokerName": "b", "brokerId": bid,
-                                                       "brokerAddress": addr})):  # fmt: skip
+                for code, ext in (
+                    (
+                        C.APPLY_BROKER_ID,
+                        {
+                            "clusterName": "c",
+                            "brokerName": "b",
+                            "appliedBrokerId": bid,
+                            "registerCheckCode": f"{addr};1",
+                        },
+                    ),
+                    (
+                        H.BROKER_HEARTBEAT,
+                        {
+                            "clusterName": "c",
+                            "brokerName": "b",
+                            "brokerAddr": addr,
+                            "brokerId": bid,
+                            "heartbeatTimeoutMills": 600000,
+                        },
+                    ),
+                    (
+                        C.REGISTER_BROKER,
+                        {"clusterName": "c", "brokerName": "b", "brokerId": bid, "brokerAddress": addr},
+                    ),
+                ):
                     r = await c.request(code, ext)
                     if r.code != C.SUCCESS:
                         return None
@@ -297,8 +341,9 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
             await broker_step(lambda c: register(c, 2))
 
             async def elect(c: RemotingClient) -> Any:
-                r = await c.request(C.ELECT_MASTER, {"clusterName": "c", "brokerName": "b", "brokerId": 1,
-                                                     "designateElect": False})  # fmt: skip
+                r = await c.request(
+                    C.ELECT_MASTER, {"clusterName": "c", "brokerName": "b", "brokerId": 1, "designateElect": False}
+                )
                 return r if r.code in (C.SUCCESS, C.CONTROLLER_MASTER_STILL_EXIST) else None
 
             assert (await broker_step(elect)).ext_fields["masterBrokerId"] == "1"
@@ -308,8 +353,10 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
             await wait_for(lambda: any(n.service.node.is_leader() for n in rest), 20)
 
             async def beat_and_read(c: RemotingClient) -> Any:
-                r = await c.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b",
-                                    "brokerAddr": "10.1.0.2:10911", "brokerId": 2})  # fmt: skip
+                r = await c.request(
+                    H.BROKER_HEARTBEAT,
+                    {"clusterName": "c", "brokerName": "b", "brokerAddr": "10.1.0.2:10911", "brokerId": 2},
+                )
                 if r.code != C.SUCCESS:
                     return None
                 r = await c.request(C.GET_REPLICA_INFO, {"brokerName": "b"})
@@ -332,14 +379,19 @@ async def test_controller_server_serves_remoting_beside_http_and_names_a_busy_po
     try:
         await server.service.node.wait_for_leader(10)
         client = await RemotingClient.connect("127.0.0.1", rport, codec.JSON)
-        r = await client.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1",
-                                                      "brokerId": 1})  # fmt: skip
+        r = await client.request(
+            H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1", "brokerId": 1}
+        )
         assert (r.code, r.remark, r.serialize_type) == (C.SUCCESS, "Heart beat success", codec.JSON)
         client.close()
         # A second node on the same remoting port fails to start, saying which address.
         (raft2, http2) = free_ports(2)
-        other = ControllerServer(service_options(tmp_path / "o", [raft2], 0, GROUP_RAFT), SETTINGS,
-                                 ("127.0.0.1", http2), remoting_address=("127.0.0.1", rport))  # fmt: skip
+        other = ControllerServer(
+            service_options(tmp_path / "o", [raft2], 0, GROUP_RAFT),
+            SETTINGS,
+            ("127.0.0.1", http2),
+            remoting_address=("127.0.0.1", rport),
+        )
         with pytest.raises(OSError, match=f"cannot listen for remoting on 127.0.0.1:{rport}"):
             await other.start()
         assert not other.service.started
@@ -363,19 +415,34 @@ async def test_an_election_pushes_notify_role_changed_to_the_alive_brokers(node:
     try:
         for path, fields in (
             ("next-broker-id", {"clusterName": "c", "brokerName": name}),
-            ("apply-broker-id", {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1,
-                                 "registerCheckCode": f"{addr};1"}),
-            ("heartbeat", {"clusterName": "c", "brokerName": name, "brokerAddr": addr, "brokerId": 1,
-                           "heartbeatTimeoutMills": 600000}),
+            (
+                "apply-broker-id",
+                {"clusterName": "c", "brokerName": name, "appliedBrokerId": 1, "registerCheckCode": f"{addr};1"},
+            ),
+            (
+                "heartbeat",
+                {
+                    "clusterName": "c",
+                    "brokerName": name,
+                    "brokerAddr": addr,
+                    "brokerId": 1,
+                    "heartbeatTimeoutMills": 600000,
+                },
+            ),
             ("register-broker", {"clusterName": "c", "brokerName": name, "brokerId": 1, "brokerAddress": addr}),
             ("elect-master", {"clusterName": "c", "brokerName": name, "brokerId": 1}),
-        ):  # fmt: skip
+        ):
             await node.ok("POST", f"/api/v1/controller/{path}", json=fields)
         note = await asyncio.wait_for(got.get(), 10)
     finally:
         listener.close()
     assert (note.code, note.is_oneway) == (1008, True)
-    assert note.ext_fields == {"masterAddress": addr, "masterEpoch": "1", "syncStateSetEpoch": "1", "masterBrokerId": "1"}
+    assert note.ext_fields == {
+        "masterAddress": addr,
+        "masterEpoch": "1",
+        "syncStateSetEpoch": "1",
+        "masterBrokerId": "1",
+    }
     assert json.loads(note.body) == {"syncStateSet": [1], "syncStateSetEpoch": 1}
 
 
@@ -390,7 +457,9 @@ def _expectation(stream: bytes) -> str:
     return "incomplete" if d.pending else "answers"
 
 
-async def test_fuzzed_frames_never_crash_or_hang_the_listener(node: RemotingNode, caplog: pytest.LogCaptureFixture) -> None:
+async def test_fuzzed_frames_never_crash_or_hang_the_listener(
+    node: RemotingNode, caplog: pytest.LogCaptureFixture
+) -> None:
     """Seeded random streams: valid lengths around random headers (both types, random codes and ext fields) and
     raw garbage. Each connection is answered or closed; the listener keeps serving and logs no exception."""
     import random
@@ -404,11 +473,16 @@ async def test_fuzzed_frames_never_crash_or_hang_the_listener(node: RemotingNode
             mangled = rng.randbytes(rng.randrange(1, 200))
             c.send_raw(mangled)
         else:
-            ext = {rng.choice(["brokerName", "clusterName", "brokerId", "masterEpoch", "designateElect", "x"]):
-                   rng.choice(["", "1", "-1", "9" * 30, "true", "b\u00e9", "1;2"]) for _ in range(rng.randrange(4))}
+            ext = {
+                rng.choice(["brokerName", "clusterName", "brokerId", "masterEpoch", "designateElect", "x"]): rng.choice(
+                    ["", "1", "-1", "9" * 30, "true", "b\u00e9", "1;2"]
+                )
+                for _ in range(rng.randrange(4))
+            }
             body = rng.choice([None, b"[]", b"{", b'{"syncStateSet":[1],"syncStateSetEpoch":"x"}', rng.randbytes(9)])
-            frame = codec.encode(codec.RemotingCommand(rng.choice(codes), 5, 0, None, ext, body,
-                                                       serialize_type=round_ % 2))  # fmt: skip
+            frame = codec.encode(
+                codec.RemotingCommand(rng.choice(codes), 5, 0, None, ext, body, serialize_type=round_ % 2)
+            )
             cut = rng.randrange(4, len(frame) + 1)
             mangled = frame[:cut] + rng.randbytes(rng.randrange(3)) if round_ % 5 == 0 else frame
             c.send_raw(mangled)
@@ -424,8 +498,7 @@ async def test_fuzzed_frames_never_crash_or_hang_the_listener(node: RemotingNode
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
 
 
-async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_after_a_restart(
-        tmp_path: Path) -> None:  # fmt: skip
+async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_after_a_restart(tmp_path: Path) -> None:
     """Issue 17: the remoting address of a member added by POST /api/v1/raft/peers travels in the CONF entry, so
     every member (and one restarted with a config that never named it) serves it in 1005 and in its 2007."""
     ports, rports = free_ports(4), free_ports(4)
@@ -463,8 +536,12 @@ async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_
         for i in range(4):
             await start(i)
         leader = await settled(nodes[:3])
-        env = await leader.ok("POST", "/api/v1/raft/peers", token=True,
-                              json={"id": new, "httpAddress": "127.0.0.2:1", "remotingAddress": remoting[new]})  # fmt: skip
+        env = await leader.ok(
+            "POST",
+            "/api/v1/raft/peers",
+            token=True,
+            json={"id": new, "httpAddress": "127.0.0.2:1", "remotingAddress": remoting[new]},
+        )
         assert new in env["body"]["voters"]
         for n in nodes[:3]:  # woken by each of the node's processing rounds, no polling
             await asyncio.wait_for(n.service.node._wait_for(lambda n=n: new in n.service.node.status().voters), 10)

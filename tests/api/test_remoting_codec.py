@@ -17,24 +17,52 @@ from api.settings import MAX_FRAME_BYTES
 
 # One request per code the controller serves, extFields exactly as the Java header classes name them.
 REQUESTS = {
-    904: {"clusterName": "c1", "brokerAddr": "10.0.0.1:10911", "brokerName": "b1", "brokerId": "1", "epoch": "2",
-          "maxOffset": "100", "confirmOffset": "90", "heartbeatTimeoutMills": "10000", "electionPriority": "3"},
+    904: {
+        "clusterName": "c1",
+        "brokerAddr": "10.0.0.1:10911",
+        "brokerName": "b1",
+        "brokerId": "1",
+        "epoch": "2",
+        "maxOffset": "100",
+        "confirmOffset": "90",
+        "heartbeatTimeoutMills": "10000",
+        "electionPriority": "3",
+    },
     1001: {"brokerName": "b1", "masterBrokerId": "1", "masterEpoch": "1", "invokeTime": "1700000000000"},
-    1002: {"clusterName": "c1", "brokerName": "b1", "brokerId": "1", "designateElect": "false",
-           "invokeTime": "1700000000000"},
-    1003: {"clusterName": "c1", "brokerName": "b1", "brokerId": "1", "brokerAddress": "10.0.0.1:10911",
-           "invokeTime": "1700000000000"},
+    1002: {
+        "clusterName": "c1",
+        "brokerName": "b1",
+        "brokerId": "1",
+        "designateElect": "false",
+        "invokeTime": "1700000000000",
+    },
+    1003: {
+        "clusterName": "c1",
+        "brokerName": "b1",
+        "brokerId": "1",
+        "brokerAddress": "10.0.0.1:10911",
+        "invokeTime": "1700000000000",
+    },
     1004: {"brokerName": "b1"},
     1005: {},
     1006: {},
     1009: {},
     1010: {},
-    1011: {"clusterName": "c1", "brokerName": "b1", "brokerControllerIdsToClean": "1;2",
-           "isCleanLivingBroker": "false", "invokeTime": "1700000000000"},
+    1011: {
+        "clusterName": "c1",
+        "brokerName": "b1",
+        "brokerControllerIdsToClean": "1;2",
+        "isCleanLivingBroker": "false",
+        "invokeTime": "1700000000000",
+    },
     1012: {"clusterName": "c1", "brokerName": "b1"},
-    1013: {"clusterName": "c1", "brokerName": "b1", "appliedBrokerId": "1",
-           "registerCheckCode": "10.0.0.1:10911;1700000000000"},
-}  # fmt: skip
+    1013: {
+        "clusterName": "c1",
+        "brokerName": "b1",
+        "appliedBrokerId": "1",
+        "registerCheckCode": "10.0.0.1:10911;1700000000000",
+    },
+}
 
 
 def golden_rocketmq(code: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str], body: bytes) -> bytes:
@@ -42,8 +70,10 @@ def golden_rocketmq(code: int, opaque: int, flag: int, remark: str | None, ext: 
     header = struct.pack(">hbhii", code, 0, codec.VERSION, opaque, flag)
     r = (remark or "").encode()
     header += struct.pack(">i", len(r)) + r
-    e = b"".join(struct.pack(">h", len(k.encode())) + k.encode() + struct.pack(">i", len(v.encode())) + v.encode()
-                 for k, v in ext.items())  # fmt: skip
+    e = b"".join(
+        struct.pack(">h", len(k.encode())) + k.encode() + struct.pack(">i", len(v.encode())) + v.encode()
+        for k, v in ext.items()
+    )
     header += struct.pack(">i", len(e)) + e
     return struct.pack(">i", 4 + len(header) + len(body)) + bytes([1]) + len(header).to_bytes(3, "big") + header + body
 
@@ -53,10 +83,18 @@ def test_a_heartbeat_frame_byte_by_byte() -> None:
     assert codec.encode(cmd).hex() == (
         "00000028"  # total: 4 + 36 header bytes, no body
         "01000024"  # ROCKETMQ (1) << 24 | 36
-        "0388" "00" "01c5" "00000007" "00000000"  # code 904, JAVA, version 453, opaque 7, flag 0
+        "0388"
+        "00"
+        "01c5"
+        "00000007"
+        "00000000"  # code 904, JAVA, version 453, opaque 7, flag 0
         "00000000"  # no remark
-        "0000000f" "0008" "62726f6b65724964" "00000001" "31"  # extFields: "brokerId" -> "1"
-    )  # fmt: skip
+        "0000000f"
+        "0008"
+        "62726f6b65724964"
+        "00000001"
+        "31"  # extFields: "brokerId" -> "1"
+    )
 
 
 @pytest.mark.parametrize("code", sorted(REQUESTS))
@@ -68,8 +106,15 @@ def test_golden_request_frames_both_serializations(code: int) -> None:
     assert codec.encode(cmd) == want
     assert codec.decode(FrameDecoder().feed(want)[0]) == cmd
     # JSON: fastjson's sorted rendering of RemotingCommand, type 0 in the high byte.
-    doc = {"code": code, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": 42,
-           "serializeTypeCurrentRPC": "JSON", "version": codec.VERSION}  # fmt: skip
+    doc = {
+        "code": code,
+        "extFields": ext,
+        "flag": 0,
+        "language": "JAVA",
+        "opaque": 42,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": codec.VERSION,
+    }
     header = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
     want_json = struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
     jcmd = RemotingCommand(code, 42, 0, None, dict(ext), body or None)
@@ -86,17 +131,24 @@ def test_golden_response_with_remark_and_oneway_flags() -> None:
     assert req.is_oneway and not req.is_response
     resp = req.response(2008, "Broker metadata is not existed", {"masterEpoch": "0"}, b"{}")
     assert resp.is_response and resp.opaque == 9
-    assert codec.encode(resp) == golden_rocketmq(2008, 9, 1, "Broker metadata is not existed", {"masterEpoch": "0"},
-                                                 b"{}")  # fmt: skip
+    assert codec.encode(resp) == golden_rocketmq(
+        2008, 9, 1, "Broker metadata is not existed", {"masterEpoch": "0"}, b"{}"
+    )
 
 
 def test_a_java_json_header_with_extra_fields_and_numbers_decodes() -> None:
-    header = b'{"code":904,"extFields":{"brokerId":1,"designate":true},"flag":2,"language":"JAVA","opaque":-5,' \
-             b'"serializeTypeCurrentRPC":"JSON","version":453,"remark":null}'  # fmt: skip
+    header = (
+        b'{"code":904,"extFields":{"brokerId":1,"designate":true},"flag":2,"language":"JAVA","opaque":-5,'
+        b'"serializeTypeCurrentRPC":"JSON","version":453,"remark":null}'
+    )
     frame = struct.pack(">ii", 4 + len(header), len(header)) + header
     cmd = codec.decode(FrameDecoder().feed(frame)[0])
-    assert (cmd.code, cmd.opaque, cmd.is_oneway, cmd.ext_fields) == (904, -5, True,
-                                                                      {"brokerId": "1", "designate": "true"})  # fmt: skip
+    assert (cmd.code, cmd.opaque, cmd.is_oneway, cmd.ext_fields) == (
+        904,
+        -5,
+        True,
+        {"brokerId": "1", "designate": "true"},
+    )
 
 
 def test_frames_split_anywhere_reassemble() -> None:
@@ -108,26 +160,32 @@ def test_frames_split_anywhere_reassemble() -> None:
         assert d.pending == 0
 
 
-@pytest.mark.parametrize("prefix, why", [
-    (struct.pack(">i", 3), "below the 4 bytes"),
-    (struct.pack(">i", -1), "below the 4 bytes"),
-    (struct.pack(">i", 100) + struct.pack(">i", 97) + b"x" * 96, "header length 97 exceeds"),
-    (struct.pack(">i", 2**30), "exceeds the maximum"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "prefix, why",
+    [
+        (struct.pack(">i", 3), "below the 4 bytes"),
+        (struct.pack(">i", -1), "below the 4 bytes"),
+        (struct.pack(">i", 100) + struct.pack(">i", 97) + b"x" * 96, "header length 97 exceeds"),
+        (struct.pack(">i", 2**30), "exceeds the maximum"),
+    ],
+)
 def test_bad_lengths_break_the_stream(prefix: bytes, why: str) -> None:
     with pytest.raises(FrameError, match=why):
         FrameDecoder(max_frame=1 << 20).feed(prefix)
 
 
-@pytest.mark.parametrize("stype, header, why", [
-    (0, b"not json", "not valid JSON"),
-    (0, b"[1]", "must be an object"),
-    (0, b'{"opaque":3}', "'code' must be a 32-bit integer"),
-    (0, b'{"code":1,"extFields":{"a":[1]}}', "extFields\\['a'\\]"),
-    (1, b"\x00\x01", "shorter than its fixed"),
-    (1, struct.pack(">hbhii", 1, 0, 0, 3, 0) + struct.pack(">i", 50), "remark length 50 runs past"),
-    (7, b"{}", "unknown header serialization type 7"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "stype, header, why",
+    [
+        (0, b"not json", "not valid JSON"),
+        (0, b"[1]", "must be an object"),
+        (0, b'{"opaque":3}', "'code' must be a 32-bit integer"),
+        (0, b'{"code":1,"extFields":{"a":[1]}}', "extFields\\['a'\\]"),
+        (1, b"\x00\x01", "shorter than its fixed"),
+        (1, struct.pack(">hbhii", 1, 0, 0, 3, 0) + struct.pack(">i", 50), "remark length 50 runs past"),
+        (7, b"{}", "unknown header serialization type 7"),
+    ],
+)
 def test_malformed_headers_name_the_problem(stype: int, header: bytes, why: str) -> None:
     frame = struct.pack(">ii", 4 + len(header), stype << 24 | len(header)) + header
     with pytest.raises(HeaderError, match=why):
@@ -152,24 +210,32 @@ def test_fuzz_the_decoder_only_raises_its_errors(data: bytes, cuts: list[int]) -
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 1), st.integers(-(2**15), 2**15 - 1), st.integers(-(2**31), 2**31 - 1),
-       st.text(max_size=20) | st.none(), st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=4),
-       st.binary(max_size=50))  # fmt: skip
+@given(
+    st.integers(0, 1),
+    st.integers(-(2**15), 2**15 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.text(max_size=20) | st.none(),
+    st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=4),
+    st.binary(max_size=50),
+)
 def test_fuzz_round_trip(stype: int, code: int, opaque: int, remark: str | None, ext: dict, body: bytes) -> None:
     cmd = RemotingCommand(code, opaque, 0, remark or None, ext, body or None, serialize_type=stype)
     assert codec.decode(FrameDecoder().feed(codec.encode(cmd))[0]) == cmd
 
 
-@pytest.mark.parametrize(("head", "target"), [
-    (b"GET /api/v1/raft/status HTTP/1.1\r\nHost: h\r\n", "/api/v1/raft/status"),
-    (b"POST /api/v1/raft/peers?x=1 HTTP/1.1\r\n", "/api/v1/raft/peers?x=1"),
-    (b"DELETE /a%20b HTTP/1.1\r\n", "/a%20b"),
-    (b"GET ", "/"),  # the request line is not complete yet
-    (b"GET /a\x00b HTTP/1.1\r\n", "/"),  # never echoed into a Location header
-    (b"OPTIONS * HTTP/1.1\r\n", "/"),
-    (b"GETX / HTTP/1.1\r\n", None),
-    (b"\x00\x00\x00\x10\x00\x00\x00\x0c", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("head", "target"),
+    [
+        (b"GET /api/v1/raft/status HTTP/1.1\r\nHost: h\r\n", "/api/v1/raft/status"),
+        (b"POST /api/v1/raft/peers?x=1 HTTP/1.1\r\n", "/api/v1/raft/peers?x=1"),
+        (b"DELETE /a%20b HTTP/1.1\r\n", "/a%20b"),
+        (b"GET ", "/"),  # the request line is not complete yet
+        (b"GET /a\x00b HTTP/1.1\r\n", "/"),  # never echoed into a Location header
+        (b"OPTIONS * HTTP/1.1\r\n", "/"),
+        (b"GETX / HTTP/1.1\r\n", None),
+        (b"\x00\x00\x00\x10\x00\x00\x00\x0c", None),
+    ],
+)
 def test_an_http_request_line_is_recognised_and_can_never_be_a_frame(head: bytes, target: str | None) -> None:
     assert codec.http_request_target(head) == target
     if target is not None:  # as a frame length, above the largest allowed maximum (1 GiB): a broken stream

@@ -70,13 +70,23 @@ def test_print_config_and_logs_never_show_the_tokens(tmp_path) -> None:
     token.write_text("file-token-7f3a\n")
     conf = tmp_path / "c.conf"
     conf.write_text(f"controllerAdminTokenFile={token}\njRaftClusterSecret=peer-secret-91bc\n")
-    out = subprocess.run([sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert f"controllerAdminTokenFile={token}" in out.stdout
     for secret in ("file-token-7f3a", "peer-secret-91bc"):
         assert secret not in out.stdout + out.stderr
     conf.write_text("controllerAdminToken=inline-token-55\njRaftClusterSecret=peer-secret-91bc\n")
-    out = subprocess.run([sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert out.returncode == 0 and "inline-token-55" not in out.stdout + out.stderr

@@ -41,8 +41,11 @@ async def test_the_state_shows_nodes_broker_sets_with_heartbeats_and_the_electio
     ids = {"clusterName": "ui-c", "brokerName": "ui-b"}
     await node.ok("POST", f"{API}/apply-broker-id", json={**ids, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"})
     await node.ok("POST", f"{API}/register-broker", json={**ids, "brokerId": 1, "brokerAddress": "h:1"})
-    await node.ok("POST", f"{API}/heartbeat", json={**ids, "brokerAddr": "h:1", "brokerId": 1, "epoch": 1,
-                                                    "maxOffset": 4096, "heartbeatTimeoutMills": 60000})  # fmt: skip
+    await node.ok(
+        "POST",
+        f"{API}/heartbeat",
+        json={**ids, "brokerAddr": "h:1", "brokerId": 1, "epoch": 1, "maxOffset": 4096, "heartbeatTimeoutMills": 60000},
+    )
     await node.ok("POST", f"{API}/elect-master", json={**ids, "brokerId": 1})
     r = await node.call("GET", "/ui/api/state", token=True)
     state = r.json()
@@ -55,25 +58,47 @@ async def test_the_state_shows_nodes_broker_sets_with_heartbeats_and_the_electio
     [replica] = ui_b["replicas"]
     assert replica["master"] and replica["inSync"] and replica["alive"] and replica["maxOffset"] == 4096
     assert 0 <= replica["lastHeartbeatMsAgo"] < 60000
-    assert any(e["text"] == "ui-b: broker 1 elected master at epoch 1" and "elect-master request" in e["reason"]
-               for e in state["events"])  # fmt: skip
+    assert any(
+        e["text"] == "ui-b: broker 1 elected master at epoch 1" and "elect-master request" in e["reason"]
+        for e in state["events"]
+    )
 
 
 def test_a_scan_election_is_recorded_with_its_trigger_and_the_expired_brokers(node: Node) -> None:
     events = Events(node.service)
-    body = {"inactiveBrokers": [{"clusterName": "c", "brokerName": "b", "brokerId": 1}],
-            "elections": [{"brokerName": "b", "trigger": "masterExpired", "code": 0, "codeName": "SUCCESS",
-                           "masterBrokerId": 2, "masterEpoch": 3},
-                          {"brokerName": "d", "trigger": "retry", "code": C.CONTROLLER_MASTER_NOT_AVAILABLE,
-                           "codeName": "CONTROLLER_MASTER_NOT_AVAILABLE", "masterBrokerId": None, "masterEpoch": 7}]}  # fmt: skip
+    body = {
+        "inactiveBrokers": [{"clusterName": "c", "brokerName": "b", "brokerId": 1}],
+        "elections": [
+            {
+                "brokerName": "b",
+                "trigger": "masterExpired",
+                "code": 0,
+                "codeName": "SUCCESS",
+                "masterBrokerId": 2,
+                "masterEpoch": 3,
+            },
+            {
+                "brokerName": "d",
+                "trigger": "retry",
+                "code": C.CONTROLLER_MASTER_NOT_AVAILABLE,
+                "codeName": "CONTROLLER_MASTER_NOT_AVAILABLE",
+                "masterBrokerId": None,
+                "masterEpoch": 7,
+            },
+        ],
+    }
     events.on_result("CHECK_NOT_ACTIVE_BROKER", Result(C.SUCCESS, body=body))
     said = [(e["text"], e["reason"]) for e in events.ring if e["kind"] == "broker-election"]
     assert said == [
-        ("b: broker 2 elected master at epoch 3",
-         "inactive-broker scan: the master's heartbeats expired (expired: broker 1)"),
-        ("d: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 7",
-         "inactive-broker scan: retry of a failed re-election"),
-    ]  # fmt: skip
+        (
+            "b: broker 2 elected master at epoch 3",
+            "inactive-broker scan: the master's heartbeats expired (expired: broker 1)",
+        ),
+        (
+            "d: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 7",
+            "inactive-broker scan: retry of a failed re-election",
+        ),
+    ]
 
 
 class FakeService:
@@ -91,8 +116,18 @@ class FakeService:
 
 
 def status(leader: str, term: int, voters: tuple[str, ...], learners: tuple[str, ...] = ()) -> CoreStatus:
-    return CoreStatus(id="n1", role=Role.FOLLOWER, term=term, leader=leader, vote="", commit=0, applied=0,
-                      first_index=1, last_index=0, conf=ConfState(voters, learners))  # fmt: skip
+    return CoreStatus(
+        id="n1",
+        role=Role.FOLLOWER,
+        term=term,
+        leader=leader,
+        vote="",
+        commit=0,
+        applied=0,
+        first_index=1,
+        last_index=0,
+        conf=ConfState(voters, learners),
+    )
 
 
 def test_raft_leader_and_membership_changes_are_recorded_with_the_previous_state() -> None:
@@ -122,7 +157,9 @@ async def test_a_follower_that_cannot_reach_the_leader_says_it_shows_its_own_app
         leader = await settled(nodes)
         follower = next(n for n in nodes if n is not leader)
         ids = {"clusterName": "ui-c", "brokerName": "ui-f"}
-        await leader.ok("POST", f"{API}/apply-broker-id", json={**ids, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"})
+        await leader.ok(
+            "POST", f"{API}/apply-broker-id", json={**ids, "appliedBrokerId": 1, "registerCheckCode": "h:1;1"}
+        )
         await leader.ok("POST", f"{API}/register-broker", json={**ids, "brokerId": 1, "brokerAddress": "h:1"})
         applied = leader.service.node_status().applied
         await follower.service.node.wait_applied(applied, 10)
@@ -135,6 +172,11 @@ async def test_a_follower_that_cannot_reach_the_leader_says_it_shows_its_own_app
         assert on_leader["view"] == "leader"
         rows = {n["id"]: n for n in on_leader["nodes"]}
         assert set(rows) == {n.id for n in nodes} and rows[leader.id]["role"] == "leader"
-        assert all(rows[n.id]["health"] == "unreachable" and rows[n.id]["role"] == "follower"
-                   and rows[n.id]["lagEntries"] is not None for n in nodes if n is not leader)  # fmt: skip
+        assert all(
+            rows[n.id]["health"] == "unreachable"
+            and rows[n.id]["role"] == "follower"
+            and rows[n.id]["lagEntries"] is not None
+            for n in nodes
+            if n is not leader
+        )
         assert [s["brokerName"] for s in on_leader["brokerSets"]] == ["ui-f"]

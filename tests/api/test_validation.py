@@ -16,8 +16,12 @@ from tests.api.harness import SETTINGS, Node, assert_rejected
 pytestmark = pytest.mark.anyio
 CTL = "/api/v1/controller"
 HB = {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1", "brokerId": 1}
-ALTER = {"brokerName": "b", "masterBrokerId": 1, "masterEpoch": 1,
-         "syncStateSet": {"syncStateSet": [1], "syncStateSetEpoch": 1}}  # fmt: skip
+ALTER = {
+    "brokerName": "b",
+    "masterBrokerId": 1,
+    "masterEpoch": 1,
+    "syncStateSet": {"syncStateSet": [1], "syncStateSetEpoch": 1},
+}
 
 
 def raw(body: Any) -> dict[str, Any]:
@@ -59,7 +63,7 @@ CASES: list[tuple[str, str, dict[str, Any], str, str]] = [
         raw({**ALTER, "syncStateSet": {"syncStateSet": ["1"], "syncStateSetEpoch": 1}}),
         "syncStateSet.syncStateSet.0",
         "int_type",
-    ),  # fmt: skip
+    ),
     (
         "POST",
         f"{CTL}/alter-sync-state-set",
@@ -87,7 +91,7 @@ CASES: list[tuple[str, str, dict[str, Any], str, str]] = [
         raw({"clusterName": "c", "brokerName": "b", "brokerId": 1, "brokerAddress": 7}),
         "brokerAddress",
         "string_type",
-    ),  # fmt: skip
+    ),
     ("POST", f"{CTL}/replica-info", raw({"brokerName": "b", "brokerNames": ["b"]}), "brokerNames", "extra_forbidden"),
     ("POST", f"{CTL}/next-broker-id", raw({"clusterName": "c"}), "brokerName", "missing"),
     ("POST", "/api/v1/admin/sync-state-data", raw({"brokerNames": []}), "brokerNames", "too_short"),
@@ -113,8 +117,9 @@ CASES: list[tuple[str, str, dict[str, Any], str, str]] = [
 
 
 @pytest.mark.parametrize(("method", "path", "kw", "field", "kind"), CASES)
-async def test_malformed_input_is_422_naming_the_field(node: Node, method: str, path: str, kw: dict[str, Any],
-                                                       field: str, kind: str) -> None:  # fmt: skip
+async def test_malformed_input_is_422_naming_the_field(
+    node: Node, method: str, path: str, kw: dict[str, Any], field: str, kind: str
+) -> None:
     err = await assert_rejected(node, method, path, 422, **kw)
     assert err["error"] == "VALIDATION_ERROR"
     assert [(e["field"], e["type"]) for e in err["errors"]][:1] == [(field, kind)], err
@@ -138,9 +143,20 @@ async def test_body_over_the_limit_by_content_length_is_413(node: Node) -> None:
 
 
 def asgi_request(path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "PUT", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": headers,
-            "server": ("controller.test", 80), "client": ("127.0.0.1", 1)}  # fmt: skip
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "PUT",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "server": ("controller.test", 80),
+        "client": ("127.0.0.1", 1),
+    }
 
 
 @pytest.mark.parametrize("chunks", [20, 2000])
@@ -176,8 +192,14 @@ def test_command_constructor_refusals_become_422_naming_the_field() -> None:
     with pytest.raises(CommandArgumentError) as e:
         checked(lambda now: commands.heartbeat(now, "c", "b", "a", 1, heartbeat_timeout_millis="x"))(0)  # type: ignore[arg-type]
     assert e.value.field == "heartbeatTimeoutMillis"
-    assert argument_error(e.value).errors == [{"field": "heartbeatTimeoutMills", "location": "body", "type": "value_error",
-                                              "message": argument_error(e.value).message.split(": ", 1)[1]}]  # fmt: skip
+    assert argument_error(e.value).errors == [
+        {
+            "field": "heartbeatTimeoutMills",
+            "location": "body",
+            "type": "value_error",
+            "message": argument_error(e.value).message.split(": ", 1)[1],
+        }
+    ]
     with pytest.raises(CommandArgumentError) as e:
         checked(lambda now: commands.update_controller_config(now, {"nope": 1}))(0)
     assert e.value.field is None and argument_error(e.value).errors[0]["field"] == "body"  # type: ignore[index]

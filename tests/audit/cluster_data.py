@@ -40,13 +40,29 @@ async def _traffic(leader: Node, round_: int) -> None:
             if round_ == 0:
                 await register(leader, "c1", name, bid, addr)
             else:
-                await leader.ok("POST", f"{CTL}/heartbeat", json={"clusterName": "c1", "brokerName": name,
-                                "brokerAddr": addr, "brokerId": bid, "heartbeatTimeoutMills": 60_000,
-                                "epoch": round_, "maxOffset": 100 * round_ + bid})  # fmt: skip
+                await leader.ok(
+                    "POST",
+                    f"{CTL}/heartbeat",
+                    json={
+                        "clusterName": "c1",
+                        "brokerName": name,
+                        "brokerAddr": addr,
+                        "brokerId": bid,
+                        "heartbeatTimeoutMills": 60_000,
+                        "epoch": round_,
+                        "maxOffset": 100 * round_ + bid,
+                    },
+                )
         if round_ == 0:
-            await leader.ok("POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1})
-            alter = {"brokerName": name, "masterBrokerId": 1, "masterEpoch": 1,
-                     "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1}}  # fmt: skip
+            await leader.ok(
+                "POST", f"{CTL}/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1}
+            )
+            alter = {
+                "brokerName": name,
+                "masterBrokerId": 1,
+                "masterEpoch": 1,
+                "syncStateSet": {"syncStateSet": [1, 2], "syncStateSetEpoch": 1},
+            }
             await leader.ok("POST", f"{CTL}/alter-sync-state-set", json=alter)
         await leader.ok("PUT", f"/api/v1/kv/ns{k % 2}/key-{k}", json={"value": f"v{round_}-{k}"})
     if round_ == 1:

@@ -16,8 +16,13 @@ from tests.audit.cluster_data import build_cluster_data
 def spark() -> Iterator[Any]:
     from tools.audit.job import session
 
-    s = session("local[2]", "ERROR", spark_ui_enabled="false", spark_ui_showConsoleProgress="false",
-                spark_default_parallelism="2")  # fmt: skip
+    s = session(
+        "local[2]",
+        "ERROR",
+        spark_ui_enabled="false",
+        spark_ui_showConsoleProgress="false",
+        spark_default_parallelism="2",
+    )
     yield s
     s.stop()
 

@@ -93,8 +93,13 @@ def test_flipped_bit_in_a_log_record(spark: Any, data: tuple[Path, dict[str, int
     path.write_bytes(bytes(raw))
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["log_index"], f["offset"], f["path"]) == ("wal.crc", node(root, "n1"), index, off,
-                                                                                str(path))  # fmt: skip
+    assert (f["check"], f["node"], f["log_index"], f["offset"], f["path"]) == (
+        "wal.crc",
+        node(root, "n1"),
+        index,
+        off,
+        str(path),
+    )
     assert "CRC" in f["detail"] and r.exit_code == EXIT_CORRUPT
 
 
@@ -133,7 +138,8 @@ def test_snapshot_with_one_wrong_value(spark: Any, data: tuple[Path, dict[str, i
     r = audit(spark, root, tmp_path / "out")
     replay = only(r, "snapshot.replay")
     assert [(f["node"], f["snapshot_index"], f["section"], f["entity"]) for f in replay] == [
-        (node(root, "n0"), index, "kvConfig", "ns1/key-3")]
+        (node(root, "n0"), index, "kvConfig", "ns1/key-3")
+    ]
     assert (json.loads(replay[0]["snapshot_value"]), json.loads(replay[0]["replayed_value"])) == ("tampered", "v2-3")
     digest = only(r, "snapshot.digest")
     assert [(f["node"], f["snapshot_index"], f["section"]) for f in digest] == [(node(root, "n0"), index, "kvConfig")]
@@ -152,8 +158,12 @@ def test_node_whose_log_diverges(spark: Any, data: tuple[Path, dict[str, int]], 
         log.append([Entry(e.term + 7, e.index, e.type, e.data) for e in entries[keep:]])
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["log_index"], f["first_divergent_index"]) == ("log.matching", node(root, "n2"),
-                                                                                    keep + 1, keep + 1)  # fmt: skip
+    assert (f["check"], f["node"], f["log_index"], f["first_divergent_index"]) == (
+        "log.matching",
+        node(root, "n2"),
+        keep + 1,
+        keep + 1,
+    )
     assert r.exit_code == EXIT_DIVERGENCE
 
 
@@ -165,9 +175,16 @@ def test_snapshot_meta_lies_about_its_term(spark: Any, data: tuple[Path, dict[st
     meta_path.write_bytes(encode_meta(dataclasses.replace(meta, last_included_term=meta.last_included_term + 1)))
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
-    assert (f["check"], f["node"], f["snapshot_index"], f["field"]) == ("snapshot.meta", node(root, "n1"), index,
-                                                                        "lastIncludedTerm")  # fmt: skip
-    assert (f["snapshot_value"], f["replayed_value"]) == (str(meta.last_included_term + 1), str(meta.last_included_term))
+    assert (f["check"], f["node"], f["snapshot_index"], f["field"]) == (
+        "snapshot.meta",
+        node(root, "n1"),
+        index,
+        "lastIncludedTerm",
+    )
+    assert (f["snapshot_value"], f["replayed_value"]) == (
+        str(meta.last_included_term + 1),
+        str(meta.last_included_term),
+    )
     assert r.exit_code == EXIT_CORRUPT
 
 
@@ -182,8 +199,9 @@ def test_torn_tail_is_reported_as_such(spark: Any, data: tuple[Path, dict[str, i
     assert r.exit_code == EXIT_OK
 
 
-def test_compacted_logs_replay_from_the_snapshot_they_continue_from(spark: Any, data: tuple[Path, dict[str, int]],
-                                                                    tmp_path: Path) -> None:  # fmt: skip
+def test_compacted_logs_replay_from_the_snapshot_they_continue_from(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
     """Every node compacted its log up to the first snapshot (the WAL's own truncate_prefix): the replay
     starts from that snapshot, split by bucket, and the second snapshot is still checked value by value."""
     root, marks = data
@@ -195,11 +213,13 @@ def test_compacted_logs_replay_from_the_snapshot_they_continue_from(spark: Any, 
     (group,) = r.summary["groups"].values()
     assert group == {"baseIndex": marks["first"], "replayedTo": marks["last"], "snapshotPoints": [marks["second"]]}
     assert sorted((u["node"], u["index"]) for u in r.summary["snapshotsNotReplayVerified"]) == sorted(
-        (node(root, n), marks["first"]) for n in ("n0", "n1", "n2"))
+        (node(root, n), marks["first"]) for n in ("n0", "n1", "n2")
+    )
 
 
-def test_nodes_are_labelled_by_their_identity_even_when_renamed(spark: Any, data: tuple[Path, dict[str, int]],
-                                                                tmp_path: Path) -> None:  # fmt: skip
+def test_nodes_are_labelled_by_their_identity_even_when_renamed(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
     """The directories are renamed, two of them to each other's names: the labels follow the IDENTITY files."""
     root, _ = data
     ids = {d: node(root, d) for d in ("n0", "n1", "n2")}
@@ -214,15 +234,17 @@ def test_nodes_are_labelled_by_their_identity_even_when_renamed(spark: Any, data
     assert {n["group"] for n in r.summary["nodes"]} == {"jRaft-Controller"}
 
 
-def test_copies_without_identity_are_labelled_by_directory_with_a_warning(spark: Any, data: tuple[Path, dict[str, int]],
-                                                                          tmp_path: Path) -> None:  # fmt: skip
+def test_copies_without_identity_are_labelled_by_directory_with_a_warning(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
     root, _ = data
     for d in ("n0", "n1", "n2"):
         (root / d / IDENTITY_FILE).unlink()
     r = audit(spark, root, tmp_path / "out")
     missing = only(r, "identity.missing")
     assert sorted((f["node"], f["severity"], f["path"]) for f in missing) == [
-        (d, "warning", str(root / d)) for d in ("n0", "n1", "n2")]
+        (d, "warning", str(root / d)) for d in ("n0", "n1", "n2")
+    ]
     assert len(r.findings) == 3 and r.exit_code == EXIT_OK  # a warning about labels, not about the data
     (group,) = {n["group"] for n in r.summary["nodes"]}
     assert group.startswith("127.0.0.1:")  # named by its voters, as before IDENTITY existed

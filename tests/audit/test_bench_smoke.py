@@ -16,8 +16,11 @@ def test_audit_benchmark_runs_on_tiny_input(tmp_path) -> None:
     out = tmp_path / "audit.json"
     proc = subprocess.run(
         [sys.executable, "-m", "tools.bench", "audit", "--entries", "3000", "--cores", "1", "--json", str(out)],
-        capture_output=True, text=True, timeout=230, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=230,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "audit local[1]" in proc.stdout and "rmqctl log replay" in proc.stdout
     report = json.loads(out.read_text())

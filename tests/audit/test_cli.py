@@ -21,7 +21,6 @@ from tools.audit.model import EXIT_CORRUPT, EXIT_USAGE
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
 def test_missing_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == EXIT_USAGE
     assert "nope: not a directory" in capsys.readouterr().err
@@ -38,9 +37,24 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     spark_submit = Path(sys.executable).parent / "spark-submit"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     out = tmp_path / "out"
-    p = subprocess.run([str(spark_submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                        str(ROOT / "tools" / "audit" / "job.py"), f"file://{tmp_path / 'data'}", "--out", str(out)],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)  # fmt: skip
+    p = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(ROOT / "tools" / "audit" / "job.py"),
+            f"file://{tmp_path / 'data'}",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=240,
+    )
     assert p.returncode == EXIT_CORRUPT, p.stdout[-3000:] + p.stderr[-3000:]
     said = p.stdout + p.stderr  # spark-submit may merge the Python process's stderr into its stdout
     assert "master local[1]" in said and "Spark UI disabled" in said
@@ -51,5 +65,8 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     assert {n["node"]: Path(n["dataDir"]).name for n in summary["nodes"]} == {i.node: d for d, i in ids.items() if i}
     assert [c["check"] for c in summary["checks"] if c["findings"]] == ["snapshot.meta"]
     (row,) = summary["topFindings"]
-    assert (row["node"], row["snapshot_index"], row["path"]) == (ids["n2"].node, marks["second"],  # type: ignore[union-attr]
-                                                                 f"file://{meta_path.parent}")  # fmt: skip
+    assert (row["node"], row["snapshot_index"], row["path"]) == (
+        ids["n2"].node,
+        marks["second"],  # type: ignore[union-attr]
+        f"file://{meta_path.parent}",
+    )

@@ -23,8 +23,13 @@ def populated() -> tuple[ControllerStateMachine, int]:
 def test_read_only_commands_change_nothing() -> None:
     sm, now = populated()
     name = next(iter(sm.sync.sets))
-    reads = [cmd.get_replica_info(now, name), cmd.get_sync_state_data(now, [name, "nope"]),
-             cmd.get_next_broker_id(now, "c", name), cmd.get_broker_live_info(now), cmd.kv_get(now, "ns", "k")]  # fmt: skip
+    reads = [
+        cmd.get_replica_info(now, name),
+        cmd.get_sync_state_data(now, [name, "nope"]),
+        cmd.get_next_broker_id(now, "c", name),
+        cmd.get_broker_live_info(now),
+        cmd.kv_get(now, "ns", "k"),
+    ]
     assert {cmd.decode(r).code for r in reads} == READ_ONLY
     before = sm.encode_sections()
     for r in reads:
@@ -40,8 +45,10 @@ def test_every_mutating_code_is_routed() -> None:
         sample = {cmd.STR: "x", cmd.OPT_STR: "x", cmd.INT: 1, cmd.BOOL: False, cmd.INT_LIST: [1], cmd.CONFIG: {}}
         c = [1, code, 0, *(sample[kind] for _, kind in fields)]
         assert b.route(c) is not None, C.REQUEST_NAMES[code]
-    assert set(NAME_AT) | {C.CHECK_NOT_ACTIVE_BROKER, C.UPDATE_CONTROLLER_CONFIG, C.KV_PUT, C.KV_DELETE,
-                           C.KV_CAS} == mutating  # fmt: skip
+    assert (
+        set(NAME_AT) | {C.CHECK_NOT_ACTIVE_BROKER, C.UPDATE_CONTROLLER_CONFIG, C.KV_PUT, C.KV_DELETE, C.KV_CAS}
+        == mutating
+    )
 
 
 def test_split_state_puts_every_entity_in_exactly_one_bucket() -> None:

@@ -81,8 +81,9 @@ class Fixture:
         return sm
 
 
-def write_snapshot(root: Path, sm: ControllerStateMachine, index: int, term: int,
-                   voters: tuple[str, ...] = VOTERS) -> Path:  # fmt: skip
+def write_snapshot(
+    root: Path, sm: ControllerStateMachine, index: int, term: int, voters: tuple[str, ...] = VOTERS
+) -> Path:
     """A snapshot of `sm` at (index, term) under the snapshot root `root`, as the node's save path makes it."""
     st = SnapshotStorage(root, max_reserved=100, known_types=SECTION_NAMES)
     pending = st.create(index, term, voters, (), created_at=CREATED_AT)
@@ -93,8 +94,14 @@ def write_snapshot(root: Path, sm: ControllerStateMachine, index: int, term: int
     return st.path(index)
 
 
-def build(root: Path, *, snapshots: tuple[int, ...] = (), compact_to: int | None = None,
-          segment_bytes: int | None = None, hard_state: HardState = TERM_2_VOTE_N1) -> Fixture:  # fmt: skip
+def build(
+    root: Path,
+    *,
+    snapshots: tuple[int, ...] = (),
+    compact_to: int | None = None,
+    segment_bytes: int | None = None,
+    hard_state: HardState = TERM_2_VOTE_N1,
+) -> Fixture:
     """A data dir with the 23 entries of `log_entries()` (batches of 4; a small `segment_bytes` spreads them
     over several segments), a snapshot at each index of `snapshots`, and the log prefix below
     `compact_to` truncated away (as a node does after a snapshot)."""

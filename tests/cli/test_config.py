@@ -342,19 +342,29 @@ def test_rpc_addr_is_remoting_and_http_is_controller_http_addr_or_remoting_port_
     assert http_address(cfg) == ("10.0.0.2", 8080) and remoting_address(cfg) == ("10.0.0.2", 9770)
     assert remoting_addresses(cfg)["10.0.0.3:9880"] == "10.0.0.3:9770"
     assert to_service_options(cfg).remoting_addresses == remoting_addresses(cfg)
-    assert to_service_options(cfg).http_addresses == http_addresses(cfg) == dict(zip(cfg.init_conf, cfg.http_addrs, strict=True))
+    assert (
+        to_service_options(cfg).http_addresses
+        == http_addresses(cfg)
+        == dict(zip(cfg.init_conf, cfg.http_addrs, strict=True))
+    )
     # Without controllerHttpAddr (RocketMQ's controller.conf): remoting there, HTTP on each port - 1000, no warning.
     cfg, warnings = parse_config(LOOPBACK, "n.conf")
     assert remoting_address(cfg) == ("127.0.0.1", 9771) and http_address(cfg) == ("127.0.0.1", 8771)
     assert http_addresses(cfg)["127.0.0.1:9882"] == "127.0.0.1:8772"
     assert not [w for w in warnings if "controllerHttpAddr" in w]
     # The default must be a port and must not clash; the error says to set the key.
-    with pytest.raises(ConfigError, match=r"controllerHttpAddr= \(default; not set in the file\): its default .*"
-                       r"entry 127.0.0.1:1000 has no port - 1000; set controllerHttpAddr"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"controllerHttpAddr= \(default; not set in the file\): its default .*"
+        r"entry 127.0.0.1:1000 has no port - 1000; set controllerHttpAddr",
+    ):
         parse_config(LOOPBACK.replace("127.0.0.1:9770,", "127.0.0.1:1000,"), "n.conf")
     clash = LOOPBACK.replace("127.0.0.1:9772\n", "127.0.0.1:10880\n")  # - 1000 is node 0's raft address
-    with pytest.raises(ConfigError, match=r"127.0.0.1:9880 is also a raft or remoting address \(each "
-                       r"jRaftControllerRPCAddr port - 1000\); set controllerHttpAddr"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"127.0.0.1:9880 is also a raft or remoting address \(each "
+        r"jRaftControllerRPCAddr port - 1000\); set controllerHttpAddr",
+    ):
         parse_config(clash, "n.conf")
     assert parse_config(clash + "controllerHttpAddr=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3\n", "n.conf")[0]
     with pytest.raises(ConfigError, match="controllerHttpAddr.*has 1 entries"):
@@ -460,8 +470,10 @@ def test_cli_check_config_ok_prints_warnings_and_exits_0(tmp_path: Path) -> None
     p.write_text(LOOPBACK + "bogusKey=1\n")
     code, out, err = run("check-config", "-c", str(p))
     assert code == 0
-    assert out == (f"{p}: OK\n  node 127.0.0.1:9881: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
-                   "127.0.0.1:9771, HTTP (rmqctl -a) on 127.0.0.1:8771 (default: each jRaftControllerRPCAddr port - 1000)\n")
+    assert out == (
+        f"{p}: OK\n  node 127.0.0.1:9881: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
+        "127.0.0.1:9771, HTTP (rmqctl -a) on 127.0.0.1:8771 (default: each jRaftControllerRPCAddr port - 1000)\n"
+    )
     assert f"controllerd: warning: {p}:4: unknown key bogusKey; ignored" in err
 
 
@@ -475,9 +487,11 @@ def test_cli_check_config_error_exits_2_with_the_message_on_stderr(tmp_path: Pat
 
 def test_cli_check_config_reports_every_error_and_every_warning(tmp_path: Path) -> None:
     p = tmp_path / "n.conf"
-    p.write_text("jRaftServerId=127.0.0.1:9889\njRaftInitConf=127.0.0.1:9880,127.0.0.1:9881\n"
-                 "jRaftControllerRPCAddr=127.0.0.1:9770,127.0.0.1:9771\nmaxSnapshotReservedNum=zero\n"
-                 "enableElectUncleanMaster=on\nbogusKey=1\nscanNotActiveBrokerIntervl=5\n")  # fmt: skip
+    p.write_text(
+        "jRaftServerId=127.0.0.1:9889\njRaftInitConf=127.0.0.1:9880,127.0.0.1:9881\n"
+        "jRaftControllerRPCAddr=127.0.0.1:9770,127.0.0.1:9771\nmaxSnapshotReservedNum=zero\n"
+        "enableElectUncleanMaster=on\nbogusKey=1\nscanNotActiveBrokerIntervl=5\n"
+    )
     code, out, err = run("check-config", "-c", str(p))
     assert code == 2 and out == ""
     assert err.splitlines() == [
@@ -490,7 +504,7 @@ def test_cli_check_config_reports_every_error_and_every_warning(tmp_path: Path) 
         "RocketMQ's Boolean.parseBoolean would read it as false",
         f"controllerd: config error: {p}:1: jRaftServerId=127.0.0.1:9889: not one of jRaftInitConf "
         "(127.0.0.1:9880,127.0.0.1:9881)",
-    ]  # fmt: skip
+    ]
     with pytest.raises(ConfigError) as raised:
         load_config(p)
     assert len(raised.value.errors) == 3 and str(raised.value).count("\n") == 2
@@ -502,12 +516,18 @@ def test_cli_check_config_strict_makes_warnings_fatal(tmp_path: Path) -> None:
     assert run("check-config", "-c", str(p))[0] == 0
     code, out, err = run("check-config", "--strict", "-c", str(p))
     assert code == 2 and out == ""
-    assert err.splitlines() == [f"controllerd: warning: {p}:7: unknown key bogusKey; ignored",
-                                "controllerd: config error: 1 warning(s), fatal with --strict"]  # fmt: skip
+    assert err.splitlines() == [
+        f"controllerd: warning: {p}:7: unknown key bogusKey; ignored",
+        "controllerd: config error: 1 warning(s), fatal with --strict",
+    ]
     p.write_text(REMOTE)
-    assert run("check-config", "--strict", "-c", str(p)) == (0, f"{p}: OK\n  node 10.0.0.2:9880: RocketMQ remoting "
-                                                             "(brokers' controllerAddr, mqadmin -a) on 10.0.0.2:9770, "
-                                                             "HTTP (rmqctl -a) on 10.0.0.2:8080\n", "")  # fmt: skip
+    assert run("check-config", "--strict", "-c", str(p)) == (
+        0,
+        f"{p}: OK\n  node 10.0.0.2:9880: RocketMQ remoting "
+        "(brokers' controllerAddr, mqadmin -a) on 10.0.0.2:9770, "
+        "HTTP (rmqctl -a) on 10.0.0.2:8080\n",
+        "",
+    )
 
 
 def test_cli_print_config_reads_back_as_the_same_config_with_sources_as_comments(tmp_path: Path) -> None:
@@ -526,8 +546,10 @@ def test_cli_print_config_reads_back_as_the_same_config_with_sources_as_comments
     assert lines[lines.index("jRaftServerId=127.0.0.1:9881") - 1] == f"# {p}:1"
     assert lines[lines.index("jRaftGroupId=jRaft-Controller") - 1] == "# default"
     assert f"# controllerAdminToken: set in {p}:5, not printed" in lines
-    assert "# jRaftClusterSecret: not set (the public development secret is used: every address is loopback); " \
-        "source: dev-default (loopback only)" in lines  # fmt: skip
+    assert (
+        "# jRaftClusterSecret: not set (the public development secret is used: every address is loopback); "
+        "source: dev-default (loopback only)" in lines
+    )
     assert "admin-token-1234" not in out and DEV_CLUSTER_SECRET.decode() not in out
 
 

@@ -56,16 +56,30 @@ def data() -> Iterator[str]:
         yield os.path.join(d, "data")
 
 
-def supervisor(data: str, *, ignore_sigint: bool = False, http_port: int | None = None,
-               brokers: bool = False) -> subprocess.Popen[str]:  # fmt: skip
+def supervisor(
+    data: str, *, ignore_sigint: bool = False, http_port: int | None = None, brokers: bool = False
+) -> subprocess.Popen[str]:
     base = consecutive_free_ports(2)
-    args = [*CONTROLLERD, "local-cluster", "--data", data, "--nodes", "1", "--raft-port", str(base),
-            "--http-port", str(http_port or base + 1), "--election-ms", "300",
-            *(["--broker-groups", "2"] if brokers else ["--no-brokers"])]  # fmt: skip
+    args = [
+        *CONTROLLERD,
+        "local-cluster",
+        "--data",
+        data,
+        "--nodes",
+        "1",
+        "--raft-port",
+        str(base),
+        "--http-port",
+        str(http_port or base + 1),
+        "--election-ms",
+        "300",
+        *(["--broker-groups", "2"] if brokers else ["--no-brokers"]),
+    ]
     if ignore_sigint:  # what `cmd &` in a script does: the job starts with SIGINT ignored
         args = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *args]
-    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 def read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60) -> list[str]:
@@ -98,8 +112,9 @@ def gone(pid: int) -> bool:
 
 
 def control(data: str, *verb: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CONTROLLERD, "local-cluster", "--data", data, *verb], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [*CONTROLLERD, "local-cluster", "--data", data, *verb], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 async def metadata(address: str) -> dict[str, str]:
@@ -193,12 +208,17 @@ def test_a_node_that_cannot_start_has_its_last_error_lines_printed(data: str) ->
 def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
     log = tmp_path / "n1.log"
     old = '{"level":"error","msg":"from an earlier run"}\n'
-    log.write_text(old + 'controllerd: warning: x.conf: jRaftClusterSecret is not set\n'
-                   '{"level":"info","msg":"starting"}\n'
-                   '{"level":"error","msg":"the controller failed","exc":"Traceback ...\\nOSError: disk full"}\n'
-                   'Traceback (most recent call last):\n')  # fmt: skip
+    log.write_text(
+        old + "controllerd: warning: x.conf: jRaftClusterSecret is not set\n"
+        '{"level":"info","msg":"starting"}\n'
+        '{"level":"error","msg":"the controller failed","exc":"Traceback ...\\nOSError: disk full"}\n'
+        "Traceback (most recent call last):\n"
+    )
     node = LocalNode("n1", "r", "h", "c", str(log), "d", log_offset=len(old))
-    assert last_errors(node) == ["error: the controller failed (OSError: disk full)", "Traceback (most recent call last):"]
+    assert last_errors(node) == [
+        "error: the controller failed (OSError: disk full)",
+        "Traceback (most recent call last):",
+    ]
     log.write_text('{"level":"info","msg":"starting"}\n{"level":"warning","msg":"slow disk"}\n')
     assert last_errors(LocalNode("n1", "r", "h", "c", str(log), "d"), limit=1) == ["warning: slow disk"]
 
@@ -217,13 +237,20 @@ def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(
             # Polled at the sim's pace: its brokers heartbeat every second.
             r = httpx.get(f"http://{http}/api/v1/admin/broker-sets", timeout=5).json()
             table = (r.get("body") or {}).get("replicasInfoTable") or {}
-            masters = {n: s["masterBrokerId"] for n, s in table.items() if s["masterBrokerId"] is not None
-                       and sum(x["alive"] for x in s["inSyncReplicas"] + s["notInSyncReplicas"]) == 3}  # fmt: skip
+            masters = {
+                n: s["masterBrokerId"]
+                for n, s in table.items()
+                if s["masterBrokerId"] is not None
+                and sum(x["alive"] for x in s["inSyncReplicas"] + s["notInSyncReplicas"]) == 3
+            }
             if len(masters) < 2:
                 time.sleep(0.2)
         assert set(masters) == {"broker-a", "broker-b"}, open(log).read()
-        sim_pid = int(subprocess.run(["pgrep", "-f", f"tools.brokersim .*{data}"], capture_output=True,
-                                     text=True).stdout.split()[0])  # fmt: skip
+        sim_pid = int(
+            subprocess.run(["pgrep", "-f", f"tools.brokersim .*{data}"], capture_output=True, text=True).stdout.split()[
+                0
+            ]
+        )
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)
     finally:

@@ -36,8 +36,13 @@ class Controller:
 
     def answer(self, path: str, b: Any) -> dict[str, Any]:
         if path == f"{API}/next-broker-id":
-            return envelope(header={"clusterName": b["clusterName"], "brokerName": b["brokerName"],
-                                    "nextBrokerId": max(self.brokers, default=0) + 1})  # fmt: skip
+            return envelope(
+                header={
+                    "clusterName": b["clusterName"],
+                    "brokerName": b["brokerName"],
+                    "nextBrokerId": max(self.brokers, default=0) + 1,
+                }
+            )
         if path == f"{API}/apply-broker-id":
             self.brokers[b["appliedBrokerId"]] = ""
             return envelope(header={"clusterName": b["clusterName"], "brokerName": b["brokerName"]})
@@ -50,20 +55,40 @@ class Controller:
             self.alive.add(b["brokerId"])
             return envelope()
         if path == f"{API}/replica-info":
-            return envelope(header={"masterBrokerId": self.master, "masterEpoch": self.master_epoch},
-                            body={"syncStateSet": self.sync, "syncStateSetEpoch": self.sync_epoch})  # fmt: skip
+            return envelope(
+                header={"masterBrokerId": self.master, "masterEpoch": self.master_epoch},
+                body={"syncStateSet": self.sync, "syncStateSetEpoch": self.sync_epoch},
+            )
         if path == f"{API}/elect-master":
             if self.master is not None:
-                return envelope(C.CONTROLLER_MASTER_STILL_EXIST, header={"masterBrokerId": self.master},
-                                remark="The old master is still alive")  # fmt: skip
-            self.master, self.master_epoch, self.sync, self.sync_epoch = b["brokerId"], self.master_epoch + 1, [b["brokerId"]], self.sync_epoch + 1
+                return envelope(
+                    C.CONTROLLER_MASTER_STILL_EXIST,
+                    header={"masterBrokerId": self.master},
+                    remark="The old master is still alive",
+                )
+            self.master, self.master_epoch, self.sync, self.sync_epoch = (
+                b["brokerId"],
+                self.master_epoch + 1,
+                [b["brokerId"]],
+                self.sync_epoch + 1,
+            )
             return envelope(header={"masterBrokerId": self.master})
         if path == "/api/v1/admin/sync-state-data":
-            rows = [{"brokerName": "broker-a", "brokerId": i, "brokerAddress": a, "alive": i in self.alive}
-                    for i, a in sorted(self.brokers.items())]  # fmt: skip
-            return envelope(body={"replicasInfoTable": {"broker-a": {
-                "masterBrokerId": self.master, "inSyncReplicas": [r for r in rows if r["brokerId"] in self.sync],
-                "notInSyncReplicas": [r for r in rows if r["brokerId"] not in self.sync]}}})  # fmt: skip
+            rows = [
+                {"brokerName": "broker-a", "brokerId": i, "brokerAddress": a, "alive": i in self.alive}
+                for i, a in sorted(self.brokers.items())
+            ]
+            return envelope(
+                body={
+                    "replicasInfoTable": {
+                        "broker-a": {
+                            "masterBrokerId": self.master,
+                            "inSyncReplicas": [r for r in rows if r["brokerId"] in self.sync],
+                            "notInSyncReplicas": [r for r in rows if r["brokerId"] not in self.sync],
+                        }
+                    }
+                }
+            )
         if path == f"{API}/alter-sync-state-set":
             assert (b["masterBrokerId"], b["masterEpoch"]) == (self.master, self.master_epoch)
             assert b["syncStateSet"]["syncStateSetEpoch"] == self.sync_epoch
@@ -93,28 +118,57 @@ def test_a_new_broker_registers_elects_itself_and_heartbeats(controller: tuple[C
         "broker-a/1: master is 1 at epoch 1: I am the master",
         "broker-a/1: stopped heartbeating; the controller expires it 10s after its last heartbeat (at its next "
         "inactive-broker scan)",
-    ]  # fmt: skip
+    ]
     assert [p for p, _ in c.sent[:4]] == ["next-broker-id", "apply-broker-id", "register-broker", "heartbeat"]
     apply = c.sent[1][1]
     assert apply["appliedBrokerId"] == 1 and apply["registerCheckCode"].startswith("10.0.0.1:10911;")
     assert [p for p, _ in c.sent].count("heartbeat") == 3
-    assert c.sent[3][1] == {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerAddr": "10.0.0.1:10911",
-                            "brokerId": 1, "heartbeatTimeoutMills": 10000}  # fmt: skip
+    assert c.sent[3][1] == {
+        "clusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerAddr": "10.0.0.1:10911",
+        "brokerId": 1,
+        "heartbeatTimeoutMills": 10000,
+    }
     assert clock.sleeps == [2.0, 2.0]
 
 
-def test_the_master_adds_an_alive_replica_and_a_slave_never_asks_for_an_election(controller: tuple[Controller, FakeTime]) -> None:
+def test_the_master_adds_an_alive_replica_and_a_slave_never_asks_for_an_election(
+    controller: tuple[Controller, FakeTime],
+) -> None:
     c, _ = controller
     c.brokers, c.alive, c.master, c.master_epoch, c.sync, c.sync_epoch = {1: "10.0.0.1:10911"}, {1}, 1, 1, [1], 1
     r = rmqctl("broker", "run", "-a", L, "-b", "broker-a", "--addr", "10.0.0.2:10911", "--id", "2", "--count", "1")
     assert r.exit_code == 0, r.stderr
-    assert lines(r.stdout)[:2] == ["broker-a/2: registered at 10.0.0.2:10911 (master: 1)",
-                                   "broker-a/2: master is 1 at epoch 1: I am a slave"]  # fmt: skip
-    assert [p for p, _ in c.sent] == ["register-broker", "apply-broker-id", "register-broker", "heartbeat", "replica-info"]
+    assert lines(r.stdout)[:2] == [
+        "broker-a/2: registered at 10.0.0.2:10911 (master: 1)",
+        "broker-a/2: master is 1 at epoch 1: I am a slave",
+    ]
+    assert [p for p, _ in c.sent] == [
+        "register-broker",
+        "apply-broker-id",
+        "register-broker",
+        "heartbeat",
+        "replica-info",
+    ]
     c.master = None  # as if the controller had not elected yet: the broker asks, and a live master exists
     c.sent.clear()
-    r = rmqctl("-o", "json", "broker", "run", "-a", L, "-b", "broker-a", "--addr", "10.0.0.1:10911", "--id", "1",
-               "--count", "2")  # fmt: skip
+    r = rmqctl(
+        "-o",
+        "json",
+        "broker",
+        "run",
+        "-a",
+        L,
+        "-b",
+        "broker-a",
+        "--addr",
+        "10.0.0.1:10911",
+        "--id",
+        "1",
+        "--count",
+        "2",
+    )
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert [e["event"] for e in events] == ["registered", "master", "elect", "master", "sync-state-set", "stopped"]
     assert events[4]["syncStateSet"] == [1, 2] and c.sync == [1, 2]
@@ -124,19 +178,24 @@ def test_the_master_adds_an_alive_replica_and_a_slave_never_asks_for_an_election
     assert [p for p, _ in c.sent] == ["register-broker", "heartbeat", "replica-info", "heartbeat", "replica-info"]
 
 
-def test_a_broker_that_cannot_register_exits_1(controller: tuple[Controller, FakeTime], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broker_that_cannot_register_exits_1(
+    controller: tuple[Controller, FakeTime], monkeypatch: pytest.MonkeyPatch
+) -> None:
     c, _ = controller
     refused = envelope(C.CONTROLLER_BROKER_ID_INVALID, remark="the broker id 1 was applied by another broker")
     monkeypatch.setattr(c, "answer", lambda path, body: refused)
     r = rmqctl("broker", "run", "-a", L, "-b", "broker-a", "--addr", "10.0.0.1:10911", "--id", "1")
     assert r.exit_code == 1
-    assert r.stderr == ("rmqctl: error: register-broker 1: 127.0.0.1:9770 answered 2014 CONTROLLER_BROKER_ID_INVALID: "
-                        "the broker id 1 was applied by another broker\n")  # fmt: skip
+    assert r.stderr == (
+        "rmqctl: error: register-broker 1: 127.0.0.1:9770 answered 2014 CONTROLLER_BROKER_ID_INVALID: "
+        "the broker id 1 was applied by another broker\n"
+    )
     assert r.stdout == ""
 
 
-def test_a_refused_election_is_said_once_while_it_repeats(controller: tuple[Controller, FakeTime],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_refused_election_is_said_once_while_it_repeats(
+    controller: tuple[Controller, FakeTime], monkeypatch: pytest.MonkeyPatch
+) -> None:
     c, _ = controller
     answer = c.answer
 
@@ -148,7 +207,8 @@ def test_a_refused_election_is_said_once_while_it_repeats(controller: tuple[Cont
 
     monkeypatch.setattr(c, "answer", no_master)
     r = rmqctl("broker", "run", "-a", L, "-b", "broker-a", "--addr", "10.0.0.1:10911", "--count", "4")
-    assert lines(r.stdout)[1:-1] == ["broker-a/1: no master",
-                                     "broker-a/1: elect-master 1 answered 2012 CONTROLLER_ELECT_MASTER_FAILED: "
-                                     "Failed to elect a new master"]  # fmt: skip
+    assert lines(r.stdout)[1:-1] == [
+        "broker-a/1: no master",
+        "broker-a/1: elect-master 1 answered 2012 CONTROLLER_ELECT_MASTER_FAILED: Failed to elect a new master",
+    ]
     assert [p for p, _ in c.sent].count("elect-master") == 4  # still asked every round

@@ -59,9 +59,21 @@ def test_log_info_text_is_mqadmin_key_value_lines(fx: Fixture) -> None:
     r = rmqctl("log", "info", fx.root)  # not a TTY: text is the default
     assert r.exit_code == 0, r.stderr
     assert lines(r, fx) == [
-        "#Path\t<tmp>/node", "#FirstIndex\t9", "#LastIndex\t23", "#Entries\t15", "#FirstTerm\t1", "#LastTerm\t2",
-        "#EntryBytes\t1036", "#SegmentBytes\t1240", "#WalFirstIndex\t9", "#TornBytes\t0", "#RaftTerm\t2",
-        "#RaftVote\tn1", "#RaftMeta\tpresent", "#QuarantinedSnapshots\t", "#DownloadInProgress\t",
+        "#Path\t<tmp>/node",
+        "#FirstIndex\t9",
+        "#LastIndex\t23",
+        "#Entries\t15",
+        "#FirstTerm\t1",
+        "#LastTerm\t2",
+        "#EntryBytes\t1036",
+        "#SegmentBytes\t1240",
+        "#WalFirstIndex\t9",
+        "#TornBytes\t0",
+        "#RaftTerm\t2",
+        "#RaftVote\tn1",
+        "#RaftMeta\tpresent",
+        "#QuarantinedSnapshots\t",
+        "#DownloadInProgress\t",
         "#Table\tsegments",
         "#File\t#SegId\t#FirstIndex\t#Bytes\t#Entries\t#TornBytes\t#Status",
         f"<tmp>/node/{SEG1}\t2\t9\t625\t8\t0\tlive",
@@ -83,7 +95,7 @@ def test_log_info_text_is_mqadmin_key_value_lines(fx: Fixture) -> None:
         "#Index\t#Term\t#Bytes\t#Status",
         "16\t2\t577\tok",
         "8\t1\t517\tok",
-    ]  # fmt: skip
+    ]
 
 
 def test_log_info_json_and_table(fx: Fixture) -> None:
@@ -127,10 +139,21 @@ def test_log_dump_json_is_ndjson_with_code_filter_by_name_and_number(fx: Fixture
     r = rmqctl("log", "dump", fx.root, "-o", "json", "--code", "ELECT_MASTER", "--code", "1018")
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [(x["index"], x["code"]) for x in rows] == [(10, 1018), (11, 1002), (16, 1018), (20, 1018)]
-    assert rows[1] == {"index": 11, "term": 1, "type": "NORMAL", "code": 1002, "name": "CONTROLLER_ELECT_MASTER",
-                       "time": "2023-11-14T22:13:20.000Z", "timeMillis": 1_700_000_000_000,
-                       "fields": {"brokerId": 1, "brokerName": "broker-set-a", "clusterName": "DefaultCluster",
-                                  "designateElect": False}}  # fmt: skip
+    assert rows[1] == {
+        "index": 11,
+        "term": 1,
+        "type": "NORMAL",
+        "code": 1002,
+        "name": "CONTROLLER_ELECT_MASTER",
+        "time": "2023-11-14T22:13:20.000Z",
+        "timeMillis": 1_700_000_000_000,
+        "fields": {
+            "brokerId": 1,
+            "brokerName": "broker-set-a",
+            "clusterName": "DefaultCluster",
+            "designateElect": False,
+        },
+    }
     table = rmqctl("log", "dump", fx.root, "-o", "table", "--code", "CONTROLLER_REGISTER_BROKER").stdout
     assert table.count("CONTROLLER_REGISTER_BROKER") == 2 and "NOOP" not in table
 
@@ -155,11 +178,20 @@ def test_log_replay_prints_the_state_in_each_mode(fx: Fixture) -> None:
     assert (doc["toIndex"], doc["toTerm"], doc["fromSnapshot"], doc["replayedEntries"]) == (23, 2, 16, 7)
     assert doc["results"] == [{"code": 0, "name": "SUCCESS", "count": 7}]
     text = lines(rmqctl("log", "replay", fx.root, "--to", 12), fx)
-    assert text[:7] == ["#Path\t<tmp>/node", "#ToIndex\t12", "#ToTerm\t1", "#FromSnapshot\t8", "#ReplayedEntries\t4",
-                        "#AppliedCommands\t4", "#SkippedSnapshots\t"]  # fmt: skip
+    assert text[:7] == [
+        "#Path\t<tmp>/node",
+        "#ToIndex\t12",
+        "#ToTerm\t1",
+        "#FromSnapshot\t8",
+        "#ReplayedEntries\t4",
+        "#AppliedCommands\t4",
+        "#SkippedSnapshots\t",
+    ]
     i = text.index("#Table\tsyncStateSetInfoTable")
-    assert text[i + 1 : i + 3] == ["#BrokerName\t#ClusterName\t#MasterBrokerId\t#MasterEpoch\t#SyncStateSet\t"
-                                   "#SyncStateSetEpoch", "broker-set-a\tDefaultCluster\t1\t1\t[1,2]\t2"]  # fmt: skip
+    assert text[i + 1 : i + 3] == [
+        "#BrokerName\t#ClusterName\t#MasterBrokerId\t#MasterEpoch\t#SyncStateSet\t#SyncStateSetEpoch",
+        "broker-set-a\tDefaultCluster\t1\t1\t[1,2]\t2",
+    ]
     i = text.index("#Table\tkvConfig")
     assert text[i + 1 :] == ["#Namespace\t#Key\t#Value"] + text[i + 2 :] and "#Table\tcontrollerConfig" in text
     table = rmqctl("log", "replay", fx.root, "-o", "table").stdout
@@ -193,8 +225,11 @@ def test_log_replay_writes_a_snapshot_equal_to_the_nodes(tmp_path: Path, fx: Fix
     r = rmqctl("log", "replay", fx.root, "--to", 16, "--write-snapshot", out, "-o", "json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert (doc["written"], doc["voters"], doc["toTerm"]) == (str(out / "snapshot_00000000000000000016"),
-                                                              ["n1", "n2", "n3"], 2)  # fmt: skip
+    assert (doc["written"], doc["voters"], doc["toTerm"]) == (
+        str(out / "snapshot_00000000000000000016"),
+        ["n1", "n2", "n3"],
+        2,
+    )
     assert rmqctl("snapshot", "verify", out).exit_code == 0
     same = rmqctl("snapshot", "diff", fx.root, out, "-o", "json")
     assert same.exit_code == 0 and json.loads(same.stdout)["equal"] is True
@@ -212,16 +247,37 @@ def test_snapshot_inspect_text_and_json(fx: Fixture) -> None:
     assert r.exit_code == 0, r.stderr
     text = lines(r, fx)
     assert text[:13] == [
-        f"#Path\t<tmp>/node/{S16}", "#Index\t16", "#Term\t2", "#Voters\tn1", "#Voters\tn2", "#Voters\tn3",
-        "#Learners\t", "#CreatedAt\t2023-11-14T22:13:20.000Z", "#UserMeta\t{}", "#SectionCount\t5",
-        "#RawBytes\t352", "#StoredBytes\t377", "#Snapshots\t16",
-    ]  # fmt: skip
+        f"#Path\t<tmp>/node/{S16}",
+        "#Index\t16",
+        "#Term\t2",
+        "#Voters\tn1",
+        "#Voters\tn2",
+        "#Voters\tn3",
+        "#Learners\t",
+        "#CreatedAt\t2023-11-14T22:13:20.000Z",
+        "#UserMeta\t{}",
+        "#SectionCount\t5",
+        "#RawBytes\t352",
+        "#StoredBytes\t377",
+        "#Snapshots\t16",
+    ]
     i = text.index("#Table\tsections")
     assert text[i + 1] == "#Type\t#Name\t#Codec\t#Rows\t#RawBytes\t#StoredBytes\t#Offset\t#Crc32c"
     with SnapshotReader(fx.snapshot_dir(16) / "data") as reader:
-        expected = [f"{e.type}\t{name}\tlz4\t{rows}\t{e.raw_length}\t{e.stored_length}\t{e.offset}\t{e.crc32c}"
-                    for e, (name, rows) in zip(reader.entries, [("replicaInfoTable", 1), ("syncStateSetInfoTable", 1),
-                    ("brokerLiveTable", 2), ("kvConfig", 1), ("controllerConfig", 1)], strict=True)]  # fmt: skip
+        expected = [
+            f"{e.type}\t{name}\tlz4\t{rows}\t{e.raw_length}\t{e.stored_length}\t{e.offset}\t{e.crc32c}"
+            for e, (name, rows) in zip(
+                reader.entries,
+                [
+                    ("replicaInfoTable", 1),
+                    ("syncStateSetInfoTable", 1),
+                    ("brokerLiveTable", 2),
+                    ("kvConfig", 1),
+                    ("controllerConfig", 1),
+                ],
+                strict=True,
+            )
+        ]
     assert text[i + 2 :] == expected
     doc = json.loads(rmqctl("snapshot", "inspect", fx.root, "--index", 8, "--tables", "-o", "json").stdout)
     assert (doc["index"], doc["term"], doc["snapshots"], doc["tables"]) == (8, 1, [16, 8], state(fx, 8))
@@ -249,9 +305,16 @@ def test_snapshot_inspect_table_and_path_forms(fx: Fixture) -> None:
 def test_snapshot_verify_all_good(fx: Fixture) -> None:
     r = rmqctl("snapshot", "verify", fx.root)
     assert r.exit_code == 0 and r.stderr == ""
-    assert lines(r, fx) == ["#Path\t<tmp>/node", "#Checked\t2", "#Ok\t2", "#Corrupt\t0", "#Table\tsnapshots",
-                            "#Index\t#Term\t#Status\t#Sections\t#Bytes\t#Error", "16\t2\tok\t5\t577\tnull",
-                            "8\t1\tok\t5\t517\tnull"]  # fmt: skip
+    assert lines(r, fx) == [
+        "#Path\t<tmp>/node",
+        "#Checked\t2",
+        "#Ok\t2",
+        "#Corrupt\t0",
+        "#Table\tsnapshots",
+        "#Index\t#Term\t#Status\t#Sections\t#Bytes\t#Error",
+        "16\t2\tok\t5\t577\tnull",
+        "8\t1\tok\t5\t517\tnull",
+    ]
     doc = json.loads(rmqctl("snapshot", "verify", fx.snapshot_dir(8), "-o", "json").stdout)
     assert doc["snapshots"] == [{"index": 8, "term": 1, "status": "ok", "sections": 5, "bytes": 517, "error": None}]
     assert "ok" in rmqctl("snapshot", "verify", fx.root, "-o", "table").stdout
@@ -260,8 +323,10 @@ def test_snapshot_verify_all_good(fx: Fixture) -> None:
 def test_the_parent_of_the_local_clusters_data_dirs_is_refused_naming_one_to_pass(fx: Fixture) -> None:
     r = rmqctl("snapshot", "verify", fx.root.parent)  # `make run` keeps data/n1, data/n2, ...: `data` is none
     assert r.exit_code == 2
-    assert norm(r.stderr, fx) == ("rmqctl: usage error: <tmp>: not a data dir, snapshot root, snapshot_<N> dir or "
-                                  "log dir; it holds the data dirs node: pass one, e.g. <tmp>/node\n")  # fmt: skip
+    assert norm(r.stderr, fx) == (
+        "rmqctl: usage error: <tmp>: not a data dir, snapshot root, snapshot_<N> dir or "
+        "log dir; it holds the data dirs node: pass one, e.g. <tmp>/node\n"
+    )
 
 
 def test_snapshot_verify_names_the_flipped_section_byte(fx: Fixture) -> None:
@@ -348,8 +413,14 @@ def test_torn_tail_of_the_last_segment_is_reported_not_corrupt(fx: Fixture) -> N
     assert last.stat().st_size == 150  # read-only: the tail is reported, not cut
 
 
-@pytest.mark.parametrize(("damage", "offset", "reason"), [(lambda b: b[:10], 10, "too short"),
-                         (lambda b: b"XXXX" + b[4:], 0, "bad magic"), (lambda b: b[:9] + b"\x07" + b[10:], 18, "CRC")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("damage", "offset", "reason"),
+    [
+        (lambda b: b[:10], 10, "too short"),
+        (lambda b: b"XXXX" + b[4:], 0, "bad magic"),
+        (lambda b: b[:9] + b"\x07" + b[10:], 18, "CRC"),
+    ],
+)
 def test_bad_raft_meta_is_corrupt_input(fx: Fixture, damage: Any, offset: int, reason: str) -> None:
     meta = fx.root / "meta/raft_meta"
     meta.write_bytes(damage(meta.read_bytes()))
@@ -386,9 +457,15 @@ def test_lock_data_dir_excludes_a_second_holder_and_names_the_pid(tmp_path: Path
 
 def test_locked_data_dir_is_refused_unless_copy(fx: Fixture) -> None:
     with held(fx.root):
-        for args in (["log", "info", fx.root], ["log", "dump", fx.root], ["log", "replay", fx.root],
-                     ["snapshot", "inspect", fx.root], ["snapshot", "verify", fx.snapshot_dir(8)],
-                     ["snapshot", "diff", fx.root, fx.snapshot_root], ["log", "info", fx.log_dir]):  # fmt: skip
+        for args in (
+            ["log", "info", fx.root],
+            ["log", "dump", fx.root],
+            ["log", "replay", fx.root],
+            ["snapshot", "inspect", fx.root],
+            ["snapshot", "verify", fx.snapshot_dir(8)],
+            ["snapshot", "diff", fx.root, fx.snapshot_root],
+            ["log", "info", fx.log_dir],
+        ):
             r = rmqctl(*args)
             assert r.exit_code == 2, args
             assert r.stderr.startswith(f"rmqctl: usage error: {fx.root}: data directory is locked by process ")
@@ -437,9 +514,14 @@ def test_a_real_node_data_dir(tmp_path: Path) -> None:
 
     data = tmp_path / "n1"
     sm = ControllerStateMachine()
-    opts = NodeOptions("n1", str(data), {"n1": ("127.0.0.1", free_ports(1)[0])}, b"s",
-                       raft=RaftOptions(election_timeout_ms=300),  # only on-demand snapshots; keep the whole log
-                       snapshot=SnapshotOptions(threshold_entries=0, interval_s=0, log_margin=1000))  # fmt: skip
+    opts = NodeOptions(
+        "n1",
+        str(data),
+        {"n1": ("127.0.0.1", free_ports(1)[0])},
+        b"s",
+        raft=RaftOptions(election_timeout_ms=300),  # only on-demand snapshots; keep the whole log
+        snapshot=SnapshotOptions(threshold_entries=0, interval_s=0, log_margin=1000),
+    )
 
     async def run() -> int:
         node = Node(opts, sm)
@@ -477,9 +559,17 @@ def test_output_modes_of_the_helpers(capsys: pytest.CaptureFixture[str]) -> None
     block = Block("rows", [{"x": 1, "y": [1, 2]}, {"x": 2, "y": {"z": "t\tab"}}])
     emit_document(Out("text", False), doc, [block])
     assert capsys.readouterr().out.splitlines() == [
-        "#MasterEpoch\t3", "#Peers\ta:1", "#Peers\tb:2", "#Nested.k\tnull", "#Nested.ok\ttrue",
-        f"#Id\t{2**63 - 1}", "#Table\trows", "#X\t#Y", "1\t[1,2]", '2\t{"z":"t\\tab"}',
-    ]  # fmt: skip
+        "#MasterEpoch\t3",
+        "#Peers\ta:1",
+        "#Peers\tb:2",
+        "#Nested.k\tnull",
+        "#Nested.ok\ttrue",
+        f"#Id\t{2**63 - 1}",
+        "#Table\trows",
+        "#X\t#Y",
+        "1\t[1,2]",
+        '2\t{"z":"t\\tab"}',
+    ]
     emit_document(Out("json", False), doc, [block])
     out = capsys.readouterr().out
     assert json.loads(out)["id"] == 2**63 - 1 and out.index('"id"') < out.index('"masterEpoch"')  # sorted keys

@@ -33,55 +33,160 @@ def not_leader(leader: str | None) -> dict[str, Any]:
 
 # --- canned answers (shapes of api/http/models.py, values as a 3-node group would answer) ------------------------
 
-META = envelope(header={"group": "jRaft-Controller", "controllerLeaderId": RAFT[L], "controllerLeaderAddress": L,
-                        "isLeader": True, "peers": f"{L};{F1};{F2};"})  # fmt: skip
+META = envelope(
+    header={
+        "group": "jRaft-Controller",
+        "controllerLeaderId": RAFT[L],
+        "controllerLeaderAddress": L,
+        "isLeader": True,
+        "peers": f"{L};{F1};{F2};",
+    }
+)
 
 
 def replica(name: str, broker_id: int, alive: bool) -> dict[str, Any]:
     return {"brokerName": name, "brokerId": broker_id, "brokerAddress": f"10.0.0.{broker_id}:30911", "alive": alive}
 
 
-SYNC = envelope(body={"replicasInfoTable": {
-    "broker-a": {"masterBrokerId": 1, "masterAddress": "10.0.0.1:30911", "masterEpoch": 3, "syncStateSetEpoch": 5,
-                 "inSyncReplicas": [replica("broker-a", 1, True), replica("broker-a", 2, True)],
-                 "notInSyncReplicas": [replica("broker-a", 3, False)]},
-    "broker-b": {"masterBrokerId": None, "masterAddress": None, "masterEpoch": 1, "syncStateSetEpoch": 2,
-                 "inSyncReplicas": [], "notInSyncReplicas": [replica("broker-b", 4, False)]},
-}})  # fmt: skip
+SYNC = envelope(
+    body={
+        "replicasInfoTable": {
+            "broker-a": {
+                "masterBrokerId": 1,
+                "masterAddress": "10.0.0.1:30911",
+                "masterEpoch": 3,
+                "syncStateSetEpoch": 5,
+                "inSyncReplicas": [replica("broker-a", 1, True), replica("broker-a", 2, True)],
+                "notInSyncReplicas": [replica("broker-a", 3, False)],
+            },
+            "broker-b": {
+                "masterBrokerId": None,
+                "masterAddress": None,
+                "masterEpoch": 1,
+                "syncStateSetEpoch": 2,
+                "inSyncReplicas": [],
+                "notInSyncReplicas": [replica("broker-b", 4, False)],
+            },
+        }
+    }
+)
 ELECT = envelope(
     header={"masterBrokerId": 2, "masterAddress": "10.0.0.2:30911", "masterEpoch": 4, "syncStateSetEpoch": 6},
-    body={"brokerMemberGroup": {"cluster": "DefaultCluster", "brokerName": "broker-a",
-                                "brokerAddrs": {"1": "10.0.0.1:30911", "2": "10.0.0.2:30911", "3": "10.0.0.3:30911"}},
-          "syncStateSet": [2]},
-)  # fmt: skip
-CONFIG = envelope(body={"controllerStorePath": "/data/controller", "electMasterMaxRetryCount": "3",
-                        "enableElectUncleanMaster": "false", "notifyBrokerRoleChanged": "true"})  # fmt: skip
-STATUS = envelope(body={
-    "nodeId": RAFT[L], "group": "jRaft-Controller", "role": "leader", "term": 7, "leaderId": RAFT[L],
-    "commitIndex": 1042, "appliedIndex": 1042, "firstLogIndex": 901, "lastLogIndex": 1042,
-    "lastSnapshotIndex": 900, "lastSnapshotTerm": 6,
-    "peers": [{"id": RAFT[a], "raftAddress": RAFT[a], "httpAddress": a, "remotingAddress": REMOTING[a], "voter": True} for a in (L, F1, F2)],
-})  # fmt: skip
-PEERS = envelope(body={"leaderId": RAFT[L], "lastLogIndex": 1042, "peers": [
-    {"id": RAFT[L], "raftAddress": RAFT[L], "role": "leader", "httpAddress": L, "remotingAddress": REMOTING[L], "matchIndex": 1042, "lagEntries": 0, "lastContactMs": 0,
-     "state": "replicate"},
-    {"id": RAFT[F1], "raftAddress": RAFT[F1], "role": "follower", "httpAddress": F1, "remotingAddress": REMOTING[F1], "matchIndex": 1041, "lagEntries": 1, "lastContactMs": 12,
-     "state": "replicate"},
-    {"id": RAFT[F2], "raftAddress": RAFT[F2], "role": "follower", "httpAddress": F2, "remotingAddress": REMOTING[F2], "matchIndex": 830, "lagEntries": 212,
-     "lastContactMs": 4810, "state": "snapshot"},
-]})  # fmt: skip
-FOLLOWER_PEERS = envelope(body={"leaderId": RAFT[L], "lastLogIndex": 1042, "peers": [
-    {**p, "matchIndex": None, "lagEntries": None, "lastContactMs": None, "state": None} for p in PEERS["body"]["peers"]
-]})  # fmt: skip
+    body={
+        "brokerMemberGroup": {
+            "cluster": "DefaultCluster",
+            "brokerName": "broker-a",
+            "brokerAddrs": {"1": "10.0.0.1:30911", "2": "10.0.0.2:30911", "3": "10.0.0.3:30911"},
+        },
+        "syncStateSet": [2],
+    },
+)
+CONFIG = envelope(
+    body={
+        "controllerStorePath": "/data/controller",
+        "electMasterMaxRetryCount": "3",
+        "enableElectUncleanMaster": "false",
+        "notifyBrokerRoleChanged": "true",
+    }
+)
+STATUS = envelope(
+    body={
+        "nodeId": RAFT[L],
+        "group": "jRaft-Controller",
+        "role": "leader",
+        "term": 7,
+        "leaderId": RAFT[L],
+        "commitIndex": 1042,
+        "appliedIndex": 1042,
+        "firstLogIndex": 901,
+        "lastLogIndex": 1042,
+        "lastSnapshotIndex": 900,
+        "lastSnapshotTerm": 6,
+        "peers": [
+            {"id": RAFT[a], "raftAddress": RAFT[a], "httpAddress": a, "remotingAddress": REMOTING[a], "voter": True}
+            for a in (L, F1, F2)
+        ],
+    }
+)
+PEERS = envelope(
+    body={
+        "leaderId": RAFT[L],
+        "lastLogIndex": 1042,
+        "peers": [
+            {
+                "id": RAFT[L],
+                "raftAddress": RAFT[L],
+                "role": "leader",
+                "httpAddress": L,
+                "remotingAddress": REMOTING[L],
+                "matchIndex": 1042,
+                "lagEntries": 0,
+                "lastContactMs": 0,
+                "state": "replicate",
+            },
+            {
+                "id": RAFT[F1],
+                "raftAddress": RAFT[F1],
+                "role": "follower",
+                "httpAddress": F1,
+                "remotingAddress": REMOTING[F1],
+                "matchIndex": 1041,
+                "lagEntries": 1,
+                "lastContactMs": 12,
+                "state": "replicate",
+            },
+            {
+                "id": RAFT[F2],
+                "raftAddress": RAFT[F2],
+                "role": "follower",
+                "httpAddress": F2,
+                "remotingAddress": REMOTING[F2],
+                "matchIndex": 830,
+                "lagEntries": 212,
+                "lastContactMs": 4810,
+                "state": "snapshot",
+            },
+        ],
+    }
+)
+FOLLOWER_PEERS = envelope(
+    body={
+        "leaderId": RAFT[L],
+        "lastLogIndex": 1042,
+        "peers": [
+            {**p, "matchIndex": None, "lagEntries": None, "lastContactMs": None, "state": None}
+            for p in PEERS["body"]["peers"]
+        ],
+    }
+)
 SNAP = envelope(body={"created": True, "index": 1042, "term": 7, "bytes": 18234, "durationMs": 12.5})
-SNAPS = envelope(body={"snapshots": [
-    {"index": 1042, "term": 7, "bytes": 18234, "createdAt": 1700000000.0, "voters": [RAFT[L], RAFT[F1], RAFT[F2]],
-     "learners": [], "files": [{"name": "data", "size": 18234, "crc32c": 305419896}]},
-    {"index": 900, "term": 6, "bytes": 17002, "createdAt": 1699990000.5, "voters": [RAFT[L], RAFT[F1], RAFT[F2]],
-     "learners": [], "files": [{"name": "data", "size": 17002, "crc32c": 2596069104}]},
-]})  # fmt: skip
-TRANSFER = envelope(body={"previousLeaderId": RAFT[L], "leaderId": RAFT[F1], "term": 8, "targetLagEntries": 1,
-                          "durationMs": 48.25})  # fmt: skip
+SNAPS = envelope(
+    body={
+        "snapshots": [
+            {
+                "index": 1042,
+                "term": 7,
+                "bytes": 18234,
+                "createdAt": 1700000000.0,
+                "voters": [RAFT[L], RAFT[F1], RAFT[F2]],
+                "learners": [],
+                "files": [{"name": "data", "size": 18234, "crc32c": 305419896}],
+            },
+            {
+                "index": 900,
+                "term": 6,
+                "bytes": 17002,
+                "createdAt": 1699990000.5,
+                "voters": [RAFT[L], RAFT[F1], RAFT[F2]],
+                "learners": [],
+                "files": [{"name": "data", "size": 17002, "crc32c": 2596069104}],
+            },
+        ]
+    }
+)
+TRANSFER = envelope(
+    body={"previousLeaderId": RAFT[L], "leaderId": RAFT[F1], "term": 8, "targetLagEntries": 1, "durationMs": 48.25}
+)
 NEW = "127.0.0.1:9883"
 ADDED = envelope(body={"id": NEW, "voters": [RAFT[L], RAFT[F1], RAFT[F2], NEW], "learners": []})
 REMOVED = envelope(body={"id": RAFT[F2], "voters": [RAFT[L], RAFT[F1]], "learners": []})
@@ -191,7 +296,8 @@ class Golden:
 T = "\t"
 GOLDEN: dict[str, Golden] = {
     "getControllerMetaData": Golden(
-        ("getControllerMetaData",), ("GET", "/api/v1/controller/metadata"),
+        ("getControllerMetaData",),
+        ("GET", "/api/v1/controller/metadata"),
         f"#ControllerGroup{T}jRaft-Controller\n#ControllerLeaderId{T}127.0.0.1:9880\n"
         f"#ControllerLeaderAddress{T}127.0.0.1:9770\n"
         f"#Peer:{T}127.0.0.1:9770\n#Peer:{T}127.0.0.1:9771\n#Peer:{T}127.0.0.1:9772\n",
@@ -214,7 +320,8 @@ peers
 """,
     ),
     "getSyncStateSet": Golden(
-        ("getSyncStateSet", "-b", "broker-a,broker-b"), ("POST", "/api/v1/admin/sync-state-data"),
+        ("getSyncStateSet", "-b", "broker-a,broker-b"),
+        ("POST", "/api/v1/admin/sync-state-data"),
         f"#brokerName{T}broker-a\n#MasterBrokerId{T}1\n#MasterAddr{T}10.0.0.1:30911\n#MasterEpoch{T}3\n"
         f"#SyncStateSetEpoch{T}5\n#SyncStateSetNums{T}2\n"
         f"InSyncReplica:{T}ReplicaIdentity{{brokerName='broker-a', brokerId=1, brokerAddress='10.0.0.1:30911', alive=true}}\n"
@@ -242,7 +349,8 @@ replicas
 """,
     ),
     "electMaster": Golden(
-        ("electMaster", "-c", "DefaultCluster", "-bn", "broker-a", "-b", "2"), ("POST", "/api/v1/admin/elect-master"),
+        ("electMaster", "-c", "DefaultCluster", "-bn", "broker-a", "-b", "2"),
+        ("POST", "/api/v1/admin/elect-master"),
         f"#ClusterName{T}DefaultCluster\n#BrokerName{T}broker-a\n#BrokerMasterAddr{T}10.0.0.2:30911\n"
         f"#MasterEpoch{T}4\n#SyncStateSetEpoch{T}6\n"
         f"{T}#Broker{T}1{T}10.0.0.1:30911\n{T}#Broker{T}2{T}10.0.0.2:30911\n{T}#Broker{T}3{T}10.0.0.3:30911\n",
@@ -281,7 +389,8 @@ broker metadata cleaned
 """,
     ),
     "getControllerConfig": Golden(
-        ("getControllerConfig",), ("GET", "/api/v1/admin/config"),
+        ("getControllerConfig",),
+        ("GET", "/api/v1/admin/config"),
         "============127.0.0.1:9770============\n"
         "controllerStorePath                               =  /data/controller\n"
         "electMasterMaxRetryCount                          =  3\n"
@@ -299,7 +408,8 @@ broker metadata cleaned
 """,
     ),
     "updateControllerConfig": Golden(
-        ("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "true"), ("PUT", "/api/v1/admin/config"),
+        ("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "true"),
+        ("PUT", "/api/v1/admin/config"),
         "update controller config success![127.0.0.1:9770]\nenableElectUncleanMaster : true\n",
         """\
 controller config updated
@@ -310,7 +420,8 @@ controller config updated
 """,
     ),
     "raft status": Golden(
-        ("raft", "status"), ("GET", "/api/v1/raft/status"),
+        ("raft", "status"),
+        ("GET", "/api/v1/raft/status"),
         f"answeredBy{T}127.0.0.1:9770\nnodeId{T}127.0.0.1:9880\ngroup{T}jRaft-Controller\nrole{T}leader\nterm{T}7\nleaderId{T}127.0.0.1:9880\n"
         f"commitIndex{T}1042\nappliedIndex{T}1042\nfirstLogIndex{T}901\nlastLogIndex{T}1042\n"
         f"lastSnapshotIndex{T}900\nlastSnapshotTerm{T}6\n"
@@ -342,7 +453,8 @@ peers
 """,
     ),
     "raft peers": Golden(
-        ("raft", "peers"), ("GET", "/api/v1/raft/peers"),
+        ("raft", "peers"),
+        ("GET", "/api/v1/raft/peers"),
         f"#Id{T}#Role{T}#MatchIndex{T}#LagEntries{T}#LastContactMs{T}#HttpAddress{T}#RemotingAddress\n"
         f"127.0.0.1:9880{T}leader{T}1042{T}0{T}0{T}127.0.0.1:9770{T}127.0.0.1:10770\n"
         f"127.0.0.1:9881{T}follower{T}1041{T}1{T}12{T}127.0.0.1:9771{T}127.0.0.1:10771\n"
@@ -358,7 +470,8 @@ raft peers (as seen by 127.0.0.1:9770)
 """,
     ),
     "raft snapshot": Golden(
-        ("raft", "snapshot"), ("POST", "/api/v1/raft/snapshot"),
+        ("raft", "snapshot"),
+        ("POST", "/api/v1/raft/snapshot"),
         f"node{T}127.0.0.1:9770\ncreated{T}true\nindex{T}1042\nterm{T}7\nbytes{T}18234\ndurationMs{T}12.5\n",
         """\
 snapshot
@@ -372,7 +485,8 @@ snapshot
 """,
     ),
     "raft snapshots": Golden(
-        ("raft", "snapshots"), ("GET", "/api/v1/raft/snapshots"),
+        ("raft", "snapshots"),
+        ("GET", "/api/v1/raft/snapshots"),
         f"#Index{T}#Term{T}#Bytes{T}#CreatedAt{T}#Voters{T}#Learners{T}#Files\n"
         f"1042{T}7{T}18234{T}2023-11-14T22:13:20.000Z{T}127.0.0.1:9880,127.0.0.1:9881,127.0.0.1:9882{T}{T}1\n"
         f"900{T}6{T}17002{T}2023-11-14T19:26:40.500Z{T}127.0.0.1:9880,127.0.0.1:9881,127.0.0.1:9882{T}{T}1\n",
@@ -386,7 +500,8 @@ snapshots on 127.0.0.1:9770
 """,
     ),
     "raft transfer-leader": Golden(
-        ("raft", "transfer-leader", "--to", RAFT[F1]), ("POST", "/api/v1/raft/transfer-leader"),
+        ("raft", "transfer-leader", "--to", RAFT[F1]),
+        ("POST", "/api/v1/raft/transfer-leader"),
         f"previousLeaderId{T}127.0.0.1:9880\nleaderId{T}127.0.0.1:9881\nterm{T}8\ntargetLagEntries{T}1\n"
         f"durationMs{T}48.25\n",
         """\
@@ -400,7 +515,8 @@ leadership transferred
 """,
     ),
     "raft add-peer": Golden(
-        ("raft", "add-peer", NEW, "--http-address", "127.0.0.1:9773"), ("POST", "/api/v1/raft/peers"),
+        ("raft", "add-peer", NEW, "--http-address", "127.0.0.1:9773"),
+        ("POST", "/api/v1/raft/peers"),
         f"id{T}127.0.0.1:9883\nvoters{T}127.0.0.1:9880\nvoters{T}127.0.0.1:9881\nvoters{T}127.0.0.1:9882\n"
         f"voters{T}127.0.0.1:9883\nlearners{T}\n",
         """\
@@ -412,7 +528,8 @@ membership
 """,
     ),
     "raft remove-peer": Golden(
-        ("raft", "remove-peer", RAFT[F2]), ("DELETE", f"/api/v1/raft/peers/{RAFT[F2]}"),
+        ("raft", "remove-peer", RAFT[F2]),
+        ("DELETE", f"/api/v1/raft/peers/{RAFT[F2]}"),
         f"id{T}127.0.0.1:9882\nvoters{T}127.0.0.1:9880\nvoters{T}127.0.0.1:9881\nlearners{T}\n",
         """\
 membership
@@ -423,15 +540,19 @@ membership
 """,
     ),
     "kv get": Golden(("kv", "get", "ns", "k"), ("GET", "/api/v1/kv/ns/k"), f"value{T}v1\n", "ns k\n\n  Value   v1\n"),
-    "kv put": Golden(("kv", "put", "ns", "k", "v2"), ("PUT", "/api/v1/kv/ns/k"), f"value{T}v2\n", "ns k\n\n  Value   v2\n"),
+    "kv put": Golden(
+        ("kv", "put", "ns", "k", "v2"), ("PUT", "/api/v1/kv/ns/k"), f"value{T}v2\n", "ns k\n\n  Value   v2\n"
+    ),
     "kv delete": Golden(
         ("kv", "delete", "ns", "k"), ("DELETE", "/api/v1/kv/ns/k"), f"deleted{T}true\n", "ns k\n\n  Deleted   true\n"
     ),
     "kv cas": Golden(
-        ("kv", "cas", "ns", "k", "v2", "--expect", "v1"), ("POST", "/api/v1/kv/ns/k/cas"),
-        f"succeeded{T}true\nvalue{T}v2\n", "ns k\n\n  Succeeded   true\n  Value       v2\n",
+        ("kv", "cas", "ns", "k", "v2", "--expect", "v1"),
+        ("POST", "/api/v1/kv/ns/k/cas"),
+        f"succeeded{T}true\nvalue{T}v2\n",
+        "ns k\n\n  Succeeded   true\n  Value       v2\n",
     ),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("verb", GOLDEN)
@@ -472,12 +593,21 @@ def test_the_verb_level_output_flag_works_like_the_global_one(leader: Cluster) -
 def test_the_canned_answers_follow_the_api_models() -> None:
     """The fakes answer what the real routes answer (api/http/models.py), so the goldens test the real contract."""
     answers = {
-        M.MetadataAnswer: [META], M.SyncStateDataAnswer: [SYNC], M.ElectMasterAnswer: [ELECT],
-        M.EmptyAnswer: [EMPTY], M.ConfigAnswer: [CONFIG], M.RaftStatusAnswer: [STATUS],
-        M.RaftPeersAnswer: [PEERS, FOLLOWER_PEERS], M.SnapshotTakenAnswer: [SNAP], M.SnapshotsAnswer: [SNAPS],
-        M.TransferLeaderAnswer: [TRANSFER], M.MembershipAnswer: [ADDED, REMOVED], M.KvValueAnswer: [KV_GET, KV_PUT],
-        M.KvDeleteAnswer: [KV_DELETE], M.KvCasAnswer: [KV_CAS],
-    }  # fmt: skip
+        M.MetadataAnswer: [META],
+        M.SyncStateDataAnswer: [SYNC],
+        M.ElectMasterAnswer: [ELECT],
+        M.EmptyAnswer: [EMPTY],
+        M.ConfigAnswer: [CONFIG],
+        M.RaftStatusAnswer: [STATUS],
+        M.RaftPeersAnswer: [PEERS, FOLLOWER_PEERS],
+        M.SnapshotTakenAnswer: [SNAP],
+        M.SnapshotsAnswer: [SNAPS],
+        M.TransferLeaderAnswer: [TRANSFER],
+        M.MembershipAnswer: [ADDED, REMOVED],
+        M.KvValueAnswer: [KV_GET, KV_PUT],
+        M.KvDeleteAnswer: [KV_DELETE],
+        M.KvCasAnswer: [KV_CAS],
+    }
     for model, envelopes in answers.items():
         for e in envelopes:
             assert model.model_validate(e).model_dump(mode="json") == e, model.__name__
@@ -498,20 +628,46 @@ def test_request_bodies_use_the_http_api_field_names(leader: Cluster) -> None:
         "brokerNames": ["broker-a", "broker-b"]
     }
     assert sent("electMaster", "-c", "c1", "-bn", "broker-a", "-b", "2") == {
-        "clusterName": "c1", "brokerName": "broker-a", "brokerId": 2}  # fmt: skip
+        "clusterName": "c1",
+        "brokerName": "broker-a",
+        "brokerId": 2,
+    }
     assert sent("cleanBrokerMetadata", "-bn", "broker-a", "-c", "c1") == {
-        "clusterName": "c1", "brokerName": "broker-a", "brokerControllerIdsToClean": None, "isCleanLivingBroker": False}  # fmt: skip
+        "clusterName": "c1",
+        "brokerName": "broker-a",
+        "brokerControllerIdsToClean": None,
+        "isCleanLivingBroker": False,
+    }
     assert sent("cleanBrokerMetadata", "-bn", "broker-a", "-l", "-b", "1,2;") == {
-        "clusterName": None, "brokerName": "broker-a", "brokerControllerIdsToClean": "1;2", "isCleanLivingBroker": True}  # fmt: skip
+        "clusterName": None,
+        "brokerName": "broker-a",
+        "brokerControllerIdsToClean": "1;2",
+        "isCleanLivingBroker": True,
+    }
     assert sent("updateControllerConfig", "-k", " electMasterMaxRetryCount ", "-v", " 5 ") == {
         "electMasterMaxRetryCount": "5"
     }
     assert sent("raft", "transfer-leader") == {}
     assert sent("raft", "transfer-leader", "--to", RAFT[F1], "--max-lag", "10") == {"to": RAFT[F1], "maxLagEntries": 10}
-    assert sent("raft", "add-peer", NEW, "--raft-address", "10.1.1.1:9883", "--http-address", "10.1.1.1:9773",
-                "--remoting-address", "10.1.1.1:10773", "--catch-up-timeout", "2.5") == {
-        "id": NEW, "raftAddress": "10.1.1.1:9883", "httpAddress": "10.1.1.1:9773", "remotingAddress": "10.1.1.1:10773",
-        "timeoutMs": 2500}  # fmt: skip
+    assert sent(
+        "raft",
+        "add-peer",
+        NEW,
+        "--raft-address",
+        "10.1.1.1:9883",
+        "--http-address",
+        "10.1.1.1:9773",
+        "--remoting-address",
+        "10.1.1.1:10773",
+        "--catch-up-timeout",
+        "2.5",
+    ) == {
+        "id": NEW,
+        "raftAddress": "10.1.1.1:9883",
+        "httpAddress": "10.1.1.1:9773",
+        "remotingAddress": "10.1.1.1:10773",
+        "timeoutMs": 2500,
+    }
     assert sent("kv", "put", "ns", "k", "v2") == {"value": "v2"}
     assert sent("kv", "cas", "ns", "k", "v2", "--expect", "v1") == {"expect": "v1", "value": "v2"}
     assert sent("kv", "cas", "ns", "k", "v2", "--absent") == {"expect": None, "value": "v2"}
@@ -567,8 +723,10 @@ def test_without_a_leader_anywhere_rounds_back_off_and_exit_3_at_the_deadline(cl
     r = rmqctl("kv", "put", "ns", "k", "v", "-a", f"{L};{F1}", "--timeout", "5")
     assert r.exit_code == 3
     assert r.stdout == ""
-    assert r.stderr == (f"rmqctl: unreachable: no leader within 5s ({L}: not leader (leader: unknown); "
-                        f"{F1}: not leader (leader: unknown))\n")  # fmt: skip
+    assert r.stderr == (
+        f"rmqctl: unreachable: no leader within 5s ({L}: not leader (leader: unknown); "
+        f"{F1}: not leader (leader: unknown))\n"
+    )
     assert cluster.time.sleeps == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, pytest.approx(0.5)]  # doubling, capped
     assert cluster.time.now - start == pytest.approx(5.0)  # the deadline, not a moment later
     assert cluster.nodes_asked() == [L, F1] * 8
@@ -579,8 +737,10 @@ def test_a_lost_majority_is_no_leader_naming_each_node(cluster: Cluster) -> None
     cluster.fallback = not_leader(None)
     r = rmqctl("kv", "put", "ns", "k", "v", "-a", f"{L};{F1}", "--timeout", "5")
     assert r.exit_code == 3
-    assert r.stderr == (f"rmqctl: unreachable: no leader within 5s ({L}: not leader (leader: unknown); "
-                        f"{F1}: ConnectError: [Errno 111] Connection refused)\n")  # fmt: skip
+    assert r.stderr == (
+        f"rmqctl: unreachable: no leader within 5s ({L}: not leader (leader: unknown); "
+        f"{F1}: ConnectError: [Errno 111] Connection refused)\n"
+    )
 
 
 def test_all_nodes_down_is_exit_3_naming_each_error(cluster: Cluster) -> None:
@@ -592,8 +752,13 @@ def test_all_nodes_down_is_exit_3_naming_each_error(cluster: Cluster) -> None:
 
 
 def test_a_503_is_retried_and_an_election_in_progress_is_waited_out(cluster: Cluster) -> None:
-    answers = iter([httpx.Response(503, json={"error": "UNAVAILABLE", "message": "not committed within 3s"}),
-                    not_leader(None), KV_PUT])  # fmt: skip
+    answers = iter(
+        [
+            httpx.Response(503, json={"error": "UNAVAILABLE", "message": "not committed within 3s"}),
+            not_leader(None),
+            KV_PUT,
+        ]
+    )
     cluster.nodes = {L: {("PUT", "/api/v1/kv/ns/k"): lambda _request: next(answers)}}
     r = rmqctl("kv", "put", "ns", "k", "v2", "-a", L, "-v")
     assert r.exit_code == 0, r.stderr
@@ -644,8 +809,10 @@ def test_a_non_zero_code_exits_1_with_code_name_and_remark_on_stderr(leader: Clu
     r = rmqctl("-o", "text", "electMaster", "-c", "c1", "-bn", "broker-a", "-b", "3", "-a", L)
     assert r.exit_code == 1
     assert r.stdout == ""
-    assert r.stderr == (f"rmqctl: error: electMaster broker-a 3: {L} answered 2012 CONTROLLER_ELECT_MASTER_FAILED: "
-                        "Failed to elect a new master\n")  # fmt: skip
+    assert r.stderr == (
+        f"rmqctl: error: electMaster broker-a 3: {L} answered 2012 CONTROLLER_ELECT_MASTER_FAILED: "
+        "Failed to elect a new master\n"
+    )
     r = rmqctl("-o", "json", "electMaster", "-c", "c1", "-bn", "broker-a", "-b", "3", "-a", L)
     assert r.exit_code == 1
     assert json.loads(r.stdout) == failed  # scripts still get the envelope
@@ -684,15 +851,23 @@ def test_a_refused_transfer_shows_the_servers_reason_and_exits_1(leader: Cluster
 
 
 def test_a_rejected_request_is_a_usage_error_naming_the_field(leader: Cluster) -> None:
-    errors = [{"field": "enableElectUncleanMaster", "location": "body", "message": "must be \"true\" or \"false\", got 'maybe'",
-               "type": "config_value"}]  # fmt: skip
+    errors = [
+        {
+            "field": "enableElectUncleanMaster",
+            "location": "body",
+            "message": 'must be "true" or "false", got \'maybe\'',
+            "type": "config_value",
+        }
+    ]
     leader.nodes[L][("PUT", "/api/v1/admin/config")] = httpx.Response(
         422, json={"error": "VALIDATION_ERROR", "message": "invalid request", "errors": errors}
     )
     r = rmqctl("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "maybe", "-a", L)
     assert r.exit_code == 2
-    assert r.stderr == (f"rmqctl: usage error: {L} rejected the request (HTTP 422): invalid request "
-                        "(enableElectUncleanMaster: must be \"true\" or \"false\", got 'maybe')\n")  # fmt: skip
+    assert r.stderr == (
+        f"rmqctl: usage error: {L} rejected the request (HTTP 422): invalid request "
+        '(enableElectUncleanMaster: must be "true" or "false", got \'maybe\')\n'
+    )
 
 
 def test_401_is_a_usage_error_about_the_token(leader: Cluster) -> None:
@@ -789,14 +964,19 @@ def test_get_sync_state_set_of_a_cluster_or_of_all_lists_every_broker_set(leader
     r = rmqctl("getSyncStateSet", "-a", f"{F1},{L}", "-c", "DefaultCluster")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == GOLDEN["getSyncStateSet"].text
-    assert [(s.node, s.path) for s in leader.sent] == [(F1, "/api/v1/admin/broker-sets?clusterName=DefaultCluster"),
-                                                       (L, "/api/v1/admin/broker-sets?clusterName=DefaultCluster")]  # fmt: skip
+    assert [(s.node, s.path) for s in leader.sent] == [
+        (F1, "/api/v1/admin/broker-sets?clusterName=DefaultCluster"),
+        (L, "/api/v1/admin/broker-sets?clusterName=DefaultCluster"),
+    ]
     assert rmqctl("getSyncStateSet", "-a", L, "--all").stdout == GOLDEN["getSyncStateSet"].text
     r = rmqctl("getSyncStateSet", "-a", L, "-c", "nope")
     assert (r.exit_code, r.stdout, r.stderr) == (1, "", "rmqctl: error: no broker set in cluster nope\n")
     for args in (("-c", "c1", "-b", "broker-a"), ("--all", "-c", "c1"), ()):
         r = rmqctl("getSyncStateSet", "-a", L, *args)
-        assert (r.exit_code, r.stderr) == (2, "rmqctl: usage error: pass one of -b NAME[,NAME...], -c CLUSTER or --all\n")
+        assert (r.exit_code, r.stderr) == (
+            2,
+            "rmqctl: usage error: pass one of -b NAME[,NAME...], -c CLUSTER or --all\n",
+        )
 
 
 def test_get_controller_config_asks_every_listed_node(leader: Cluster) -> None:
@@ -829,7 +1009,9 @@ def test_raft_peers_asks_the_leader_when_a_follower_answers(leader: Cluster) -> 
     assert leader.nodes_asked() == [F1, L]
     leader.sent.clear()
     r = rmqctl("-o", "text", "raft", "peers", "-a", F1, "--local")
-    assert r.stdout.splitlines()[2] == f"127.0.0.1:9881{T}follower{T}null{T}null{T}null{T}127.0.0.1:9771{T}127.0.0.1:10771"
+    assert (
+        r.stdout.splitlines()[2] == f"127.0.0.1:9881{T}follower{T}null{T}null{T}null{T}127.0.0.1:9771{T}127.0.0.1:10771"
+    )
     assert leader.nodes_asked() == [F1]
 
 
@@ -842,8 +1024,12 @@ def test_raft_status_leader_asks_the_leader(leader: Cluster) -> None:
     assert f"role{T}follower" in rmqctl("raft", "status", "-a", F1).stdout
     leader.sent.clear()
     r = rmqctl("raft", "status", "-a", F1, "--leader")
-    assert r.stdout.splitlines()[:4] == [f"answeredBy{T}{L}", f"nodeId{T}{RAFT[L]}", f"group{T}jRaft-Controller",
-                                         f"role{T}leader"]  # fmt: skip
+    assert r.stdout.splitlines()[:4] == [
+        f"answeredBy{T}{L}",
+        f"nodeId{T}{RAFT[L]}",
+        f"group{T}jRaft-Controller",
+        f"role{T}leader",
+    ]
     assert [(s.node, s.path) for s in leader.sent] == [(F1, "/api/v1/raft/status"), (L, "/api/v1/raft/status")]
 
 
@@ -860,9 +1046,14 @@ def test_raft_status_with_several_addresses_asks_the_leader_unless_told_first(le
 
 def test_raft_status_leader_moves_past_a_killed_leader_at_once(cluster: Cluster) -> None:
     # L was SIGKILLed (refuses connections); F1 has not noticed yet and still names it; F2 won the election.
-    cluster.nodes = {F1: {("GET", "/api/v1/raft/status"): follower_status(F1, RAFT[L])},
-                     F2: {("GET", "/api/v1/raft/status"): envelope(body={**STATUS["body"], "nodeId": RAFT[F2],
-                                                                         "leaderId": RAFT[F2], "term": 8})}}  # fmt: skip
+    cluster.nodes = {
+        F1: {("GET", "/api/v1/raft/status"): follower_status(F1, RAFT[L])},
+        F2: {
+            ("GET", "/api/v1/raft/status"): envelope(
+                body={**STATUS["body"], "nodeId": RAFT[F2], "leaderId": RAFT[F2], "term": 8}
+            )
+        },
+    }
     start = cluster.time.now
     r = rmqctl("raft", "status", "-a", f"{L},{F1},{F2}", "--leader")
     assert r.exit_code == 0, r.stderr
@@ -872,9 +1063,13 @@ def test_raft_status_leader_moves_past_a_killed_leader_at_once(cluster: Cluster)
 
 
 def test_raft_status_leader_waits_out_an_election_in_rounds_not_on_one_dead_address(cluster: Cluster) -> None:
-    elected = iter([follower_status(F2, None), envelope(body={**STATUS["body"], "nodeId": RAFT[F2], "leaderId": RAFT[F2]})])
-    cluster.nodes = {F1: {("GET", "/api/v1/raft/status"): follower_status(F1, RAFT[L])},
-                     F2: {("GET", "/api/v1/raft/status"): lambda _request: next(elected)}}  # fmt: skip
+    elected = iter(
+        [follower_status(F2, None), envelope(body={**STATUS["body"], "nodeId": RAFT[F2], "leaderId": RAFT[F2]})]
+    )
+    cluster.nodes = {
+        F1: {("GET", "/api/v1/raft/status"): follower_status(F1, RAFT[L])},
+        F2: {("GET", "/api/v1/raft/status"): lambda _request: next(elected)},
+    }
     r = rmqctl("raft", "status", "-a", f"{L},{F1},{F2}")
     assert r.exit_code == 0, r.stderr
     assert f"answeredBy{T}{F2}" in r.stdout
@@ -896,7 +1091,10 @@ def test_a_connection_attempt_gives_up_after_the_connect_timeout(leader: Cluster
 
 
 def test_raft_peers_skips_a_dead_leader_a_follower_still_names(cluster: Cluster) -> None:
-    cluster.nodes = {F1: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS}, F2: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS}}
+    cluster.nodes = {
+        F1: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS},
+        F2: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS},
+    }
     r = rmqctl("raft", "peers", "-a", f"{F1},{F2}", "--timeout", "2")
     assert r.exit_code == 3  # nobody can give the leader's view; each round costs two refused connections
     assert cluster.nodes_asked()[:4] == [F1, L, F2, L]
@@ -908,9 +1106,13 @@ def test_raft_snapshot_all_asks_every_member(leader: Cluster) -> None:
     del leader.nodes[F2]  # down
     r = rmqctl("-o", "text", "raft", "snapshot", "--all", "-a", L)
     assert r.exit_code == 3
-    assert r.stdout == (f"#Node{T}#Created{T}#Index{T}#Term{T}#Bytes{T}#DurationMs{T}#Remark\n"
-                        f"{L}{T}true{T}1042{T}7{T}18234{T}12.5{T}null\n{F1}{T}true{T}1041{T}7{T}18234{T}12.5{T}null\n")  # fmt: skip
-    assert r.stderr.startswith(f"rmqctl: unreachable: no controller could serve the request within 10s ({F2}: ConnectError")
+    assert r.stdout == (
+        f"#Node{T}#Created{T}#Index{T}#Term{T}#Bytes{T}#DurationMs{T}#Remark\n"
+        f"{L}{T}true{T}1042{T}7{T}18234{T}12.5{T}null\n{F1}{T}true{T}1041{T}7{T}18234{T}12.5{T}null\n"
+    )
+    assert r.stderr.startswith(
+        f"rmqctl: unreachable: no controller could serve the request within 10s ({F2}: ConnectError"
+    )
     assert leader.nodes_asked() == [L, L, F1, F2]  # the status, then one request per member, no retry round
     assert leader.time.sleeps == []
 
@@ -938,12 +1140,17 @@ def test_aliases_run_the_same_verbs(leader: Cluster) -> None:
     same = [
         (("getControllerMetaData",), ("controller", "metadata")),
         (("getControllerConfig",), ("controller", "config", "get")),
-        (("updateControllerConfig", "-k", "notifyBrokerRoleChanged", "-v", "false"),
-         ("controller", "config", "set", "-k", "notifyBrokerRoleChanged", "-v", "false")),
+        (
+            ("updateControllerConfig", "-k", "notifyBrokerRoleChanged", "-v", "false"),
+            ("controller", "config", "set", "-k", "notifyBrokerRoleChanged", "-v", "false"),
+        ),
         (("getSyncStateSet", "-b", "broker-a"), ("sync-state-set", "-b", "broker-a")),
-        (("electMaster", "-c", "c", "-bn", "broker-a", "-b", "2"), ("elect-master", "-c", "c", "-bn", "broker-a", "-b", "2")),
+        (
+            ("electMaster", "-c", "c", "-bn", "broker-a", "-b", "2"),
+            ("elect-master", "-c", "c", "-bn", "broker-a", "-b", "2"),
+        ),
         (("cleanBrokerMetadata", "-bn", "broker-a", "-l"), ("clean-broker-metadata", "-bn", "broker-a", "-l")),
-    ]  # fmt: skip
+    ]
     for mqadmin, alias in same:
         leader.sent.clear()
         a = rmqctl(*mqadmin, "-a", L)
@@ -987,8 +1194,14 @@ def test_transfer_and_membership_changes_are_not_resent_when_their_outcome_is_un
 
 def test_an_error_message_that_names_the_field_is_not_repeated(leader: Cluster) -> None:
     message = 'enableElectUncleanMaster: must be "true" or "false", got \'maybe\''
-    errors = [{"field": "enableElectUncleanMaster", "location": "body", "message": message.split(": ", 1)[1],
-               "type": "config_value"}]  # fmt: skip
+    errors = [
+        {
+            "field": "enableElectUncleanMaster",
+            "location": "body",
+            "message": message.split(": ", 1)[1],
+            "type": "config_value",
+        }
+    ]
     leader.nodes[L][("PUT", "/api/v1/admin/config")] = httpx.Response(
         422, json={"error": "VALIDATION_ERROR", "message": message, "errors": errors}
     )

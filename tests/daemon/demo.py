@@ -15,9 +15,16 @@ from tools.brokersim.sim import SimConfig, SimThread, Simulator
 
 HEARTBEAT_TIMEOUT_MS = 1000
 SCAN_INTERVAL_MS = 300
-FAST = SimConfig(heartbeat_interval_s=0.2, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS, sync_metadata_period_s=0.2,
-                 check_sync_state_set_period_s=0.2, ha_max_time_slave_not_catchup_ms=1500, ha_interval_s=0.05,
-                 produce_interval_s=0.05, request_timeout_s=2.0)  # fmt: skip
+FAST = SimConfig(
+    heartbeat_interval_s=0.2,
+    heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS,
+    sync_metadata_period_s=0.2,
+    check_sync_state_set_period_s=0.2,
+    ha_max_time_slave_not_catchup_ms=1500,
+    ha_interval_s=0.05,
+    produce_interval_s=0.05,
+    request_timeout_s=2.0,
+)
 # What the failover may take: the dead master's heartbeat expires, the next scan elects, plus one second.
 FAILOVER_BOUND_S = (HEARTBEAT_TIMEOUT_MS + SCAN_INTERVAL_MS) / 1000 + 1.0
 

@@ -46,16 +46,30 @@ def test_broker_registration_flow_on_the_leader_and_2007_from_followers(cluster:
     # RocketMQ's three-step registration, then the first election, on the leader.
     env = post(cluster, leader, "/api/v1/controller/next-broker-id", {"clusterName": "c", "brokerName": "b"})
     assert env["code"] == 0 and env["header"]["nextBrokerId"] == 1
-    env = post(cluster, leader, "/api/v1/controller/apply-broker-id",
-               {"clusterName": "c", "brokerName": "b", "appliedBrokerId": 1, "registerCheckCode": "addr-1"})  # fmt: skip
+    env = post(
+        cluster,
+        leader,
+        "/api/v1/controller/apply-broker-id",
+        {"clusterName": "c", "brokerName": "b", "appliedBrokerId": 1, "registerCheckCode": "addr-1"},
+    )
     assert env["code"] == 0, env
-    env = post(cluster, leader, "/api/v1/controller/register-broker",
-               {"clusterName": "c", "brokerName": "b", "brokerId": 1, "brokerAddress": "10.0.0.1:10911"})  # fmt: skip
+    env = post(
+        cluster,
+        leader,
+        "/api/v1/controller/register-broker",
+        {"clusterName": "c", "brokerName": "b", "brokerId": 1, "brokerAddress": "10.0.0.1:10911"},
+    )
     assert env["code"] == 0, env
-    env = post(cluster, leader, "/api/v1/controller/heartbeat",
-               {"clusterName": "c", "brokerName": "b", "brokerAddr": "10.0.0.1:10911", "brokerId": 1})  # fmt: skip
+    env = post(
+        cluster,
+        leader,
+        "/api/v1/controller/heartbeat",
+        {"clusterName": "c", "brokerName": "b", "brokerAddr": "10.0.0.1:10911", "brokerId": 1},
+    )
     assert env["code"] == 0, env
-    env = post(cluster, leader, "/api/v1/controller/elect-master", {"clusterName": "c", "brokerName": "b", "brokerId": 1})
+    env = post(
+        cluster, leader, "/api/v1/controller/elect-master", {"clusterName": "c", "brokerName": "b", "brokerId": 1}
+    )
     assert env["code"] == 0 and env["header"]["masterBrokerId"] == 1 and env["header"]["masterEpoch"] == 1, env
     env = post(cluster, leader, "/api/v1/controller/replica-info", {"brokerName": "b"})
     assert env["code"] == 0 and env["header"]["masterBrokerId"] == 1, env
@@ -68,8 +82,22 @@ def test_broker_registration_flow_on_the_leader_and_2007_from_followers(cluster:
     r = httpx.get(f"http://{cluster.remotings[followers[0]]}/api/v1/raft/status", timeout=5)
     assert r.status_code == 307 and r.json()["error"] == "REMOTING_PORT"
     assert r.headers["location"] == f"http://{cluster.https[followers[0]]}/api/v1/raft/status"
-    out = subprocess.run([sys.executable, "-m", "cli.rmqctl", "-o", "json", "-a", cluster.remotings[followers[0]],
-                          "getControllerMetaData"], capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.rmqctl",
+            "-o",
+            "json",
+            "-a",
+            cluster.remotings[followers[0]],
+            "getControllerMetaData",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["header"]["controllerLeaderId"] == cluster.rafts[leader]
     assert f"{cluster.remotings[followers[0]]} is a RocketMQ remoting address" in out.stderr
@@ -96,8 +124,9 @@ def test_sigterm_hands_leadership_over_and_exits_0(cluster: ControllerdCluster) 
     assert r["code"] == 0 and r["body"] == {"value": "v1"}
 
 
-def follow(c: ControllerdCluster, method: str, path: str, body: dict[str, Any] | None = None,
-           attempts: int = 200) -> dict[str, Any]:  # fmt: skip
+def follow(
+    c: ControllerdCluster, method: str, path: str, body: dict[str, Any] | None = None, attempts: int = 200
+) -> dict[str, Any]:
     """A minimal leader-following client: 2007 -> the named leader; refused/503/timeout -> the next node."""
     target = 0
     for _ in range(attempts):
@@ -141,7 +170,12 @@ def test_a_second_process_on_the_same_data_directory_is_refused(cluster: Control
     cluster.wait_ready()
     other = ControllerdCluster(os.path.join(cluster.root, "other"), n=1, stores=[f"{cluster.root}/n0"])
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", other.confs[0],
-                        "--log-format", "json"], capture_output=True, env=env, cwd=ROOT, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", other.confs[0], "--log-format", "json"],
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert p.returncode == 1
     assert f"{cluster.root}/n0: data directory is locked by process {cluster.procs[0].pid}".encode() in p.stderr

@@ -38,10 +38,14 @@ def test_a_killed_master_is_replaced_from_its_sync_state_set_without_losing_an_a
     demo.wait("the master wrote past its slaves", lambda: old.log.end > max(b.log.end for b in slaves), 5)
     t0 = time.monotonic()
     demo.runner.call(lambda _s: [old.kill(), *(b.lag(False) for b in slaves)])
-    new = demo.wait("a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2)
+    new = demo.wait(
+        "a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2
+    )
     took = time.monotonic() - t0
-    print(f"failover of broker-a: new master {new.id} at epoch {new.master_epoch} after {took:.2f}s "
-          f"(bound {FAILOVER_BOUND_S:g}s)")  # fmt: skip
+    print(
+        f"failover of broker-a: new master {new.id} at epoch {new.master_epoch} after {took:.2f}s "
+        f"(bound {FAILOVER_BOUND_S:g}s)"
+    )
     assert new.id in in_sync and new.id != old.id
     assert took <= FAILOVER_BOUND_S
     assert demo.runner.call(lambda _s: group.lost(new)) == []
@@ -63,13 +67,17 @@ def test_a_killed_master_is_replaced_from_its_sync_state_set_without_losing_an_a
     assert demo.runner.call(lambda _s: old.log.epochs[: len(new.log.epochs)] == new.log.epochs)
 
 
-def test_a_paused_master_is_replaced_and_on_resuming_becomes_a_slave_without_acknowledging_stale_writes(demo: Demo) -> None:
+def test_a_paused_master_is_replaced_and_on_resuming_becomes_a_slave_without_acknowledging_stale_writes(
+    demo: Demo,
+) -> None:
     group = demo.group("broker-a")
     old = demo.wait("broker-a settled", lambda: demo.settled("broker-a"), 20)
     epoch = old.master_epoch
     t0 = time.monotonic()
     demo.runner.call(lambda _s: old.pause())
-    new = demo.wait("a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2)
+    new = demo.wait(
+        "a new master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, FAILOVER_BOUND_S + 2
+    )
     assert time.monotonic() - t0 <= FAILOVER_BOUND_S
     demo.runner.call(lambda _s: old.resume())  # still believes it is the master, until its next replica-info
     demo.wait("the old master a slave of the new one", lambda: old.role == "slave" and old.master_id == new.id, 10)
@@ -85,15 +93,25 @@ def test_a_lagging_slave_leaves_the_sync_state_set_and_comes_back(demo: Demo) ->
     demo.wait("the lagging slave dropped", lambda: slave.id not in master.sync_set, 10)
     # Acks go on without it (it is no longer waited for).
     acked = demo.runner.call(lambda _s: len(demo.group("broker-b").acked))
-    demo.wait("writes acknowledged without the lagging slave", lambda: len(demo.group("broker-b").acked) > acked + 5, 10)
+    demo.wait(
+        "writes acknowledged without the lagging slave", lambda: len(demo.group("broker-b").acked) > acked + 5, 10
+    )
     demo.runner.call(lambda _s: slave.lag(False))
     demo.wait("the slave back in sync", lambda: slave.id in master.sync_set, 10)
     assert demo.runner.call(lambda _s: demo.group("broker-b").lost()) == []
 
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = os.environ.get("TEST_ARTIFACTS", os.path.join(ROOT, "build", "test-artifacts"))
 
 
@@ -113,18 +131,22 @@ def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: D
             expect = sync_api.expect
             headline = page.get_by_test_id("master-broker-b")
             expect(headline).to_contain_text(f"Master: broker {master.id} at {master.address}", timeout=10_000)
-            expect(page.locator("#view")).to_contain_text(f"Leader's view ({cluster.rafts[leader]}), served by "
-                                                          f"{cluster.rafts[follower]}")  # fmt: skip
+            expect(page.locator("#view")).to_contain_text(
+                f"Leader's view ({cluster.rafts[leader]}), served by {cluster.rafts[follower]}"
+            )
             expect(page.locator("#nodes tbody tr")).to_have_count(3)
             epoch = master.master_epoch
             demo.runner.call(lambda _s: master.kill())
             group = demo.group("broker-b")
-            new = demo.wait("a new broker-b master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, 10)
+            new = demo.wait(
+                "a new broker-b master", lambda: (m := group.master()) is not None and m.master_epoch > epoch and m, 10
+            )
             expect(headline).to_contain_text(f"Master: broker {new.id} at {new.address}", timeout=10_000)
             dead = page.locator("article", has=headline).locator("tr", has_text=master.address)
             expect(dead).to_contain_text("down")
-            expect(page.locator("#events")).to_contain_text(f"broker-b: broker {new.id} elected master at epoch "
-                                                            f"{epoch + 1}")  # fmt: skip
+            expect(page.locator("#events")).to_contain_text(
+                f"broker-b: broker {new.id} elected master at epoch {epoch + 1}"
+            )
             expect(page.locator("#events")).to_contain_text("the master's heartbeats expired")
             expect(page.locator("#announce")).to_contain_text(f"broker-b: broker {new.id} is the new master.")
             os.makedirs(ARTIFACTS, exist_ok=True)

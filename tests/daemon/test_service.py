@@ -74,8 +74,9 @@ def run(coro: Callable[[], Awaitable[Any]]) -> Any:
 
 
 def hb(name: str, broker_id: int, timeout_ms: int = 10_000) -> Callable[[int], bytes]:
-    return lambda now: commands.heartbeat(now, "c1", name, f"10.0.0.{broker_id}:10911", broker_id,
-                                          heartbeat_timeout_millis=timeout_ms)  # fmt: skip
+    return lambda now: commands.heartbeat(
+        now, "c1", name, f"10.0.0.{broker_id}:10911", broker_id, heartbeat_timeout_millis=timeout_ms
+    )
 
 
 async def register(leader: ControllerService, name: str, ids: list[int]) -> None:
@@ -161,8 +162,11 @@ def test_scan_waits_for_a_heartbeat_then_expires_with_the_leaders_time(tmp_path:
             r = await leader.write(lambda now: commands.elect_master(now, "b1", cluster_name="c1", broker_id=1))
             assert r.ok and r.header["masterBrokerId"] == 1
             h = r.header
-            r = await leader.write(lambda now: commands.alter_sync_state_set(
-                now, "b1", 1, h["masterEpoch"], [1, 2], h["syncStateSetEpoch"]))  # fmt: skip
+            r = await leader.write(
+                lambda now: commands.alter_sync_state_set(
+                    now, "b1", 1, h["masterEpoch"], [1, 2], h["syncStateSetEpoch"]
+                )
+            )
             assert r.ok, r
             # Inside the scan wait: no scan even though broker 1's entry would have expired.
             clock.t += 999
@@ -268,8 +272,19 @@ def test_status_documents_use_the_http_api_field_names(tmp_path: Any) -> None:
             leader = await leader_of(svcs)
             await leader.write(lambda now: commands.kv_put(now, "ns", "k", "v"))
             st = documents.raft_status(leader)
-            for k in ("nodeId", "role", "term", "leaderId", "commitIndex", "appliedIndex", "firstLogIndex",
-                      "lastLogIndex", "lastSnapshotIndex", "lastSnapshotTerm", "peers"):  # fmt: skip
+            for k in (
+                "nodeId",
+                "role",
+                "term",
+                "leaderId",
+                "commitIndex",
+                "appliedIndex",
+                "firstLogIndex",
+                "lastLogIndex",
+                "lastSnapshotIndex",
+                "lastSnapshotTerm",
+                "peers",
+            ):
                 assert k in st
             assert st["leaderId"] == leader.id and st["role"] == "leader"
             peers = documents.raft_peers(leader)

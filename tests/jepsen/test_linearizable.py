@@ -112,8 +112,10 @@ def test_a_cas_that_did_not_apply_is_an_observation() -> None:
 def test_cas_refusals_of_a_valid_history_stay_valid() -> None:
     assert verdict(w(1, 1, 0, 10), cas_not_applied(2, 2, 3, 20, 30, 1), r(3, 1, 40, 50)) == "valid"
     assert verdict(cas_not_applied(1, 5, 3, 0, 10, None), cas_not_applied(2, None, 3, 20, 30)) == "invalid"
-    assert verdict(cas_not_applied(1, 5, 3, 0, 10, None), w(2, 2, 20, 30), cas_not_applied(3, None, 4, 40, 50, 2)) \
-        == "valid"  # fmt: skip
+    assert (
+        verdict(cas_not_applied(1, 5, 3, 0, 10, None), w(2, 2, 20, 30), cas_not_applied(3, None, 4, 40, 50, 2))
+        == "valid"
+    )
     # concurrent with write 2: the refusal may come before it (saw 1) or after it (saw 2)
     for seen in (1, 2):
         assert verdict(w(1, 1, 0, 10), w(2, 2, 20, 60), cas_not_applied(3, 9, 4, 30, 50, seen)) == "valid"

@@ -46,8 +46,12 @@ def test_refusals_without_the_value_they_saw_stay_valid(shape: dict) -> None:
     assert res.verdict == "valid", res.to_json()["failures"]
 
 
-@settings(max_examples=100, derandomize=True, deadline=None,
-          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])  # fmt: skip
+@settings(
+    max_examples=100,
+    derandomize=True,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+)
 @given(shape=SHAPES, pick=st.integers(0, 10**6))
 def test_a_refusal_that_saw_a_never_written_value_is_invalid(shape: dict, pick: int) -> None:
     records = generate(shape)
@@ -64,8 +68,12 @@ def test_a_refusal_that_saw_a_never_written_value_is_invalid(shape: dict, pick: 
 
 # No explain phase: it re-runs a failing example under sys.settrace, which slows the search ~50x and turns a
 # failure into a budget-exhausted hang instead of a report.
-@settings(max_examples=150, derandomize=True, deadline=None,
-          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])  # fmt: skip
+@settings(
+    max_examples=150,
+    derandomize=True,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+)
 @given(shape=SHAPES, pick=st.integers(0, 10**6))
 def test_a_read_of_a_never_written_value_is_invalid(shape: dict, pick: int) -> None:
     records = generate(shape)

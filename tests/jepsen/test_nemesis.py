@@ -248,8 +248,10 @@ class FakeNet:
 def run_steps(works: bool) -> tuple[N.Runner, FakeRecorder, FakeNet]:
     rec, net = FakeRecorder(), FakeNet(works)
     ctx = N.Context(net, None, rec, log=lambda _m: None)  # type: ignore[arg-type]
-    steps = [N.Step(0.0, "start", N.grudge_for("partition-random-halves", random.Random(1), [1, 2, 3])),
-             N.Step(0.0, "stop")]  # fmt: skip
+    steps = [
+        N.Step(0.0, "start", N.grudge_for("partition-random-halves", random.Random(1), [1, 2, 3])),
+        N.Step(0.0, "stop"),
+    ]
     runner = N.Runner(ctx, N.make_nemesis("partition-random-halves"), steps, t0=0.0)
     runner.start()
     runner._thread.join()
@@ -359,8 +361,20 @@ def test_lease_read_modes_configure_the_lease_and_only_the_control_uses_the_tick
             assert ("CONTROLLERD_UNSAFE_TICK_LEASE=1" in cluster.command(cluster.node(1))) is tick
         finally:
             cluster.http.close()
-    cfg = dict(workload="register", nemesis="pause-leader", time_limit=1, nodes=3, rate=1, concurrency=1, seed=1,
-               interval=1, recovery=1, snapshot_threshold=0, keep_data=False, budget=1)  # fmt: skip
+    cfg = dict(
+        workload="register",
+        nemesis="pause-leader",
+        time_limit=1,
+        nodes=3,
+        rate=1,
+        concurrency=1,
+        seed=1,
+        interval=1,
+        recovery=1,
+        snapshot_threshold=0,
+        keep_data=False,
+        budget=1,
+    )
     assert RunConfig(**cfg, read_mode="tick-lease").negative_control  # type: ignore[arg-type]
     assert RunConfig(**cfg, read_mode="lease").negative_control is None  # type: ignore[arg-type]
     assert not RunConfig(**cfg, read_mode="tick-lease").unsafe_reads  # type: ignore[arg-type]
@@ -370,12 +384,20 @@ def test_lease_read_modes_configure_the_lease_and_only_the_control_uses_the_tick
 def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path) -> None:
     from jepsen.run import run_summary
 
-    (tmp_path / "results.json").write_text(json.dumps({
-        "verdict": "valid", "exit_code": 0, "recovery": {"verdict": "valid"},
-        "run": {"ops": 1200, "faults_applied": 15, "recovery": {"seconds": 2.5}},
-        "checkers": {"linearizability": {"verdict": "valid", "counts": {"keys": 3}},
-                     "set": {"verdict": "valid", "counts": {"lost": 0}}},
-    }))  # fmt: skip
+    (tmp_path / "results.json").write_text(
+        json.dumps(
+            {
+                "verdict": "valid",
+                "exit_code": 0,
+                "recovery": {"verdict": "valid"},
+                "run": {"ops": 1200, "faults_applied": 15, "recovery": {"seconds": 2.5}},
+                "checkers": {
+                    "linearizability": {"verdict": "valid", "counts": {"keys": 3}},
+                    "set": {"verdict": "valid", "counts": {"lost": 0}},
+                },
+            }
+        )
+    )
     line = run_summary("bridge", tmp_path, 0)
     assert line["checkers"] == {"linearizability": "valid", "set": "valid"}
     assert (line["ops"], line["faults_applied"], line["recovery_s"], line["recovery"]) == (1200, 15, 2.5, "valid")
@@ -385,11 +407,20 @@ def test_the_combined_results_line_carries_each_checkers_verdict(tmp_path: Path)
 def test_the_combined_table_has_a_row_per_nemesis_and_a_column_per_checker() -> None:
     from jepsen.run import combined_table
 
-    rows = combined_table([
-        {"nemesis": "bridge", "verdict": "valid", "exit_code": 0, "ops": 18000, "faults_applied": 15,
-         "recovery_s": 2.5, "checkers": {"set": "valid", "linearizability": "valid"}},
-        {"nemesis": "hammer-time", "verdict": "aborted", "exit_code": 4, "checkers": {}},
-    ])  # fmt: skip
+    rows = combined_table(
+        [
+            {
+                "nemesis": "bridge",
+                "verdict": "valid",
+                "exit_code": 0,
+                "ops": 18000,
+                "faults_applied": 15,
+                "recovery_s": 2.5,
+                "checkers": {"set": "valid", "linearizability": "valid"},
+            },
+            {"nemesis": "hammer-time", "verdict": "aborted", "exit_code": 4, "checkers": {}},
+        ]
+    )
     assert rows[0].split() == ["nemesis", "verdict", "exit", "ops", "faults", "recovery", "linearizability", "set"]
     assert rows[1].split() == ["bridge", "valid", "0", "18000", "15", "2.5", "s", "valid", "valid"]
     assert rows[2].split() == ["hammer-time", "aborted", "4", "0", "0", "-", "-", "-"]
@@ -421,7 +452,8 @@ def test_spare_servers_are_in_no_config_file_until_they_join_and_come_back_with_
 
 
 def test_membership_faults_remove_add_brand_new_servers_and_shrink_to_one() -> None:
-    modes = {s.params["mode"] for seed in range(20) for s in N.make_schedule("membership", 3, seed, 60, 10)
-             if s.f == "start"}  # fmt: skip
+    modes = {
+        s.params["mode"] for seed in range(20) for s in N.make_schedule("membership", 3, seed, 60, 10) if s.f == "start"
+    }
     assert modes == set(N.MEMBERSHIP_MODES) == {"remove", "add-new", "shrink"}
     assert N.spare_nodes("membership") == 2 and N.spare_nodes("partition-random-node") == 0

@@ -75,8 +75,11 @@ def test_partition_is_real_and_teardown_leaves_nothing() -> None:
     echo = None
     try:
         assert ours(net) == {net.switch, *net.namespaces}
-        echo = subprocess.Popen(["ip", "netns", "exec", net.ns(1), sys.executable, "-c", ECHO, net.addr(1), "7777"],
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        echo = subprocess.Popen(
+            ["ip", "netns", "exec", net.ns(1), sys.executable, "-c", ECHO, net.addr(1), "7777"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert echo.stdout is not None and echo.stdout.readline().strip() == "listening"
         assert echo_from(net, 2, 1, 7777) == b"ping"
         assert net.probe(7777).ok
@@ -118,8 +121,13 @@ def test_two_runs_get_distinct_names_and_subnets() -> None:
 
 def test_a_killed_owner_is_cleaned_up_by_the_next_run() -> None:
     code = "from jepsen.net import Net; import sys; n = Net(2); n.setup(); print(n.tag, flush=True); sys.stdin.read()"
-    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     assert p.stdout is not None
     tag = p.stdout.readline().strip()
     assert tag, "the child could not set up its network"

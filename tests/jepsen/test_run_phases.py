@@ -145,9 +145,20 @@ def _no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def config() -> RunConfig:
     # a short time limit: the run phase's loop waits on the fake nemesis's `failed` event until then
-    return RunConfig(workload="register", nemesis="partition-random-halves", time_limit=0.05, nodes=3, rate=1,
-                     concurrency=1, seed=1, interval=10, recovery=1, snapshot_threshold=0, keep_data=False,
-                     budget=1)  # fmt: skip
+    return RunConfig(
+        workload="register",
+        nemesis="partition-random-halves",
+        time_limit=0.05,
+        nodes=3,
+        rate=1,
+        concurrency=1,
+        seed=1,
+        interval=10,
+        recovery=1,
+        snapshot_threshold=0,
+        keep_data=False,
+        budget=1,
+    )
 
 
 SETUP = ["net.setup", "cluster.write_configs", "cluster.start_all", "cluster.wait_ready"]
@@ -160,18 +171,38 @@ TEARDOWN = ["driver.halt", "runner.abandon", "cluster.close", "driver.close", "n
 @pytest.mark.parametrize(
     ("fail", "exc", "code", "abort", "expected"),
     [
-        ("net.setup", Boom("no namespaces"), EXIT_ABORTED, "harness error: Boom: no namespaces",
-         ["net.setup", "net.teardown"]),
-        ("cluster.start_all", DBError("controllerd missing"), EXIT_ABORTED, "DBError: controllerd missing",
-         SETUP[:3] + ["cluster.close", "net.teardown"]),
-        ("runner.start", Boom("nemesis thread"), EXIT_ABORTED, "harness error: Boom: nemesis thread",
-         SETUP + RUN[:2] + TEARDOWN),
+        (
+            "net.setup",
+            Boom("no namespaces"),
+            EXIT_ABORTED,
+            "harness error: Boom: no namespaces",
+            ["net.setup", "net.teardown"],
+        ),
+        (
+            "cluster.start_all",
+            DBError("controllerd missing"),
+            EXIT_ABORTED,
+            "DBError: controllerd missing",
+            SETUP[:3] + ["cluster.close", "net.teardown"],
+        ),
+        (
+            "runner.start",
+            Boom("nemesis thread"),
+            EXIT_ABORTED,
+            "harness error: Boom: nemesis thread",
+            SETUP + RUN[:2] + TEARDOWN,
+        ),
         ("driver.stop", KeyboardInterrupt(), EXIT_INTERRUPTED, "interrupted", SETUP + RUN + TEARDOWN),
-        ("runner.finish", Boom("heal failed"), EXIT_ABORTED, "harness error: Boom: heal failed",
-         SETUP + RUN + HEAL[:1] + TEARDOWN),
+        (
+            "runner.finish",
+            Boom("heal failed"),
+            EXIT_ABORTED,
+            "harness error: Boom: heal failed",
+            SETUP + RUN + HEAL[:1] + TEARDOWN,
+        ),
         ("driver.final", DBError("node gone"), EXIT_ABORTED, "DBError: node gone", SETUP + RUN + HEAL + TEARDOWN),
     ],
-)  # fmt: skip
+)
 def test_a_failing_phase_still_stops_everything_in_order(
     tmp_path: Path, fail: str, exc: BaseException, code: int, abort: str, expected: list[str]
 ) -> None:
@@ -191,5 +222,8 @@ def test_a_run_without_failures_tears_down_after_the_heal(tmp_path: Path) -> Non
     results = json.loads((tmp_path / "results.json").read_text())
     # nothing to check (the fake clients did nothing) but nothing aborted: the history has the setup probe only
     assert "abort" not in results and code == 2 and results["verdict"] == "unknown"
-    assert results["run"]["recovery"] == {"not_ready": [], "seconds": results["run"]["recovery"]["seconds"],
-                                          "final_reads": "all done"}  # fmt: skip
+    assert results["run"]["recovery"] == {
+        "not_ready": [],
+        "seconds": results["run"]["recovery"]["seconds"],
+        "final_reads": "all done",
+    }

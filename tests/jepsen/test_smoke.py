@@ -29,8 +29,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def smoke(out: Path, nemesis: str, seed: int, **kw: Any) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
-    cfg = RunConfig(workload="register", nemesis=nemesis, time_limit=45, nodes=3, rate=20, concurrency=5, seed=seed,
-                    interval=8, recovery=30, snapshot_threshold=200, keep_data=False, budget=60)  # fmt: skip
+    cfg = RunConfig(
+        workload="register",
+        nemesis=nemesis,
+        time_limit=45,
+        nodes=3,
+        rate=20,
+        concurrency=5,
+        seed=seed,
+        interval=8,
+        recovery=30,
+        snapshot_threshold=200,
+        keep_data=False,
+        budget=60,
+    )
     cfg = dataclasses.replace(cfg, **kw)
     code = run_one(cfg, out)
     # This run's namespaces (named in each node's generated config) are gone; other runs may share the machine.
@@ -47,8 +59,16 @@ def assert_valid(code: int, results: dict[str, Any], out: Path) -> None:
     assert results["checkers"]["linearizability"]["verdict"] == "valid"
     assert results["recovery"]["verdict"] == "valid"
     assert results["counts"]["ops"] > 300, "too few operations to say anything"
-    for name in ("history.jsonl", "schedule.json", "params.json", "latency.png", "rate.png", "summary.txt",
-                 "nodes/n1.conf", "nodes/n1.log"):  # fmt: skip
+    for name in (
+        "history.jsonl",
+        "schedule.json",
+        "params.json",
+        "latency.png",
+        "rate.png",
+        "summary.txt",
+        "nodes/n1.conf",
+        "nodes/n1.log",
+    ):
         assert (out / name).exists(), name
 
 
@@ -93,8 +113,9 @@ def test_the_negative_control_is_caught(tmp_path: Path) -> None:
     """Reads answered from local state without ReadIndex (`--read-mode local`) under partition-random-node: the
     cut-off replica serves values that the majority has overwritten, and the checker must say invalid. This is
     what makes every valid verdict above mean something."""
-    code, results, history = smoke(tmp_path, "partition-random-node", seed=21, time_limit=24, interval=5,
-                                   read_mode="local")  # fmt: skip
+    code, results, history = smoke(
+        tmp_path, "partition-random-node", seed=21, time_limit=24, interval=5, read_mode="local"
+    )
     assert code == 1 and results["verdict"] == "invalid", (tmp_path / "summary.txt").read_text()
     lin = results["checkers"]["linearizability"]
     assert lin["verdict"] == "invalid" and lin["failures"]
@@ -107,10 +128,28 @@ def test_the_negative_control_is_caught(tmp_path: Path) -> None:
 def test_sigterm_stops_the_run_and_cleans_up(tmp_path: Path) -> None:
     code = "import sys; from jepsen.run import run; sys.exit(run.main(sys.argv[1:], standalone_mode=False))"
     p = subprocess.Popen(
-        [sys.executable, "-c", code, "--nemesis", "partition-random-node", "--nodes", "3", "--time-limit", "60",
-         "--interval", "2", "--seed", "3", "--out", str(tmp_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            code,
+            "--nemesis",
+            "partition-random-node",
+            "--nodes",
+            "3",
+            "--time-limit",
+            "60",
+            "--interval",
+            "2",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert p.stderr is not None
     tag = None
     deadline = time.monotonic() + 90

@@ -30,8 +30,9 @@ def env(code: int = 0, body: Any = None, header: Any = None) -> httpx.Response:
 
 
 def client(handler: Handler, *, op_timeout: float = 0.3, hint: LeaderHint | None = None) -> Client:
-    return Client(NODES, hint or LeaderHint(), random.Random(1), op_timeout=op_timeout,
-                  transport=httpx.MockTransport(handler))  # fmt: skip
+    return Client(
+        NODES, hint or LeaderHint(), random.Random(1), op_timeout=op_timeout, transport=httpx.MockTransport(handler)
+    )
 
 
 def raises(exc: type[httpx.HTTPError]) -> Handler:
@@ -167,8 +168,17 @@ def workers(tmp_path: Path, kv: FakeKV, n: int) -> tuple[list[Worker], Recorder]
     rec = Recorder(tmp_path / "history.jsonl")
     procs = Processes(n)
     hint = LeaderHint()
-    ws = [Worker(i, i, Client(NODES, hint, random.Random(i), op_timeout=0.2, transport=httpx.MockTransport(kv)),
-                 random.Random(100 + i), rec, procs) for i in range(n)]  # fmt: skip
+    ws = [
+        Worker(
+            i,
+            i,
+            Client(NODES, hint, random.Random(i), op_timeout=0.2, transport=httpx.MockTransport(kv)),
+            random.Random(100 + i),
+            rec,
+            procs,
+        )
+        for i in range(n)
+    ]
     return ws, rec
 
 
@@ -232,8 +242,11 @@ def test_cas_that_does_not_apply_is_an_ok_observation(tmp_path: Path) -> None:
     reg.cas(ws[0], "k1", 1, 4)
     rec.close()
     done = [json.loads(x) for x in (tmp_path / "history.jsonl").read_text().splitlines() if '"invoke"' not in x]
-    assert [(d["f"], d["type"], d["value"]) for d in done] == [("write", "ok", 1), ("cas", "ok", False),
-                                                               ("cas", "ok", [1, 4])]  # fmt: skip
+    assert [(d["f"], d["type"], d["value"]) for d in done] == [
+        ("write", "ok", 1),
+        ("cas", "ok", False),
+        ("cas", "ok", [1, 4]),
+    ]
     assert done[1]["current"] == 1 and "error" not in done[1]
     assert check_history(read_history(tmp_path / "history.jsonl"))["verdict"] == "valid"
 
@@ -312,24 +325,67 @@ def test_key_pool_gives_each_group_of_workers_its_own_key() -> None:
 
 def test_controller_observations_use_rocketmq_fields() -> None:
     c = Controller(1)
-    a = Answer("ok", 0, {"code": 0, "header": {"masterBrokerId": 1, "masterAddress": "x", "masterEpoch": 3},
-                         "body": {"syncStateSet": [2, 1], "syncStateSetEpoch": 4}})  # fmt: skip
-    assert c._observation("replica-info", a) == {"masterBrokerId": 1, "masterEpoch": 3, "syncStateSet": [1, 2],
-                                                 "syncStateSetEpoch": 4}  # fmt: skip
-    e = Answer("ok", 2011, {"code": 2011, "header": {"masterBrokerId": 2, "masterAddress": "y", "masterEpoch": 5,
-                                                       "syncStateSetEpoch": 6}, "body": {"syncStateSet": [2]}})  # fmt: skip
-    assert c._observation("elect-master", e) == {"masterBrokerId": 2, "masterEpoch": 5, "syncStateSetEpoch": 6,
-                                                 "syncStateSet": [2]}  # fmt: skip
+    a = Answer(
+        "ok",
+        0,
+        {
+            "code": 0,
+            "header": {"masterBrokerId": 1, "masterAddress": "x", "masterEpoch": 3},
+            "body": {"syncStateSet": [2, 1], "syncStateSetEpoch": 4},
+        },
+    )
+    assert c._observation("replica-info", a) == {
+        "masterBrokerId": 1,
+        "masterEpoch": 3,
+        "syncStateSet": [1, 2],
+        "syncStateSetEpoch": 4,
+    }
+    e = Answer(
+        "ok",
+        2011,
+        {
+            "code": 2011,
+            "header": {"masterBrokerId": 2, "masterAddress": "y", "masterEpoch": 5, "syncStateSetEpoch": 6},
+            "body": {"syncStateSet": [2]},
+        },
+    )
+    assert c._observation("elect-master", e) == {
+        "masterBrokerId": 2,
+        "masterEpoch": 5,
+        "syncStateSetEpoch": 6,
+        "syncStateSet": [2],
+    }
     assert outcome(e, read=False, ok_codes=frozenset({0, 2011})) == "ok"
-    d = Answer("ok", 0, {"code": 0, "body": {"replicasInfoTable": {"bs1": {
-        "masterBrokerId": 1, "masterAddress": "x", "masterEpoch": 2, "syncStateSetEpoch": 3,
-        "inSyncReplicas": [{"brokerName": "bs1", "brokerId": 3, "brokerAddress": "a", "alive": True},
-                           {"brokerName": "bs1", "brokerId": 1, "brokerAddress": "b", "alive": True}],
-        "notInSyncReplicas": []}}}})  # fmt: skip
-    assert c._observation("sync-state-data", d) == {"bs1": {"masterBrokerId": 1, "masterEpoch": 2,
-                                                            "syncStateSetEpoch": 3, "syncStateSet": [1, 3]}}  # fmt: skip
-    alter = Answer("ok", 0, {"code": 0, "header": {"newSyncStateSetEpoch": 4},
-                             "body": {"syncStateSet": [1, 2], "syncStateSetEpoch": 4}})  # fmt: skip
+    d = Answer(
+        "ok",
+        0,
+        {
+            "code": 0,
+            "body": {
+                "replicasInfoTable": {
+                    "bs1": {
+                        "masterBrokerId": 1,
+                        "masterAddress": "x",
+                        "masterEpoch": 2,
+                        "syncStateSetEpoch": 3,
+                        "inSyncReplicas": [
+                            {"brokerName": "bs1", "brokerId": 3, "brokerAddress": "a", "alive": True},
+                            {"brokerName": "bs1", "brokerId": 1, "brokerAddress": "b", "alive": True},
+                        ],
+                        "notInSyncReplicas": [],
+                    }
+                }
+            },
+        },
+    )
+    assert c._observation("sync-state-data", d) == {
+        "bs1": {"masterBrokerId": 1, "masterEpoch": 2, "syncStateSetEpoch": 3, "syncStateSet": [1, 3]}
+    }
+    alter = Answer(
+        "ok",
+        0,
+        {"code": 0, "header": {"newSyncStateSetEpoch": 4}, "body": {"syncStateSet": [1, 2], "syncStateSetEpoch": 4}},
+    )
     assert c._observation("alter-sync-state-set", alter) == {"syncStateSet": [1, 2], "syncStateSetEpoch": 4}
 
 

@@ -46,8 +46,9 @@ def conf_states(draw: st.DrawFn) -> ConfState:
     known = sorted(draw(st.sets(st.sampled_from(members)))) if members else []
     http = draw(st.sampled_from(["", "10.0.0.1:8770"]))
     remoting = draw(st.sampled_from(["", "10.0.0.1:9770"]))
-    return ConfState(tuple(members[:split]), tuple(members[split:]),
-                     tuple((m, f"{m}:9880", http, remoting) for m in known))  # fmt: skip
+    return ConfState(
+        tuple(members[:split]), tuple(members[split:]), tuple((m, f"{m}:9880", http, remoting) for m in known)
+    )
 
 
 snapshots = st.none() | st.builds(SnapshotMeta, u64, u64, conf_states())
@@ -128,9 +129,16 @@ def test_app_64x256_is_compact() -> None:
 
 def test_every_truncation_is_a_codec_error() -> None:
     m = Message(
-        MsgType.APP, "n1", "n2", 3, 2, 10, [Entry(3, 11, 0, b"xyz")], 9,
+        MsgType.APP,
+        "n1",
+        "n2",
+        3,
+        2,
+        10,
+        [Entry(3, 11, 0, b"xyz")],
+        9,
         snapshot=SnapshotMeta(1, 1, ConfState(("n1",))),
-    )  # fmt: skip
+    )
     data = encode_messages([m])
     for cut in range(len(data)):
         with pytest.raises(CodecError):
@@ -143,9 +151,21 @@ def test_every_truncation_is_a_codec_error() -> None:
 
 def _fields(**over: object) -> list[object]:
     base: dict[str, object] = {
-        "type": 1, "frm": "a", "to": "b", "term": 1, "log_term": 0, "index": 0, "entries": [], "commit": 0,
-        "reject": False, "reject_hint": 0, "hint_term": 0, "seq": 0, "snapshot": None, "force": False,
-    }  # fmt: skip
+        "type": 1,
+        "frm": "a",
+        "to": "b",
+        "term": 1,
+        "log_term": 0,
+        "index": 0,
+        "entries": [],
+        "commit": 0,
+        "reject": False,
+        "reject_hint": 0,
+        "hint_term": 0,
+        "seq": 0,
+        "snapshot": None,
+        "force": False,
+    }
     base.update(over)
     return list(base.values())
 
@@ -186,7 +206,13 @@ def test_wrong_shapes(obj: object) -> None:
 
 @pytest.mark.parametrize(
     "payload",
-    [b"", b"\x02" + msgpack.packb(["a", []]), b"\x01", b"\x01" + msgpack.packb(["a"]), b"\x01" + msgpack.packb([1, []])],
+    [
+        b"",
+        b"\x02" + msgpack.packb(["a", []]),
+        b"\x01",
+        b"\x01" + msgpack.packb(["a"]),
+        b"\x01" + msgpack.packb([1, []]),
+    ],
     ids=["empty", "unknown kind", "kind only", "no messages", "int sender"],
 )
 def test_bad_batches(payload: bytes) -> None:
@@ -398,6 +424,7 @@ def test_reader_buffers_a_large_frame_in_linear_time() -> None:
 
 def test_app_entries_must_run_on_from_index() -> None:
     """Issue 12, bug 7: the core appends an APP's entries as a run after `index`; anything else is refused."""
+
     def app_with(indexes: list[int], kind: MsgType = MsgType.APP) -> bytes:
         return encode_messages([Message(kind, "a", "b", 1, 1, 10, [Entry(1, i, 0, b"") for i in indexes])])
 

@@ -462,8 +462,9 @@ def test_add_learner_then_promote_then_remove() -> None:
 
 def test_restarted_node_uses_latest_configuration_in_its_log() -> None:
     """A conf entry counts once in the log, committed or not, also after a restart."""
-    conf_entry = Entry(1, 2, EntryType.CONF, __import__("raft.core.confchange", fromlist=["x"]).encode_conf(
-        ConfState(("a", "b"), ())))
+    conf_entry = Entry(
+        1, 2, EntryType.CONF, __import__("raft.core.confchange", fromlist=["x"]).encode_conf(ConfState(("a", "b"), ()))
+    )
     c = RaftCore(CoreConfig(id="c"), ConfState(("a", "b", "c")), HardState(1, ""), entries=[Entry(1, 1), conf_entry])
     assert c.conf.voters == ("a", "b")
     for _ in range(100):

@@ -81,8 +81,9 @@ def test_first_start_writes_the_identity_and_restarts_check_it(tmp_path: Path) -
     assert (d / IDENTITY_FILE).stat().st_mtime_ns == before and not (d / f"{IDENTITY_FILE}.tmp").exists()
 
 
-@pytest.mark.parametrize(("node", "group", "names"), [("b", "g1", "node 'b' of group 'g1'"),
-                                                      ("a", "g2", "node 'a' of group 'g2'")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("node", "group", "names"), [("b", "g1", "node 'b' of group 'g1'"), ("a", "g2", "node 'a' of group 'g2'")]
+)
 def test_another_nodes_or_groups_data_is_refused(tmp_path: Path, node: str, group: str, names: str) -> None:
     d = tmp_path / "data"
     start_stop(options(d), proposals=2)

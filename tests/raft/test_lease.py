@@ -80,7 +80,9 @@ def test_an_abandoned_transfer_never_renews_the_lease() -> None:
     sent before the transfer ended may count, even when its answers arrive after the transfer was abandoned."""
     net, a = leased()
     held: list[Message] = []
-    net.filter = lambda m: m.type != MsgType.TIMEOUT_NOW and not (m.type == MsgType.HEARTBEAT_RESP and held.append(m) is None)
+    net.filter = lambda m: m.type != MsgType.TIMEOUT_NOW and not (
+        m.type == MsgType.HEARTBEAT_RESP and held.append(m) is None
+    )
     a.transfer_leader("b")  # b never gets the TimeoutNow: the transfer times out
     assert not a.lease_valid(net.clock)
     for _ in range(E):

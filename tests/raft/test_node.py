@@ -35,9 +35,7 @@ class Recorder(KvStateMachine):
 
 def make(root: str, ids: list[str], ports: dict[str, int], voters: tuple[str, ...] = ()) -> dict[str, Node]:
     peers = {i: ("127.0.0.1", ports[i]) for i in ports}
-    return {
-        i: Node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder()) for i in ids
-    }
+    return {i: Node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder()) for i in ids}
 
 
 @asynccontextmanager
@@ -204,7 +202,10 @@ def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the
             # A snapshot keeps the addresses, and a restart from it (no CONF entry left after it) knows them.
             meta = await nodes["n2"].snapshot()
             assert meta is not None and dict((a[0], a[1:]) for a in meta.addresses)["n4"] == (
-                f"127.0.0.1:{ports['n4']}", "127.0.0.1:14", "")  # fmt: skip
+                f"127.0.0.1:{ports['n4']}",
+                "127.0.0.1:14",
+                "",
+            )
             await nodes["n2"].stop()
             nodes["n2"] = node("n2", boot)
             await nodes["n2"].start()

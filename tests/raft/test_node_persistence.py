@@ -102,11 +102,13 @@ def test_acknowledgements_reach_the_transport_only_after_their_fsync(tmp_path: A
                 (k,) = sent(events, ack)
                 assert_durable_before(events, durable, k)
 
-            await exchange(Message(MsgType.VOTE, "a", "b", term=1), MsgType.VOTE_RESP,
-                           ("hard state durable", HardState(1, "a")))  # fmt: skip
+            await exchange(
+                Message(MsgType.VOTE, "a", "b", term=1), MsgType.VOTE_RESP, ("hard state durable", HardState(1, "a"))
+            )
             ents = [Entry(1, 1, EntryType.NOOP), Entry(1, 2, data=b"x"), Entry(1, 3, data=b"y")]
-            await exchange(Message(MsgType.APP, "a", "b", term=1, entries=ents), MsgType.APP_RESP,
-                           ("log durable to", 3))  # fmt: skip
+            await exchange(
+                Message(MsgType.APP, "a", "b", term=1, entries=ents), MsgType.APP_RESP, ("log durable to", 3)
+            )
             assert events[sent(events, MsgType.APP_RESP)[0]][1].index == 3
 
     asyncio.run(asyncio.wait_for(main(), 60))

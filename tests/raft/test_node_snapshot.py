@@ -29,7 +29,9 @@ def snap_opts(**kw: Any) -> SnapshotOptions:
 
 def make(root: Path, ids: list[str], ports: dict[str, int], snap: SnapshotOptions) -> dict[str, Node]:
     peers = {i: ("127.0.0.1", ports[i]) for i in ports}
-    return {i: Node(NodeOptions(i, str(root / i), peers, b"s", raft=FAST, snapshot=snap), KvStateMachine()) for i in ids}
+    return {
+        i: Node(NodeOptions(i, str(root / i), peers, b"s", raft=FAST, snapshot=snap), KvStateMachine()) for i in ids
+    }
 
 
 def single(root: Path, port: int, snap: SnapshotOptions) -> Node:
@@ -196,7 +198,9 @@ def test_crash_at_each_save_step_keeps_a_loadable_snapshot_and_every_entry(tmp_p
         await m.wait_for_leader(10)
         await m.wait_applied(committed, 10)
         assert kv(m) == before and len(before) == 120
-        assert not (tmp_path / "n1" / "snapshot" / "temp").exists() or not os.listdir(tmp_path / "n1" / "snapshot" / "temp")
+        assert not (tmp_path / "n1" / "snapshot" / "temp").exists() or not os.listdir(
+            tmp_path / "n1" / "snapshot" / "temp"
+        )
         await m.stop()
 
     run(main)
@@ -224,7 +228,9 @@ def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
             commit = ld.status().commit
             await nodes[victim].wait_applied(commit, 30)
             st = nodes[victim].status()
-            assert st.snapshot.installs == 1 and st.snapshot.download is not None and st.snapshot.download.completed == 1
+            assert (
+                st.snapshot.installs == 1 and st.snapshot.download is not None and st.snapshot.download.completed == 1
+            )
             assert kv(nodes[victim]) == kv(ld) and len(kv(ld)) == 1000
             # The follower's log now starts right after the installed snapshot.
             assert st.first_index == st.snapshot.index + 1
@@ -254,8 +260,9 @@ def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(
 
     def node(i: str, known: tuple[str, ...]) -> Node:
         peers = {p: addr[p] for p in known}
-        return Node(NodeOptions(i, str(tmp_path / i), peers, b"s", voters=boot, raft=FAST, snapshot=opts),
-                    KvStateMachine())  # fmt: skip
+        return Node(
+            NodeOptions(i, str(tmp_path / i), peers, b"s", voters=boot, raft=FAST, snapshot=opts), KvStateMachine()
+        )
 
     async def main() -> None:
         nodes = {i: node(i, boot) for i in boot}

@@ -377,7 +377,9 @@ def test_undecodable_authenticated_frame_is_skipped(run: Callable[[Awaitable[Non
     run(main())
 
 
-def test_a_huge_length_with_a_bad_header_tag_is_closed_before_any_payload(run: Callable[[Awaitable[None]], None]) -> None:
+def test_a_huge_length_with_a_bad_header_tag_is_closed_before_any_payload(
+    run: Callable[[Awaitable[None]], None],
+) -> None:
     """Issue 12, bug 7: the header (sender, length) authenticates before a payload byte is buffered. A forged
     header claiming the largest frame is refused on its own 50 bytes; nothing waits for the 64 MiB."""
 

@@ -510,7 +510,9 @@ def test_reads_run_concurrently_with_the_writer_thread(tmp_path: Path) -> None:
     for k in range(200):
         term = 1 + k // 50  # every 50 submissions a new term rewrites the last 3 entries
         lo = max(1, k * 2 - (2 if k % 50 == 0 else -1))
-        writer.submit(None, ents(lo, k * 2 + 2, term=term), (lambda err: done.set()) if k == 199 else (lambda err: None))
+        writer.submit(
+            None, ents(lo, k * 2 + 2, term=term), (lambda err: done.set()) if k == 199 else (lambda err: None)
+        )
     while not done.is_set():
         last = log.last_index()
         got = log.entries(1, last + 1)

@@ -123,8 +123,9 @@ def test_scanner_recovery_and_rmqctl_agree(tmp_path: Path, case: str) -> None:
     index = verdict.index()
     last = verdict.live.last
     rows = [(Path(r["file"]).name, r["status"], r["tornBytes"], r["entries"]) for r in doc["segments"]]
-    assert rows == [(Path(s.path).name, s.status, s.torn_bytes, sum(s.seg_id == x for x in index.seg_ids))
-                    for s in verdict.scans]  # fmt: skip
+    assert rows == [
+        (Path(s.path).name, s.status, s.torn_bytes, sum(s.seg_id == x for x in index.seg_ids)) for s in verdict.scans
+    ]
     assert (doc["firstIndex"], doc["lastIndex"], doc["tornBytes"]) == (
         verdict.live.first,
         last,
@@ -143,6 +144,10 @@ def test_scanner_recovery_and_rmqctl_agree(tmp_path: Path, case: str) -> None:
     after: WalScan = scan_directory(d)
     assert after.fatal is None and all(s.status == "live" and s.torn_bytes == 0 for s in after.scans)
     assert (after.live.first, after.live.last, after.index().terms) == (verdict.live.first, last, index.terms)
-    expected = {"clean": (1, 100, 0), "torn tail": (1, 100, 80), "crashed creation": (1, 100, 0),
-                "reset leftovers": (105, 104, 0)}  # fmt: skip
+    expected = {
+        "clean": (1, 100, 0),
+        "torn tail": (1, 100, 80),
+        "crashed creation": (1, 100, 0),
+        "reset leftovers": (105, 104, 0),
+    }
     assert (verdict.live.first, last, doc["tornBytes"]) == expected[case]

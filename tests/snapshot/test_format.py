@@ -556,12 +556,15 @@ def test_meta_member_addresses_round_trip_and_are_optional() -> None:
     """Issue 12, bug 5: the configuration's member addresses ride in the optional `addresses` key; a meta
     without them is byte for byte the layout before the key existed, and such a meta still loads. A member's
     remoting address (issue 17) is a fourth string, written only when known."""
-    with_addrs = replace(META, addresses=(("n1", "10.0.0.1:9880", "10.0.0.1:8770", "10.0.0.1:9770"),
-                                          ("n4", "10.0.0.4:9880", "", "")))  # fmt: skip
+    with_addrs = replace(
+        META, addresses=(("n1", "10.0.0.1:9880", "10.0.0.1:8770", "10.0.0.1:9770"), ("n4", "10.0.0.4:9880", "", ""))
+    )
     raw = encode_meta(with_addrs)
     assert decode_meta(raw, "m") == with_addrs
     assert msgpack.unpackb(raw[META_HEAD_SIZE:-4])["addresses"] == [
-        ["n1", "10.0.0.1:9880", "10.0.0.1:8770", "10.0.0.1:9770"], ["n4", "10.0.0.4:9880", ""]]  # fmt: skip
+        ["n1", "10.0.0.1:9880", "10.0.0.1:8770", "10.0.0.1:9770"],
+        ["n4", "10.0.0.4:9880", ""],
+    ]
     old = msgpack.unpackb(encode_meta(META)[META_HEAD_SIZE:-4]) | {"addresses": [["n1", "a:1", "a:2"]]}
     assert decode_meta(_meta_with_body(msgpack.packb(old)), "m").addresses == (("n1", "a:1", "a:2", ""),)
     assert "addresses" not in msgpack.unpackb(encode_meta(META)[META_HEAD_SIZE:-4])

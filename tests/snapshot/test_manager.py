@@ -45,7 +45,9 @@ def test_entry_and_byte_thresholds(tmp_path: Path) -> None:
 def test_interval_first_firing_is_jittered_and_waits_for_new_entries(tmp_path: Path) -> None:
     firsts = set()
     for seed in range(20):
-        m = SnapshotManager(SnapshotStorage(tmp_path / f"s{seed}"), SnapshotTriggers(0, 0, 100.0), rng=random.Random(seed))
+        m = SnapshotManager(
+            SnapshotStorage(tmp_path / f"s{seed}"), SnapshotTriggers(0, 0, 100.0), rng=random.Random(seed)
+        )
         m.start_clock(1000.0)
         m.on_applied(1, 1)
         t = next(t for t in range(1000, 1101) if m.due(float(t)) is not None)

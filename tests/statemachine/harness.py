@@ -41,22 +41,26 @@ class Ctl:
     def next_id(self, name: str = BROKER, cluster: str = CLUSTER) -> Result:
         return self.run(cmd.get_next_broker_id(self.now, cluster, name))
 
-    def apply_id(self, broker_id: int, addr: str, name: str = BROKER, cluster: str = CLUSTER,
-                 code: str | None = None) -> Result:  # fmt: skip
+    def apply_id(
+        self, broker_id: int, addr: str, name: str = BROKER, cluster: str = CLUSTER, code: str | None = None
+    ) -> Result:
         return self.run(cmd.apply_broker_id(self.now, cluster, name, broker_id, code or f"{addr};{T0}"))
 
     def register(self, broker_id: int, addr: str, name: str = BROKER, cluster: str = CLUSTER) -> Result:
         return self.run(cmd.register_broker(self.now, cluster, name, broker_id, addr))
 
-    def hb(self, broker_id: int, addr: str | None = None, name: str = BROKER, cluster: str = CLUSTER,
-           **fields: int | None) -> Result:  # fmt: skip
+    def hb(
+        self, broker_id: int, addr: str | None = None, name: str = BROKER, cluster: str = CLUSTER, **fields: int | None
+    ) -> Result:
         addr = addr or IPS[(broker_id - 1) % 3]
         return self.run(cmd.heartbeat(self.now, cluster, name, addr, broker_id, **fields))
 
-    def elect(self, broker_id: int | None = None, name: str = BROKER, cluster: str = CLUSTER,
-              designate: bool = False) -> Result:  # fmt: skip
-        return self.run(cmd.elect_master(self.now, name, cluster_name=cluster, broker_id=broker_id,
-                                         designate_elect=designate))  # fmt: skip
+    def elect(
+        self, broker_id: int | None = None, name: str = BROKER, cluster: str = CLUSTER, designate: bool = False
+    ) -> Result:
+        return self.run(
+            cmd.elect_master(self.now, name, cluster_name=cluster, broker_id=broker_id, designate_elect=designate)
+        )
 
     def alter(self, master: int, master_epoch: int, ids: set[int], ss_epoch: int, name: str = BROKER) -> Result:
         return self.run(cmd.alter_sync_state_set(self.now, name, master, master_epoch, ids, ss_epoch))
@@ -67,10 +71,14 @@ class Ctl:
     def data(self, *names: str) -> Result:
         return self.run(cmd.get_sync_state_data(self.now, list(names or (BROKER,))))
 
-    def clean(self, name: str = BROKER, ids: str | None = None, living: bool = False,
-              cluster: str | None = CLUSTER) -> Result:  # fmt: skip
-        return self.run(cmd.clean_broker_data(self.now, name, cluster_name=cluster,
-                                              broker_controller_ids_to_clean=ids, is_clean_living_broker=living))  # fmt: skip
+    def clean(
+        self, name: str = BROKER, ids: str | None = None, living: bool = False, cluster: str | None = CLUSTER
+    ) -> Result:
+        return self.run(
+            cmd.clean_broker_data(
+                self.now, name, cluster_name=cluster, broker_controller_ids_to_clean=ids, is_clean_living_broker=living
+            )
+        )
 
     def scan(self) -> Result:
         return self.run(cmd.check_not_active_broker(self.now))

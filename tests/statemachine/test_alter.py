@@ -47,14 +47,18 @@ def test_3_no_master_at_all() -> None:
 
 def test_4_stale_master_epoch() -> None:
     r = ready().alter(1, 0, {1, 9}, 0)
-    assert (r.code, r.remark) == (C.CONTROLLER_FENCED_MASTER_EPOCH,
-                                  f"{PREFIX} the current master epoch is:{{1}}, not {{0}}")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_FENCED_MASTER_EPOCH,
+        f"{PREFIX} the current master epoch is:{{1}}, not {{0}}",
+    )
 
 
 def test_5_stale_sync_state_set_epoch() -> None:
     r = ready().alter(1, 1, {1, 9}, 1)
-    assert (r.code, r.remark) == (C.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
-                                  f"{PREFIX} the current syncStateSet epoch is:{{2}}, not {{1}}")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+        f"{PREFIX} the current syncStateSet epoch is:{{2}}, not {{1}}",
+    )
 
 
 def test_6_unregistered_member() -> None:
@@ -84,8 +88,10 @@ def test_6_liveness_is_judged_at_the_command_time() -> None:
 
 def test_7_new_set_without_the_master() -> None:
     r = ready().alter(1, 1, {2, 3}, 2)
-    assert (r.code, r.remark) == (C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
-                                  f"{PREFIX} the newSyncStateSet don't contains origin leader {{1}}")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+        f"{PREFIX} the newSyncStateSet don't contains origin leader {{1}}",
+    )
 
 
 def test_8_success_replaces_the_set_and_bumps_only_its_epoch() -> None:

@@ -29,8 +29,16 @@ def _command(rng: random.Random, now: int) -> bytes:
     addr = f"10.0.0.{bid}:{10911 + NAMES.index(name)}"
     kind = rng.random()
     if kind < 0.55:
-        return cmd.heartbeat(now, "c", name, addr, bid, epoch=rng.randint(0, 3), max_offset=rng.randint(0, 9),
-                             heartbeat_timeout_millis=rng.choice([3_000, 10_000]))  # fmt: skip
+        return cmd.heartbeat(
+            now,
+            "c",
+            name,
+            addr,
+            bid,
+            epoch=rng.randint(0, 3),
+            max_offset=rng.randint(0, 9),
+            heartbeat_timeout_millis=rng.choice([3_000, 10_000]),
+        )
     if kind < 0.65:
         return cmd.register_broker(now, "c", name, bid, addr)
     if kind < 0.70:
@@ -109,11 +117,13 @@ def test_scan_needs_reelection_lookup_equals_the_rule_by_time(seed: int) -> None
             t = max(c[2], sm.clock_ms)
             live, m = sm.live, sm.manager
             by_time = sorted(
-                name for name, state in m.sync.sets.items()
-                if state.master_broker_id is not None and m.contains(name)
+                name
+                for name, state in m.sync.sets.items()
+                if state.master_broker_id is not None
+                and m.contains(name)
                 and not live.is_alive(state.cluster_name, name, state.master_broker_id, t)
                 and any(live.is_alive(state.cluster_name, name, b, t) for b in m.replicas.sets[name].brokers)
-            )  # fmt: skip
+            )
             copy = ControllerStateMachine()
             copy.load_sections(sm.encode_sections())
             copy.live.expire(t)

@@ -78,8 +78,10 @@ def test_bad_id_list() -> None:
     ctl = dead_group()
     r = ctl.clean(ids="1;x")
     assert r.code == REFUSED
-    assert r.remark == ('Please set the option <brokerControllerIdsToClean> according to the format, exception: '
-                        'java.lang.NumberFormatException: For input string: "x"')  # fmt: skip
+    assert r.remark == (
+        "Please set the option <brokerControllerIdsToClean> according to the format, exception: "
+        'java.lang.NumberFormatException: For input string: "x"'
+    )
     assert ctl.state() == (1, 1, [1, 2, 3], 2)
 
 

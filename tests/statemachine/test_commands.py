@@ -49,8 +49,12 @@ def test_every_request_has_a_constructor_and_decodes() -> None:
 
 def test_decoded_fields() -> None:
     assert decode(EXAMPLES[C.ALTER_SYNC_STATE_SET]).fields["syncStateSet"] == [1, 3]  # sorted, deduplicated
-    assert decode(EXAMPLES[C.ELECT_MASTER]).fields == {"clusterName": "", "brokerName": "b", "brokerId": -1,
-                                                       "designateElect": False}  # fmt: skip
+    assert decode(EXAMPLES[C.ELECT_MASTER]).fields == {
+        "clusterName": "",
+        "brokerName": "b",
+        "brokerId": -1,
+        "designateElect": False,
+    }
     hb = decode(EXAMPLES[C.BROKER_HEARTBEAT]).to_dict()
     assert hb["name"] == "RAFT_BROKER_HEART_BEAT_EVENT_REQUEST" and hb["lastUpdateTimestamp"] == T
     assert (hb["epoch"], hb["maxOffset"], hb["heartbeatTimeoutMillis"], hb["electionPriority"]) == (
@@ -60,8 +64,10 @@ def test_decoded_fields() -> None:
         2**31 - 1,
     )
     assert decode(EXAMPLES[C.CHECK_NOT_ACTIVE_BROKER]).to_dict() == {
-        "code": 1015, "name": "CHECK_NOT_ACTIVE_BROKER_REQUEST", "checkTimeMillis": T
-    }  # fmt: skip
+        "code": 1015,
+        "name": "CHECK_NOT_ACTIVE_BROKER_REQUEST",
+        "checkTimeMillis": T,
+    }
     assert decode(EXAMPLES[C.GET_REPLICA_INFO]).to_dict()["invokeTime"] == T
 
 
@@ -172,9 +178,16 @@ def test_on_apply_returns_one_result_per_entry_in_order() -> None:
 
 
 _scalar = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**64), 2**64 - 1), st.floats(allow_nan=False), st.text(max_size=3),
-    st.binary(max_size=3), st.just(1), st.just(1018), st.just(T),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64 - 1),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+    st.just(1),
+    st.just(1018),
+    st.just(T),
+)
 _value = st.one_of(_scalar, st.lists(_scalar, max_size=3), st.dictionaries(st.text(max_size=3), _scalar, max_size=2))
 
 

@@ -37,8 +37,10 @@ def test_first_election_of_an_unregistered_id_is_refused() -> None:
     ctl = Ctl()
     ctl.register_new(IPS[0])
     r = ctl.elect(7)
-    assert (r.code, r.remark) == (C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                                  f"BrokerId: 7 hasn't been registered in broker-set: {BROKER}")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+        f"BrokerId: 7 hasn't been registered in broker-set: {BROKER}",
+    )
     assert ctl.state() == (None, 0, [], 0)
 
 
@@ -68,31 +70,41 @@ def test_broker_trigger_elects_the_only_alive_in_sync_broker() -> None:
 
 
 def test_prefers_higher_epoch() -> None:
-    ctl = live_group(b1={"heartbeat_timeout_millis": DEAD, "epoch": 1, "max_offset": 3},
-                     b2={"epoch": 1, "max_offset": 2}, b3={"epoch": 0, "max_offset": 3})  # fmt: skip
+    ctl = live_group(
+        b1={"heartbeat_timeout_millis": DEAD, "epoch": 1, "max_offset": 3},
+        b2={"epoch": 1, "max_offset": 2},
+        b3={"epoch": 0, "max_offset": 3},
+    )
     r = ctl.elect(None)
     assert r.ok and r.header == {"masterBrokerId": 2, "masterAddress": IPS[1], "masterEpoch": 2, "syncStateSetEpoch": 3}
 
 
 def test_prefers_higher_offset_when_epochs_are_equal() -> None:
-    ctl = live_group(b1={"heartbeat_timeout_millis": DEAD, "epoch": 1, "max_offset": 3},
-                     b2={"epoch": 1, "max_offset": 2}, b3={"epoch": 1, "max_offset": 3})  # fmt: skip
+    ctl = live_group(
+        b1={"heartbeat_timeout_millis": DEAD, "epoch": 1, "max_offset": 3},
+        b2={"epoch": 1, "max_offset": 2},
+        b3={"epoch": 1, "max_offset": 3},
+    )
     r = ctl.elect(None)
     assert (r.header["masterBrokerId"], r.header["masterAddress"], r.header["masterEpoch"]) == (3, IPS[2], 2)
 
 
 def test_prefers_lower_priority_value_when_epoch_and_offset_are_equal() -> None:
-    ctl = live_group(b1={"heartbeat_timeout_millis": DEAD, "epoch": 1, "max_offset": 3, "election_priority": 3},
-                     b2={"epoch": 1, "max_offset": 3, "election_priority": 2},
-                     b3={"epoch": 1, "max_offset": 3, "election_priority": 1})  # fmt: skip
+    ctl = live_group(
+        b1={"heartbeat_timeout_millis": DEAD, "epoch": 1, "max_offset": 3, "election_priority": 3},
+        b2={"epoch": 1, "max_offset": 3, "election_priority": 2},
+        b3={"epoch": 1, "max_offset": 3, "election_priority": 1},
+    )
     r = ctl.elect(None)
     assert r.header["masterBrokerId"] == 3 and r.header["masterEpoch"] == 2
 
 
 def test_exact_ties_go_to_the_lowest_id_and_extreme_values_do_not_overflow() -> None:
-    ctl = live_group(b1={"heartbeat_timeout_millis": DEAD},
-                     b2={"epoch": 5, "max_offset": 2**62, "election_priority": -(2**31)},
-                     b3={"epoch": 5, "max_offset": 2**62, "election_priority": -(2**31)})  # fmt: skip
+    ctl = live_group(
+        b1={"heartbeat_timeout_millis": DEAD},
+        b2={"epoch": 5, "max_offset": 2**62, "election_priority": -(2**31)},
+        b3={"epoch": 5, "max_offset": 2**62, "election_priority": -(2**31)},
+    )
     assert ctl.elect(None).header["masterBrokerId"] == 2
     ctl = live_group(b1={"heartbeat_timeout_millis": DEAD}, b2={"max_offset": -(2**62)}, b3={"max_offset": 2**62})
     assert ctl.elect(None).header["masterBrokerId"] == 3  # Java's (int) (o2 - o1) would overflow here
@@ -130,8 +142,10 @@ def test_all_replicas_shut_down_then_the_last_master_restarts() -> None:
     assert ctl.alter(1, 1, {1}, 2).ok
     ctl.hb(1, heartbeat_timeout_millis=DEAD)
     r = ctl.elect(None)  # controller trigger: the SyncStateSet {1} has nobody alive
-    assert (r.code, r.remark) == (C.CONTROLLER_MASTER_NOT_AVAILABLE,
-                                  "Old master has down and failed to elect a new broker master")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_MASTER_NOT_AVAILABLE,
+        "Old master has down and failed to elect a new broker master",
+    )
     assert r.header == {"masterBrokerId": None, "masterAddress": None, "masterEpoch": None, "syncStateSetEpoch": None}
     assert ctl.state() == (None, 2, [1], 3)  # master cleared, masterEpoch bumped, the set and its epoch kept
     # a broker outside the set asks: still nobody, and a broker trigger changes nothing (2012)

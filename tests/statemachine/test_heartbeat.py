@@ -26,10 +26,17 @@ def test_heartbeat_answers_success_and_fills_defaults() -> None:
     r = ctl.hb(1, IPS[0])
     assert (r.code, r.remark, r.header, r.body) == (C.SUCCESS, "Heart beat success", None, None)
     assert live(ctl, 1) == {
-        "clusterName": CLUSTER, "brokerName": BROKER, "brokerId": 1, "brokerAddr": IPS[0],
-        "lastUpdateTimestamp": T0, "heartbeatTimeoutMillis": TIMEOUT, "epoch": -1, "maxOffset": -1,
-        "confirmOffset": -1, "electionPriority": DEFAULT_ELECTION_PRIORITY,
-    }  # fmt: skip
+        "clusterName": CLUSTER,
+        "brokerName": BROKER,
+        "brokerId": 1,
+        "brokerAddr": IPS[0],
+        "lastUpdateTimestamp": T0,
+        "heartbeatTimeoutMillis": TIMEOUT,
+        "epoch": -1,
+        "maxOffset": -1,
+        "confirmOffset": -1,
+        "electionPriority": DEFAULT_ELECTION_PRIORITY,
+    }
 
 
 def test_merge_rule() -> None:
@@ -37,11 +44,16 @@ def test_merge_rule() -> None:
     ctl.hb(1, IPS[0], epoch=2, max_offset=100, confirm_offset=90, heartbeat_timeout_millis=5000, election_priority=3)
     ctl.advance(1000)
     # older progress: only time, timeout and priority move; the address never changes after the first beat
-    ctl.hb(1, "10.9.9.9:1", epoch=1, max_offset=500, confirm_offset=400, heartbeat_timeout_millis=7000,
-           election_priority=1)  # fmt: skip
+    ctl.hb(
+        1, "10.9.9.9:1", epoch=1, max_offset=500, confirm_offset=400, heartbeat_timeout_millis=7000, election_priority=1
+    )
     e = live(ctl, 1)
     assert (e["brokerAddr"], e["lastUpdateTimestamp"], e["heartbeatTimeoutMillis"], e["electionPriority"]) == (
-        IPS[0], T0 + 1000, 7000, 1)  # fmt: skip
+        IPS[0],
+        T0 + 1000,
+        7000,
+        1,
+    )
     assert (e["epoch"], e["maxOffset"], e["confirmOffset"]) == (2, 100, 90)
     ctl.hb(1, epoch=2, max_offset=99, confirm_offset=99)  # same epoch, lower offset: kept
     assert (live(ctl, 1)["maxOffset"], live(ctl, 1)["confirmOffset"]) == (100, 90)
@@ -103,9 +115,17 @@ def test_expired_master_is_replaced_by_the_scan() -> None:
     r = ctl.scan()
     assert r.body["inactiveBrokers"] == [{"clusterName": CLUSTER, "brokerName": BROKER, "brokerId": 1}]
     (election,) = r.body["elections"]
-    assert election == {"brokerName": BROKER, "trigger": "masterExpired", "code": 0, "codeName": "SUCCESS",
-                        "remark": None, "masterBrokerId": 3, "masterAddress": IPS[2], "masterEpoch": 2,
-                        "retriesLeft": 0}  # fmt: skip
+    assert election == {
+        "brokerName": BROKER,
+        "trigger": "masterExpired",
+        "code": 0,
+        "codeName": "SUCCESS",
+        "remark": None,
+        "masterBrokerId": 3,
+        "masterAddress": IPS[2],
+        "masterEpoch": 2,
+        "retriesLeft": 0,
+    }
     assert r.body["newMasters"] == [
         {"brokerName": BROKER, "masterBrokerId": 3, "masterAddress": IPS[2], "masterEpoch": 2}
     ]

@@ -25,8 +25,12 @@ def test_put_get_delete() -> None:
         "No config item, Namespace: ns Key: k",
     )
     assert run(sm, cmd.kv_put(T, "ns", "k", "v1")).to_envelope() == {
-        "code": 0, "codeName": "SUCCESS", "remark": None, "header": None, "body": {"value": "v1"}
-    }  # fmt: skip
+        "code": 0,
+        "codeName": "SUCCESS",
+        "remark": None,
+        "header": None,
+        "body": {"value": "v1"},
+    }
     assert run(sm, cmd.kv_get(T, "ns", "k")).body == {"value": "v1"}
     assert run(sm, cmd.kv_get(T, "other", "k")).code == C.QUERY_NOT_FOUND  # namespaces are separate
     assert run(sm, cmd.kv_put(T, "ns", "k", "")).ok and run(sm, cmd.kv_get(T, "ns", "k")).body == {"value": ""}
@@ -47,9 +51,11 @@ def test_compare_and_set() -> None:
 
 def test_config_defaults_and_update() -> None:
     sm = ControllerStateMachine()
-    assert sm.config_values() == CONFIG_DEFAULTS == {
-        "electMasterMaxRetryCount": 3, "enableElectUncleanMaster": False, "notifyBrokerRoleChanged": True
-    }  # fmt: skip
+    assert (
+        sm.config_values()
+        == CONFIG_DEFAULTS
+        == {"electMasterMaxRetryCount": 3, "enableElectUncleanMaster": False, "notifyBrokerRoleChanged": True}
+    )
     r = run(sm, cmd.update_controller_config(T, {"enableElectUncleanMaster": True, "electMasterMaxRetryCount": 5}))
     assert r.ok and r.remark is None
     assert sm.config_values()["enableElectUncleanMaster"] is True and sm.config.elect_master_max_retry_count == 5
@@ -58,9 +64,14 @@ def test_config_defaults_and_update() -> None:
 
 @pytest.mark.parametrize(
     "config",
-    [{"scanNotActiveBrokerInterval": 1}, {"enableElectUncleanMaster": 1}, {"electMasterMaxRetryCount": True},
-     {"electMasterMaxRetryCount": -1}, {"notifyBrokerRoleChanged": "true"}],
-)  # fmt: skip
+    [
+        {"scanNotActiveBrokerInterval": 1},
+        {"enableElectUncleanMaster": 1},
+        {"electMasterMaxRetryCount": True},
+        {"electMasterMaxRetryCount": -1},
+        {"notifyBrokerRoleChanged": "true"},
+    ],
+)
 def test_bad_config_never_reaches_the_state(config: dict) -> None:
     with pytest.raises((TypeError, ValueError)):
         cmd.update_controller_config(T, config)

@@ -19,8 +19,10 @@ def test_three_step_registration_assigns_ids_in_sequence() -> None:
     body = ctl.data().body["replicasInfoTable"][BROKER]
     assert body["masterBrokerId"] is None and body["inSyncReplicas"] == []
     assert [(r["brokerId"], r["brokerAddress"], r["alive"]) for r in body["notInSyncReplicas"]] == [
-        (1, IPS[0], False), (2, IPS[1], False), (3, IPS[2], False)
-    ]  # fmt: skip
+        (1, IPS[0], False),
+        (2, IPS[1], False),
+        (3, IPS[2], False),
+    ]
 
 
 def test_apply_on_unknown_set_accepts_only_id_1() -> None:
@@ -70,13 +72,17 @@ def test_any_unused_id_is_accepted_and_next_id_skips_taken_ones() -> None:
 def test_register_unknown_set_or_id() -> None:
     ctl = Ctl()
     r = ctl.register(1, IPS[0])
-    assert (r.code, r.remark) == (C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                                  f"Broker-set: {BROKER} hasn't been registered in controller")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+        f"Broker-set: {BROKER} hasn't been registered in controller",
+    )
     assert r.header["clusterName"] == CLUSTER and r.header["masterBrokerId"] is None
     ctl.register_new(IPS[0])
     r = ctl.register(5, IPS[1])
-    assert (r.code, r.remark) == (C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                                  f"BrokerId: 5 hasn't been registered in broker-set: {BROKER}")  # fmt: skip
+    assert (r.code, r.remark) == (
+        C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+        f"BrokerId: 5 hasn't been registered in broker-set: {BROKER}",
+    )
 
 
 def test_register_never_elects_and_reports_no_master_before_an_election() -> None:
@@ -99,8 +105,14 @@ def test_register_reports_an_alive_master() -> None:
     ctl.hb(3)
     assert ctl.register_new(IPS[2]) == 3
     r = ctl.register(3, IPS[2])
-    assert r.header == {"clusterName": CLUSTER, "brokerName": BROKER, "masterBrokerId": 1, "masterAddress": IPS[0],
-                        "masterEpoch": 1, "syncStateSetEpoch": 1}  # fmt: skip
+    assert r.header == {
+        "clusterName": CLUSTER,
+        "brokerName": BROKER,
+        "masterBrokerId": 1,
+        "masterAddress": IPS[0],
+        "masterEpoch": 1,
+        "syncStateSetEpoch": 1,
+    }
     assert r.body == {"syncStateSet": [1], "syncStateSetEpoch": 1}
     table = ctl.data().body["replicasInfoTable"][BROKER]
     assert [x["brokerId"] for x in table["inSyncReplicas"]] == [1]

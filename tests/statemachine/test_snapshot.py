@@ -40,8 +40,13 @@ def busy() -> Ctl:
 
 
 def test_section_registry() -> None:
-    assert SECTION_NAMES == {1: "replicaInfoTable", 2: "syncStateSetInfoTable", 3: "brokerLiveTable", 4: "kvConfig",
-                             5: "controllerConfig"}  # fmt: skip
+    assert SECTION_NAMES == {
+        1: "replicaInfoTable",
+        2: "syncStateSetInfoTable",
+        3: "brokerLiveTable",
+        4: "kvConfig",
+        5: "controllerConfig",
+    }
     assert [m.section_type() for m in ControllerStateMachine().managers()] == sorted(SECTION_NAMES)
 
 

@@ -68,11 +68,28 @@ class Replicas(RuleBasedStateMachine):
         """Leadership moves to a node whose clock is behind: its commands apply at the last applied time."""
         self.now -= ms
 
-    @rule(name=names, broker_id=ids, epoch=st.integers(0, 2), offset=st.integers(0, 3), prio=st.integers(0, 2),
-          timeout=st.sampled_from([3_000, 10_000]))  # fmt: skip
+    @rule(
+        name=names,
+        broker_id=ids,
+        epoch=st.integers(0, 2),
+        offset=st.integers(0, 3),
+        prio=st.integers(0, 2),
+        timeout=st.sampled_from([3_000, 10_000]),
+    )
     def heartbeat(self, name: str, broker_id: int, epoch: int, offset: int, prio: int, timeout: int) -> None:
-        self.run(cmd.heartbeat(self.now, CLUSTER, name, addr(broker_id), broker_id, epoch=epoch, max_offset=offset,
-                               election_priority=prio, heartbeat_timeout_millis=timeout))  # fmt: skip
+        self.run(
+            cmd.heartbeat(
+                self.now,
+                CLUSTER,
+                name,
+                addr(broker_id),
+                broker_id,
+                epoch=epoch,
+                max_offset=offset,
+                election_priority=prio,
+                heartbeat_timeout_millis=timeout,
+            )
+        )
 
     @rule(name=names)
     def next_id(self, name: str) -> None:
@@ -93,8 +110,11 @@ class Replicas(RuleBasedStateMachine):
         """Re-applying an (id, check code) the set still holds changes nothing, however long after. (A set
         whose sync-state record was dropped by a clean is recreated instead, as in RocketMQ, spec §4.8.)"""
         sets = self.a.replicas.sets
-        still = [(n, i, c) for n, i, c in self.applied
-                 if n in self.a.sync.sets and n in sets and sets[n].brokers.get(i, ("", ""))[1] == c]  # fmt: skip
+        still = [
+            (n, i, c)
+            for n, i, c in self.applied
+            if n in self.a.sync.sets and n in sets and sets[n].brokers.get(i, ("", ""))[1] == c
+        ]
         if not still:
             return
         name, broker_id, code = data.draw(st.sampled_from(still))
@@ -167,8 +187,11 @@ class Replicas(RuleBasedStateMachine):
     @rule(name=names, members=st.none() | id_sets, living=st.booleans())
     def clean(self, name: str, members: set[int] | None, living: bool) -> None:
         text = None if members is None else ";".join(map(str, sorted(members)))
-        self.run(cmd.clean_broker_data(self.now, name, cluster_name=CLUSTER, broker_controller_ids_to_clean=text,
-                                       is_clean_living_broker=living))  # fmt: skip
+        self.run(
+            cmd.clean_broker_data(
+                self.now, name, cluster_name=CLUSTER, broker_controller_ids_to_clean=text, is_clean_living_broker=living
+            )
+        )
 
     @rule()
     def scan(self) -> None:
@@ -201,15 +224,26 @@ class Replicas(RuleBasedStateMachine):
 
     @rule(unclean=st.booleans(), retries=st.integers(0, 3), notify=st.booleans())
     def config(self, unclean: bool, retries: int, notify: bool) -> None:
-        values = {"enableElectUncleanMaster": unclean, "electMasterMaxRetryCount": retries,
-                  "notifyBrokerRoleChanged": notify}  # fmt: skip
+        values = {
+            "enableElectUncleanMaster": unclean,
+            "electMasterMaxRetryCount": retries,
+            "notifyBrokerRoleChanged": notify,
+        }
         assert self.run(cmd.update_controller_config(self.now, values)).ok
 
-    @rule(key=st.sampled_from(["x", "y"]), value=st.sampled_from(["1", "2"]), op=st.integers(0, 3),
-          expect=st.none() | st.sampled_from(["1", "2"]))  # fmt: skip
+    @rule(
+        key=st.sampled_from(["x", "y"]),
+        value=st.sampled_from(["1", "2"]),
+        op=st.integers(0, 3),
+        expect=st.none() | st.sampled_from(["1", "2"]),
+    )
     def kv(self, key: str, value: str, op: int, expect: str | None) -> None:
-        data = [cmd.kv_put(self.now, "ns", key, value), cmd.kv_get(self.now, "ns", key),
-                cmd.kv_delete(self.now, "ns", key), cmd.kv_cas(self.now, "ns", key, expect, value)][op]  # fmt: skip
+        data = [
+            cmd.kv_put(self.now, "ns", key, value),
+            cmd.kv_get(self.now, "ns", key),
+            cmd.kv_delete(self.now, "ns", key),
+            cmd.kv_cas(self.now, "ns", key, expect, value),
+        ][op]
         self.run(data)
 
     @rule(

@@ -25,8 +25,13 @@ def test_statemachine_benchmark_runs_on_tiny_input(tmp_path) -> None:  # noqa: A
         assert report[part]["applied"] > 0 and report[part]["malformed"] == 0
     assert report["heartbeats"]["applied"] == report["mixed"]["applied"] == 300
     snap = report["snapshot"]
-    assert set(snap["sections"]) == {"replicaInfoTable", "syncStateSetInfoTable", "brokerLiveTable", "kvConfig",
-                                     "controllerConfig"}  # fmt: skip
+    assert set(snap["sections"]) == {
+        "replicaInfoTable",
+        "syncStateSetInfoTable",
+        "brokerLiveTable",
+        "kvConfig",
+        "controllerConfig",
+    }
     assert snap["raw_bytes_per_broker"] > 0 and snap["lz4_bytes"] > 0
 
 

@@ -59,8 +59,12 @@ def mounts(tmp_path):
 
 def test_disk_full_503_reads_go_on_no_half_snapshot_and_recovery(tmp_path, mounts):
     stores = [os.path.join(m, "store") for m in mounts]
-    c = ControllerdCluster(str(tmp_path / "run"), election_ms=300, stores=stores,
-                           extra="controllerMinFreeDiskMB=8\nstatemachineSnapshotThreshold=0\n")  # fmt: skip
+    c = ControllerdCluster(
+        str(tmp_path / "run"),
+        election_ms=300,
+        stores=stores,
+        extra="controllerMinFreeDiskMB=8\nstatemachineSnapshotThreshold=0\n",
+    )
     c.start_all()
     try:
         leader = c.index_of(c.wait_ready())
@@ -127,8 +131,7 @@ def _big(key: str) -> str:
 def test_a_follower_whose_disk_fills_pauses_and_catches_up_by_itself(tmp_path, mounts):
     # Before: the follower's next WAL write failed with ENOSPC, an I/O error that stopped it for good.
     stores = [os.path.join(m, "store") for m in mounts]
-    c = ControllerdCluster(str(tmp_path / "run"), election_ms=300, stores=stores,
-                           extra="controllerMinFreeDiskMB=8\n")  # fmt: skip
+    c = ControllerdCluster(str(tmp_path / "run"), election_ms=300, stores=stores, extra="controllerMinFreeDiskMB=8\n")
     for i in range(3):
         c.start(i, {"CONTROLLERD_UNSAFE_LOCAL_READS": "1"})  # the follower answers reads from its own state
     try:

@@ -46,8 +46,15 @@ def test_every_point_in_the_catalogue_is_placed_in_the_code():
                 if f.endswith(".py") and f != "failpoint.py":
                     with open(os.path.join(dirpath, f)) as fh:
                         sources += fh.read()
-    steps = ("before_fsync", "before_meta", "before_dir_fsync", "before_rename", "after_rename", "before_reap",
-             "during_reap")  # fmt: skip
+    steps = (
+        "before_fsync",
+        "before_meta",
+        "before_dir_fsync",
+        "before_rename",
+        "after_rename",
+        "before_reap",
+        "during_reap",
+    )
     for name in failpoint.POINTS:
         if name.startswith("snapshot."):
             assert name.removeprefix("snapshot.") in steps

@@ -20,8 +20,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("torture-http")]
 TOKEN = "hostile-input-token"
 # Membership changes and leadership transfers with made-up peers are accepted requests that stall the group;
 # they are covered by their own tests. Everything else is fuzzed, with the admin token.
-SKIP = {("POST", "/api/v1/raft/peers"), ("DELETE", "/api/v1/raft/peers/{peer_id}"),
-        ("POST", "/api/v1/raft/transfer-leader")}  # fmt: skip
+SKIP = {
+    ("POST", "/api/v1/raft/peers"),
+    ("DELETE", "/api/v1/raft/peers/{peer_id}"),
+    ("POST", "/api/v1/raft/transfer-leader"),
+}
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -29,8 +32,11 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControllerdCluster, int]]:
     # A long election timeout: the fuzzing compares (term, last index) around every rejected request, so a
     # leader change from CPU starvation on a loaded 2-core machine must not pass for a state change.
-    c = ControllerdCluster(str(tmp_path_factory.mktemp("hostile")), election_ms=2000,
-                           extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\n")  # fmt: skip
+    c = ControllerdCluster(
+        str(tmp_path_factory.mktemp("hostile")),
+        election_ms=2000,
+        extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\n",
+    )
     c.headers = AUTH
     c.start_all()
     try:
@@ -63,8 +69,12 @@ def test_oversized_body_is_413_and_changes_nothing(group) -> None:
     before = digest(c, leader)
     r = httpx.put(c.url(leader, "/api/v1/kv/t/big"), json={"value": "x" * (1 << 20)}, timeout=10)
     assert r.status_code == 413
-    r = httpx.put(c.url(leader, "/api/v1/kv/t/big"), content=b"{" * (1 << 20),
-                  headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}, timeout=10)  # fmt: skip
+    r = httpx.put(
+        c.url(leader, "/api/v1/kv/t/big"),
+        content=b"{" * (1 << 20),
+        headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+        timeout=10,
+    )
     assert r.status_code in (400, 413, 422)
     assert digest(c, leader) == before
 
@@ -95,11 +105,14 @@ def _fuzzer(c: ControllerdCluster, leader: int, op, stats: dict[str, int]):
         before = digest(c, leader)
         response = case.call(base_url=f"http://{c.https[leader]}", headers=AUTH, timeout=10)
         stats["calls"] += 1
-        case.validate_response(response, checks=[not_a_server_error, response_schema_conformance,
-                                                 status_code_conformance])  # fmt: skip
+        case.validate_response(
+            response, checks=[not_a_server_error, response_schema_conformance, status_code_conformance]
+        )
         if 400 <= response.status_code < 500:
             stats["rejected"] += 1
-            assert digest(c, leader) == before, f"{op.method} {op.path} rejected ({response.status_code}), state changed"
+            assert digest(c, leader) == before, (
+                f"{op.method} {op.path} rejected ({response.status_code}), state changed"
+            )
 
     return fuzz
 
@@ -107,8 +120,9 @@ def _fuzzer(c: ControllerdCluster, leader: int, op, stats: dict[str, int]):
 @pytest.mark.xdist_group("torture-disk")
 def test_http_limits_are_config_keys(tmp_path) -> None:
     """controllerHttpMaxBodyBytes and controllerHttpMaxConnections reach the served node."""
-    c = ControllerdCluster(str(tmp_path), n=1, election_ms=300,
-                           extra="controllerHttpMaxBodyBytes=2048\ncontrollerHttpMaxConnections=4\n")  # fmt: skip
+    c = ControllerdCluster(
+        str(tmp_path), n=1, election_ms=300, extra="controllerHttpMaxBodyBytes=2048\ncontrollerHttpMaxConnections=4\n"
+    )
     c.start_all()
     try:
         c.wait_ready()

@@ -72,7 +72,9 @@ def test_crash_at_membership_apply_and_propose(tmp_path):
         assert _voters(c, leader) == _voters(c, follower) == {c.rafts[leader], c.rafts[follower]}
         w.stop()
         with httpx.Client(timeout=5) as client:
-            commit = max(client.get(c.url(j, "/api/v1/raft/status")).json()["body"]["commitIndex"] for j in (leader, follower))
+            commit = max(
+                client.get(c.url(j, "/api/v1/raft/status")).json()["body"]["commitIndex"] for j in (leader, follower)
+            )
             for i in (leader, follower):
                 while client.get(c.url(i, "/api/v1/raft/status")).json()["body"]["appliedIndex"] < commit:
                     c.wait_ready([leader, follower], timeout=10)

@@ -102,8 +102,9 @@ def find_data_dirs(fs: LocalFs | HadoopFs, roots: list[str]) -> list[str]:
         before = len(found)
         _walk(fs, root.rstrip("/") or "/", 0, found)
         if len(found) == before:
-            raise InputError(f"{root}: no data directory (a dir with {LOG_DIR}/ or {SNAPSHOT_DIR}/) within "
-                             f"{MAX_DEPTH} levels")  # fmt: skip
+            raise InputError(
+                f"{root}: no data directory (a dir with {LOG_DIR}/ or {SNAPSHOT_DIR}/) within {MAX_DEPTH} levels"
+            )
     return list(dict.fromkeys(found))
 
 

@@ -32,14 +32,30 @@ FAIL_ON = {"error": 2, "warning": 1, "never": 99}
 @click.option("--master", help="Spark master; wins over everything (default: spark-submit's, else local[*]).")
 @click.option("--out", "out", help="Output dir (local or a Hadoop URI); default: ./rmq-audit-<run id>.")
 @click.option("--run-id", help="Run id written with every row (default: UTC time + random suffix).")
-@click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="warning", show_default=True,
-              help="Lowest severity that makes the exit code non-zero.")  # fmt: skip
-@click.option("--buckets", type=click.IntRange(1, 100_000), help="Broker-set replay partitions "
-              "(default: 2 x the default parallelism).")  # fmt: skip
+@click.option(
+    "--fail-on",
+    type=click.Choice(list(FAIL_ON)),
+    default="warning",
+    show_default=True,
+    help="Lowest severity that makes the exit code non-zero.",
+)
+@click.option(
+    "--buckets",
+    type=click.IntRange(1, 100_000),
+    help="Broker-set replay partitions (default: 2 x the default parallelism).",
+)
 @click.option("--log-level", default="WARN", show_default=True, help="Spark's log level.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
-def command(paths: tuple[str, ...], master: str | None, out: str | None, run_id: str | None, fail_on: str,
-            buckets: int | None, log_level: str, no_plots: bool) -> None:  # fmt: skip
+def command(
+    paths: tuple[str, ...],
+    master: str | None,
+    out: str | None,
+    run_id: str | None,
+    fail_on: str,
+    buckets: int | None,
+    log_level: str,
+    no_plots: bool,
+) -> None:
     """Audit RocketMQ controller data directories: WAL integrity, log matching across nodes, and every
     snapshot against a replay of the log. Exit 0 clean, 1 divergence, 2 usage, 3 corrupt input, 4 internal."""
     from tools.audit.discover import InputError
@@ -54,8 +70,9 @@ def command(paths: tuple[str, ...], master: str | None, out: str | None, run_id:
     spark = session(master, log_level)
     try:
         ui = spark.sparkContext.uiWebUrl
-        click.echo(f"rmq-audit: run {run_id}, master {spark.sparkContext.master}, Spark UI {ui or 'disabled'}",
-                   err=True)  # fmt: skip
+        click.echo(
+            f"rmq-audit: run {run_id}, master {spark.sparkContext.master}, Spark UI {ui or 'disabled'}", err=True
+        )
         ship_code(spark)
         opts = Options(list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots)
         try:

@@ -75,13 +75,21 @@ def js(value: Any) -> str | None:
 # --- routing -----------------------------------------------------------------------------------------------
 
 # Commands that read state and change nothing: the replay skips them (a test holds them read-only).
-READ_ONLY = frozenset({C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO,
-                       C.KV_GET})  # fmt: skip
+READ_ONLY = frozenset(
+    {C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO, C.KV_GET}
+)
 EVERY_SET = frozenset({C.CHECK_NOT_ACTIVE_BROKER, C.UPDATE_CONTROLLER_CONFIG})
 KV_CODES = frozenset({C.KV_PUT, C.KV_DELETE, C.KV_CAS})
 # Position of brokerName in the command array, per set command.
-NAME_AT = {C.ALTER_SYNC_STATE_SET: 3, C.ELECT_MASTER: 4, C.REGISTER_BROKER: 4, C.CLEAN_BROKER_DATA: 4,
-           C.APPLY_BROKER_ID: 4, C.BROKER_CLOSE_CHANNEL: 4, C.BROKER_HEARTBEAT: 4}  # fmt: skip
+NAME_AT = {
+    C.ALTER_SYNC_STATE_SET: 3,
+    C.ELECT_MASTER: 4,
+    C.REGISTER_BROKER: 4,
+    C.CLEAN_BROKER_DATA: 4,
+    C.APPLY_BROKER_ID: 4,
+    C.BROKER_CLOSE_CHANNEL: 4,
+    C.BROKER_HEARTBEAT: 4,
+}
 
 
 @dataclass(frozen=True)
@@ -146,5 +154,6 @@ def split_state(tables: dict[str, Any], buckets: Buckets) -> dict[int, dict[tupl
     return out
 
 
-SPLIT_SECTIONS = frozenset({"replicaInfoTable", "syncStateSetInfoTable", "brokerLiveTable", "kvConfig",
-                            "controllerConfig"})  # fmt: skip
+SPLIT_SECTIONS = frozenset(
+    {"replicaInfoTable", "syncStateSetInfoTable", "brokerLiveTable", "kvConfig", "controllerConfig"}
+)

@@ -97,17 +97,25 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     for n in nodes:
         held, pid = probe(n.uri) if local_path(n.uri) is not None else (False, None)
         if held:
-            progress(f"warning: {n.uri} is held by a running node (pid {pid or '?'}); its files may change under "
-                     "the audit: audit a copy or a stopped node")  # fmt: skip
+            progress(
+                f"warning: {n.uri} is held by a running node (pid {pid or '?'}); its files may change under "
+                "the audit: audit a copy or a stopped node"
+            )
     buckets = Buckets(opts.buckets or max(2, 2 * sc.defaultParallelism), max(1, sc.defaultParallelism // 2))
     findings: list[Finding] = []
     metas = _read_snapshot_metas(fs, nodes, findings)
 
     # --- stage 1: scan every segment ----------------------------------------------------------------------
-    tasks = [SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s)
-             for n in nodes if n.listing is not None for pos, s in enumerate(n.listing.segments)]  # fmt: skip
-    progress(f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
-             f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB; scanning")  # fmt: skip
+    tasks = [
+        SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s)
+        for n in nodes
+        if n.listing is not None
+        for pos, s in enumerate(n.listing.segments)
+    ]
+    progress(
+        f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
+        f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB; scanning"
+    )
     scans = _scan_rdd(sc, tasks).persist(StorageLevel.MEMORY_AND_DISK)
     light: list[ScanOut] = scans.map(lambda r: r.light()).collect()
     by_node: dict[int, list[ScanOut]] = {}
@@ -158,18 +166,29 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     for (group, nid), d in sorted(first_div.items()):
         what = "the same term with different bytes" if d["same_term"] else f"term {d['term']}"
         others = ", ".join(names[m] for m in d["others"])
-        findings.append(Finding(group, names[nid], "log.matching", log_index=d["index"],
-                                first_divergent_index=d["index"], snapshot_value=str(d["term"]),
-                                replayed_value=str(d["canonical_term"]),
-                                detail=f"{names[nid]} holds {what} at index {d['index']} where {others} hold "
-                                       f"term {d['canonical_term']}; its log diverges from there"))  # fmt: skip
+        findings.append(
+            Finding(
+                group,
+                names[nid],
+                "log.matching",
+                log_index=d["index"],
+                first_divergent_index=d["index"],
+                snapshot_value=str(d["term"]),
+                replayed_value=str(d["canonical_term"]),
+                detail=f"{names[nid]} holds {what} at index {d['index']} where {others} hold "
+                f"term {d['canonical_term']}; its log diverges from there",
+            )
+        )
     for g in sources:
         sources[g] = _coalesce(sorted(sources[g]))
 
     # --- stage 3: snapshots, decoded once, split by bucket --------------------------------------------------
     bases = {g: _base_candidate(g, sources.get(g, []), metas, group_of) for g in set(group_of.values())}
-    snap_tasks = [SnapshotTask(n.nid, i, sdir, files, bases.get(group_of[n.nid]) == i)
-                  for n in nodes for i, (sdir, files) in sorted(n.snapshots.items())]  # fmt: skip
+    snap_tasks = [
+        SnapshotTask(n.nid, i, sdir, files, bases.get(group_of[n.nid]) == i)
+        for n in nodes
+        for i, (sdir, files) in sorted(n.snapshots.items())
+    ]
     progress(f"{len(snap_tasks)} snapshot(s): verifying and decoding")
     b_buckets = sc.broadcast(buckets)
     snaps = _snapshot_rdd(sc, fs, snap_tasks, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
@@ -178,8 +197,17 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     for s in snap_outs:
         if s.error is not None:
             path, off, reason = s.error
-            findings.append(Finding(group_of[s.nid], names[s.nid], "snapshot.readable", path=path,
-                                    snapshot_index=s.index, offset=off, detail=reason))  # fmt: skip
+            findings.append(
+                Finding(
+                    group_of[s.nid],
+                    names[s.nid],
+                    "snapshot.readable",
+                    path=path,
+                    snapshot_index=s.index,
+                    offset=off,
+                    detail=reason,
+                )
+            )
     _snapshot_checks(nodes, names, group_of, readable, terms, logs, by_node, findings)
 
     # --- stage 4: route the canonical log to buckets and replay ---------------------------------------------
@@ -210,8 +238,9 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     keyed_group = sc.broadcast(group_of)
     remote_uris = [o.uri for o in light if local_path(o.uri) is None and (o.nid, o.pos) in route]
     routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group, remote_uris)
-    slices = snaps.flatMap(lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v))
-                                      for b, v in x[1].items()])  # fmt: skip
+    slices = snaps.flatMap(
+        lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v)) for b, v in x[1].items()]
+    )
     keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
     b_part = sc.broadcast({k: p for p, k in enumerate(keys)})
     seeds = sc.parallelize([(k, ("seed", None)) for k in keys])
@@ -231,15 +260,28 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     # --- outputs --------------------------------------------------------------------------------------------
     elapsed = time.monotonic() - t0
     stats = {
-        "nodes": [{"group": group_of[n.nid], "node": n.name, "dataDir": n.uri,
-                   "firstIndex": logs[n.nid].first if n.nid in logs else None,
-                   "lastIndex": logs[n.nid].last if n.nid in logs else None,
-                   "entries": logs[n.nid].indexes() if n.nid in logs else 0,
-                   "segments": len(by_node.get(n.nid, [])), "snapshots": sorted(n.snapshots),
-                   "quarantinedSnapshots": n.quarantined} for n in nodes],  # fmt: skip
-        "groups": {g: {"baseIndex": p.base_index, "replayedTo": p.end,
-                       "snapshotPoints": [i for i, _ in p.points if p.base_index < i <= p.end]}
-                   for g, p in plans.items()},  # fmt: skip
+        "nodes": [
+            {
+                "group": group_of[n.nid],
+                "node": n.name,
+                "dataDir": n.uri,
+                "firstIndex": logs[n.nid].first if n.nid in logs else None,
+                "lastIndex": logs[n.nid].last if n.nid in logs else None,
+                "entries": logs[n.nid].indexes() if n.nid in logs else 0,
+                "segments": len(by_node.get(n.nid, [])),
+                "snapshots": sorted(n.snapshots),
+                "quarantinedSnapshots": n.quarantined,
+            }
+            for n in nodes
+        ],
+        "groups": {
+            g: {
+                "baseIndex": p.base_index,
+                "replayedTo": p.end,
+                "snapshotPoints": [i for i, _ in p.points if p.base_index < i <= p.end],
+            }
+            for g, p in plans.items()
+        },
         "entriesScanned": sum(s.count for o in light for s in o.scan.spans),
         "commandsApplied": applied,
         "snapshotsNotReplayVerified": unverified,
@@ -290,8 +332,11 @@ def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any, 
         remote = scans.filter(lambda r: local_path(r.uri) is None and (r.nid, r.pos) in b_route.value)
         data = sc.binaryFiles(",".join(uris)).map(lambda kv: (_by_path(kv[0]), kv[1]))
         joined = remote.keyBy(lambda r: _by_path(r.uri)).join(data)
-        rdd = rdd.union(joined.flatMap(lambda kv: keyed(route_task(kv[1][0], b_route.value, b_buckets.value,
-                                                                   kv[1][1]), kv[1][0].nid)))  # fmt: skip
+        rdd = rdd.union(
+            joined.flatMap(
+                lambda kv: keyed(route_task(kv[1][0], b_route.value, b_buckets.value, kv[1][1]), kv[1][0].nid)
+            )
+        )
     return rdd
 
 
@@ -308,15 +353,18 @@ def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, tasks: list[SnapshotTask], b_
         files = sc.parallelize(hidden, max(1, min(len(hidden), sc.defaultParallelism)))
         shown = [join(t.uri, f) for t in remote for f in t.files if f[0] not in "_."]
         if shown:
-            files = files.union(sc.binaryFiles(",".join(shown)).map(
-                lambda kv: (os.path.dirname(_by_path(kv[0])), (os.path.basename(_by_path(kv[0])), kv[1]))))  # fmt: skip
-        rdd = rdd.union(files.groupByKey().map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value,
-                                                                        dict(kv[1]))))  # fmt: skip
+            files = files.union(
+                sc.binaryFiles(",".join(shown)).map(
+                    lambda kv: (os.path.dirname(_by_path(kv[0])), (os.path.basename(_by_path(kv[0])), kv[1]))
+                )
+            )
+        rdd = rdd.union(files.groupByKey().map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value, dict(kv[1]))))
     return rdd
 
 
-def _read_snapshot_metas(fs: LocalFs | HadoopFs, nodes: list[NodeInput], findings: list[Finding]
-                         ) -> dict[tuple[int, int], Any]:  # fmt: skip
+def _read_snapshot_metas(
+    fs: LocalFs | HadoopFs, nodes: list[NodeInput], findings: list[Finding]
+) -> dict[tuple[int, int], Any]:
     """Every snapshot's meta (small), read on the driver: configurations for grouping, terms for planning.
     An unreadable meta is reported by the snapshot stage, which reads everything again."""
     out = {}
@@ -325,14 +373,20 @@ def _read_snapshot_metas(fs: LocalFs | HadoopFs, nodes: list[NodeInput], finding
             if SNAPSHOT_META_FILE not in files:
                 continue
             try:
-                out[(n.nid, index)] = decode_meta(fs.read(join(sdir, SNAPSHOT_META_FILE)), join(sdir, SNAPSHOT_META_FILE))
+                out[(n.nid, index)] = decode_meta(
+                    fs.read(join(sdir, SNAPSHOT_META_FILE)), join(sdir, SNAPSHOT_META_FILE)
+                )
             except SnapshotError:
                 continue
     return out
 
 
-def _groups(nodes: list[NodeInput], by_node: dict[int, list[ScanOut]], logs: dict[int, LiveLog],
-            metas: dict[tuple[int, int], Any]) -> dict[int, str]:  # fmt: skip
+def _groups(
+    nodes: list[NodeInput],
+    by_node: dict[int, list[ScanOut]],
+    logs: dict[int, LiveLog],
+    metas: dict[tuple[int, int], Any],
+) -> dict[int, str]:
     """Group identity from the data: nodes that share any configuration (a CONF entry's voters and learners,
     or a snapshot meta's) are one group, named by its earliest configuration's voters."""
     parent = {n.nid: n.nid for n in nodes}
@@ -361,8 +415,9 @@ def _groups(nodes: list[NodeInput], by_node: dict[int, list[ScanOut]], logs: dic
         root = find(n.nid)
         if n.nid in earliest and (root not in label or earliest[n.nid] < label[root]):
             label[root] = earliest[n.nid]
-    voters = {n.nid: ",".join(label[find(n.nid)][1]) if find(n.nid) in label else f"unknown-{find(n.nid)}"
-              for n in nodes}  # fmt: skip
+    voters = {
+        n.nid: ",".join(label[find(n.nid)][1]) if find(n.nid) in label else f"unknown-{find(n.nid)}" for n in nodes
+    }
     # The name: the group id the members' IDENTITY files give (the most common one), else the voters. Two
     # groups with one id (two clusters left at the default jRaft-Controller) keep their voters after it.
     ids: dict[str, dict[str, int]] = {}
@@ -374,8 +429,10 @@ def _groups(nodes: list[NodeInput], by_node: dict[int, list[ScanOut]], logs: dic
     taken: dict[str, int] = {}
     for g in named.values():
         taken[g] = taken.get(g, 0) + 1
-    return {n.nid: (named[v] if taken[named[v]] == 1 else f"{named[v]}[{v}]") if (v := voters[n.nid]) in named else v
-            for n in nodes}  # fmt: skip
+    return {
+        n.nid: (named[v] if taken[named[v]] == 1 else f"{named[v]}[{v}]") if (v := voters[n.nid]) in named else v
+        for n in nodes
+    }
 
 
 def _identity_findings(nodes: list[NodeInput], group_of: dict[int, str], findings: list[Finding]) -> None:
@@ -385,14 +442,30 @@ def _identity_findings(nodes: list[NodeInput], group_of: dict[int, str], finding
             path, off, reason = n.identity_error
             findings.append(Finding(g, n.name, "identity.readable", path=path, offset=off, detail=reason))
         elif n.identity is None:
-            findings.append(Finding(g, n.name, "identity.missing", severity="warning", path=n.uri,
-                                    detail="no IDENTITY file (a copy from before nodes wrote one): the node is "
-                                    "labelled by its directory name"))  # fmt: skip
+            findings.append(
+                Finding(
+                    g,
+                    n.name,
+                    "identity.missing",
+                    severity="warning",
+                    path=n.uri,
+                    detail="no IDENTITY file (a copy from before nodes wrote one): the node is "
+                    "labelled by its directory name",
+                )
+            )
         elif not (g == n.identity.group or g.startswith(n.identity.group + "[")):
-            findings.append(Finding(g, n.name, "identity.conflict", path=join(n.uri, IDENTITY_FILE),
-                                    snapshot_value=json.dumps(n.identity.group), replayed_value=json.dumps(g),
-                                    detail=f"IDENTITY names group {n.identity.group!r}, but the node shares its "
-                                    f"configurations with group {g!r}"))  # fmt: skip
+            findings.append(
+                Finding(
+                    g,
+                    n.name,
+                    "identity.conflict",
+                    path=join(n.uri, IDENTITY_FILE),
+                    snapshot_value=json.dumps(n.identity.group),
+                    replayed_value=json.dumps(g),
+                    detail=f"IDENTITY names group {n.identity.group!r}, but the node shares its "
+                    f"configurations with group {g!r}",
+                )
+            )
 
 
 def _wal_findings(n: NodeInput, group: str, outs: list[ScanOut], live: LiveLog | None, findings: list[Finding]) -> None:
@@ -400,22 +473,50 @@ def _wal_findings(n: NodeInput, group: str, outs: list[ScanOut], live: LiveLog |
         s = o.scan
         if s.damage is not None:
             d = s.damage
-            findings.append(Finding(group, n.name, "wal.crc", path=d.path, offset=d.offset, log_index=d.index,
-                                    detail=f"{d.reason}; bytes from offset {d.offset} to {s.size} unreadable"))  # fmt: skip
+            findings.append(
+                Finding(
+                    group,
+                    n.name,
+                    "wal.crc",
+                    path=d.path,
+                    offset=d.offset,
+                    log_index=d.index,
+                    detail=f"{d.reason}; bytes from offset {d.offset} to {s.size} unreadable",
+                )
+            )
         if s.torn_bytes:
             last = s.spans[-1].first_index + s.spans[-1].count - 1 if s.spans else None
-            findings.append(Finding(group, n.name, "wal.torn_tail", severity="info", path=s.path, offset=s.valid_end,
-                                    log_index=last, detail=f"{s.torn_bytes} bytes after the last commit frame "
-                                    "(a torn write; a node start cuts them)"))  # fmt: skip
+            findings.append(
+                Finding(
+                    group,
+                    n.name,
+                    "wal.torn_tail",
+                    severity="info",
+                    path=s.path,
+                    offset=s.valid_end,
+                    log_index=last,
+                    detail=f"{s.torn_bytes} bytes after the last commit frame (a torn write; a node start cuts them)",
+                )
+            )
     if live is None:
         return
     for gap in live.gaps:
         if not gap.after_damage:
-            findings.append(Finding(group, n.name, "wal.continuity", path=gap.path, offset=gap.offset,
-                                    log_index=gap.lo, detail=f"entries {gap.lo}..{gap.hi} are missing"))  # fmt: skip
+            findings.append(
+                Finding(
+                    group,
+                    n.name,
+                    "wal.continuity",
+                    path=gap.path,
+                    offset=gap.offset,
+                    log_index=gap.lo,
+                    detail=f"entries {gap.lo}..{gap.hi} are missing",
+                )
+            )
     for d in live.overlaps:
-        findings.append(Finding(group, n.name, "wal.continuity", path=d.path, offset=d.offset, log_index=d.index,
-                                detail=d.reason))  # fmt: skip
+        findings.append(
+            Finding(group, n.name, "wal.continuity", path=d.path, offset=d.offset, log_index=d.index, detail=d.reason)
+        )
 
 
 def _coalesce(runs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
@@ -428,8 +529,9 @@ def _coalesce(runs: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _base_candidate(group: str, sources: list[tuple[int, int, int]], metas: dict[tuple[int, int], Any],
-                    group_of: dict[int, str]) -> int:  # fmt: skip
+def _base_candidate(
+    group: str, sources: list[tuple[int, int, int]], metas: dict[tuple[int, int], Any], group_of: dict[int, str]
+) -> int:
     """0 when the group's log starts at 1; else the lowest snapshot index the log continues from."""
     start = sources[0][0] if sources else None
     if start is not None and start <= 1:
@@ -438,8 +540,14 @@ def _base_candidate(group: str, sources: list[tuple[int, int, int]], metas: dict
     return indexes[0] if indexes else -1
 
 
-def _plan(group: str, sources: list[tuple[int, int, int]], base: int | None, readable: dict[tuple[int, int], Any],
-          group_of: dict[int, str], names: dict[int, str]) -> ReplayPlan:  # fmt: skip
+def _plan(
+    group: str,
+    sources: list[tuple[int, int, int]],
+    base: int | None,
+    readable: dict[tuple[int, int], Any],
+    group_of: dict[int, str],
+    names: dict[int, str],
+) -> ReplayPlan:
     base_bodies = None
     base_index = base if base is not None else -1
     if base_index > 0:
@@ -454,15 +562,22 @@ def _plan(group: str, sources: list[tuple[int, int, int]], base: int | None, rea
                 break
             end = max(end, hi)
     points: dict[int, list[int]] = {}
-    for (nid, i) in sorted(readable):
+    for nid, i in sorted(readable):
         if group_of[nid] == group:
             points.setdefault(i, []).append(nid)
     return ReplayPlan(group, base_index, base_bodies, end, sorted(points.items()), names, sources)
 
 
-def _snapshot_checks(nodes: list[NodeInput], names: dict[int, str], group_of: dict[int, str],
-                     readable: dict[tuple[int, int], Any], terms: dict[tuple[str, int], dict[int, int]],
-                     logs: dict[int, LiveLog], by_node: dict[int, list[ScanOut]], findings: list[Finding]) -> None:  # fmt: skip
+def _snapshot_checks(
+    nodes: list[NodeInput],
+    names: dict[int, str],
+    group_of: dict[int, str],
+    readable: dict[tuple[int, int], Any],
+    terms: dict[tuple[str, int], dict[int, int]],
+    logs: dict[int, LiveLog],
+    by_node: dict[int, list[ScanOut]],
+    findings: list[Finding],
+) -> None:
     # Configurations in force, per group: CONF entries of the logs (by index).
     confs: dict[str, dict[int, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
     for nid, outs in by_node.items():
@@ -481,30 +596,57 @@ def _snapshot_checks(nodes: list[NodeInput], names: dict[int, str], group_of: di
             log_term = max(counts, key=lambda t: (counts[t], t))
             basis = ", ".join(names[m] for m in sorted(held) if held[m] == log_term)
         if log_term is not None and log_term != s.term:
-            findings.append(Finding(g, name, "snapshot.meta", path=s.uri, snapshot_index=index, snapshot_term=s.term,
-                                    log_index=index, field="lastIncludedTerm", snapshot_value=str(s.term),
-                                    replayed_value=str(log_term),
-                                    detail=f"the meta says term {s.term}, the log of {basis} has term {log_term} at "
-                                           f"index {index}"))  # fmt: skip
+            findings.append(
+                Finding(
+                    g,
+                    name,
+                    "snapshot.meta",
+                    path=s.uri,
+                    snapshot_index=index,
+                    snapshot_term=s.term,
+                    log_index=index,
+                    field="lastIncludedTerm",
+                    snapshot_value=str(s.term),
+                    replayed_value=str(log_term),
+                    detail=f"the meta says term {s.term}, the log of {basis} has term {log_term} at index {index}",
+                )
+            )
         known = [i for i in confs.get(g, {}) if i <= index]
         if known:
             voters, learners = confs[g][max(known)]
             mine = (tuple(sorted(s.voters)), tuple(sorted(s.learners)))
             if mine != (voters, learners):
-                findings.append(Finding(g, name, "snapshot.meta", path=s.uri, snapshot_index=index,
-                                        snapshot_term=s.term, log_index=max(known), field="voters/learners",
-                                        snapshot_value=json.dumps(mine), replayed_value=json.dumps((voters, learners)),
-                                        detail=f"the meta's configuration differs from the CONF entry at index "
-                                               f"{max(known)}"))  # fmt: skip
+                findings.append(
+                    Finding(
+                        g,
+                        name,
+                        "snapshot.meta",
+                        path=s.uri,
+                        snapshot_index=index,
+                        snapshot_term=s.term,
+                        log_index=max(known),
+                        field="voters/learners",
+                        snapshot_value=json.dumps(mine),
+                        replayed_value=json.dumps((voters, learners)),
+                        detail=f"the meta's configuration differs from the CONF entry at index {max(known)}",
+                    )
+                )
     for n in nodes:
         live = logs.get(n.nid)
         if live is None or live.first <= 1 or not live.runs:
             continue
         covered = [i for (nid, i) in readable if nid == n.nid and i >= live.first - 1]
         if not covered:
-            findings.append(Finding(group_of[n.nid], n.name, "snapshot.meta", log_index=live.first,
-                                    detail=f"the log starts at {live.first} but no readable snapshot covers "
-                                           f"1..{live.first - 1}: this node cannot rebuild its state"))  # fmt: skip
+            findings.append(
+                Finding(
+                    group_of[n.nid],
+                    n.name,
+                    "snapshot.meta",
+                    log_index=live.first,
+                    detail=f"the log starts at {live.first} but no readable snapshot covers "
+                    f"1..{live.first - 1}: this node cannot rebuild its state",
+                )
+            )
     # Section digests across nodes at equal indexes.
     at: dict[tuple[str, int], list[Any]] = {}
     for (nid, index), s in readable.items():
@@ -524,24 +666,50 @@ def _snapshot_checks(nodes: list[NodeInput], names: dict[int, str], group_of: di
                     continue
                 for s in holders:
                     others = ", ".join(names[o.nid] for o in holders_of[major])
-                    findings.append(Finding(g, names[s.nid], "snapshot.digest", path=s.uri, snapshot_index=index,
-                                            snapshot_term=s.term, section=section,
-                                            snapshot_value=None if d is None else f"{d:#010x}",
-                                            replayed_value=None if major is None else f"{major:#010x}",
-                                            detail=f"section {section} of snapshot {index} differs from {others}'s"))  # fmt: skip
+                    findings.append(
+                        Finding(
+                            g,
+                            names[s.nid],
+                            "snapshot.digest",
+                            path=s.uri,
+                            snapshot_index=index,
+                            snapshot_term=s.term,
+                            section=section,
+                            snapshot_value=None if d is None else f"{d:#010x}",
+                            replayed_value=None if major is None else f"{major:#010x}",
+                            detail=f"section {section} of snapshot {index} differs from {others}'s",
+                        )
+                    )
 
 
 # --- outputs -----------------------------------------------------------------------------------------------
 
 
-def _finish(spark: Any, opts: Options, rows: list[dict[str, Any]], stats: dict[str, Any], nodes: list[NodeInput],
-            by_node: dict[int, list[ScanOut]], logs: dict[int, LiveLog], names: dict[int, str],
-            progress: Callable[[str], None]) -> Result:  # fmt: skip
+def _finish(
+    spark: Any,
+    opts: Options,
+    rows: list[dict[str, Any]],
+    stats: dict[str, Any],
+    nodes: list[NodeInput],
+    by_node: dict[int, list[ScanOut]],
+    logs: dict[int, LiveLog],
+    names: dict[int, str],
+    progress: Callable[[str], None],
+) -> Result:
     from pyspark.sql import types as T
 
     run_date = dt.datetime.now(dt.UTC).date().isoformat()
-    rows.sort(key=lambda r: (r["group"], r["node"], r["check"], r["log_index"] or -1, r["section"] or "",
-                             r["entity"] or "", r["field"] or ""))  # fmt: skip
+    rows.sort(
+        key=lambda r: (
+            r["group"],
+            r["node"],
+            r["check"],
+            r["log_index"] or -1,
+            r["section"] or "",
+            r["entity"] or "",
+            r["field"] or "",
+        )
+    )
     for r in rows:
         r.update(run_id=opts.run_id, run_date=run_date, schema_version=SCHEMA_VERSION)
     checks = []
@@ -551,28 +719,61 @@ def _finish(spark: Any, opts: Options, rows: list[dict[str, Any]], stats: dict[s
         worst = max((r["severity"] for r in mine), key=SEVERITIES.index, default=None)
         fails = CHECKS[check][1] and SEVERITIES.index(worst) >= opts.fail_on if mine else False
         status = "ok" if not mine else "fail" if fails else "note"
-        checks.append({"check": check, "status": status, "findings": len(mine), "worst": worst,
-                       "first_index": min(idx) if idx else None, "last_index": max(idx) if idx else None})  # fmt: skip
+        checks.append(
+            {
+                "check": check,
+                "status": status,
+                "findings": len(mine),
+                "worst": worst,
+                "first_index": min(idx) if idx else None,
+                "last_index": max(idx) if idx else None,
+            }
+        )
     failing = [r for r in rows if SEVERITIES.index(r["severity"]) >= opts.fail_on and CHECKS[r["check"]][1]]
     code = EXIT_CORRUPT if any(CHECKS[r["check"]][1] == 3 for r in failing) else EXIT_DIVERGENCE if failing else EXIT_OK
-    summary = {"schemaVersion": SCHEMA_VERSION, "runId": opts.run_id, "runDate": run_date, "exitCode": code,
-               "findings": len(rows), "checks": checks, **stats, "out": opts.out,
-               "topFindings": [{k: v for k, v in r.items() if v is not None} for r in rows[:TOP]]}  # fmt: skip
+    summary = {
+        "schemaVersion": SCHEMA_VERSION,
+        "runId": opts.run_id,
+        "runDate": run_date,
+        "exitCode": code,
+        "findings": len(rows),
+        "checks": checks,
+        **stats,
+        "out": opts.out,
+        "topFindings": [{k: v for k, v in r.items() if v is not None} for r in rows[:TOP]],
+    }
 
     str_, long_ = T.StringType(), T.LongType()
     longs = {"snapshot_index", "snapshot_term", "log_index", "first_divergent_index", "offset"}
-    schema = T.StructType([T.StructField("run_id", str_, False), T.StructField("schema_version", T.IntegerType(), False)]
-                          + [T.StructField(f, long_ if f in longs else str_, f not in ("group", "node", "check",
-                             "severity")) for f in FINDING_FIELDS] + [T.StructField("run_date", str_, False)])  # fmt: skip
+    schema = T.StructType(
+        [T.StructField("run_id", str_, False), T.StructField("schema_version", T.IntegerType(), False)]
+        + [
+            T.StructField(f, long_ if f in longs else str_, f not in ("group", "node", "check", "severity"))
+            for f in FINDING_FIELDS
+        ]
+        + [T.StructField("run_date", str_, False)]
+    )
     ordered = [tuple(r[f.name] for f in schema.fields) for r in rows]
     df = spark.createDataFrame(ordered, schema)
     df.coalesce(1).write.mode("overwrite").partitionBy("run_date", "check").parquet(join(opts.out, "findings"))
-    csch = T.StructType([T.StructField("run_id", str_), T.StructField("check", str_), T.StructField("status", str_),
-                         T.StructField("findings", long_), T.StructField("worst", str_),
-                         T.StructField("first_index", long_), T.StructField("last_index", long_)])  # fmt: skip
-    spark.createDataFrame([(opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"],
-                            c["last_index"]) for c in checks], csch).coalesce(1).write.mode("overwrite").parquet(
-        join(opts.out, "summary"))  # fmt: skip
+    csch = T.StructType(
+        [
+            T.StructField("run_id", str_),
+            T.StructField("check", str_),
+            T.StructField("status", str_),
+            T.StructField("findings", long_),
+            T.StructField("worst", str_),
+            T.StructField("first_index", long_),
+            T.StructField("last_index", long_),
+        ]
+    )
+    spark.createDataFrame(
+        [
+            (opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"], c["last_index"])
+            for c in checks
+        ],
+        csch,
+    ).coalesce(1).write.mode("overwrite").parquet(join(opts.out, "summary"))
     files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True, default=str).encode()}
     if opts.plots:
         from tools.audit.plots import plot_findings, plot_growth

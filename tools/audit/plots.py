@@ -17,7 +17,9 @@ def _figure() -> Any:
     return plt
 
 
-def plot_growth(nodes: list[Any], by_node: dict[int, list[Any]], logs: dict[int, LiveLog], names: dict[int, str]) -> bytes:
+def plot_growth(
+    nodes: list[Any], by_node: dict[int, list[Any]], logs: dict[int, LiveLog], names: dict[int, str]
+) -> bytes:
     """Cumulative segment bytes against the index each segment starts at, per node; snapshots as markers."""
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
@@ -55,8 +57,11 @@ def plot_findings(checks: list[dict[str, Any]]) -> bytes:
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
     labels = [c["check"] for c in checks]
-    ax.barh(labels, [c["findings"] for c in checks], color=["#c0392b" if c["status"] == "fail" else "#7f8c8d"
-                                                            for c in checks])  # fmt: skip
+    ax.barh(
+        labels,
+        [c["findings"] for c in checks],
+        color=["#c0392b" if c["status"] == "fail" else "#7f8c8d" for c in checks],
+    )
     ax.set_xlabel("findings")
     ax.set_title("findings by check")
     ax.invert_yaxis()

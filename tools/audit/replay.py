@@ -80,32 +80,61 @@ class _Invariants:
         old = self.epochs.get(name)
         if old is not None and (me < old[0] or se < old[1]):
             field_ = "masterEpoch" if me < old[0] else "syncStateSetEpoch"
-            emit("invariant.epoch_monotonic", name, index, field_, old[0] if me < old[0] else old[1],
-                 me if me < old[0] else se, f"{field_} of {name} went from {old} to {(me, se)} at index {index}")  # fmt: skip
+            emit(
+                "invariant.epoch_monotonic",
+                name,
+                index,
+                field_,
+                old[0] if me < old[0] else old[1],
+                me if me < old[0] else se,
+                f"{field_} of {name} went from {old} to {(me, se)} at index {index}",
+            )
         self.epochs[name] = (me, se)
         master = state.master_broker_id
         if master is not None:
             seen = self.masters.setdefault(name, {})
             prev = seen.setdefault(me, master)
             if prev != master:
-                emit("invariant.one_master_per_epoch", name, index, "masterBrokerId", prev, master,
-                     f"{name} has masters {prev} and {master} in masterEpoch {me}")  # fmt: skip
+                emit(
+                    "invariant.one_master_per_epoch",
+                    name,
+                    index,
+                    "masterBrokerId",
+                    prev,
+                    master,
+                    f"{name} has masters {prev} and {master} in masterEpoch {me}",
+                )
             if master not in state.sync_state_set and not sm.config.enable_elect_unclean_master:
-                emit("invariant.master_in_sync_state_set", name, index, "syncStateSet", sorted(state.sync_state_set),
-                     master, f"master {master} of {name} is not in its SyncStateSet, unclean election off")  # fmt: skip
+                emit(
+                    "invariant.master_in_sync_state_set",
+                    name,
+                    index,
+                    "syncStateSet",
+                    sorted(state.sync_state_set),
+                    master,
+                    f"master {master} of {name} is not in its SyncStateSet, unclean election off",
+                )
         info = sm.replicas.sets.get(name)
         if info is not None:
             codes: dict[str, int] = {}
             for bid in sorted(info.brokers):
                 code = info.brokers[bid][1]
                 if code in codes:
-                    emit("invariant.unique_broker_ids", name, index, "brokerIdTable", codes[code], bid,
-                         f"registerCheckCode {code!r} holds ids {codes[code]} and {bid} in {name}")  # fmt: skip
+                    emit(
+                        "invariant.unique_broker_ids",
+                        name,
+                        index,
+                        "brokerIdTable",
+                        codes[code],
+                        bid,
+                        f"registerCheckCode {code!r} holds ids {codes[code]} and {bid} in {name}",
+                    )
                 codes[code] = bid
 
 
-def replay_bucket(bucket: int, pieces: Iterable[Routed], slices: Iterable[tuple[int, int, bytes]],
-                  plan: ReplayPlan, buckets: Buckets) -> ReplayOut:  # fmt: skip
+def replay_bucket(
+    bucket: int, pieces: Iterable[Routed], slices: Iterable[tuple[int, int, bytes]], plan: ReplayPlan, buckets: Buckets
+) -> ReplayOut:
     """Apply the bucket's commands (tasks.Routed pieces) and compare at each snapshot point with
     the snapshots' slices ((nid, index, tasks.pack_slice({(section, entity): value})))."""
     out = ReplayOut(bucket)
@@ -124,10 +153,20 @@ def replay_bucket(bucket: int, pieces: Iterable[Routed], slices: Iterable[tuple[
         return "*"
 
     def emit(check: str, name: str, index: int, field_: str, before: Any, after: Any, detail: str) -> None:
-        out.findings.append(Finding(plan.group, source(index), check, log_index=index,
-                                    section="syncStateSetInfoTable" if "epoch" in check or "master" in check
-                                    else "replicaInfoTable", entity=name, field=field_,
-                                    snapshot_value=js(before), replayed_value=js(after), detail=detail).row())  # fmt: skip
+        out.findings.append(
+            Finding(
+                plan.group,
+                source(index),
+                check,
+                log_index=index,
+                section="syncStateSetInfoTable" if "epoch" in check or "master" in check else "replicaInfoTable",
+                entity=name,
+                field=field_,
+                snapshot_value=js(before),
+                replayed_value=js(after),
+                detail=detail,
+            ).row()
+        )
 
     p = 0
     apply, heartbeat, scan = sm.apply_command, C.BROKER_HEARTBEAT, C.CHECK_NOT_ACTIVE_BROKER
@@ -157,8 +196,15 @@ def replay_bucket(bucket: int, pieces: Iterable[Routed], slices: Iterable[tuple[
     return out
 
 
-def _compare(out: ReplayOut, sm: ControllerStateMachine, point: tuple[int, list[int]],
-             snap: dict[tuple[int, int], bytes], plan: ReplayPlan, bucket: int, buckets: Buckets) -> None:  # fmt: skip
+def _compare(
+    out: ReplayOut,
+    sm: ControllerStateMachine,
+    point: tuple[int, list[int]],
+    snap: dict[tuple[int, int], bytes],
+    plan: ReplayPlan,
+    bucket: int,
+    buckets: Buckets,
+) -> None:
     index, nids = point
     replayed = split_state(decode_sections(sm.encode_sections()), buckets).get(bucket, {})
     same = pack_slice(replayed)
@@ -175,10 +221,25 @@ def _compare(out: ReplayOut, sm: ControllerStateMachine, point: tuple[int, list[
             else:
                 diffs = diff_values(a, b)
             for d in diffs:
-                what = "missing from the snapshot" if key not in mine else "not in the replay" if key not in replayed \
-                    else f"differs at {d['path'] or 'the whole value'}"  # fmt: skip
-                out.findings.append(Finding(plan.group, plan.node_names[nid], "snapshot.replay",
-                                            snapshot_index=index, log_index=index, section=section, entity=entity,
-                                            field=d["path"] or None, snapshot_value=js(d["a"]),
-                                            replayed_value=js(d["b"]),
-                                            detail=f"{section} {entity}: {what}").row())  # fmt: skip
+                what = (
+                    "missing from the snapshot"
+                    if key not in mine
+                    else "not in the replay"
+                    if key not in replayed
+                    else f"differs at {d['path'] or 'the whole value'}"
+                )
+                out.findings.append(
+                    Finding(
+                        plan.group,
+                        plan.node_names[nid],
+                        "snapshot.replay",
+                        snapshot_index=index,
+                        log_index=index,
+                        section=section,
+                        entity=entity,
+                        field=d["path"] or None,
+                        snapshot_value=js(d["a"]),
+                        replayed_value=js(d["b"]),
+                        detail=f"{section} {entity}: {what}",
+                    ).row()
+                )

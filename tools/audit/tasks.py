@@ -1,10 +1,10 @@
 """What runs on the executors: plain functions over bytes, with the project's own readers.
 
-  scan_task      one WAL segment: raft.storage.walscan (the WAL's scan_segment), CONF entries decoded
-  match_pieces   the (term, CRC) arrays of a node's live entries, cut at chunk boundaries
-  match_chunk    one chunk of the index space across the nodes of a group: log matching, canonical source
-  route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket pieces
-  snapshot_task  one snapshot: the snapshot package's storage + reader, statemachine.inspection decoding
+scan_task      one WAL segment: raft.storage.walscan (the WAL's scan_segment), CONF entries decoded
+match_pieces   the (term, CRC) arrays of a node's live entries, cut at chunk boundaries
+match_chunk    one chunk of the index space across the nodes of a group: log matching, canonical source
+route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket pieces
+snapshot_task  one snapshot: the snapshot package's storage + reader, statemachine.inspection decoding
 """
 
 from __future__ import annotations
@@ -68,26 +68,51 @@ class ScanOut:
 
     def light(self) -> ScanOut:
         s = self.scan
-        return ScanOut(self.nid, self.pos, self.uri, SegmentScan(s.path, s.seg_id, s.first_index, s.size, s.status,
-                       [], [], s.valid_end, s.torn_bytes, s.damage, s.spans), self.confs, self.conf_errors)  # fmt: skip
+        return ScanOut(
+            self.nid,
+            self.pos,
+            self.uri,
+            SegmentScan(
+                s.path, s.seg_id, s.first_index, s.size, s.status, [], [], s.valid_end, s.torn_bytes, s.damage, s.spans
+            ),
+            self.confs,
+            self.conf_errors,
+        )
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickled compactly, for Spark's cache that every later stage reads: a batch's terms as (term, count)
         when they are one term, its offsets as 32-bit numbers when they fit (12 bytes an entry, not 24)."""
-        batches = [(b.truncate_from, b.first_index, _pack_terms(b.terms),
-                    b.offsets if b.offsets and b.offsets[-1] >= 1 << 32 else array("I", b.offsets), b.sizes)
-                   for b in self.scan.batches]  # fmt: skip
+        batches = [
+            (
+                b.truncate_from,
+                b.first_index,
+                _pack_terms(b.terms),
+                b.offsets if b.offsets and b.offsets[-1] >= 1 << 32 else array("I", b.offsets),
+                b.sizes,
+            )
+            for b in self.scan.batches
+        ]
         s = self.scan
         head = (s.path, s.seg_id, s.first_index, s.size, s.status, s.valid_end, s.torn_bytes, s.damage, s.spans)
         return _unpickle_scan_out, (self.nid, self.pos, self.uri, self.confs, self.conf_errors, head, batches, s.crcs)
 
 
-def _unpickle_scan_out(nid: int, pos: int, uri: str, confs: Any, conf_errors: Any, head: tuple[Any, ...],
-                       batches: list[tuple[Any, ...]], crcs: list[array[int]]) -> ScanOut:  # fmt: skip
+def _unpickle_scan_out(
+    nid: int,
+    pos: int,
+    uri: str,
+    confs: Any,
+    conf_errors: Any,
+    head: tuple[Any, ...],
+    batches: list[tuple[Any, ...]],
+    crcs: list[array[int]],
+) -> ScanOut:
     path, seg_id, first_index, size, status, valid_end, torn_bytes, damage, spans = head
     # Offsets stay 32-bit when they were sent so: the audit only slices and iterates them.
-    full = [Batch(truncate_from, first, _unpack_terms(terms), offsets, sizes)
-            for truncate_from, first, terms, offsets, sizes in batches]  # fmt: skip
+    full = [
+        Batch(truncate_from, first, _unpack_terms(terms), offsets, sizes)
+        for truncate_from, first, terms, offsets, sizes in batches
+    ]
     scan = SegmentScan(path, seg_id, first_index, size, status, full, crcs, valid_end, torn_bytes, damage, spans)
     return ScanOut(nid, pos, uri, scan, confs, conf_errors)
 
@@ -123,8 +148,9 @@ def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
     return out
 
 
-def match_pieces(rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group_of: dict[int, str]
-                 ) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes | tuple[int, int], bytes]]]:  # fmt: skip
+def match_pieces(
+    rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group_of: dict[int, str]
+) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes | tuple[int, int], bytes]]]:
     """((group, chunk), (nid, lo, terms, crcs)) for the live entries of one scanned segment: contiguous
     runs joined, then cut at chunk boundaries."""
     scans = {rec.pos: rec.scan}  # run_arrays indexes scans by position; an executor holds one segment
@@ -199,8 +225,13 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
             out.terms[i] = {}
     # Fast path: every node holds one identical contiguous piece.
     first = per_node[nids[0]]
-    if len(first) == 1 and all(len(per_node[n]) == 1 and per_node[n][0][0] == first[0][0] and
-                               per_node[n][0][1] == first[0][1] and per_node[n][0][2] == first[0][2] for n in nids):  # fmt: skip
+    if len(first) == 1 and all(
+        len(per_node[n]) == 1
+        and per_node[n][0][0] == first[0][0]
+        and per_node[n][0][1] == first[0][1]
+        and per_node[n][0][2] == first[0][2]
+        for n in nids
+    ):
         lo, terms, _ = first[0]
         out.sources.append((lo, lo + len(terms) - 1, nids[0]))
         for i in out.terms:
@@ -230,8 +261,16 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
                     reported.add(n)
                     others = sorted(m for m, w in held.items() if w == canon)
                     same_term = v[0] == canon[0]
-                    out.divergent.append({"nid": n, "index": i, "term": v[0], "canonical_term": canon[0],
-                                          "others": others, "same_term": same_term})  # fmt: skip
+                    out.divergent.append(
+                        {
+                            "nid": n,
+                            "index": i,
+                            "term": v[0],
+                            "canonical_term": canon[0],
+                            "others": others,
+                            "same_term": same_term,
+                        }
+                    )
         if run is not None and run[2] == src and run[1] == i - 1:
             run[1] = i
         else:
@@ -243,8 +282,12 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
     return out
 
 
-def route_task(rec: ScanOut, sources: dict[tuple[int, int], list[tuple[int, int, int, int]]], buckets: Buckets,
-               data: bytes | None = None) -> Iterator[tuple[int, Routed]]:  # fmt: skip
+def route_task(
+    rec: ScanOut,
+    sources: dict[tuple[int, int], list[tuple[int, int, int, int]]],
+    buckets: Buckets,
+    data: bytes | None = None,
+) -> Iterator[tuple[int, Routed]]:
     """(bucket, Routed piece) for the canonical entries this segment is the source of. `sources` maps
     (nid, segment position) to (batch, skip, lo, hi) slices. Each command is decoded once here, to find its
     bucket(s); what travels is its bytes, concatenated per bucket with the index and code beside them."""
@@ -335,8 +378,9 @@ class SnapshotOut:
 _LAST_DECODED: list[Any] = [None, None]
 
 
-def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
-                  ) -> tuple[SnapshotOut, dict[int, bytes]]:  # fmt: skip
+def snapshot_task(
+    task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
+) -> tuple[SnapshotOut, dict[int, bytes]]:
     """Open and verify one snapshot with the project's storage (read-only), decode every section. The
     entities come back split by bucket, each bucket's {(section, entity): value} pickled once here
     (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them."""
@@ -366,8 +410,11 @@ def snapshot_task(task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] 
                     _LAST_DECODED[:] = [key, ([s.name for s in sections], slices)]
         except SnapshotError as e:
             path = str(getattr(e, "path", sdir))
-            out.error = (path.replace(str(sdir), task.uri.rstrip("/")), int(getattr(e, "offset", 0) or 0),
-                         str(getattr(e, "reason", e)))  # fmt: skip
+            out.error = (
+                path.replace(str(sdir), task.uri.rstrip("/")),
+                int(getattr(e, "offset", 0) or 0),
+                str(getattr(e, "reason", e)),
+            )
             return out, {}
         out.digests = {SECTION_NAMES.get(t, str(t)): crc32c(body) for t, body in bodies.items()}
         out.sections, slices = _LAST_DECODED[1]

@@ -12,12 +12,21 @@ def main() -> int:
         print(
             "       python -m tools.bench snapshot [--sizes 10,100] [--entries N] [--json F] [--quick]", file=sys.stderr
         )
-        print("       python -m tools.bench statemachine [--sets N] [--seconds S | --count N] [--json FILE]", file=sys.stderr)
-        print("       python -m tools.bench http [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
-              file=sys.stderr)  # fmt: skip
-        print("       python -m tools.bench audit [--entries N] [--sets S] [--dir D] [--keep] [--json F]", file=sys.stderr)
-        print("       python -m tools.bench remoting [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "       python -m tools.bench statemachine [--sets N] [--seconds S | --count N] [--json FILE]",
+            file=sys.stderr,
+        )
+        print(
+            "       python -m tools.bench http [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
+            file=sys.stderr,
+        )
+        print(
+            "       python -m tools.bench audit [--entries N] [--sets S] [--dir D] [--keep] [--json F]", file=sys.stderr
+        )
+        print(
+            "       python -m tools.bench remoting [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
+            file=sys.stderr,
+        )
         return 2
     if sys.argv[1] == "all":
         from tools.bench import all as all_bench

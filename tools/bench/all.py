@@ -40,18 +40,33 @@ class Report:
         self.details: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
 
-    def row(self, name: str, values: list[float] | float, unit: str, op: str | None = None,
-            threshold: float | None = None, note: str = "") -> None:  # fmt: skip
+    def row(
+        self,
+        name: str,
+        values: list[float] | float,
+        unit: str,
+        op: str | None = None,
+        threshold: float | None = None,
+        note: str = "",
+    ) -> None:
         """A row from one value or the values of several repetitions (median; range kept)."""
         vals = values if isinstance(values, list) else [values]
         value = statistics.median(vals)
         met = None
         if op is not None and threshold is not None:
             met = value <= threshold if op == "<=" else value >= threshold
-        self.rows.append({"name": name, "value": round(value, 4), "unit": unit,
-                          "target": f"{op} {threshold:g}" if op is not None else None, "met": met,
-                          "range": [round(min(vals), 4), round(max(vals), 4)], "runs": len(vals),
-                          "note": note})  # fmt: skip
+        self.rows.append(
+            {
+                "name": name,
+                "value": round(value, 4),
+                "unit": unit,
+                "target": f"{op} {threshold:g}" if op is not None else None,
+                "met": met,
+                "range": [round(min(vals), 4), round(max(vals), 4)],
+                "runs": len(vals),
+                "note": note,
+            }
+        )
 
 
 def fmt(v: float) -> str:
@@ -60,9 +75,16 @@ def fmt(v: float) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    table = [(r["name"], f"{fmt(r['value'])} {r['unit']}",
-              f"{fmt(r['range'][0])}-{fmt(r['range'][1])}" if r["runs"] > 1 else "", r["target"] or "",
-              "" if r["met"] is None else ("yes" if r["met"] else "MISS")) for r in rows]  # fmt: skip
+    table = [
+        (
+            r["name"],
+            f"{fmt(r['value'])} {r['unit']}",
+            f"{fmt(r['range'][0])}-{fmt(r['range'][1])}" if r["runs"] > 1 else "",
+            r["target"] or "",
+            "" if r["met"] is None else ("yes" if r["met"] else "MISS"),
+        )
+        for r in rows
+    ]
     head = ("figure", "median", "range", "target", "met")
     widths = [max(len(h), *(len(t[k]) for t in table)) for k, h in enumerate(head)] if table else [len(h) for h in head]
     print("  ".join(f"{h:<{w}}" for h, w in zip(head, widths, strict=True)))
@@ -82,8 +104,14 @@ def sec_raft(rep: Report, a: argparse.Namespace) -> None:
         ours = run_ours(seconds, 64, 256, uvloop=True)
         tuned = run_pysyncobj(seconds, 64, 256, tuned=True)
         default = run_pysyncobj(seconds, 64, 256, tuned=False)
-        runs.append({"ours": ours, "pysyncobj_tuned": tuned, "pysyncobj_default": default,
-                     "ratio": ours["load"]["rate"] / max(tuned["rate"], default["rate"])})  # fmt: skip
+        runs.append(
+            {
+                "ours": ours,
+                "pysyncobj_tuned": tuned,
+                "pysyncobj_default": default,
+                "ratio": ours["load"]["rate"] / max(tuned["rate"], default["rate"]),
+            }
+        )
     rep.details["raft"] = runs
     rep.row("Raft, 64 proposers x 256 B, committed/s", [r["ours"]["load"]["rate"] for r in runs], "/s", ">=", 50_000)
     rep.row("Raft, ours / best PySyncObj (no fsync)", [r["ratio"] for r in runs], "x", ">=", 4.5)
@@ -142,8 +170,13 @@ def sec_install(rep: Report, a: argparse.Namespace) -> None:
         for k in range(1 if a.quick else 3):
             runs.append(bench_install(Path(root) / f"r{k}", size * MiB, processes=True))
     rep.details["install"] = runs
-    rep.row(f"InstallSnapshot of {size} MiB, restart until caught up (3 processes)",
-            [r["processes"]["mib_s"] for r in runs], "MiB/s", ">=", 100)  # fmt: skip
+    rep.row(
+        f"InstallSnapshot of {size} MiB, restart until caught up (3 processes)",
+        [r["processes"]["mib_s"] for r in runs],
+        "MiB/s",
+        ">=",
+        100,
+    )
     rep.row("  same, 3 nodes in one process", [r["in_process"]["mib_s"] for r in runs], "MiB/s")
 
 
@@ -155,8 +188,13 @@ def sec_restart(rep: Report, a: argparse.Namespace) -> None:
         r = bench_restart(Path(root), entries, keys, election_ms=100, snapshot_reps=1 if a.quick else 5)
     rep.details["restart"] = r
     runs = r["from_snapshot_runs"]
-    rep.row(f"Restart with a snapshot vs full replay, {entries:,} puts over {keys:,} keys",
-            [r["replay"]["total_s"] / s["total_s"] for s in runs], "x", ">=", 20)  # fmt: skip
+    rep.row(
+        f"Restart with a snapshot vs full replay, {entries:,} puts over {keys:,} keys",
+        [r["replay"]["total_s"] / s["total_s"] for s in runs],
+        "x",
+        ">=",
+        20,
+    )
     rep.row("  restart with a snapshot", [s["total_s"] for s in runs], "s", "<=", 0.5)
     rep.row("  full replay", r["replay"]["total_s"], "s")
 
@@ -174,8 +212,14 @@ def sec_stall(rep: Report, a: argparse.Namespace) -> None:
     rep.details["stall"] = runs
     # "<= 5 ms on every run": the row's value is the worst run's p99.
     p99s = [r["stall_p99_ms"] for r in runs]
-    rep.row(f"Snapshot save of {1 if a.quick else 10} MiB, apply stall p99 (worst run)", max(p99s), "ms", "<=", 5,
-            f"per run: {', '.join(f'{x:.2f}' for x in p99s)}")  # fmt: skip
+    rep.row(
+        f"Snapshot save of {1 if a.quick else 10} MiB, apply stall p99 (worst run)",
+        max(p99s),
+        "ms",
+        "<=",
+        5,
+        f"per run: {', '.join(f'{x:.2f}' for x in p99s)}",
+    )
 
 
 def sec_failover(rep: Report, a: argparse.Namespace) -> None:
@@ -187,11 +231,18 @@ def sec_failover(rep: Report, a: argparse.Namespace) -> None:
         r = controller_failover(root + "/load", n, load=True, connections=8 if a.quick else 64)
     rep.details["failover_idle"] = idle
     rep.details["failover"] = r
-    rep.row(f"Controller failover, kill -9 leader until a new leader commits, T=1 s, p99 over {n}",
-            idle["p99_s"], "s", "<=", 1.5, f"p50 {idle['p50_s']:.3f} s, min {idle['min_s']:.3f} s")  # fmt: skip
+    rep.row(
+        f"Controller failover, kill -9 leader until a new leader commits, T=1 s, p99 over {n}",
+        idle["p99_s"],
+        "s",
+        "<=",
+        1.5,
+        f"p50 {idle['p50_s']:.3f} s, min {idle['min_s']:.3f} s",
+    )
     load = "under wrk heartbeat load" if r["load"] else "NO load (wrk missing)"
-    rep.row(f"  same, {load}, p99 over {n}", r["p99_s"], "s", "<=", 1.5,
-            f"p50 {r['p50_s']:.3f} s, min {r['min_s']:.3f} s")  # fmt: skip
+    rep.row(
+        f"  same, {load}, p99 over {n}", r["p99_s"], "s", "<=", 1.5, f"p50 {r['p50_s']:.3f} s, min {r['min_s']:.3f} s"
+    )
 
 
 def sec_broker_failover(rep: Report, a: argparse.Namespace) -> None:
@@ -201,9 +252,15 @@ def sec_broker_failover(rep: Report, a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-all-brokerfo-", dir=os.environ.get("BENCH_DIR")) as root:
         r = broker_failover(root, n)
     rep.details["broker_failover"] = r
-    rep.row(f"Broker master failover (heartbeat timeout {r['heartbeat_timeout_ms']} ms + scan "
-            f"{r['scan_interval_ms']} ms + 1 s), p99 over {n}", r["p99_s"], "s", "<=", r["bound_s"],
-            f"p50 {r['p50_s']:.3f} s")  # fmt: skip
+    rep.row(
+        f"Broker master failover (heartbeat timeout {r['heartbeat_timeout_ms']} ms + scan "
+        f"{r['scan_interval_ms']} ms + 1 s), p99 over {n}",
+        r["p99_s"],
+        "s",
+        "<=",
+        r["bound_s"],
+        f"p50 {r['p50_s']:.3f} s",
+    )
 
 
 def sec_memory(rep: Report, a: argparse.Namespace) -> None:
@@ -213,10 +270,15 @@ def sec_memory(rep: Report, a: argparse.Namespace) -> None:
     leader = run("leader", sets, entries)
     per = run("per_broker", sets)
     rep.details["memory"] = {"leader": leader, "per_broker": per}
-    rep.row(f"Memory: RSS of a leader with {sets:,} broker-sets x 3 + {leader['entries']:,} log entries",
-            leader["rss"] / MiB, "MiB", "<=", 300,
-            f"peak {leader['peak_rss'] / MiB:.0f} MiB; log entries held in memory {leader['log_entries_held']:,} "
-            f"after {leader['snapshots']} snapshots")  # fmt: skip
+    rep.row(
+        f"Memory: RSS of a leader with {sets:,} broker-sets x 3 + {leader['entries']:,} log entries",
+        leader["rss"] / MiB,
+        "MiB",
+        "<=",
+        300,
+        f"peak {leader['peak_rss'] / MiB:.0f} MiB; log entries held in memory {leader['log_entries_held']:,} "
+        f"after {leader['snapshots']} snapshots",
+    )
     rep.row("  state machine bytes per broker (Python allocations kept)", per["bytes_per_broker"], "B")
     rep.row("  log entries held in memory (bounded by the snapshot threshold)", leader["log_entries_held"], "entries")
 
@@ -250,9 +312,16 @@ def sec_scale(rep: Report, a: argparse.Namespace) -> None:
 
 
 RUNNERS: dict[str, Callable[[Report, argparse.Namespace], None]] = {
-    "raft": sec_raft, "http": sec_http, "install": sec_install, "restart": sec_restart, "stall": sec_stall,
-    "failover": sec_failover, "broker_failover": sec_broker_failover, "memory": sec_memory, "scale": sec_scale,
-}  # fmt: skip
+    "raft": sec_raft,
+    "http": sec_http,
+    "install": sec_install,
+    "restart": sec_restart,
+    "stall": sec_stall,
+    "failover": sec_failover,
+    "broker_failover": sec_broker_failover,
+    "memory": sec_memory,
+    "scale": sec_scale,
+}
 
 
 def parse_only(text: str) -> list[str]:
@@ -264,8 +333,9 @@ def parse_only(text: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.bench all", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m tools.bench all", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="smoke-test sizes; the figures mean nothing")
     p.add_argument("--json", dest="json_path", help="write the rows and details here")
     p.add_argument("--reps", type=int, help="repetitions of each ours/peer pair (default 5; --quick 1)")
@@ -290,12 +360,21 @@ def main(argv: list[str]) -> int:
             rep.errors[name] = f"{type(e).__name__}: {e}"
             traceback.print_exc()
         print(f"[{name}] {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
-    machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "loadavg_1m_before": load_before,
-               "loadavg_1m_after": os.getloadavg()[0], "wall_s": round(time.perf_counter() - t0, 1),
-               "wrk": shutil.which("wrk") is not None, "quick": a.quick, "reps": a.reps}  # fmt: skip
-    print(f"issue 14 figures: {machine['cpus']} CPUs, load average {load_before:.1f} before / "
-          f"{machine['loadavg_1m_after']:.1f} after, {a.reps} repetition(s), wall {machine['wall_s']:.0f} s"
-          + (" (QUICK: smoke-test sizes, figures mean nothing)" if a.quick else ""))  # fmt: skip
+    machine = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "loadavg_1m_before": load_before,
+        "loadavg_1m_after": os.getloadavg()[0],
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "wrk": shutil.which("wrk") is not None,
+        "quick": a.quick,
+        "reps": a.reps,
+    }
+    print(
+        f"issue 14 figures: {machine['cpus']} CPUs, load average {load_before:.1f} before / "
+        f"{machine['loadavg_1m_after']:.1f} after, {a.reps} repetition(s), wall {machine['wall_s']:.0f} s"
+        + (" (QUICK: smoke-test sizes, figures mean nothing)" if a.quick else "")
+    )
     print_table(rep.rows)
     for name, err in rep.errors.items():
         print(f"section {name} failed: {err}")

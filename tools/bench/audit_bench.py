@@ -117,9 +117,16 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
             shutil.copytree(node0, root / n)
         atomic_write(root / n, IDENTITY_FILE, encode_identity(DataDirIdentity("jRaft-Controller", VOTERS[k])))
     size = sum(f.stat().st_size for f in (node0 / "log").iterdir())
-    return {"indexes": indexes, "entries": indexes * len(NODES), "sets": sets, "brokers": 3 * sets,
-            "heartbeat_share": heartbeats / (indexes - 2), "log_bytes_per_node": size, "snapshots": marks,
-            "build_seconds": time.perf_counter() - start}  # fmt: skip
+    return {
+        "indexes": indexes,
+        "entries": indexes * len(NODES),
+        "sets": sets,
+        "brokers": 3 * sets,
+        "heartbeat_share": heartbeats / (indexes - 2),
+        "log_bytes_per_node": size,
+        "snapshots": marks,
+        "build_seconds": time.perf_counter() - start,
+    }
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -159,33 +166,52 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
         cpu = tree_cpu_seconds(os.getpid()) - cpu
     finally:
         spark.stop()
-    return {"cores": cores, "seconds": seconds, "cpu_seconds": cpu, "findings": result.total, "exit_code": result.exit_code,
-            "applied": result.summary["commandsApplied"], "scanned": result.summary["entriesScanned"]}  # fmt: skip
+    return {
+        "cores": cores,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "findings": result.total,
+        "exit_code": result.exit_code,
+        "applied": result.summary["commandsApplied"],
+        "scanned": result.summary["entriesScanned"],
+    }
 
 
 def replay_once(root: Path) -> tuple[float, float]:
     """(wall, CPU) seconds of `rmqctl log replay --no-snapshot` on node 0, in its own process."""
     rmqctl = [sys.executable, "-m", "cli.rmqctl"]
     start, before = time.perf_counter(), os.times()
-    subprocess.run([*rmqctl, "log", "replay", str(root / NODES[0]), "--no-snapshot", "-o", "json"], check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [*rmqctl, "log", "replay", str(root / NODES[0]), "--no-snapshot", "-o", "json"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     after = os.times()
     return time.perf_counter() - start, (after.children_user - before.children_user) + (
-        after.children_system - before.children_system)
+        after.children_system - before.children_system
+    )
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.bench audit", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m tools.bench audit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--entries", type=int, default=10_000_000, help="stored entries over the 3 nodes (default 10M)")
     p.add_argument("--sets", type=int, help="broker-sets (default: 10,000, fewer below 9M entries)")
     p.add_argument("--dir", help="build here (default: a temp dir, removed at the end unless --keep)")
     p.add_argument("--keep", action="store_true", help="keep the built data dirs")
-    p.add_argument("--reuse", action="store_true", help="with --dir: audit what an earlier run built there "
-                   "(its built.json) instead of building again")  # fmt: skip
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --dir: audit what an earlier run built there (its built.json) instead of building again",
+    )
     p.add_argument("--cores", default="1,2", help="local[N] masters to time, comma-separated (default 1,2)")
-    p.add_argument("--json", dest="json_path", default="audit_bench.json", help="write the figures as JSON here "
-                   "(default: ./audit_bench.json)")  # fmt: skip
+    p.add_argument(
+        "--json",
+        dest="json_path",
+        default="audit_bench.json",
+        help="write the figures as JSON here (default: ./audit_bench.json)",
+    )
     args = p.parse_args(argv)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="audit-bench-"))
     try:
@@ -212,38 +238,71 @@ def main(argv: list[str]) -> int:
     rows = []
     for r in runs:
         rate = n / r["seconds"]
-        rows.append({"what": f"audit local[{r['cores']}]", "cores": r["cores"], "seconds": r["seconds"],
-                     "entries_per_s": rate, "entries_per_s_per_core": rate / r["cores"],
-                     "indexes_per_s": built["indexes"] / r["seconds"], "cpu_seconds": r["cpu_seconds"],
-                     "entries_per_cpu_s": n / r["cpu_seconds"] if r["cpu_seconds"] else None,
-                     "findings": r["findings"]})  # fmt: skip
-    rows.append({"what": "rmqctl log replay (node 0)", "cores": 1, "seconds": replay_s,
-                 "entries_per_s": None, "entries_per_s_per_core": None,
-                 "indexes_per_s": built["indexes"] / replay_s, "cpu_seconds": replay_cpu,
-                 "entries_per_cpu_s": None, "findings": None})  # fmt: skip
+        rows.append(
+            {
+                "what": f"audit local[{r['cores']}]",
+                "cores": r["cores"],
+                "seconds": r["seconds"],
+                "entries_per_s": rate,
+                "entries_per_s_per_core": rate / r["cores"],
+                "indexes_per_s": built["indexes"] / r["seconds"],
+                "cpu_seconds": r["cpu_seconds"],
+                "entries_per_cpu_s": n / r["cpu_seconds"] if r["cpu_seconds"] else None,
+                "findings": r["findings"],
+            }
+        )
+    rows.append(
+        {
+            "what": "rmqctl log replay (node 0)",
+            "cores": 1,
+            "seconds": replay_s,
+            "entries_per_s": None,
+            "entries_per_s_per_core": None,
+            "indexes_per_s": built["indexes"] / replay_s,
+            "cpu_seconds": replay_cpu,
+            "entries_per_cpu_s": None,
+            "findings": None,
+        }
+    )
     one = [r for r in runs if r["cores"] == 1]
     two = [r for r in runs if r["cores"] == 2]
     speedup = one[0]["seconds"] / two[0]["seconds"] if one and two else None
-    doc = {"built": built, "rows": rows, "speedup_local2_over_local1": speedup,
-           "targets": {"entries_per_s_per_core": TARGET_PER_CORE, "speedup": TARGET_SPEEDUP},
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "shared": True}}  # fmt: skip
-    print(f"{built['entries']:,} entries ({built['indexes']:,} indexes x 3 nodes), {built['sets']:,} broker-sets, "
-          f"{built['heartbeat_share']:.1%} heartbeats, {built['log_bytes_per_node'] / 1e6:.0f} MB of log per node")  # fmt: skip
-    print(f"{'run':<28}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
-          f"{'entries/CPU s':>15}{'findings':>10}")  # fmt: skip
+    doc = {
+        "built": built,
+        "rows": rows,
+        "speedup_local2_over_local1": speedup,
+        "targets": {"entries_per_s_per_core": TARGET_PER_CORE, "speedup": TARGET_SPEEDUP},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "shared": True},
+    }
+    print(
+        f"{built['entries']:,} entries ({built['indexes']:,} indexes x 3 nodes), {built['sets']:,} broker-sets, "
+        f"{built['heartbeat_share']:.1%} heartbeats, {built['log_bytes_per_node'] / 1e6:.0f} MB of log per node"
+    )
+    print(
+        f"{'run':<28}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
+        f"{'entries/CPU s':>15}{'findings':>10}"
+    )
     for r in rows:
         eps = "-" if r["entries_per_s"] is None else f"{r['entries_per_s']:,.0f}"
         epc = "-" if r["entries_per_s_per_core"] is None else f"{r['entries_per_s_per_core']:,.0f}"
         ecpu = "-" if r["entries_per_cpu_s"] is None else f"{r['entries_per_cpu_s']:,.0f}"
-        print(f"{r['what']:<28}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
-              f"{r['cpu_seconds']:>8.1f}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}")  # fmt: skip
-    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
-          "(the machine is shared)")  # fmt: skip
+        print(
+            f"{r['what']:<28}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
+            f"{r['cpu_seconds']:>8.1f}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}"
+        )
+    print(
+        f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
+        "(the machine is shared)"
+    )
     best = max(r["entries_per_s_per_core"] for r in rows if r["entries_per_s_per_core"] is not None)
     if speedup is not None:
-        print(f"local[2] / local[1]: {speedup:.2f}x (target >= {TARGET_SPEEDUP}x: "
-              f"{'met' if speedup >= TARGET_SPEEDUP else 'MISSED'})")  # fmt: skip
-    print(f"best per core {best:,.0f}/s (target >= {TARGET_PER_CORE:,}: {'met' if best >= TARGET_PER_CORE else 'MISSED'})")  # fmt: skip
+        print(
+            f"local[2] / local[1]: {speedup:.2f}x (target >= {TARGET_SPEEDUP}x: "
+            f"{'met' if speedup >= TARGET_SPEEDUP else 'MISSED'})"
+        )
+    print(
+        f"best per core {best:,.0f}/s (target >= {TARGET_PER_CORE:,}: {'met' if best >= TARGET_PER_CORE else 'MISSED'})"
+    )
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump(doc, f, indent=2)

@@ -45,5 +45,6 @@ if __name__ == "__main__":
         loop = "uvloop"
     except ImportError:
         loop = "asyncio"
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http="httptools", loop=loop, access_log=False,
-                log_level="warning")  # fmt: skip
+    uvicorn.run(
+        app, host="127.0.0.1", port=int(sys.argv[1]), http="httptools", loop=loop, access_log=False, log_level="warning"
+    )

@@ -50,20 +50,28 @@ class ControllerGroup:
 
     def _conf(self, i: int) -> str:
         rafts, https, rpcs = self.rafts, self.https, self.rpcs
-        addrs = (f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n" if self.remoting
-                 else f"jRaftControllerRPCAddr={','.join(https)}\n")  # fmt: skip
+        addrs = (
+            f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n"
+            if self.remoting
+            else f"jRaftControllerRPCAddr={','.join(https)}\n"
+        )
         extra = "".join(f"{k}={v}\n" for k, v in self.extra.items())
         path = os.path.join(self.root, f"n{i}.conf")
         with open(path, "w") as f:
-            f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
-                    f"controllerStorePath={self.root}/n{i}\n{extra}")  # fmt: skip
+            f.write(
+                f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
+                f"controllerStorePath={self.root}/n{i}\n{extra}"
+            )
         return path
 
     def start(self, i: int, wait: bool = True) -> None:
         log = open(os.path.join(self.root, f"n{i}.log"), "ab")  # noqa: SIM115 - the child's
         self.procs[i] = subprocess.Popen(
             [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", self._conf(i), "--log-format", "json"],
-            stdout=log, stderr=subprocess.STDOUT, env=child_env())  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=child_env(),
+        )
         log.close()
         if wait:
             wait_http(f"http://{self.https[i]}/readyz", 60, [self.procs[i]])
@@ -112,9 +120,17 @@ class ControllerGroup:
 
 def heartbeat_body(i: int) -> dict[str, Any]:
     """Broker i's heartbeat (broker-set i // 3), the same model as the load generators'."""
-    return {"clusterName": "DefaultCluster", "brokerName": f"broker-{i // 3}",
-            "brokerAddr": f"10.1.{i // 250}.{i % 250}:10911", "brokerId": i % 3, "epoch": 1, "maxOffset": 1000 + i,
-            "confirmOffset": 1000 + i, "heartbeatTimeoutMills": 10000, "electionPriority": 1}  # fmt: skip
+    return {
+        "clusterName": "DefaultCluster",
+        "brokerName": f"broker-{i // 3}",
+        "brokerAddr": f"10.1.{i // 250}.{i % 250}:10911",
+        "brokerId": i % 3,
+        "epoch": 1,
+        "maxOffset": 1000 + i,
+        "confirmOffset": 1000 + i,
+        "heartbeatTimeoutMills": 10000,
+        "electionPriority": 1,
+    }
 
 
 def heartbeat_ok(http: str, i: int, timeout: float = 1.0, client: httpx.Client | None = None) -> bool:

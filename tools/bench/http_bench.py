@@ -36,11 +36,19 @@ HEARTBEAT = "/api/v1/controller/heartbeat"
 
 def _body(i: int) -> bytes:
     b = i % 3
-    return json.dumps({
-        "clusterName": "DefaultCluster", "brokerName": f"broker-{i // 3}", "brokerAddr": f"10.1.{i // 250}.{i % 250}:10911",
-        "brokerId": b, "epoch": 1, "maxOffset": 1000 + i, "confirmOffset": 1000 + i, "heartbeatTimeoutMills": 10000,
-        "electionPriority": 1,
-    }).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "clusterName": "DefaultCluster",
+            "brokerName": f"broker-{i // 3}",
+            "brokerAddr": f"10.1.{i // 250}.{i % 250}:10911",
+            "brokerId": b,
+            "epoch": 1,
+            "maxOffset": 1000 + i,
+            "confirmOffset": 1000 + i,
+            "heartbeatTimeoutMills": 10000,
+            "electionPriority": 1,
+        }
+    ).encode()
 
 
 async def _connection(host: str, port: int, bodies: list[bytes], deadline: float, lat: list[float]) -> int:
@@ -51,8 +59,10 @@ async def _connection(host: str, port: int, bodies: list[bytes], deadline: float
         while time.perf_counter() < deadline:
             body = bodies[k % len(bodies)]
             k += 1
-            req = (f"POST {HEARTBEAT} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+            req = (
+                f"POST {HEARTBEAT} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode() + body
             t0 = time.perf_counter()
             writer.write(req)
             head = await reader.readuntil(b"\r\n\r\n")
@@ -102,31 +112,36 @@ async def _remoting_connection(host: str, port: int, frames: list[bytes], deadli
     return errors
 
 
-def _client(host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any,
-            proto: str = "http") -> None:  # fmt: skip
+def _client(
+    host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any, proto: str = "http"
+) -> None:
     make, connection = (_body, _connection) if proto == "http" else (_frame, _remoting_connection)
     bodies = [make(offset + i) for i in range(brokers)]
 
     async def run() -> tuple[list[float], int]:
         lat: list[float] = []
         deadline = time.perf_counter() + seconds
-        errs = await asyncio.gather(*(connection(host, port, bodies[c::conns] or bodies, deadline, lat)
-                                      for c in range(conns)))  # fmt: skip
+        errs = await asyncio.gather(
+            *(connection(host, port, bodies[c::conns] or bodies, deadline, lat) for c in range(conns))
+        )
         return lat, sum(errs)
 
     lat, errors = asyncio.run(run())
     q.put((lat, errors))
 
 
-def drive(host: str, port: int, seconds: float, connections: int, clients: int, brokers: int,
-          proto: str = "http") -> dict[str, Any]:  # fmt: skip
+def drive(
+    host: str, port: int, seconds: float, connections: int, clients: int, brokers: int, proto: str = "http"
+) -> dict[str, Any]:
     """`clients` processes with `connections` closed-loop connections in all, for `seconds`; proto "http" (POST
     heartbeat) or "remoting" (904 frames)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     per = max(1, connections // clients)
-    procs = [ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q, proto))
-             for k in range(clients)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q, proto))
+        for k in range(clients)
+    ]
     t0 = time.perf_counter()
     for p in procs:
         p.start()
@@ -137,8 +152,14 @@ def drive(host: str, port: int, seconds: float, connections: int, clients: int, 
     lat = sorted(x for r in results for x in r[0])
     n = len(lat)
     pct = (lambda p: round(lat[min(n - 1, int(p * n))] * 1000, 2)) if n else (lambda p: None)
-    return {"requests": n, "errors": sum(r[1] for r in results), "per_s": round(n / seconds),
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "wall_s": round(elapsed, 1)}  # fmt: skip
+    return {
+        "requests": n,
+        "errors": sum(r[1] for r in results),
+        "per_s": round(n / seconds),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "wall_s": round(elapsed, 1),
+    }
 
 
 _env = child_env  # the names remoting_bench and all.py import
@@ -165,12 +186,19 @@ def start_group(root: str, procs: list[subprocess.Popen[bytes]]) -> tuple[str, s
     for i in range(3):
         conf = os.path.join(root, f"n{i}.conf")
         with open(conf, "w") as f:
-            f.write(f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
-                    f"controllerStorePath={root}/n{i}\n")  # fmt: skip
+            f.write(
+                f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
+                f"controllerStorePath={root}/n{i}\n"
+            )
         log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
-            stdout=log, stderr=subprocess.STDOUT, env=_env()))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", conf, "--log-format", "json"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_env(),
+            )
+        )
     for h in https:
         _wait_http(f"http://{h}/readyz", 60, procs)
     leader = rafts.index(httpx.get(f"http://{https[0]}/api/v1/raft/status", timeout=5).json()["body"]["leaderId"])
@@ -224,9 +252,18 @@ def main(argv: list[str]) -> int:
     for name, r in rows:
         print(f"{name:<50} {r['per_s']:>8} {r['p50_ms']!s:>8} {r['p99_ms']!s:>8} {r['errors']:>7}")
     print(f"controller / bare = {ratio:.0%} (target >= 60%)")
-    doc = {"benchmark": "http", "seconds": args.seconds, "connections": args.connections, "clients": args.clients,
-           "controller": controller, "bare": bare, "ratio": round(ratio, 3), "target_ratio": 0.6,
-           "cpus": os.cpu_count(), "python": platform.python_version()}  # fmt: skip
+    doc = {
+        "benchmark": "http",
+        "seconds": args.seconds,
+        "connections": args.connections,
+        "clients": args.clients,
+        "controller": controller,
+        "bare": bare,
+        "ratio": round(ratio, 3),
+        "target_ratio": 0.6,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=2)
     print(f"wrote {args.json}")

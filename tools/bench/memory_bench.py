@@ -45,8 +45,10 @@ async def _leader(sets: int, entries: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="mem-bench-", dir=os.environ.get("BENCH_DIR")) as root:
         port = free_ports(1)[0]
-        node = Node(NodeOptions(node_id="n1", data_dir=root, peers={"n1": ("127.0.0.1", port)}, secret=b"x"),
-                    ControllerStateMachine())  # fmt: skip
+        node = Node(
+            NodeOptions(node_id="n1", data_dir=root, peers={"n1": ("127.0.0.1", port)}, secret=b"x"),
+            ControllerStateMachine(),
+        )
         w = Workload(sets)
         await node.start()
         t0 = time.perf_counter()
@@ -74,13 +76,19 @@ async def _leader(sets: int, entries: int) -> dict[str, Any]:
             mem = rss_bytes()
         finally:
             await node.stop()
-    return {"sets": sets, "brokers": 3 * sets, "entries": taken, "seconds": time.perf_counter() - t0, **mem,
-            "log_entries_held": st.last_index - st.first_index + 1, "snapshots": st.snapshot.saves,
-            "snapshot_index": st.snapshot.index}  # fmt: skip
+    return {
+        "sets": sets,
+        "brokers": 3 * sets,
+        "entries": taken,
+        "seconds": time.perf_counter() - t0,
+        **mem,
+        "log_entries_held": st.last_index - st.first_index + 1,
+        "snapshots": st.snapshot.saves,
+        "snapshot_index": st.snapshot.index,
+    }
 
 
 def _per_broker(sets: int) -> dict[str, Any]:
-
     from statemachine import ControllerStateMachine
     from tools.bench.statemachine_bench import Entry, Workload
 
@@ -98,8 +106,14 @@ def _per_broker(sets: int) -> dict[str, Any]:
     kept, _peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     grown = rss_bytes()["rss"] - before
-    return {"sets": sets, "brokers": 3 * sets, "python_bytes": kept, "bytes_per_broker": kept / (3 * sets),
-            "rss_growth": grown, "state_machine": type(sm).__name__}  # fmt: skip
+    return {
+        "sets": sets,
+        "brokers": 3 * sets,
+        "python_bytes": kept,
+        "bytes_per_broker": kept / (3 * sets),
+        "rss_growth": grown,
+        "state_machine": type(sm).__name__,
+    }
 
 
 def _snapshot(sets: int) -> dict[str, Any]:
@@ -110,15 +124,26 @@ def _snapshot(sets: int) -> dict[str, Any]:
     it = iter(list(Workload(sets).setup()))
     timed_apply(sm, lambda: next(it), sum(1 for _ in Workload(sets).setup()), None, 0)
     snap = snapshot_figures(sm, 3 * sets, 0.0)
-    return {"sets": sets, "brokers": 3 * sets, "save_ms": snap["save_apply_thread_ms"] + snap["save_writer_thread_ms"],
-            "save_apply_thread_ms": snap["save_apply_thread_ms"], "file_bytes": snap["file_bytes"],
-            "raw_bytes": snap["raw_bytes"]}  # fmt: skip
+    return {
+        "sets": sets,
+        "brokers": 3 * sets,
+        "save_ms": snap["save_apply_thread_ms"] + snap["save_writer_thread_ms"],
+        "save_apply_thread_ms": snap["save_apply_thread_ms"],
+        "file_bytes": snap["file_bytes"],
+        "raw_bytes": snap["raw_bytes"],
+    }
 
 
 def run(kind: str, *args: int, timeout: float = 1800) -> dict[str, Any]:
     """One measurement in a fresh process."""
-    proc = subprocess.run([sys.executable, "-m", "tools.bench.memory_bench", kind, *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, env=child_env(), timeout=timeout)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tools.bench.memory_bench", kind, *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"memory_bench {kind} failed ({proc.returncode}): {proc.stderr[-1500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

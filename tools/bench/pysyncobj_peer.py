@@ -78,8 +78,18 @@ def main() -> None:
     def pct(p: float) -> float:
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else 0.0
 
-    print(json.dumps({"committed": len(lat), "seconds": elapsed, "rate": len(lat) / elapsed,
-                      "p50_ms": pct(0.5), "p99_ms": pct(0.99)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "committed": len(lat),
+                "seconds": elapsed,
+                "rate": len(lat) / elapsed,
+                "p50_ms": pct(0.5),
+                "p99_ms": pct(0.99),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

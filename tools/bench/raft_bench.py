@@ -26,8 +26,9 @@ def run_ours(seconds: float, concurrency: int, size: int, uvloop: bool) -> dict[
             load = cluster.call(
                 leader, {"op": "bench", "seconds": seconds, "concurrency": concurrency, "size": size}, seconds + 60
             )
-            serial = cluster.call(leader, {"op": "bench", "seconds": seconds / 2, "concurrency": 1, "size": size},
-                                  seconds + 60)
+            serial = cluster.call(
+                leader, {"op": "bench", "seconds": seconds / 2, "concurrency": 1, "size": size}, seconds + 60
+            )
         finally:
             cluster.stop_all()
     return {"load": load, "serial": serial}
@@ -38,8 +39,16 @@ def run_pysyncobj(seconds: float, concurrency: int, size: int, tuned: bool) -> d
     procs = []
     for p in ports:
         others = ",".join(str(q) for q in ports if q != p)
-        cmd = [sys.executable, "-m", "tools.bench.pysyncobj_peer", str(p), others, str(seconds), str(concurrency),
-               str(size)] + (["tuned"] if tuned else [])
+        cmd = [
+            sys.executable,
+            "-m",
+            "tools.bench.pysyncobj_peer",
+            str(p),
+            others,
+            str(seconds),
+            str(concurrency),
+            str(size),
+        ] + (["tuned"] if tuned else [])
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
     result: dict[str, Any] = {}
     for proc in procs:
@@ -81,8 +90,9 @@ def main(argv: list[str]) -> int:
         rows.append(("PySyncObj entries/s, 1ms tick (no fsync)", f"{tuned['rate']:,.0f}"))
         rows.append(("ratio ours / best PySyncObj", f"{load['rate'] / best:.2f}x"))
     width = max(len(r[0]) for r in rows)
-    print(f"raft: 3 processes, loopback TCP, fsync on, {args.concurrency} proposers x {args.size} B, "
-          f"{args.seconds:g} s")
+    print(
+        f"raft: 3 processes, loopback TCP, fsync on, {args.concurrency} proposers x {args.size} B, {args.seconds:g} s"
+    )
     for name, value in rows:
         print(f"  {name:<{width}}  {value:>14}")
     if args.json_path:

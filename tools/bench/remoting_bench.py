@@ -45,9 +45,17 @@ def main(argv: list[str]) -> int:
     for name, r in (("remoting 904 (ROCKETMQ header)", rem), ("HTTP POST heartbeat", http)):
         print(f"{name:<40} {r['per_s']:>8} {r['p50_ms']!s:>8} {r['p99_ms']!s:>8} {r['errors']:>7}")
     print(f"remoting / HTTP = {ratio:.2f}x")
-    doc = {"benchmark": "remoting", "seconds": args.seconds, "connections": args.connections, "clients": args.clients,
-           "remoting": rem, "http": http, "ratio": round(ratio, 3), "cpus": os.cpu_count(),
-           "python": platform.python_version()}  # fmt: skip
+    doc = {
+        "benchmark": "remoting",
+        "seconds": args.seconds,
+        "connections": args.connections,
+        "clients": args.clients,
+        "remoting": rem,
+        "http": http,
+        "ratio": round(ratio, 3),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=2)
     print(f"wrote {args.json}")

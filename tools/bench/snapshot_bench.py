@@ -703,8 +703,9 @@ def parse_sizes(text: str) -> list[float]:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.bench snapshot", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m tools.bench snapshot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sizes", type=parse_sizes, default=[10, 100], help="state sizes in MiB (default 10,100)")
     p.add_argument("--entries", type=int, default=1_000_000, help="log entries for the restart comparison")
     p.add_argument("--json", dest="json_path", help="write the results here")
@@ -815,18 +816,50 @@ def main(argv: list[str]) -> int:
             details["restart"][f"{keys}_keys"] = rs
             case = f"{keys:,} keys"
             rows += [
-                row("restart_replay_s", f"restart, full replay of {args.entries:,} puts, s", None,
-                    rs["replay"]["total_s"], "s", ".3f", case=case),
-                text_row("restart_replay_parts", "  start (open+read log) / election+noop / apply, s", None,
-                         parts_text(rs["replay"]), rs["replay"], case=case),
-                row("restart_snapshot_s", "restart from snapshot, s", None, rs["from_snapshot"]["total_s"], "s",
-                    ".3f", case=case),
-                text_row("restart_snapshot_parts", "  start (open log+load snap) / election+noop / rest, s", None,
-                         parts_text(rs["from_snapshot"]), rs["from_snapshot"], case=case),
+                row(
+                    "restart_replay_s",
+                    f"restart, full replay of {args.entries:,} puts, s",
+                    None,
+                    rs["replay"]["total_s"],
+                    "s",
+                    ".3f",
+                    case=case,
+                ),
+                text_row(
+                    "restart_replay_parts",
+                    "  start (open+read log) / election+noop / apply, s",
+                    None,
+                    parts_text(rs["replay"]),
+                    rs["replay"],
+                    case=case,
+                ),
+                row(
+                    "restart_snapshot_s",
+                    "restart from snapshot, s",
+                    None,
+                    rs["from_snapshot"]["total_s"],
+                    "s",
+                    ".3f",
+                    case=case,
+                ),
+                text_row(
+                    "restart_snapshot_parts",
+                    "  start (open log+load snap) / election+noop / rest, s",
+                    None,
+                    parts_text(rs["from_snapshot"]),
+                    rs["from_snapshot"],
+                    case=case,
+                ),
                 row("restart_speedup", "restart speed-up, raw (x)", None, rs["speedup"], "x", case=case),
-                row("restart_speedup_net", "restart speed-up, election+noop taken off each (x)", None,
-                    rs["speedup_net"], "x", case=case),
-            ]  # fmt: skip
+                row(
+                    "restart_speedup_net",
+                    "restart speed-up, election+noop taken off each (x)",
+                    None,
+                    rs["speedup_net"],
+                    "x",
+                    case=case,
+                ),
+            ]
     details["wall_s"] = time.perf_counter() - t_start
     details["loadavg_1m_before_after"] = [load_before[0], os.getloadavg()[0]]
     header = (
@@ -834,8 +867,12 @@ def main(argv: list[str]) -> int:
         f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after; wall {details['wall_s']:.0f} s"
     )
     print_table(rows, header)
-    report = {"workload": vars(args), "targets": {k: f"{v[0]} {v[1]:g}" for k, v in TARGETS.items()},
-              "rows": rows, "details": details}  # fmt: skip
+    report = {
+        "workload": vars(args),
+        "targets": {k: f"{v[0]} {v[1]:g}" for k, v in TARGETS.items()},
+        "rows": rows,
+        "details": details,
+    }
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump(report, f, indent=2)

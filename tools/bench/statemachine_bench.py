@@ -34,8 +34,16 @@ CLUSTER = "DefaultCluster"
 BATCH = 256  # entries per on_apply call, about one Raft apply batch
 CHUNK = 8192  # commands built per untimed step
 # Share of each command in the mixed workload (per 1000 commands); one scan every SCAN_EVERY commands.
-MIX = {"heartbeat": 800, "getReplicaInfo": 100, "registerBroker": 40, "alterSyncStateSet": 20,
-       "getNextBrokerId": 20, "electMaster": 10, "getSyncStateData": 5, "kvPut": 5}  # fmt: skip
+MIX = {
+    "heartbeat": 800,
+    "getReplicaInfo": 100,
+    "registerBroker": 40,
+    "alterSyncStateSet": 20,
+    "getNextBrokerId": 20,
+    "electMaster": 10,
+    "getSyncStateData": 5,
+    "kvPut": 5,
+}
 SCAN_EVERY = 20_000
 
 
@@ -120,8 +128,9 @@ class Workload:
                 yield cmd.kv_put(t, "bench", f"key-{i % 1000}", str(j))
 
 
-def timed_apply(sm: ControllerStateMachine, make: Callable[[], bytes], count: int | None, seconds: float | None,
-                first_index: int) -> dict[str, Any]:  # fmt: skip
+def timed_apply(
+    sm: ControllerStateMachine, make: Callable[[], bytes], count: int | None, seconds: float | None, first_index: int
+) -> dict[str, Any]:
     """Apply commands from `make` until `count` are applied or `seconds` of apply time are spent."""
     applied, spent, index, failures = 0, 0.0, first_index, 0
     clock = time.perf_counter
@@ -138,8 +147,13 @@ def timed_apply(sm: ControllerStateMachine, make: Callable[[], bytes], count: in
             failures += sum(r.code == 2015 for r in results)
         spent += clock() - start
         applied += size
-    return {"applied": applied, "seconds": spent, "per_second": applied / spent if spent else 0.0,
-            "malformed": failures, "last_index": index}  # fmt: skip
+    return {
+        "applied": applied,
+        "seconds": spent,
+        "per_second": applied / spent if spent else 0.0,
+        "malformed": failures,
+        "last_index": index,
+    }
 
 
 def snapshot_figures(sm: ControllerStateMachine, brokers: int, cold_ms: float) -> dict[str, Any]:
@@ -164,15 +178,27 @@ def snapshot_figures(sm: ControllerStateMachine, brokers: int, cold_ms: float) -
     }
     raw = sum(s["raw_bytes"] for s in per.values())
     packed = sum(s["lz4_bytes"] for s in per.values())
-    return {"sections": per, "raw_bytes": raw, "lz4_bytes": packed, "raw_bytes_per_broker": raw / brokers,
-            "lz4_bytes_per_broker": packed / brokers, "first_encode_ms": cold_ms, "encode_ms": encode_ms,
-            "load_ms": load_ms, "save_apply_thread_ms": save_apply_ms, "save_writer_thread_ms": save_writer_ms,
-            "file_bytes": written.size}  # fmt: skip
+    return {
+        "sections": per,
+        "raw_bytes": raw,
+        "lz4_bytes": packed,
+        "raw_bytes_per_broker": raw / brokers,
+        "lz4_bytes_per_broker": packed / brokers,
+        "first_encode_ms": cold_ms,
+        "encode_ms": encode_ms,
+        "load_ms": load_ms,
+        "save_apply_thread_ms": save_apply_ms,
+        "save_writer_thread_ms": save_writer_ms,
+        "file_bytes": written.size,
+    }
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.bench statemachine", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m tools.bench statemachine",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--sets", type=int, default=10_000, help="broker-sets (3 brokers each); default 10000")
     limit = p.add_mutually_exclusive_group()
     limit.add_argument("--seconds", type=float, help="apply time per workload (default 3)")
@@ -215,11 +241,21 @@ def main(argv: list[str]) -> int:
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
     report = {
-        "workload": {"sets": args.sets, "brokers_per_set": 3, "seconds": seconds, "count": args.count,
-                     "batch": BATCH, "mix_per_1000": MIX, "scan_every": SCAN_EVERY},  # fmt: skip
-        "setup": setup, "heartbeats": heartbeats, "mixed": mixed, "snapshot": snap,
+        "workload": {
+            "sets": args.sets,
+            "brokers_per_set": 3,
+            "seconds": seconds,
+            "count": args.count,
+            "batch": BATCH,
+            "mix_per_1000": MIX,
+            "scan_every": SCAN_EVERY,
+        },
+        "setup": setup,
+        "heartbeats": heartbeats,
+        "mixed": mixed,
+        "snapshot": snap,
         "python": f"{platform.python_implementation()} {platform.python_version()}",
-    }  # fmt: skip
+    }
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump(report, f, indent=2)

@@ -65,16 +65,32 @@ def _summary(out: str, seconds: float) -> dict[str, Any]:
         if line.startswith("WRKJSON "):
             r = json.loads(line[8:])
             n = r["requests"]
-            return {"generator": "wrk", "requests": n, "errors": r["bad"] + r["socket_errors"],
-                    "per_s": round(n / (r["duration_us"] / 1e6)) if r["duration_us"] else 0,
-                    "p50_ms": r["p50_us"] / 1000, "p99_ms": r["p99_us"] / 1000, "p999_ms": r["p999_us"] / 1000,
-                    "max_ms": r["max_us"] / 1000, "seconds": seconds}  # fmt: skip
+            return {
+                "generator": "wrk",
+                "requests": n,
+                "errors": r["bad"] + r["socket_errors"],
+                "per_s": round(n / (r["duration_us"] / 1e6)) if r["duration_us"] else 0,
+                "p50_ms": r["p50_us"] / 1000,
+                "p99_ms": r["p99_us"] / 1000,
+                "p999_ms": r["p999_us"] / 1000,
+                "max_ms": r["max_us"] / 1000,
+                "seconds": seconds,
+            }
     raise RuntimeError(f"wrk printed no summary: {out[-500:]!r}")
 
 
 def command(http: str, seconds: float, connections: int, brokers: int, directory: str, threads: int = 2) -> list[str]:
-    return ["wrk", f"-t{min(threads, connections)}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
-            "--timeout", "5s", "-s", script(brokers, directory), f"http://{http}"]  # fmt: skip
+    return [
+        "wrk",
+        f"-t{min(threads, connections)}",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "5s",
+        "-s",
+        script(brokers, directory),
+        f"http://{http}",
+    ]
 
 
 def drive(http: str, seconds: float, connections: int = 64, brokers: int = 3000) -> dict[str, Any]:
@@ -86,8 +102,9 @@ def drive(http: str, seconds: float, connections: int = 64, brokers: int = 3000)
         out = py_drive(host, int(port), seconds, connections, 2, brokers // 2 or 1)
         return {**out, "generator": "python", "note": f"wrk not found: {INSTALL_HINT}"}
     with tempfile.TemporaryDirectory(prefix="wrk-") as d:
-        proc = subprocess.run(command(http, seconds, connections, brokers, d), capture_output=True, text=True,
-                              timeout=seconds + 60)  # fmt: skip
+        proc = subprocess.run(
+            command(http, seconds, connections, brokers, d), capture_output=True, text=True, timeout=seconds + 60
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
     return _summary(proc.stdout, seconds)
@@ -100,8 +117,12 @@ class Background:
         self.dir = tempfile.mkdtemp(prefix="wrk-")
         self.proc: subprocess.Popen[str] | None = None
         if available():
-            self.proc = subprocess.Popen(command(http, seconds, connections, brokers, self.dir),
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                command(http, seconds, connections, brokers, self.dir),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -49,9 +49,16 @@ async def _chaos(sim: Simulator, every: float) -> None:
         new = group.master()
         if new is not None:
             lost = group.lost(new)
-            sim.emit({"event": "check", "brokerName": group.name, "brokerId": new.id, "address": new.address,
-                      "message": f"master {new.id}: holds {len(group.acked) - len(lost)} of the {len(group.acked)} "
-                                 f"acknowledged writes ({len(lost)} lost)"})  # fmt: skip
+            sim.emit(
+                {
+                    "event": "check",
+                    "brokerName": group.name,
+                    "brokerId": new.id,
+                    "address": new.address,
+                    "message": f"master {new.id}: holds {len(group.acked) - len(lost)} of the {len(group.acked)} "
+                    f"acknowledged writes ({len(lost)} lost)",
+                }
+            )
 
 
 async def _main(sim: Simulator, duration: float | None, chaos: float | None) -> None:
@@ -69,8 +76,15 @@ async def _main(sim: Simulator, duration: float | None, chaos: float | None) -> 
 
 
 @click.command()
-@click.option("-a", "--address", "addresses", envvar="RMQCTL_ADDRESS", required=True, metavar="HOST:PORT[,...]",
-              help="Controller HTTP addresses (any node; the leader is followed).")  # fmt: skip
+@click.option(
+    "-a",
+    "--address",
+    "addresses",
+    envvar="RMQCTL_ADDRESS",
+    required=True,
+    metavar="HOST:PORT[,...]",
+    help="Controller HTTP addresses (any node; the leader is followed).",
+)
 @click.option("--groups", default=2, show_default=True, type=click.IntRange(1, 30_000), help="Broker sets.")
 @click.option("--replicas", default=3, show_default=True, type=click.IntRange(1, 9), help="Brokers per set.")
 @click.option("-c", "--cluster", default="DefaultCluster", show_default=True)
@@ -78,23 +92,61 @@ async def _main(sim: Simulator, duration: float | None, chaos: float | None) -> 
 @click.option("--base-port", default=10911, show_default=True, help="Registered broker addresses start here.")
 @click.option("--heartbeat-interval", default=1.0, show_default=True, type=click.FloatRange(0.01), metavar="S")
 @click.option("--heartbeat-timeout", default=10_000, show_default=True, type=click.IntRange(1), metavar="MS")
-@click.option("--sync-period", default=1.0, show_default=True, type=click.FloatRange(0.01), metavar="S",
-              help="syncBrokerMetadataPeriod and checkSyncStateSetPeriod.")  # fmt: skip
-@click.option("--not-catchup", default=15_000, show_default=True, type=click.IntRange(1), metavar="MS",
-              help="haMaxTimeSlaveNotCatchup.")  # fmt: skip
+@click.option(
+    "--sync-period",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.01),
+    metavar="S",
+    help="syncBrokerMetadataPeriod and checkSyncStateSetPeriod.",
+)
+@click.option(
+    "--not-catchup",
+    default=15_000,
+    show_default=True,
+    type=click.IntRange(1),
+    metavar="MS",
+    help="haMaxTimeSlaveNotCatchup.",
+)
 @click.option("--duration", default=None, type=click.FloatRange(0, min_open=True), metavar="S")
 @click.option("--chaos", default=None, type=click.FloatRange(1), metavar="S", help="Kill a master every S seconds.")
 @click.option("--token", envvar="RMQCTL_TOKEN", default=None, help="Admin token, if the controller has one.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
-def main(addresses: str, groups: int, replicas: int, cluster: str, data: str | None, base_port: int,
-         heartbeat_interval: float, heartbeat_timeout: int, sync_period: float, not_catchup: int,
-         duration: float | None, chaos: float | None, token: str | None, as_json: bool) -> None:  # fmt: skip
+def main(
+    addresses: str,
+    groups: int,
+    replicas: int,
+    cluster: str,
+    data: str | None,
+    base_port: int,
+    heartbeat_interval: float,
+    heartbeat_timeout: int,
+    sync_period: float,
+    not_catchup: int,
+    duration: float | None,
+    chaos: float | None,
+    token: str | None,
+    as_json: bool,
+) -> None:
     """Simulated RocketMQ broker replica groups (controller mode) against a running controller."""
-    cfg = SimConfig(cluster=cluster, heartbeat_interval_s=heartbeat_interval, heartbeat_timeout_ms=heartbeat_timeout,
-                    sync_metadata_period_s=sync_period, check_sync_state_set_period_s=sync_period,
-                    ha_max_time_slave_not_catchup_ms=not_catchup)  # fmt: skip
-    sim = Simulator(parse_addresses(addresses), groups, replicas, cfg, data=data, base_port=base_port, token=token,
-                    on_event=_printer(as_json))  # fmt: skip
+    cfg = SimConfig(
+        cluster=cluster,
+        heartbeat_interval_s=heartbeat_interval,
+        heartbeat_timeout_ms=heartbeat_timeout,
+        sync_metadata_period_s=sync_period,
+        check_sync_state_set_period_s=sync_period,
+        ha_max_time_slave_not_catchup_ms=not_catchup,
+    )
+    sim = Simulator(
+        parse_addresses(addresses),
+        groups,
+        replicas,
+        cfg,
+        data=data,
+        base_port=base_port,
+        token=token,
+        on_event=_printer(as_json),
+    )
     asyncio.run(_main(sim, duration, chaos))
 
 

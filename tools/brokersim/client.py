@@ -20,8 +20,14 @@ from cli.rmqctl.client import NOT_LEADER, Reply
 
 
 class AsyncControllerClient:
-    def __init__(self, addresses: Sequence[str], timeout_s: float = 2.0, token: str | None = None,
-                 max_connections: int = 64, transport: httpx.AsyncBaseTransport | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        timeout_s: float = 2.0,
+        token: str | None = None,
+        max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         if not addresses:
             raise ValueError("no controller address")
         self.addresses = [a.rpartition("://")[2] for a in addresses]
@@ -30,8 +36,12 @@ class AsyncControllerClient:
         self.last_problem = ""  # why the last request that no node served was not served
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
-                                       headers=headers, limits=limits, transport=transport)  # fmt: skip
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
+            headers=headers,
+            limits=limits,
+            transport=transport,
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -98,8 +98,16 @@ class SimBroker:
         return f"{self.name}/{self.id}"
 
     def say(self, event: str, message: str, **fields: Any) -> None:
-        self.sim.emit({"event": event, "brokerName": self.name, "brokerId": self.id, "address": self.address,
-                       "message": message, **fields})  # fmt: skip
+        self.sim.emit(
+            {
+                "event": event,
+                "brokerName": self.name,
+                "brokerId": self.id,
+                "address": self.address,
+                "message": message,
+                **fields,
+            }
+        )
 
     # ------------------------------------------------------------------ lifecycle and faults
 
@@ -107,8 +115,10 @@ class SimBroker:
         self._reset()
         self.state = "running"
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._control_loop(), name=f"control-{self.address}"),
-                       loop.create_task(self._ha_loop(), name=f"ha-{self.address}")]  # fmt: skip
+        self._tasks = [
+            loop.create_task(self._control_loop(), name=f"control-{self.address}"),
+            loop.create_task(self._ha_loop(), name=f"ha-{self.address}"),
+        ]
 
     def kill(self) -> None:
         for t in self._tasks:
@@ -176,8 +186,14 @@ class SimBroker:
         if ident is None and self.id is not None:  # not persisted (no data dir): kept in memory
             ident = Identity(self.id, proto.check_code(self.address, int(time.time() * 1000)), True)
         code = ident.check_code if ident else proto.check_code(self.address, int(time.time() * 1000))
-        steps = proto.registration(self.cfg.cluster, self.name, self.address, ident.broker_id if ident else None, code,
-                                   applied=ident.applied if ident else True)  # fmt: skip
+        steps = proto.registration(
+            self.cfg.cluster,
+            self.name,
+            self.address,
+            ident.broker_id if ident else None,
+            code,
+            applied=ident.applied if ident else True,
+        )
 
         async def post(step_path: str, body: dict[str, Any]) -> Reply:
             if step_path == "apply-broker-id" and path:  # RocketMQ's temp file: the id it is about to apply
@@ -203,9 +219,18 @@ class SimBroker:
         return True
 
     async def _heartbeat(self) -> None:
-        await self.send(proto.heartbeat(self.cfg.cluster, self.name, self.address, self.id, self.cfg.heartbeat_timeout_ms,
-                                        epoch=max(self.log.last_epoch, 0), max_offset=self.log.end,
-                                        confirm_offset=self.confirm_offset() if self.role == "master" else None))  # fmt: skip
+        await self.send(
+            proto.heartbeat(
+                self.cfg.cluster,
+                self.name,
+                self.address,
+                self.id,
+                self.cfg.heartbeat_timeout_ms,
+                epoch=max(self.log.last_epoch, 0),
+                max_offset=self.log.end,
+                confirm_offset=self.confirm_offset() if self.role == "master" else None,
+            )
+        )
 
     async def _sync_metadata(self) -> None:
         info = await self.send(proto.replica_info(self.name))
@@ -240,8 +265,12 @@ class SimBroker:
         self.slave_acked, self.following = {}, None
         self.caught_up_ms = {b: now_ms() for b in sync_set}
         self.log.begin_epoch(epoch)
-        self.say("role", f"master at epoch {epoch}, log end {self.log.end}, SyncStateSet {sorted(sync_set)}",
-                 role="master", masterEpoch=epoch)  # fmt: skip
+        self.say(
+            "role",
+            f"master at epoch {epoch}, log end {self.log.end}, SyncStateSet {sorted(sync_set)}",
+            role="master",
+            masterEpoch=epoch,
+        )
 
     def _change_to_slave(self, master: int, epoch: int) -> None:
         self.role, self.master_id, self.master_epoch = "slave", master, epoch
@@ -272,8 +301,14 @@ class SimBroker:
         assert self.id is not None  # only a registered master checks its set
         now = now_ms()
         current = set(self.sync_set)
-        wanted = {self.id} | {b for b in current if now - self.caught_up_ms.get(b, -1e18) <= self.cfg.ha_max_time_slave_not_catchup_ms}
-        wanted |= {b for b in self.ack_set - current if now - self.caught_up_ms.get(b, -1e18) <= self.cfg.ha_max_time_slave_not_catchup_ms}
+        wanted = {self.id} | {
+            b for b in current if now - self.caught_up_ms.get(b, -1e18) <= self.cfg.ha_max_time_slave_not_catchup_ms
+        }
+        wanted |= {
+            b
+            for b in self.ack_set - current
+            if now - self.caught_up_ms.get(b, -1e18) <= self.cfg.ha_max_time_slave_not_catchup_ms
+        }
         if wanted == current:
             return
         self.ack_set |= wanted  # acks wait for both sets until the controller answered
@@ -286,8 +321,12 @@ class SimBroker:
             self.ack_set = set(new)
         else:
             self.ack_set = current
-        self.say("sync-state-set", f"SyncStateSet {sorted(current)} -> {new}: {r.code} {r.code_name}",
-                 code=r.code, syncStateSet=new)  # fmt: skip
+        self.say(
+            "sync-state-set",
+            f"SyncStateSet {sorted(current)} -> {new}: {r.code} {r.code_name}",
+            code=r.code,
+            syncStateSet=new,
+        )
 
     # ------------------------------------------------------------------ the slave's side of HA
 
@@ -304,8 +343,13 @@ class SimBroker:
         if self.following != (self.master_id, self.master_epoch):
             point = consistent_offset(self.log, m.log)
             if point < self.log.end:
-                self.say("truncate", f"truncated its log from {self.log.end} to {point} (RIP-44 consistent point "
-                         f"with master {m.id} at epoch {self.master_epoch})", fromOffset=self.log.end, toOffset=point)  # fmt: skip
+                self.say(
+                    "truncate",
+                    f"truncated its log from {self.log.end} to {point} (RIP-44 consistent point "
+                    f"with master {m.id} at epoch {self.master_epoch})",
+                    fromOffset=self.log.end,
+                    toOffset=point,
+                )
                 self.log.truncate(point)
             self.following = (self.master_id, self.master_epoch)  # type: ignore[assignment]
         self.log.copy_from(m.log, m.log.end)
@@ -366,7 +410,13 @@ class BrokerGroup:
         for w in self._pending:
             b = w.broker
             intact = b.log.epoch_at(w.start) == w.epoch and b.log.end >= w.end
-            if intact and b.serving and b.role == "master" and b.master_epoch == w.epoch and b.confirm_offset() >= w.end:
+            if (
+                intact
+                and b.serving
+                and b.role == "master"
+                and b.master_epoch == w.epoch
+                and b.confirm_offset() >= w.end
+            ):
                 self.acked.append((w.start, w.end, w.epoch))
             elif not intact or now_ms() - w.sent_ms > self.sim.cfg.ack_timeout_s * 1000:
                 self.failed_writes += 1
@@ -383,7 +433,9 @@ class BrokerGroup:
         if holder is None:
             return list(self.acked)
         log = holder.log
-        return [(s, e, ep) for s, e, ep in self.acked if log.end < e or log.epoch_at(s) != ep or log.epoch_at(e - 1) != ep]
+        return [
+            (s, e, ep) for s, e, ep in self.acked if log.end < e or log.epoch_at(s) != ep or log.epoch_at(e - 1) != ep
+        ]
 
 
 @dataclass
@@ -401,8 +453,12 @@ class Simulator:
     on_event: Callable[[dict[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
-        self.client = AsyncControllerClient(self.addresses, self.cfg.request_timeout_s, self.token,
-                                            max_connections=min(256, 8 + 2 * self.groups * self.replicas))  # fmt: skip
+        self.client = AsyncControllerClient(
+            self.addresses,
+            self.cfg.request_timeout_s,
+            self.token,
+            max_connections=min(256, 8 + 2 * self.groups * self.replicas),
+        )
         self.sets: dict[str, BrokerGroup] = {}
         for g in range(self.groups):
             name = f"broker-{_letters(g)}"

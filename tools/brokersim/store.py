@@ -59,8 +59,11 @@ def load_identity(path: str) -> Identity | None:
 
 
 def save_identity(path: str, ident: Identity) -> None:
-    write_atomically(path, f"brokerId={ident.broker_id}\nregisterCheckCode={ident.check_code}\n"
-                           f"applied={'true' if ident.applied else 'false'}\n")  # fmt: skip
+    write_atomically(
+        path,
+        f"brokerId={ident.broker_id}\nregisterCheckCode={ident.check_code}\n"
+        f"applied={'true' if ident.applied else 'false'}\n",
+    )
 
 
 @dataclass
@@ -140,7 +143,9 @@ class CommitLog:
                 else:
                     log.epochs.append((int(a), int(b)))
             except ValueError:
-                raise ValueError(f"{path}:{n}: expected '<epoch> <startOffset>' or 'end <offset>', got {line!r}") from None
+                raise ValueError(
+                    f"{path}:{n}: expected '<epoch> <startOffset>' or 'end <offset>', got {line!r}"
+                ) from None
         return log
 
 

@@ -71,8 +71,10 @@ class CorruptReport:
         return self.refused + self.fallback
 
     def lines(self) -> list[str]:
-        kinds = "; ".join(f"{k}: {v[0]} cases, {v[1]} refused, {v[2]} fallback, {v[3]} benign"
-                          for k, v in sorted(self.by_kind.items()))  # fmt: skip
+        kinds = "; ".join(
+            f"{k}: {v[0]} cases, {v[1]} refused, {v[2]} fallback, {v[3]} benign"
+            for k, v in sorted(self.by_kind.items())
+        )
         return [
             f"cases {self.cases}, detected {self.detected} (refused {self.refused}, fallback {self.fallback}), "
             f"benign {self.benign}, silent {len(self.silent)}, refusals not naming file+offset {len(self.unnamed)}",
@@ -143,8 +145,15 @@ def damage(path: Path, case: Case) -> None:
     path.write_bytes(bytes(data))
 
 
-def run(root: str, *, sample: int = 1, writes: int = 60, kinds: tuple[str, ...] = (), mutations: tuple[str, ...] = (),
-        echo: Callable[[str], None] = print) -> CorruptReport:  # fmt: skip
+def run(
+    root: str,
+    *,
+    sample: int = 1,
+    writes: int = 60,
+    kinds: tuple[str, ...] = (),
+    mutations: tuple[str, ...] = (),
+    echo: Callable[[str], None] = print,
+) -> CorruptReport:
     """Every `sample`th case (of the given file kinds and mutations only, when named); the report."""
     """Every `sample`-th case of the enumeration (1: all)."""
     shutil.rmtree(root, ignore_errors=True)
@@ -167,8 +176,11 @@ def run(root: str, *, sample: int = 1, writes: int = 60, kinds: tuple[str, ...] 
         store = Path(root) / f"n{victim}"
         pristine = Path(root) / "pristine"
         shutil.copytree(store, pristine)
-        cases = [x for x in enumerate_cases(pristine)
-                 if (not kinds or x.kind in kinds) and (not mutations or x.mutation in mutations)][::sample]  # fmt: skip
+        cases = [
+            x
+            for x in enumerate_cases(pristine)
+            if (not kinds or x.kind in kinds) and (not mutations or x.mutation in mutations)
+        ][::sample]
         echo(f"victim n{victim}: {len(cases)} cases over {len({x.rel for x in cases})} files")
         for case in cases:
             shutil.rmtree(store)

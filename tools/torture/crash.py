@@ -162,8 +162,9 @@ class Churn:
     by every member every few hundred milliseconds. Only a leader proposes, so when `proposer()` names a node
     (the one armed at membership.propose) leadership is first transferred to it."""
 
-    def __init__(self, cluster: ControllerdCluster, active: Callable[[], bool],
-                 proposer: Callable[[], int | None]) -> None:  # fmt: skip
+    def __init__(
+        self, cluster: ControllerdCluster, active: Callable[[], bool], proposer: Callable[[], int | None]
+    ) -> None:
         self.c, self.active, self.proposer = cluster, active, proposer
         self.learner = f"127.0.0.1:{free_ports(1)[0]}"
         self.changes = 0
@@ -187,8 +188,9 @@ class Churn:
                 try:
                     to = self.proposer()
                     if to is not None and to != i:
-                        env = client.post(self.c.url(i, "/api/v1/raft/transfer-leader"), json={"to": self.c.rafts[to]},
-                                          timeout=10).json()  # fmt: skip
+                        env = client.post(
+                            self.c.url(i, "/api/v1/raft/transfer-leader"), json={"to": self.c.rafts[to]}, timeout=10
+                        ).json()
                         i = to if env.get("code") == 0 else self._leader(env, i)
                         continue
                     added = client.post(self.c.url(i, "/api/v1/raft/peers"), json={"id": self.learner, "timeoutMs": 1})
@@ -230,8 +232,16 @@ def _refusal_ok(log_tail: str, store: str) -> bool:
     return store in log_tail or bool(re.search(r"/[\w.-]+/", log_tail))
 
 
-def run(root: str, *, points: tuple[str, ...] = SWEPT, max_hit: int = 20, window: int = 60,
-        budget_s: float = 600.0, target: int | None = None, echo: Callable[[str], None] = print) -> CrashReport:  # fmt: skip
+def run(
+    root: str,
+    *,
+    points: tuple[str, ...] = SWEPT,
+    max_hit: int = 20,
+    window: int = 60,
+    budget_s: float = 600.0,
+    target: int | None = None,
+    echo: Callable[[str], None] = print,
+) -> CrashReport:
     """Sweep until every case is done, `target` crashes fired, or `budget_s` passed; the report."""
     shutil.rmtree(root, ignore_errors=True)
     c = ControllerdCluster(root, election_ms=300, extra=CONF)

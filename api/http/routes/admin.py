@@ -15,11 +15,16 @@ from api.rocketmq import config_view, plan_config_update
 from statemachine import codes as C
 from statemachine.result import Result
 
-router = APIRouter(prefix="/api/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)],
-                   responses=PROTECTED_ERRORS)  # fmt: skip
+router = APIRouter(
+    prefix="/api/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=PROTECTED_ERRORS
+)
 
-@router.post("/sync-state-data", response_model=M.SyncStateDataAnswer,
-             openapi_extra=rocketmq(1006, "CONTROLLER_GET_SYNC_STATE_DATA"))  # fmt: skip
+
+@router.post(
+    "/sync-state-data",
+    response_model=M.SyncStateDataAnswer,
+    openapi_extra=rocketmq(1006, "CONTROLLER_GET_SYNC_STATE_DATA"),
+)
 async def sync_state_data(req: M.SyncStateDataRequest, gw: GatewayDep) -> Response:
     """1006: masters, epochs and in-sync / not-in-sync replicas of broker sets (a linearizable read)."""
     return await gw.read("CONTROLLER_GET_SYNC_STATE_DATA", rocketmq_requests.get_sync_state_data(req.brokerNames))
@@ -44,8 +49,9 @@ async def elect_master(req: M.AdminElectMasterRequest, gw: GatewayDep) -> Respon
     return await gw.elect(req.clusterName, req.brokerName, req.brokerId, True)
 
 
-@router.post("/clean-broker-metadata", response_model=M.EmptyAnswer,
-             openapi_extra=rocketmq(1011, "CONTROLLER_CLEAN_BROKER_DATA"))  # fmt: skip
+@router.post(
+    "/clean-broker-metadata", response_model=M.EmptyAnswer, openapi_extra=rocketmq(1011, "CONTROLLER_CLEAN_BROKER_DATA")
+)
 async def clean_broker_metadata(req: M.CleanBrokerMetadataRequest, gw: GatewayDep) -> Response:
     """1011: forget a broker set, or some of its ids (brokerControllerIdsToClean "1;2")."""
     return await gw.write("CONTROLLER_CLEAN_BROKER_DATA", rocketmq_requests.clean_broker_data(vars(req)))
@@ -54,8 +60,9 @@ async def clean_broker_metadata(req: M.CleanBrokerMetadataRequest, gw: GatewayDe
 @router.get("/config", response_model=M.ConfigAnswer, openapi_extra=rocketmq(1010, "CONTROLLER_GET_CONTROLLER_CONFIG"))
 async def get_config(gw: GatewayDep) -> Response:
     """1010: this node's config as {"key": "value"} text: node-local keys, and the replicated keys as applied."""
-    return await gw.local("CONTROLLER_GET_CONTROLLER_CONFIG",
-                          lambda: Result(C.SUCCESS, body=config_view(gw.service, gw.settings)))  # fmt: skip
+    return await gw.local(
+        "CONTROLLER_GET_CONTROLLER_CONFIG", lambda: Result(C.SUCCESS, body=config_view(gw.service, gw.settings))
+    )
 
 
 @router.put(

@@ -69,7 +69,8 @@ class Gateway:
             "CONTROLLER_ELECT_MASTER",
             rocketmq_requests.elect_master(cluster, broker_name, broker_id, designate),
             on_result=lambda r: self.metrics.observe_election(
-                self.metrics.cluster_of(broker_name, cluster), broker_name, r.code),  # fmt: skip
+                self.metrics.cluster_of(broker_name, cluster), broker_name, r.code
+            ),
         )
 
     async def _run(

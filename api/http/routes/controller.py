@@ -21,22 +21,29 @@ async def heartbeat(req: M.HeartbeatRequest, gw: GatewayDep) -> Response:
     return await gw.write("CONTROLLER_BROKER_HEARTBEAT", requests.heartbeat(vars(req)))
 
 
-@router.post("/next-broker-id", response_model=M.NextBrokerIdAnswer,
-             openapi_extra=rocketmq(1012, "CONTROLLER_GET_NEXT_BROKER_ID"))  # fmt: skip
+@router.post(
+    "/next-broker-id",
+    response_model=M.NextBrokerIdAnswer,
+    openapi_extra=rocketmq(1012, "CONTROLLER_GET_NEXT_BROKER_ID"),
+)
 async def next_broker_id(req: M.NextBrokerIdRequest, gw: GatewayDep) -> Response:
     """1012: the id a new broker should apply for (a linearizable read)."""
     return await gw.read("CONTROLLER_GET_NEXT_BROKER_ID", requests.get_next_broker_id(vars(req)))
 
 
-@router.post("/apply-broker-id", response_model=M.ApplyBrokerIdAnswer,
-             openapi_extra=rocketmq(1013, "CONTROLLER_APPLY_BROKER_ID"))  # fmt: skip
+@router.post(
+    "/apply-broker-id", response_model=M.ApplyBrokerIdAnswer, openapi_extra=rocketmq(1013, "CONTROLLER_APPLY_BROKER_ID")
+)
 async def apply_broker_id(req: M.ApplyBrokerIdRequest, gw: GatewayDep) -> Response:
     """1013: claim a broker id with the broker's check code."""
     return await gw.write("CONTROLLER_APPLY_BROKER_ID", requests.apply_broker_id(vars(req)))
 
 
-@router.post("/register-broker", response_model=M.RegisterBrokerAnswer,
-             openapi_extra=rocketmq(1003, "CONTROLLER_REGISTER_BROKER"))  # fmt: skip
+@router.post(
+    "/register-broker",
+    response_model=M.RegisterBrokerAnswer,
+    openapi_extra=rocketmq(1003, "CONTROLLER_REGISTER_BROKER"),
+)
 async def register_broker(req: M.RegisterBrokerRequest, gw: GatewayDep) -> Response:
     """1003: register (or re-register) an applied broker id with its address; answers the master if alive."""
     return await gw.write("CONTROLLER_REGISTER_BROKER", requests.register_broker(vars(req)))
@@ -50,17 +57,22 @@ async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
     return await gw.elect(req.clusterName, req.brokerName, req.brokerId, req.designateElect)
 
 
-@router.post("/alter-sync-state-set", response_model=M.AlterSyncStateSetAnswer,
-             openapi_extra=rocketmq(1001, "CONTROLLER_ALTER_SYNC_STATE_SET"))  # fmt: skip
+@router.post(
+    "/alter-sync-state-set",
+    response_model=M.AlterSyncStateSetAnswer,
+    openapi_extra=rocketmq(1001, "CONTROLLER_ALTER_SYNC_STATE_SET"),
+)
 async def alter_sync_state_set(req: M.AlterSyncStateSetRequest, gw: GatewayDep) -> Response:
     """1001: the master reports its new SyncStateSet (fenced by masterEpoch and syncStateSetEpoch)."""
     s = req.syncStateSet
-    return await gw.write("CONTROLLER_ALTER_SYNC_STATE_SET",
-                          requests.alter_sync_state_set(vars(req), s.syncStateSet, s.syncStateSetEpoch))
+    return await gw.write(
+        "CONTROLLER_ALTER_SYNC_STATE_SET", requests.alter_sync_state_set(vars(req), s.syncStateSet, s.syncStateSetEpoch)
+    )
 
 
-@router.post("/replica-info", response_model=M.ReplicaInfoAnswer,
-             openapi_extra=rocketmq(1004, "CONTROLLER_GET_REPLICA_INFO"))  # fmt: skip
+@router.post(
+    "/replica-info", response_model=M.ReplicaInfoAnswer, openapi_extra=rocketmq(1004, "CONTROLLER_GET_REPLICA_INFO")
+)
 async def replica_info(req: M.ReplicaInfoRequest, gw: GatewayDep) -> Response:
     """1004: the master and SyncStateSet of a broker set (a linearizable read)."""
     return await gw.read("CONTROLLER_GET_REPLICA_INFO", requests.get_replica_info(vars(req)))

@@ -104,8 +104,12 @@ async def healthz_check(request: Request, check: Annotated[str, Path()], gw: Gat
     return single("readyz", _readiness_of(gw, check), check, request)
 
 
-@router.get("/metrics", tags=["metrics"], response_class=Response,
-            responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}})  # fmt: skip
+@router.get(
+    "/metrics",
+    tags=["metrics"],
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}},
+)
 async def metrics(gw: GatewayDep) -> Response:
     """Prometheus text format: RocketMQ's controller series and controllerd_raft_*."""
     return Response(gw.metrics.render(), media_type=CONTENT_TYPE)

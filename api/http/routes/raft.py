@@ -21,8 +21,12 @@ from api.http.routes.common import GatewayDep
 from statemachine import codes as C
 from statemachine.result import Result
 
-router = APIRouter(prefix="/api/v1/raft", tags=["raft"], dependencies=[Depends(require_admin)],
-                   responses={**PROTECTED_ERRORS, 409: {"model": M.ErrorBody, "description": "refused (REFUSED, ...)"}})  # fmt: skip
+router = APIRouter(
+    prefix="/api/v1/raft",
+    tags=["raft"],
+    dependencies=[Depends(require_admin)],
+    responses={**PROTECTED_ERRORS, 409: {"model": M.ErrorBody, "description": "refused (REFUSED, ...)"}},
+)
 
 
 def ok(body: Any, remark: str | None = None) -> JSONResponse:
@@ -61,11 +65,18 @@ async def snapshot(gw: GatewayDep) -> Response:
     gw.require_started()
     taken = await gw.service.admin.take_snapshot()
     if taken.meta is None:
-        return ok({"created": False, "index": 0, "term": 0, "bytes": 0, "durationMs": taken.duration_ms},
-                  "nothing applied yet: there is no snapshot")  # fmt: skip
+        return ok(
+            {"created": False, "index": 0, "term": 0, "bytes": 0, "durationMs": taken.duration_ms},
+            "nothing applied yet: there is no snapshot",
+        )
     info = documents.snapshot_info(taken.meta)
-    body = {"created": taken.created, "index": info["index"], "term": info["term"], "bytes": info["bytes"],
-            "durationMs": taken.duration_ms}  # fmt: skip
+    body = {
+        "created": taken.created,
+        "index": info["index"],
+        "term": info["term"],
+        "bytes": info["bytes"],
+        "durationMs": taken.duration_ms,
+    }
     return ok(body, None if taken.created else f"nothing applied since snapshot {info['index']}: answering it")
 
 
@@ -97,13 +108,17 @@ async def add_peer(req: M.AddPeerRequest, gw: GatewayDep) -> Response:
         if getattr(req, name) is not None:
             split_address(name, getattr(req, name))
     timeout = gw.settings.add_peer_timeout_s if req.timeoutMs is None else req.timeoutMs / 1000
-    return ok(documents.membership(await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout,
-                                                         req.remotingAddress)))  # fmt: skip
+    return ok(
+        documents.membership(
+            await gw.service.admin.add_peer(req.id, address, req.httpAddress, timeout, req.remotingAddress)
+        )
+    )
 
 
 @router.delete("/peers/{peer_id}", response_model=M.MembershipAnswer)
-async def remove_peer(peer_id: Annotated[M.Text, Path(description="raft id host:port (URL-encoded)")],
-                      gw: GatewayDep) -> Response:  # fmt: skip
+async def remove_peer(
+    peer_id: Annotated[M.Text, Path(description="raft id host:port (URL-encoded)")], gw: GatewayDep
+) -> Response:
     """Remove a voter or learner. Leader only."""
     gw.require_started()
     return ok(documents.membership(await gw.service.admin.remove_peer(peer_id)))

@@ -33,8 +33,11 @@ from statemachine import codes as C
 from statemachine.result import Result
 
 STATIC = Path(__file__).parent / "static"
-FILES = {"index.html": "text/html; charset=utf-8", "ui.js": "text/javascript; charset=utf-8",
-         "ui.css": "text/css; charset=utf-8"}  # fmt: skip
+FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "ui.js": "text/javascript; charset=utf-8",
+    "ui.css": "text/css; charset=utf-8",
+}
 RING_SIZE = 200
 PEER_TIMEOUT_S = 0.8
 SAMPLE_EVERY_S = 0.5
@@ -64,8 +67,11 @@ class Events:
         if request_type == "CONTROLLER_ELECT_MASTER" and result.ok:
             h, body = result.header or {}, result.body or {}
             name = (body.get("brokerMemberGroup") or {}).get("brokerName", "?")
-            self.add("broker-election", f"{name}: broker {h.get('masterBrokerId')} elected master at epoch "
-                     f"{h.get('masterEpoch')}", "elect-master request (a broker's, or an admin's designation)")  # fmt: skip
+            self.add(
+                "broker-election",
+                f"{name}: broker {h.get('masterBrokerId')} elected master at epoch {h.get('masterEpoch')}",
+                "elect-master request (a broker's, or an admin's designation)",
+            )
         elif request_type == "CHECK_NOT_ACTIVE_BROKER" and result.ok:
             body = result.body or {}
             expired = body.get("inactiveBrokers") or []
@@ -78,7 +84,9 @@ class Events:
                 if e.get("code") == C.SUCCESS:
                     text = f"{name}: broker {e.get('masterBrokerId')} elected master at epoch {e.get('masterEpoch')}"
                 else:
-                    text = f"{name}: no master elected ({e.get('code')} {e.get('codeName')}), epoch {e.get('masterEpoch')}"
+                    text = (
+                        f"{name}: no master elected ({e.get('code')} {e.get('codeName')}), epoch {e.get('masterEpoch')}"
+                    )
                 self.add("broker-election", text, f"inactive-broker scan: {why}")
         if time.monotonic() - self._sampled >= SAMPLE_EVERY_S:
             self.sample()
@@ -115,14 +123,20 @@ def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
     snaps = service.admin.snapshots()
     created = snaps[0].created_at if snaps else None
     return {
-        "id": st.id, "role": st.role, "term": st.term, "leaderId": st.leader or None,
-        "commitIndex": st.commit, "appliedIndex": st.applied,
-        "applyLag": st.commit - st.applied, "lastLogIndex": st.last_index,
+        "id": st.id,
+        "role": st.role,
+        "term": st.term,
+        "leaderId": st.leader or None,
+        "commitIndex": st.commit,
+        "appliedIndex": st.applied,
+        "applyLag": st.commit - st.applied,
+        "lastLogIndex": st.last_index,
         "snapshotIndex": st.snapshot.index,
         "snapshotAgeS": round(time.time() - created, 1) if created else None,
-        "health": "ready" if not failed else "not ready", "failedChecks": failed,
+        "health": "ready" if not failed else "not ready",
+        "failedChecks": failed,
         "events": list(events.ring),
-    }  # fmt: skip
+    }
 
 
 def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
@@ -136,18 +150,32 @@ def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
         for in_sync, rows in ((True, s["inSyncReplicas"]), (False, s["notInSyncReplicas"])):
             for r in rows:
                 row = live.get((name, r["brokerId"]))
-                replicas.append({
-                    "brokerId": r["brokerId"], "brokerAddress": r["brokerAddress"], "alive": r["alive"],
-                    "inSync": in_sync, "master": r["brokerId"] == s["masterBrokerId"],
-                    "lastHeartbeatMsAgo": now - row[4] if row else None,
-                    "epoch": row[6] if row else None, "maxOffset": row[7] if row else None,
-                })  # fmt: skip
+                replicas.append(
+                    {
+                        "brokerId": r["brokerId"],
+                        "brokerAddress": r["brokerAddress"],
+                        "alive": r["alive"],
+                        "inSync": in_sync,
+                        "master": r["brokerId"] == s["masterBrokerId"],
+                        "lastHeartbeatMsAgo": now - row[4] if row else None,
+                        "epoch": row[6] if row else None,
+                        "maxOffset": row[7] if row else None,
+                    }
+                )
         replicas.sort(key=lambda r: r["brokerId"])
         info = sm.manager.replicas.sets.get(name)
         cluster = info.cluster_name if info is not None else None
-        out.append({"brokerName": name, "clusterName": cluster, "masterBrokerId": s["masterBrokerId"],
-                    "masterAddress": s["masterAddress"], "masterEpoch": s["masterEpoch"],
-                    "syncStateSetEpoch": s["syncStateSetEpoch"], "replicas": replicas})  # fmt: skip
+        out.append(
+            {
+                "brokerName": name,
+                "clusterName": cluster,
+                "masterBrokerId": s["masterBrokerId"],
+                "masterAddress": s["masterAddress"],
+                "masterEpoch": s["masterEpoch"],
+                "syncStateSetEpoch": s["syncStateSetEpoch"],
+                "replicas": replicas,
+            }
+        )
     return out
 
 
@@ -194,11 +222,17 @@ def make_router(service: ControllerService) -> APIRouter:
             except UnavailableError as e:
                 return JSONResponse(_follower_view(service, mine, None, str(e)))
             nodes = await _nodes(service, mine, headers, client)
-        return JSONResponse({
-            "view": "leader", "servedBy": service.id, "leaderId": service.id, "generatedAt": time.time(),
-            "nodes": nodes, "brokerSets": result.body,
-            "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
-        })  # fmt: skip
+        return JSONResponse(
+            {
+                "view": "leader",
+                "servedBy": service.id,
+                "leaderId": service.id,
+                "generatedAt": time.time(),
+                "nodes": nodes,
+                "brokerSets": result.body,
+                "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
+            }
+        )
 
     @router.get("")
     async def bare() -> Response:
@@ -206,7 +240,9 @@ def make_router(service: ControllerService) -> APIRouter:
 
     @router.get("/")
     async def index() -> Response:
-        return FileResponse(STATIC / "index.html", media_type=FILES["index.html"], headers={"Cache-Control": "no-cache"})
+        return FileResponse(
+            STATIC / "index.html", media_type=FILES["index.html"], headers={"Cache-Control": "no-cache"}
+        )
 
     @router.get("/{name}")
     async def static(name: str) -> Response:
@@ -217,33 +253,48 @@ def make_router(service: ControllerService) -> APIRouter:
     return router
 
 
-def _follower_view(service: ControllerService, mine: dict[str, Any], leader: str | None, why: str | None = None) -> dict[str, Any]:
+def _follower_view(
+    service: ControllerService, mine: dict[str, Any], leader: str | None, why: str | None = None
+) -> dict[str, Any]:
     """This node's own applied state, said to be a follower's view (the leader could not be asked)."""
     reason = why or (f"the leader {leader} did not answer" if leader else "no leader is known")
     return {
-        "view": "follower", "servedBy": service.id, "leaderId": leader, "generatedAt": time.time(),
+        "view": "follower",
+        "servedBy": service.id,
+        "leaderId": leader,
+        "generatedAt": time.time(),
         "note": f"{reason}: this is {service.id}'s own applied state (applied index {mine['appliedIndex']}), "
-                "which may lag the leader's",
+        "which may lag the leader's",
         "nodes": [{**mine, "httpAddress": service.http_address(service.id), "reachable": True}],
         "brokerSets": broker_sets(service, service.sm.clock_ms),
         "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
-    }  # fmt: skip
+    }
 
 
-async def _nodes(service: ControllerService, mine: dict[str, Any], headers: dict[str, str],
-                 client: httpx.AsyncClient) -> list[dict[str, Any]]:  # fmt: skip
+async def _nodes(
+    service: ControllerService, mine: dict[str, Any], headers: dict[str, str], client: httpx.AsyncClient
+) -> list[dict[str, Any]]:
     """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact)."""
     peers = service.peers()
     others = [p for p in peers if p.id != service.id]
-    answers = await asyncio.gather(*(
-        _fetch(client, f"http://{p.http_address}/ui/api/node", headers) if p.http_address else asyncio.sleep(0)
-        for p in others))  # fmt: skip
+    answers = await asyncio.gather(
+        *(
+            _fetch(client, f"http://{p.http_address}/ui/api/node", headers) if p.http_address else asyncio.sleep(0)
+            for p in others
+        )
+    )
     fetched = {p.id: a for p, a in zip(others, answers, strict=True)}
     rows = []
     for p in peers:
         own = mine if p.id == service.id else fetched.get(p.id)
-        row = {"id": p.id, "httpAddress": p.http_address, "role": p.role, "reachable": own is not None,
-               "lagEntries": p.progress.lag if p.progress else None, "lastContactMs": p.last_contact_ms}  # fmt: skip
+        row = {
+            "id": p.id,
+            "httpAddress": p.http_address,
+            "role": p.role,
+            "reachable": own is not None,
+            "lagEntries": p.progress.lag if p.progress else None,
+            "lastContactMs": p.last_contact_ms,
+        }
         if own is not None:
             row.update({k: v for k, v in own.items() if k != "events"})
             row["role"] = own["role"] if p.id != service.id else Role.LEADER
