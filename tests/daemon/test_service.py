@@ -4,7 +4,7 @@ leader's timestamps (the scan decisions depend only on it)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,14 +22,13 @@ from api.service import (
 )
 from api.service.errors import outcome_of
 from raft.core.confchange import ConfChangeError
-from raft.options import NodeOptions, RaftOptions
+from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.storage.segment import LogCorruptionError
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from statemachine import commands
-
-FAST = RaftOptions(election_timeout_ms=300)
+from tests.raft.helpers import FAST, run
 
 
 class Clock:
@@ -67,10 +66,6 @@ async def leader_of(services: dict[str, ControllerService]) -> ControllerService
     ids = await asyncio.gather(*(s.node.wait_for_leader(10) for s in services.values()))
     assert len(set(ids)) == 1, ids
     return services[ids[0]]
-
-
-def run(coro: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro(), 60))
 
 
 def hb(name: str, broker_id: int, timeout_ms: int = 10_000) -> Callable[[int], bytes]:

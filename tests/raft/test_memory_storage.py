@@ -11,12 +11,9 @@ import pytest
 from raft.core.messages import Entry
 from raft.options import LogStorageOptions
 from raft.storage import MemoryLogStorage, SegmentLog
+from tests.raft.helpers import ents
 
 Store = MemoryLogStorage | SegmentLog
-
-
-def ents(lo: int, hi: int, term: int = 1) -> list[Entry]:
-    return [Entry(term, i, 0, f"{term}/{i}".encode()) for i in range(lo, hi + 1)]
 
 
 def pairs(es: list[Entry]) -> list[tuple[int, int, bytes]]:

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-import msgpack
 import pytest
 
 from raft.core import Role
 from raft.node import MemberAddresses, Node
-from raft.options import NodeOptions, RaftOptions
+from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.testing.cluster import free_ports
 from raft.testing.kvnode import KvStateMachine
-
-FAST = RaftOptions(election_timeout_ms=300)
+from tests.raft.helpers import FAST, put, run
 
 
 class Recorder(KvStateMachine):
@@ -53,14 +50,6 @@ async def leader_of(nodes: dict[str, Node]) -> Node:
     leaders = await asyncio.gather(*(n.wait_for_leader(10) for n in nodes.values()))
     assert len(set(leaders)) == 1, leaders
     return nodes[leaders[0]]
-
-
-def run(coro: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro(), 60))
-
-
-def put(k: str, v: Any) -> bytes:
-    return msgpack.packb([k, v])
 
 
 def test_apply_returns_state_machine_result_and_followers_redirect(tmp_path) -> None:

@@ -6,20 +6,17 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 
 from raft.node import Node
-from raft.options import NodeOptions, RaftOptions, SnapshotOptions
+from raft.options import NodeOptions, SnapshotOptions
 from raft.testing.cluster import free_ports
 from raft.testing.kvnode import KvStateMachine
 from snapshot.storage import CRASH_POINTS, SimulatedCrash
-
-FAST = RaftOptions(election_timeout_ms=300)
+from tests.raft.helpers import FAST, put, run
 
 
 def snap_opts(**kw: Any) -> SnapshotOptions:
@@ -36,14 +33,6 @@ def make(root: Path, ids: list[str], ports: dict[str, int], snap: SnapshotOption
 
 def single(root: Path, port: int, snap: SnapshotOptions) -> Node:
     return make(root, ["n1"], {"n1": port}, snap)["n1"]
-
-
-def run(coro: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(asyncio.wait_for(coro(), 90))
-
-
-def put(k: str, v: Any) -> bytes:
-    return msgpack.packb([k, v])
 
 
 async def fill(node: Node, lo: int, hi: int) -> int:
@@ -89,7 +78,7 @@ def test_threshold_trigger_truncates_log_and_restart_loads_snapshot(tmp_path: Pa
         assert kv(m) == before and len(before) == 450
         await m.stop()
 
-    run(main)
+    run(main, 90)
 
 
 def test_on_demand_snapshot_and_nothing_new_returns_none(tmp_path: Path) -> None:
@@ -106,7 +95,7 @@ def test_on_demand_snapshot_and_nothing_new_returns_none(tmp_path: Path) -> None
         assert await n.snapshot() is None  # nothing applied since
         await n.stop()
 
-    run(main)
+    run(main, 90)
 
 
 def corrupt_data(root: Path, index: int) -> None:
@@ -144,7 +133,7 @@ def test_corrupt_newest_snapshot_falls_back_to_previous_and_replays(tmp_path: Pa
         assert kv(m) == before
         await m.stop()
 
-    run(main)
+    run(main, 90)
 
 
 def test_refuses_to_start_when_no_snapshot_loads_and_log_was_truncated(tmp_path: Path) -> None:
@@ -169,7 +158,7 @@ def test_refuses_to_start_when_no_snapshot_loads_and_log_was_truncated(tmp_path:
             await m.start()
         await m.stop()
 
-    run(main)
+    run(main, 90)
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
@@ -203,7 +192,7 @@ def test_crash_at_each_save_step_keeps_a_loadable_snapshot_and_every_entry(tmp_p
         )
         await m.stop()
 
-    run(main)
+    run(main, 90)
 
 
 def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
@@ -245,7 +234,7 @@ def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
             for n in nodes.values():
                 await n.stop()
 
-    run(main)
+    run(main, 90)
 
 
 def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(tmp_path: Path) -> None:
@@ -288,4 +277,4 @@ def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(
             for n in nodes.values():
                 await n.stop()
 
-    run(main)
+    run(main, 90)

@@ -27,6 +27,7 @@ from raft.storage import (
 )
 from raft.storage.segment import SEGMENT_NAME
 from raft.storage.wal import wal_files
+from tests.raft.helpers import dump, expect
 
 TINY = LogStorageOptions(segment_bytes=200)
 
@@ -34,14 +35,6 @@ TINY = LogStorageOptions(segment_bytes=200)
 def ents(lo: int, hi: int, term: int = 1, size: int = 8) -> list[Entry]:
     """Entries lo..hi inclusive whose data encodes (term, index), so stale data is recognisable."""
     return [Entry(term, i, EntryType.NORMAL, f"{term}:{i}:".encode().ljust(size, b".")) for i in range(lo, hi + 1)]
-
-
-def dump(log: SegmentLog) -> list[tuple[int, int, int, bytes]]:
-    return [(e.term, e.index, e.type, e.data) for e in log.entries(log.first_index(), log.last_index() + 1)]
-
-
-def expect(es: list[Entry]) -> list[tuple[int, int, int, bytes]]:
-    return [(e.term, e.index, e.type, e.data) for e in es]
 
 
 def test_empty_log(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from raft.options import LogStorageOptions
 from raft.storage import LogCorruptionError, SegmentLog
 from raft.storage.segment import COMMIT_SIZE, HEADER_SIZE, TRUNCATE_SIZE
 from raft.storage.wal import wal_files
+from tests.raft.helpers import dump, ents, expect
 
 
 @pytest.fixture
@@ -37,18 +38,6 @@ def tmp_path() -> Iterator[Path]:
 
 BIG = LogStorageOptions(segment_bytes=1 << 20)
 SMALL = LogStorageOptions(segment_bytes=100)
-
-
-def ents(lo: int, hi: int, term: int = 1) -> list[Entry]:
-    return [Entry(term, i, 0, f"{term}/{i}".encode()) for i in range(lo, hi + 1)]
-
-
-def dump(log: SegmentLog) -> list[tuple[int, int, bytes]]:
-    return [(e.term, e.index, e.data) for e in log.entries(log.first_index(), log.last_index() + 1)]
-
-
-def expect(es: list[Entry]) -> list[tuple[int, int, bytes]]:
-    return [(e.term, e.index, e.data) for e in es]
 
 
 def build(d: Path, opts: LogStorageOptions, batches: list[list[Entry]]) -> tuple[Path, int, int]:
