@@ -40,21 +40,17 @@ def wait_http(url: str, timeout: float, procs: list[subprocess.Popen[bytes]]) ->
 class ControllerGroup:
     """Three controllerd processes; `extra` is appended to every node's controller.conf (key=value lines)."""
 
-    def __init__(self, root: str, remoting: bool = False, extra: dict[str, Any] | None = None) -> None:
+    def __init__(self, root: str, extra: dict[str, Any] | None = None) -> None:
         self.root = root
         ports = free_ports(9)
         self.rafts, self.https, self.rpcs = ([f"127.0.0.1:{p}" for p in ports[k : k + 3]] for k in (0, 3, 6))
-        self.remoting = remoting
         self.extra = extra or {}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     def _conf(self, i: int) -> str:
         rafts, https, rpcs = self.rafts, self.https, self.rpcs
-        addrs = (
-            f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n"
-            if self.remoting
-            else f"jRaftControllerRPCAddr={','.join(https)}\n"
-        )
+        # jRaftControllerRPCAddr is the RocketMQ remoting listener; HTTP (what the benchmarks drive) is its own key.
+        addrs = f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n"
         extra = "".join(f"{k}={v}\n" for k, v in self.extra.items())
         path = os.path.join(self.root, f"n{i}.conf")
         with open(path, "w") as f:
