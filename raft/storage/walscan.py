@@ -265,7 +265,10 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
             start, expected = lo + skip, live.last + 1
             if start != expected:
                 offset = scan.batches[b].offsets[skip] if scan.batches else batch.offset
-                found = Damage(scan.path, offset, f"entry {start} found where index {expected} was expected", expected)
+                reason = f"entry {start} found where index {expected} was expected"
+                if runs and scans[runs[-1].seg].path != scan.path:  # name the segment the entries before end in
+                    reason += f" (the entries before it end in {scans[runs[-1].seg].path})"
+                found = Damage(scan.path, offset, reason, expected)
                 live.fatal = live.fatal or found
                 if start < expected:
                     live.overlaps.append(found)

@@ -57,6 +57,12 @@ def missing_segment(d: Path) -> None:
     os.unlink(segments(d)[2])
 
 
+def sealed_segment_cut_at_a_batch_boundary(d: Path) -> None:
+    """Segment 1 loses its second batch exactly at the first one's commit frame: the segment itself parses, the
+    gap shows at the next segment, and the refusal names both files."""
+    os.truncate(segments(d)[1], scan_directory(d).scans[1].spans[1].offset)
+
+
 def bad_header(d: Path) -> None:
     flip(segments(d)[1], 12)  # first_index field: the header CRC no longer matches
 
@@ -88,6 +94,10 @@ CASES: dict[str, tuple[Damage | None, tuple[int, str] | None]] = {
     "flipped bit mid-segment": (flipped_bit_mid_segment, (1, "in a sealed (non-last) segment")),
     "flipped bit, later commit": (flipped_bit_before_a_later_commit, (-1, "followed by a valid commit frame")),
     "missing segment": (missing_segment, (2, "entry 61 found where index 41 was expected")),
+    "sealed segment cut at a batch boundary": (
+        sealed_segment_cut_at_a_batch_boundary,
+        (2, "entry 41 found where index 31 was expected (the entries before it end in "),
+    ),
     "bad header": (bad_header, (1, "segment header CRC mismatch")),
 }
 
@@ -109,6 +119,8 @@ def test_scanner_recovery_and_rmqctl_agree(tmp_path: Path, case: str) -> None:
         fatal = verdict.fatal
         assert fatal is not None and reason in fatal.reason
         assert fatal.path == str(segments(d)[seg_pos])
+        if "entries before it end in" in reason:
+            assert fatal.reason.endswith(f"end in {segments(d)[seg_pos - 1]})")
         assert (code, stderr) == (
             4,
             f"rmqctl: corrupt input: {fatal.path}: at byte offset {fatal.offset}: {fatal.reason}\n",
