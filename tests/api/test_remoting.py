@@ -108,10 +108,15 @@ async def node(
             await server.stop()
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not cond():
-            await asyncio.sleep(0.01)
+async def wait_for(nodes: list[Any], cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Until `cond` holds, woken by the nodes' processing rounds (Node._wait_for), not by a timer."""
+    waits = [asyncio.ensure_future(n.service.node._wait_for(cond)) for n in nodes]
+    try:
+        done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        assert done, f"not within {timeout} s"
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def test_unknown_code_is_not_supported_as_java_answers(node: RemotingNode) -> None:
@@ -207,7 +212,7 @@ async def test_oneway_heartbeat_is_served_unanswered(node: RemotingNode, unique:
     node.client.request_nowait(
         H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1}, oneway=True
     )
-    await wait_for(lambda: ("c", name, 1) in node.service.sm.live.table)
+    await wait_for([node], lambda: ("c", name, 1) in node.service.sm.live.table)
     assert not node.client.pending
 
 
@@ -250,7 +255,7 @@ async def test_a_closed_connection_goes_through_close_channel(node: RemotingNode
     assert r.code == C.SUCCESS and ("c", name, 1) in node.service.sm.live.table
     before = node.last_index()
     broker.close()
-    await wait_for(lambda: ("c", name, 1) not in node.service.sm.live.table)
+    await wait_for([node], lambda: ("c", name, 1) not in node.service.sm.live.table)
     assert node.last_index() > before  # removed through the log (1014), not locally
 
 
@@ -350,7 +355,7 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
             # The leader goes away; the brokers find the new one and keep heartbeating and reading.
             await leader.service.stop(transfer=False)
             rest = [n for n in nodes if n is not leader]
-            await wait_for(lambda: any(n.service.node.is_leader() for n in rest), 20)
+            await wait_for(rest, lambda: any(n.service.node.is_leader() for n in rest), 20)
 
             async def beat_and_read(c: RemotingClient) -> Any:
                 r = await c.request(
