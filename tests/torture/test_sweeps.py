@@ -47,7 +47,7 @@ def test_crash_sweep_meets_install_snapshot_and_membership_points_by_constructio
     # wal.reset.before_unlink nor membership.*.
     install = ("install.chunk", "install.before_adopt", "install.after_adopt", "wal.reset.before_unlink")
     points = (*install, "membership.propose", "membership.apply")
-    report = crash.run(str(tmp_path / "crash"), points=points, max_hit=1, window=60, budget_s=300, echo=lambda _: None)
+    report = crash.run(str(tmp_path / "crash"), points=points, max_hit=1, window=300, budget_s=300, echo=lambda _: None)
     assert report.armed == len(points), report.lines()
     assert report.lost == [] and report.refusals == [], report.lines()
     assert set(install) <= set(report.fired_points), report.lines()
