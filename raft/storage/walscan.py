@@ -248,6 +248,7 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
     live = LiveLog(listing.wal_first, [], [], [])
     runs = live.runs
     damaged = False
+    before = ""  # the last segment holding entries (live or compacted) before the one being merged
     for k, scan in enumerate(scans):
         if scan.status in ("void", "crashed creation"):
             continue
@@ -266,8 +267,8 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
             if start != expected:
                 offset = scan.batches[b].offsets[skip] if scan.batches else batch.offset
                 reason = f"entry {start} found where index {expected} was expected"
-                if runs and scans[runs[-1].seg].path != scan.path:  # name the segment the entries before end in
-                    reason += f" (the entries before it end in {scans[runs[-1].seg].path})"
+                if before and before != scan.path:  # name the segment the entries before it end in
+                    reason += f" (the entries before it end in {before})"
                 found = Damage(scan.path, offset, reason, expected)
                 live.fatal = live.fatal or found
                 if start < expected:
@@ -277,6 +278,8 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
             damaged = False
             runs.append(LiveRun(k, b, skip, start, lo + n - 1))
         damaged = scan.damage is not None
+        if any(sp.count for sp in scan.spans):
+            before = scan.path
     return live
 
 
