@@ -23,7 +23,7 @@ import pytest
 
 from api.remoting.client import RemotingClient
 from api.remoting.headers import GET_METADATA_INFO
-from cli.localcluster import LocalNode, last_errors, socket_path
+from cli.localcluster import REMOTING_OFFSET, LocalNode, last_errors, socket_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
 
@@ -31,13 +31,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERD = [sys.executable, "-m", "cli.controllerd"]
 
 
-def consecutive_free_ports(n: int) -> int:
-    """A first port such that `n` ports from it are free on 127.0.0.1."""
+def free_port_base(offsets: tuple[int, ...]) -> int:
+    """A base port such that base + each offset is free on 127.0.0.1."""
     for _ in range(200):
         base = random.randrange(20000, 60000)
         socks = []
         try:
-            for p in range(base, base + n):
+            for p in (base + o for o in offsets):
                 s = socket.socket()
                 socks.append(s)
                 s.bind(("127.0.0.1", p))
@@ -59,7 +59,8 @@ def data() -> Iterator[str]:
 def supervisor(
     data: str, *, ignore_sigint: bool = False, http_port: int | None = None, brokers: bool = False
 ) -> subprocess.Popen[str]:
-    base = consecutive_free_ports(2)
+    # raft on base, HTTP on base + 1 and remoting on HTTP + REMOTING_OFFSET: all three must be free
+    base = free_port_base((0, 1, 1 + REMOTING_OFFSET))
     args = [
         *CONTROLLERD,
         "local-cluster",
