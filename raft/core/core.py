@@ -212,6 +212,15 @@ class RaftCore:
                 self.election_elapsed = 0
                 self.campaign(transfer=False)
 
+    def campaign_if_sole_voter(self) -> bool:
+        """At start (JRaft's rule): a node that is the only voter of its configuration needs no one's vote, so
+        it campaigns at once instead of waiting out an election timeout. Not with lease reads, whose boot
+        lockout makes a starting node wait one timeout for any lease that might rely on it."""
+        if self.role != Role.FOLLOWER or not self._sole_voter() or self.boot_lockout or not self._promotable():
+            return False
+        self.campaign()
+        return True
+
     def peer_lost(self, peer: str) -> None:
         """The driver saw the connection from `peer` close under it (its process died, or the network reset
         it). When `peer` is this follower's leader, the follower stops waiting out a full election timeout:

@@ -174,6 +174,8 @@ class Node:
         self._next_tick = self._loop.time() + self._tick_s
         self._snapshots.start_clock(self._loop.time())
         self._tick_handle = self._loop.call_at(self._next_tick, self._tick)
+        if self.core.campaign_if_sole_voter():
+            self._process()
         log.info(
             "node %s started: term %d, snapshot %d, log %d..%d",
             self.id,

@@ -10,6 +10,7 @@ is covered by its CRC). crc = CRC32C(length bytes + body). body[0] is the frame 
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import struct
@@ -56,13 +57,17 @@ TRUNCATE_SIZE = 4 + _TRUNC_HEAD.size
 
 _MAX_DATA = 0xFFFFFFFF - _ENTRY_BODY_MIN
 
+# What the scan reads: a segment's bytes, or the segment mapped (recovery maps it rather than reading it).
+Bytes = bytes | mmap.mmap
+
 SEGMENT_NAME = re.compile(r"^(\d{20})-([0-9a-f]{16})\.wal$")
 
-# wal_meta: magic[4] version:u16 reserved:u16 first_index:u64 min_seg_id:u64 crc:u32 -> 28 bytes.
+# wal_meta v2: magic[4] version:u16 reserved:u16 first_index:u64 min_seg_id:u64 start_seg_id:u64
+# start_offset:u64 crc:u32 -> 44 bytes. Version 1 (28 bytes: no start_seg_id/start_offset) is still read.
 WAL_META_FILE = "wal_meta"
 _WAL_META_MAGIC = b"RWAL"
-_WAL_META_VERSION = 1
-_WAL_META = struct.Struct("<4sHHQQ")
+_WAL_META_V1 = struct.Struct("<4sHHQQ")
+_WAL_META = struct.Struct("<4sHHQQQQ")
 
 
 class LogCorruptionError(RaftBaseError):
@@ -100,19 +105,32 @@ class SegmentFile:
         self.size = pos
 
 
-def encode_wal_meta(first_index: int, min_seg_id: int) -> bytes:
-    body = _WAL_META.pack(_WAL_META_MAGIC, _WAL_META_VERSION, 0, first_index, min_seg_id)
+@dataclass(frozen=True, slots=True)
+class WalMeta:
+    """The truncation meta. `start_seg_id`/`start_offset`: where the frame of entry `first_index` was when
+    the prefix was truncated (0/0: not recorded), so that recovery scans that segment from there instead of
+    walking the compacted records before it; a hint only, checked before it is used."""
+
+    first_index: int
+    min_seg_id: int
+    start_seg_id: int = 0
+    start_offset: int = 0
+
+
+def encode_wal_meta(first_index: int, min_seg_id: int, start_seg_id: int = 0, start_offset: int = 0) -> bytes:
+    body = _WAL_META.pack(_WAL_META_MAGIC, 2, 0, first_index, min_seg_id, start_seg_id, start_offset)
     return body + _U32.pack(_crc(body))
 
 
-def decode_wal_meta(data: bytes, path: str) -> tuple[int, int]:
-    """(first_index, min_seg_id); raises LogCorruptionError naming the file if it is damaged."""
-    if len(data) != _WAL_META.size + 4 or _crc(data[: _WAL_META.size]) != _U32.unpack_from(data, _WAL_META.size)[0]:
+def decode_wal_meta(data: bytes, path: str) -> WalMeta:
+    """Raises LogCorruptionError naming the file if it is damaged."""
+    layout = {_WAL_META.size + 4: _WAL_META, _WAL_META_V1.size + 4: _WAL_META_V1}.get(len(data))
+    if layout is None or _crc(data[: layout.size]) != _U32.unpack_from(data, layout.size)[0]:
         raise LogCorruptionError(path, 0, "WAL meta file has a bad length or CRC")
-    magic, version, _, first_index, min_seg_id = _WAL_META.unpack_from(data)
-    if magic != _WAL_META_MAGIC or version != _WAL_META_VERSION:
+    magic, version, _, *fields = layout.unpack_from(data)
+    if magic != _WAL_META_MAGIC or version != (2 if layout is _WAL_META else 1):
         raise LogCorruptionError(path, 0, f"WAL meta file has magic {magic!r} version {version}")
-    return first_index, min_seg_id
+    return WalMeta(*fields)
 
 
 def segment_name(first_index: int, seg_id: int) -> str:
@@ -124,7 +142,7 @@ def encode_header(first_index: int, seg_id: int) -> bytes:
     return head + _HEADER_CRC.pack(_crc(head))
 
 
-def read_header(data: bytes, path: str) -> tuple[int, int]:
+def read_header(data: Bytes, path: str) -> tuple[int, int]:
     """(first_index, seg_id) of a segment; raises LogCorruptionError if the header is damaged."""
     if len(data) < HEADER_SIZE:
         raise LogCorruptionError(path, 0, f"segment header is {len(data)} bytes, expected {HEADER_SIZE}")
@@ -191,7 +209,7 @@ def encode_batch(entries: Sequence[Entry], start: int, truncate_from: int | None
     return EncodedBatch(b"".join(parts), array("q", [e.term for e in entries]), offsets, sizes)
 
 
-def decode_entry(buf: bytes, off: int, path: str, file_offset: int, verify: bool = True) -> Entry:
+def decode_entry(buf: Bytes, off: int, path: str, file_offset: int, verify: bool = True) -> Entry:
     """Decode (and CRC-check if verify) the entry frame at buf[off:]; file_offset is for the error message."""
     if off + ENTRY_OVERHEAD > len(buf):
         raise LogCorruptionError(path, file_offset, "entry frame extends past the end of the file")
@@ -223,8 +241,10 @@ class ScanResult:
     torn: bool  # True if bytes after valid_end were discarded (only ever for the last segment)
 
 
-def scan_segment(data: bytes, path: str, is_last: bool, skip_below: int = 0, segment_first: int = 0) -> ScanResult:
-    """Parse every frame after the header into committed batches.
+def scan_segment(
+    data: Bytes, path: str, is_last: bool, skip_below: int = 0, segment_first: int = 0, start: int = HEADER_SIZE
+) -> ScanResult:
+    """Parse every frame after the header (or from `start`) into committed batches.
 
     Entry frames below `skip_below` (compacted: below the log's first index, never read again) are walked
     by their headers only, without the CRC over their payload, so that recovery after a snapshot does not
@@ -235,20 +255,26 @@ def scan_segment(data: bytes, path: str, is_last: bool, skip_below: int = 0, seg
     any other damage; a damaged length still derails the walk into a bad frame or a commit frame whose
     frame count and start offset do not match.
 
+    `start` past the header (recovery, from wal_meta's hint: the checked frame of the first live entry)
+    begins the walk there, possibly inside a batch: that batch's commit frame then covers frames before
+    `start` too (`batch_start` below it, a count above the frames seen), and the batch found holds only
+    the frames from `start` on.
+
     An invalid frame or uncommitted frames at the end are a torn write only if this is the last segment
     and no valid commit frame of a *later* batch follows (a later batch is only written after this one's
     fsync, so its presence proves the damaged bytes were once durable). Anything else raises.
     """
     batches: list[Batch] = []
     end = len(data)
-    off = committed = HEADER_SIZE
+    off = committed = start
     # The open batch, flattened into locals: this loop is the replay hot path.
     terms, offsets, sizes = array("q"), array("q"), array("I")
     add_term, add_offset, add_size = terms.append, offsets.append, sizes.append
     truncate_from: int | None = None
     first_index = frames = 0
     expect = -1  # next entry index in the open batch; -1 before its first entry
-    follows = segment_first if skip_below > segment_first else -1  # the next index in sequence, where skipping
+    # The next index in sequence, where skipping (from a hinted start every frame is live and checked).
+    follows = segment_first if skip_below > segment_first and start == HEADER_SIZE else -1
     unpack_prefix, unpack_fields, crc = _PREFIX.unpack_from, _ENTRY_FIELDS.unpack_from, _crc
     while off < end:
         if off + 9 > end:
@@ -283,7 +309,8 @@ def scan_segment(data: bytes, path: str, is_last: bool, skip_below: int = 0, seg
             frames = 1
         elif kind == FRAME_COMMIT and length == 13:
             n, batch_start = _COMMIT_BODY.unpack_from(data, off + 9)
-            if n != frames or batch_start != committed:
+            inside = committed == start > HEADER_SIZE and HEADER_SIZE <= batch_start < start and n > frames
+            if not inside and (n != frames or batch_start != committed):
                 raise LogCorruptionError(
                     path, off, f"commit frame covers {n} frames from {batch_start}, found {frames} from {committed}"
                 )
@@ -301,7 +328,7 @@ def scan_segment(data: bytes, path: str, is_last: bool, skip_below: int = 0, seg
 
 
 def _bad_tail(
-    data: bytes, path: str, is_last: bool, bad: int, committed: int, batches: list[Batch], reason: str
+    data: Bytes, path: str, is_last: bool, bad: int, committed: int, batches: list[Batch], reason: str
 ) -> ScanResult:
     if not is_last:
         raise LogCorruptionError(path, bad, f"{reason} in a sealed (non-last) segment")
@@ -311,7 +338,7 @@ def _bad_tail(
     return ScanResult(batches, committed, True)
 
 
-def _later_commit(data: bytes, pos: int, committed: int) -> int | None:
+def _later_commit(data: Bytes, pos: int, committed: int) -> int | None:
     """Offset of a valid commit frame at/after pos that closes a batch starting after `committed`."""
     while True:
         hit = data.find(_COMMIT_SIGNATURE, pos)

@@ -183,7 +183,9 @@ class SegmentLog:
             self._check_writable()
             if first_index <= self._first:
                 return
-            self._guard(lambda: self._write_meta(first_index, self._min_seg_id))
+            k = first_index - self._first  # where entry first_index's frame is, if the log holds it
+            hint = (int(self._segs[k]), int(self._offsets[k])) if k < len(self._terms) else (0, 0)
+            self._guard(lambda: self._write_meta(first_index, self._min_seg_id, *hint))
             with self._lock:
                 self._drop_below(first_index)
                 dead: list[SegmentFile] = []
@@ -296,9 +298,11 @@ class SegmentLog:
         fsync_dir(self.directory)
         self.fsyncs += 1
 
-    def _write_meta(self, first_index: int, min_seg_id: int) -> None:
+    def _write_meta(self, first_index: int, min_seg_id: int, start_seg_id: int = 0, start_offset: int = 0) -> None:
         failpoint.hit("wal.meta.before_write")
-        atomic_write(self.directory, WAL_META_FILE, encode_wal_meta(first_index, min_seg_id))
+        atomic_write(
+            self.directory, WAL_META_FILE, encode_wal_meta(first_index, min_seg_id, start_seg_id, start_offset)
+        )
         self.fsyncs += 2
 
     # ---- recovery ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ The bytes-level pieces open no file (callers pass names, sizes and bytes); `list
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from array import array
@@ -34,7 +35,9 @@ from raft.storage.segment import (
     TRUNCATE_SIZE,
     WAL_META_FILE,
     Batch,
+    Bytes,
     LogCorruptionError,
+    WalMeta,
     decode_entry,
     decode_wal_meta,
     read_header,
@@ -59,12 +62,15 @@ class WalListing:
     wal_first: int  # wal_meta's first_index (1 without the file)
     min_seg_id: int
     segments: tuple[SegmentListing, ...]  # by seg_id
+    start_seg_id: int = 0  # wal_meta's hint: entry wal_first's frame is at start_offset of this segment
+    start_offset: int = 0  # (0/0: none; recovery checks it before it trusts it)
 
 
 def list_segments(files: Iterable[tuple[str, int]], wal_meta: bytes | None, meta_path: str = "wal_meta") -> WalListing:
     """Classify a directory's segment files from (name, size) pairs (other names are ignored) and the
     bytes of its wal_meta file (None if absent). Raises LogCorruptionError for a damaged wal_meta."""
-    wal_first, min_seg_id = decode_wal_meta(wal_meta, meta_path) if wal_meta is not None else (1, 0)
+    meta = decode_wal_meta(wal_meta, meta_path) if wal_meta is not None else WalMeta(1, 0)
+    wal_first, min_seg_id = meta.first_index, meta.min_seg_id
     found = sorted((int(m.group(2), 16), int(m.group(1)), n, size) for n, size in files if (m := SEGMENT_NAME.match(n)))
     live = [f for f in found if f[0] >= min_seg_id]
     out = tuple(
@@ -78,7 +84,7 @@ def list_segments(files: Iterable[tuple[str, int]], wal_meta: bytes | None, meta
         )
         for seg_id, first, name, size in found
     )
-    return WalListing(wal_first, min_seg_id, out)
+    return WalListing(wal_first, min_seg_id, out, meta.start_seg_id, meta.start_offset)
 
 
 @dataclass(slots=True)
@@ -116,6 +122,7 @@ class SegmentScan:
     torn_bytes: int = 0  # bytes after the last commit frame of the last segment (a torn write)
     damage: Damage | None = None
     spans: list[Span] = field(default_factory=list)  # one per batch
+    start: int = HEADER_SIZE  # where the walk began: past the header, or at wal_meta's checked hint
 
     @property
     def max_index(self) -> int:
@@ -125,12 +132,20 @@ class SegmentScan:
 
 
 def scan_segment_bytes(
-    data: bytes, seg: SegmentListing, path: str | None = None, *, crcs: bool = True, skip_below: int = 0
+    data: Bytes,
+    seg: SegmentListing,
+    path: str | None = None,
+    *,
+    crcs: bool = True,
+    skip_below: int = 0,
+    start: int = HEADER_SIZE,
 ) -> SegmentScan:
     """Scan one segment's bytes with the WAL's own rules; damage is recorded (with the batches before it)
     instead of raised. `crcs`: keep each entry frame's CRC (the audit's log matching; recovery needs none).
     `skip_below`: entries below this index (compacted) are walked by header only (`scan_segment`).
-    A void segment's bytes are not looked at (pass b"")."""
+    `start`: wal_meta's hint that entry `skip_below`'s frame is at this offset; used only if the frame there
+    is exactly that (an entry frame, that index, its CRC), so the compacted records before it are not read
+    at all; otherwise the walk starts after the header. A void segment's bytes are not looked at (pass b"")."""
     path = path or seg.name
     out = SegmentScan(path, seg.seg_id, seg.first_index, seg.size if seg.status == "void" else len(data), seg.status)
     if seg.status == "void":
@@ -142,7 +157,10 @@ def scan_segment_bytes(
         header = read_header(data, path)
         if header != (seg.first_index, seg.seg_id):
             raise LogCorruptionError(path, 0, f"header (first_index, seg_id) {header} contradicts the name")
-        scan = scan_segment(data, path, seg.is_last, skip_below, seg.first_index)
+        if start != HEADER_SIZE and not _entry_frame_at(data, start, skip_below):
+            start = HEADER_SIZE
+        out.start = start
+        scan = scan_segment(data, path, seg.is_last, skip_below, seg.first_index, start)
     except LogCorruptionError as e:
         out.status = "damaged"
         out.damage = Damage(path, e.offset, e.reason, None)
@@ -150,10 +168,11 @@ def scan_segment_bytes(
             out.damage.index = seg.first_index
             return out
         try:  # the committed batches before the damage are intact
-            scan = scan_segment(data[: e.offset], path, True)
+            scan = scan_segment(data[: e.offset], path, True, skip_below, seg.first_index, start)
         except LogCorruptionError:
             return out
-        out.damage.index = _lost_index(data, path, scan.batches, scan.valid_end, e.offset, seg.first_index)
+        first = skip_below if start != HEADER_SIZE else seg.first_index
+        out.damage.index = _lost_index(data, path, scan.batches, scan.valid_end, e.offset, first)
         scan.torn = False
     out.batches = scan.batches
     out.spans = [
@@ -166,7 +185,17 @@ def scan_segment_bytes(
     return out
 
 
-def _crashed_creation(data: bytes, path: str) -> bool:
+def _entry_frame_at(data: Bytes, offset: int, index: int) -> bool:
+    """Whether a whole entry frame of entry `index`, its CRC intact, is at `offset` past the header."""
+    if not HEADER_SIZE < offset <= len(data) - ENTRY_OVERHEAD:
+        return False
+    try:
+        return decode_entry(data, offset, "", offset).index == index
+    except LogCorruptionError:
+        return False
+
+
+def _crashed_creation(data: Bytes, path: str) -> bool:
     """A last segment of at most a header whose header is not whole and valid: the node crashed while creating
     it (before its header was durable), so nothing was ever appended to it and recovery deletes it."""
     if len(data) > HEADER_SIZE:
@@ -178,7 +207,7 @@ def _crashed_creation(data: bytes, path: str) -> bool:
     return False
 
 
-def _lost_index(data: bytes, path: str, batches: list[Batch], committed: int, bad: int, first: int) -> int:
+def _lost_index(data: Bytes, path: str, batches: list[Batch], committed: int, bad: int, first: int) -> int:
     """The index the damage at `bad` costs: the first index not where the frames before it say it must be."""
     expect = first
     for b in reversed(batches):
@@ -253,6 +282,8 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
         if scan.status in ("void", "crashed creation"):
             continue
         live.fatal = live.fatal or scan.damage
+        if scan.start != HEADER_SIZE:  # recovery from wal_meta's hint: every live entry is at or after it, so
+            runs.clear()  # what came before is compacted, or voided by a truncate frame the hint skipped
         for b, batch in enumerate(scan.spans):
             if batch.truncate_from is not None:
                 _cut(runs, batch.truncate_from)
@@ -378,7 +409,8 @@ def scan_directory(
     skip_compacted: bool = False,
 ) -> WalScan:
     """Read and scan every segment of a local WAL directory; writes nothing. `advance(bytes)` reports
-    progress. `skip_compacted`: entries below wal_meta's first index are not CRC-checked (recovery: they are
+    progress. `skip_compacted`: entries below wal_meta's first index are not CRC-checked, and the segment
+    wal_meta's hint names is scanned from the first live entry's frame (recovery: compacted entries are
     never read again; rmqctl and the audit check every byte). Raises LogCorruptionError only for a damaged
     wal_meta (nothing can be placed without it)."""
     directory = os.fspath(directory)
@@ -386,12 +418,14 @@ def scan_directory(
     scans: list[SegmentScan] = []
     for seg in listing.segments:
         path = os.path.join(directory, seg.name)
-        data = b""
-        if seg.status != "void":
-            with open(path, "rb") as f:
-                data = f.read()
         skip = listing.wal_first if skip_compacted else 0
-        scans.append(scan_segment_bytes(data, seg, path, crcs=crcs, skip_below=skip))
+        hinted = skip_compacted and listing.start_seg_id and seg.seg_id == listing.start_seg_id
+        start = listing.start_offset if hinted else HEADER_SIZE
+        if seg.status == "void" or seg.size == 0:
+            scans.append(scan_segment_bytes(b"", seg, path, crcs=crcs, skip_below=skip, start=start))
+        else:  # mapped, not read: a hinted start touches only the pages from the hint on
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                scans.append(scan_segment_bytes(data, seg, path, crcs=crcs, skip_below=skip, start=start))
         if advance is not None:
             advance(seg.size)
     return WalScan(directory, listing, scans, merge_scans(listing, scans))

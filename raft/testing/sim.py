@@ -167,6 +167,7 @@ class SimNode:
         self.paused_until = 0
         if self.max_entries:
             self.core.cfg = replace(self.core.cfg, max_entries_per_msg=self.max_entries)
+        self.core.campaign_if_sole_voter()
 
     def crash(self, lose_unsynced: bool, keep: int | None = None) -> None:
         """kill -9 keeps everything handed to the OS; a power loss keeps a random prefix of the persistence

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from google_crc32c import value as crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,8 +27,9 @@ from raft.storage import (
     MemoryMetaStorage,
     SegmentLog,
 )
-from raft.storage.segment import SEGMENT_NAME
+from raft.storage.segment import HEADER_SIZE, SEGMENT_NAME, encode_wal_meta
 from raft.storage.wal import wal_files
+from raft.storage.walscan import scan_directory
 from tests.raft.helpers import dump, expect
 
 TINY = LogStorageOptions(segment_bytes=200)
@@ -590,3 +593,82 @@ def test_a_damaged_index_that_makes_a_live_entry_look_compacted_is_still_caught(
     seg.write_bytes(bytes(data))
     with pytest.raises(LogCorruptionError):
         SegmentLog(tmp_path)
+
+
+def _hinted_log(tmp_path: Path) -> tuple[Path, int]:
+    """One segment: batches of 4 entries 1..40, truncated to 23 (mid-batch); returns it and entry 23's offset."""
+    with SegmentLog(tmp_path) as log:
+        for i in range(1, 41, 4):
+            log.append(ents(i, i + 3))
+        log.truncate_prefix(23)
+    (seg,) = wal_files(tmp_path)
+    return seg, seg.read_bytes().index(b"1:23:") - 26  # the frame's 26 bytes of head precede its data
+
+
+def test_recovery_starts_at_the_first_live_entry_that_wal_meta_points_to(tmp_path: Path) -> None:
+    """The prefix truncation records where entry first_index's frame is; recovery starts there (inside its
+    batch), so compacted records are not read at all: not even a damaged length in one stops the node."""
+    seg, at = _hinted_log(tmp_path)
+    verdict = scan_directory(tmp_path, skip_compacted=True)
+    assert verdict.fatal is None and verdict.scans[0].start == at
+    assert verdict.scans[0].spans[0].first_index == 23 and verdict.scans[0].spans[0].count == 2  # 23, 24
+    data = bytearray(seg.read_bytes())
+    dead = data.index(b"1:10:") - 26
+    data[dead + 4 : dead + 8] = (999).to_bytes(4, "little")  # entry 10's length: the full walk would derail
+    seg.write_bytes(bytes(data))
+    assert scan_directory(tmp_path).fatal is not None  # rmqctl and the audit read every byte and see it
+    with SegmentLog(tmp_path) as log:
+        assert dump(log) == [(1, i, EntryType.NORMAL, f"1:{i}:".encode().ljust(8, b".")) for i in range(23, 41)]
+        log.append(ents(41, 41))
+    with SegmentLog(tmp_path) as log:
+        assert log.last_index() == 41
+
+
+@pytest.mark.parametrize("where", ["stale offset", "damaged entry", "past the end", "other segment"])
+def test_a_wal_meta_hint_that_does_not_check_out_falls_back_to_the_full_walk(tmp_path: Path, where: str) -> None:
+    seg, at = _hinted_log(tmp_path)
+    raw = seg.read_bytes()
+    hint = {
+        "stale offset": (1, raw.index(b"1:21:") - 26),  # a whole entry frame, but not entry 23
+        "damaged entry": (1, at),
+        "past the end": (1, len(raw) + 100),
+        "other segment": (7, at),
+    }[where]
+    (tmp_path / "wal_meta").write_bytes(encode_wal_meta(23, 0, *hint))
+    if where == "damaged entry":  # entry 23's payload: a live entry, so the full walk must refuse it
+        data = bytearray(raw)
+        data[at + 27] ^= 0xFF
+        seg.write_bytes(bytes(data))
+        with pytest.raises(LogCorruptionError, match="entry frame CRC|invalid frame"):
+            SegmentLog(tmp_path)
+        return
+    verdict = scan_directory(tmp_path, skip_compacted=True)
+    assert verdict.scans[0].start == HEADER_SIZE
+    with SegmentLog(tmp_path) as log:
+        assert [e.index for e in log.entries(23, 41)] == list(range(23, 41))
+
+
+def test_a_version_1_wal_meta_without_a_hint_still_opens(tmp_path: Path) -> None:
+    _hinted_log(tmp_path)
+    body = struct.pack("<4sHHQQ", b"RWAL", 1, 0, 23, 0)
+    (tmp_path / "wal_meta").write_bytes(body + struct.pack("<I", crc32c(body)))
+    assert scan_directory(tmp_path, skip_compacted=True).scans[0].start == HEADER_SIZE
+    with SegmentLog(tmp_path) as log:
+        assert (log.first_index(), log.last_index()) == (23, 40)
+
+
+def test_a_hint_past_a_truncate_frame_still_voids_the_stale_entries_before_it(tmp_path: Path) -> None:
+    """Entries 4..6 are rewritten in a new segment that starts with a truncate frame; the hint then points
+    past that frame. The stale 4..6 of the first segment must stay void, and so must the hinted frame
+    itself once entry 4 is rewritten again."""
+    with SegmentLog(tmp_path, TINY) as log:
+        log.append(ents(1, 6))  # seals the first segment (over 200 bytes)
+        log.append(ents(4, 6, term=2))
+        log.truncate_prefix(4)
+    verdict = scan_directory(tmp_path, skip_compacted=True)
+    assert [s.start > HEADER_SIZE for s in verdict.scans] == [False, True]
+    with SegmentLog(tmp_path, TINY) as log:
+        assert [e.term for e in log.entries(4, 7)] == [2, 2, 2]
+        log.append(ents(4, 5, term=3))  # entry 4 itself rewritten: the hinted frame is now stale
+    with SegmentLog(tmp_path, TINY) as log:
+        assert [(e.index, e.term) for e in log.entries(4, 6)] == [(4, 3), (5, 3)]

@@ -182,7 +182,7 @@ def test_corrupt_wal_meta_raises(tmp_path: Path) -> None:
 
 
 def test_bytes_on_disk_match_docs_log_format(tmp_path: Path) -> None:
-    """Pins format version 1 exactly as docs/log-format.md describes it; a change here is a format change."""
+    """Pins segment format version 1 and wal_meta version 2 exactly as docs/log-format.md describes it; a change here is a format change."""
     with SegmentLog(tmp_path, BIG) as log:
         log.append([Entry(7, 1, 2, b"hello")])
         log.append([Entry(8, 1, 0, b"")])  # truncating append
@@ -203,6 +203,13 @@ def test_bytes_on_disk_match_docs_log_format(tmp_path: Path) -> None:
     assert path.read_bytes() == header + batch1 + batch2
 
     with SegmentLog(tmp_path, BIG) as log:
-        log.truncate_prefix(2)
-    meta = b"RWAL" + struct.pack("<HHQQ", 1, 0, 2, 0)
+        log.truncate_prefix(2)  # past the last entry: no start hint
+    meta = b"RWAL" + struct.pack("<HHQQQQ", 2, 0, 2, 0, 0, 0)
+    assert (tmp_path / "wal_meta").read_bytes() == meta + struct.pack("<I", crc32c(meta))
+    with SegmentLog(tmp_path, BIG) as log:
+        log.append([Entry(8, 2, 0, b"a"), Entry(8, 3, 0, b"b")])
+        log.truncate_prefix(3)
+    # The first truncation deleted the segment (all below 2): entries 2, 3 went to a new segment 1, so entry
+    # 3's frame follows its 40-byte header and entry 2's 27-byte frame.
+    meta = b"RWAL" + struct.pack("<HHQQQQ", 2, 0, 3, 0, 1, 40 + 27)
     assert (tmp_path / "wal_meta").read_bytes() == meta + struct.pack("<I", crc32c(meta))
