@@ -79,6 +79,10 @@ def describe(e: Entry) -> dict[str, Any]:
         try:
             conf = decode_conf(e.data)
             row["fields"] = {"voters": list(conf.voters), "learners": list(conf.learners)}
+            if conf.addresses:  # members added at run time: where the log says each one is reached
+                row["fields"]["addresses"] = {
+                    m: {"raft": raft, "http": http, "remoting": remoting} for m, raft, http, remoting in conf.addresses
+                }
         except (ValueError, TypeError) as err:
             row["fields"] = {"error": str(err)}
     return row

@@ -20,7 +20,9 @@ from click.testing import Result
 
 from cli.datadir import DataDirLockedError, is_locked, lock_data_dir, probe
 from cli.rmqctl.output import Block, Out, color_allowed, emit_document, emit_rows, progress
-from raft.core.messages import HardState
+from raft.core.confchange import encode_conf
+from raft.core.messages import ConfState, Entry, EntryType, HardState
+from raft.storage import SegmentLog
 from snapshot.rw import SnapshotReader
 from statemachine.inspection import decode_sections
 from tests.cli import helpers
@@ -164,6 +166,17 @@ def test_log_dump_shows_conf_entries_and_refuses_bad_arguments(tmp_path: Path, f
     assert (row["type"], row["fields"]) == ("CONF", {"voters": ["n1", "n2", "n3"], "learners": []})
     r = rmqctl("log", "dump", fx.root, "--from", 1)
     assert r.exit_code == 2 and "entries below 9 are compacted" in r.stderr
+    # A member added at run time: its CONF entry carries where it is reached, and the dump shows it.
+    grown = ConfState(("n1", "n2", "n3", "n4"), (), (("n4", "10.0.0.4:9880", "10.0.0.4:9770", "10.0.0.4:10770"),))
+    with SegmentLog(full.log_dir) as wal:
+        wal.append([Entry(3, wal.last_index() + 1, EntryType.CONF, encode_conf(grown))])
+        last = wal.last_index()
+    row = json.loads(rmqctl("log", "dump", full.root, "-o", "json", "--from", last).stdout)
+    assert row["fields"] == {
+        "voters": ["n1", "n2", "n3", "n4"],
+        "learners": [],
+        "addresses": {"n4": {"raft": "10.0.0.4:9880", "http": "10.0.0.4:9770", "remoting": "10.0.0.4:10770"}},
+    }
     assert rmqctl("log", "dump", fx.root, "--to", 99).exit_code == 2
     r = rmqctl("log", "dump", fx.root, "--code", "NO_SUCH_CODE")
     assert r.exit_code == 2 and "unknown command code" in r.stderr
