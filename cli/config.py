@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from api.properties import PropertiesError, Property
+from api.properties import parse_properties as _parse_properties
 from api.service import ServiceOptions
 from api.settings import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_BYTES, MIN_FRAME_BYTES, read_token_file
 from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
@@ -97,115 +99,15 @@ class ConfigErrors(ConfigError):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# java.util.Properties syntax
-
-
-@dataclass(frozen=True, slots=True)
-class Property:
-    key: str
-    value: str
-    line: int
-    """1-based physical line on which the (possibly continued) logical line starts."""
-
-
-_SEPARATORS = "=:"
-_WS = " \t\f"
+# java.util.Properties syntax (api/properties.py), its errors as ConfigError
 
 
 def parse_properties(text: str, path: str = "<string>") -> list[Property]:
     """Every key/value of a .properties text in file order (duplicates kept; the last one wins when bound)."""
-    out: list[Property] = []
-    lines = text.splitlines()
-    i, n = 0, len(lines)
-    while i < n:
-        start = i + 1
-        raw = lines[i].lstrip(_WS)
-        i += 1
-        if not raw or raw[0] in "#!":
-            continue  # comment lines never continue, even when they end in a backslash
-        if raw.startswith("<!--"):
-            # XML licence block of RocketMQ's samples; Java would bind junk keys from it, we skip it.
-            while "-->" not in raw:
-                if i >= n:
-                    raise ConfigError("unterminated XML comment <!-- (no closing -->)", path=path, line=start)
-                raw = lines[i]
-                i += 1
-            continue
-        logical = raw
-        while _continues(logical):
-            logical = logical[:-1]
-            if i >= n:
-                break  # Java drops a trailing backslash at end of file
-            logical += lines[i].lstrip(_WS)
-            i += 1
-        out.append(_split_entry(logical, path, start))
-    return out
-
-
-def _continues(s: str) -> bool:
-    k = len(s) - len(s.rstrip("\\"))
-    return k % 2 == 1
-
-
-def _split_entry(s: str, path: str, line: int) -> Property:
-    j, n = 0, len(s)
-    while j < n and s[j] not in _SEPARATORS and s[j] not in _WS:
-        j += 2 if s[j] == "\\" else 1
-    j = min(j, n)
-    raw_key, k = s[:j], j
-    while k < n and s[k] in _WS:
-        k += 1
-    if k < n and s[k] in _SEPARATORS:
-        k += 1
-        while k < n and s[k] in _WS:
-            k += 1
-    raw_value = _rstrip_unescaped(s[k:])
-    key = _unescape(raw_key, path, line, "key")
-    value = _unescape(raw_value, path, line, f"value of {key}")
-    return Property(key, value, line)
-
-
-def _rstrip_unescaped(s: str) -> str:
-    while s and s[-1] in _WS + "\r":
-        backslashes = len(s[:-1]) - len(s[:-1].rstrip("\\"))
-        if backslashes % 2 == 1:
-            break  # an escaped space is part of the value
-        s = s[:-1]
-    return s
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(s: str, path: str, line: int, what: str) -> str:
-    if "\\" not in s:
-        return s
-    out: list[str] = []
-    j, n = 0, len(s)
-    while j < n:
-        c = s[j]
-        if c != "\\":
-            out.append(c)
-            j += 1
-            continue
-        if j + 1 >= n:
-            j += 1  # lone trailing backslash: Java drops it
-            continue
-        e = s[j + 1]
-        if e == "u":
-            hexdigits = s[j + 2 : j + 6]
-            if len(hexdigits) != 4 or not all(h in "0123456789abcdefABCDEF" for h in hexdigits):
-                raise ConfigError(
-                    f"malformed \\uXXXX escape {s[j : j + 6]!r} in {what}: four hex digits required",
-                    path=path,
-                    line=line,
-                )
-            out.append(chr(int(hexdigits, 16)))
-            j += 6
-        else:
-            out.append(_ESCAPES.get(e, e))
-            j += 2
-    return "".join(out)
+    try:
+        return _parse_properties(text, path)
+    except PropertiesError as e:
+        raise ConfigError(e.reason, path=e.path, line=e.line) from None
 
 
 # --------------------------------------------------------------------------------------------------------------

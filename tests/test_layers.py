@@ -50,5 +50,6 @@ def test_the_raft_log_storage_does_not_import_the_snapshot_package() -> None:
 def test_arrows_that_must_never_exist() -> None:
     assert offending("raft", ("statemachine", "api", "cli", "jepsen", "tools", "tests")) == []
     assert offending("statemachine", ("raft", "api", "cli", "jepsen", "tools", "tests")) == []
+    assert offending("api", ("cli", "tests")) == []  # the daemon and CLIs are built on api, never the reverse
     for package in ("api", "cli", "tools", "jepsen"):
         assert offending(package, ("jepsen", "tools")) == [], package

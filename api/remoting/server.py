@@ -25,12 +25,12 @@ from typing import Any
 from api import rocketmq as R
 from api.http.errors import NOT_LEADER_REMARK, ApiError
 from api.metrics import ControllerMetrics
+from api.properties import PropertiesError, parse_properties
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
 from api.service import CommandArgumentError, ControllerService, NotLeaderError, UnavailableError, checked
 from api.settings import ApiSettings
-from cli.config import ConfigError, parse_properties
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
@@ -166,7 +166,7 @@ class Dispatcher:
             raise RequestError("the body (properties text key=value) is empty")
         try:
             props = {p.key: p.value for p in parse_properties(cmd.body.decode(), "the body")}
-        except (ConfigError, UnicodeDecodeError) as e:
+        except (PropertiesError, UnicodeDecodeError) as e:
             raise RequestError(f"the body is not properties text: {e}") from None
         try:
             plan = R.plan_config_update(props, self.settings)
