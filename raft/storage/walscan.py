@@ -278,18 +278,21 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
     runs = live.runs
     damaged = False
     before = ""  # the last segment holding entries (live or compacted) before the one being merged
+    previous = ""  # the segment just before it, entries or not
     for k, scan in enumerate(scans):
         if scan.status in ("void", "crashed creation"):
             continue
         live.fatal = live.fatal or scan.damage
         if scan.start != HEADER_SIZE:  # recovery from wal_meta's hint: every live entry is at or after it, so
             runs.clear()  # what came before is compacted, or voided by a truncate frame the hint skipped
+        seen_here = False
         for b, batch in enumerate(scan.spans):
             if batch.truncate_from is not None:
                 _cut(runs, batch.truncate_from)
             n = batch.count
             if not n:
                 continue
+            seen_here, seen_before = True, seen_here
             lo = batch.first_index
             skip = min(max(live.first - lo, 0), n)
             if skip == n:
@@ -298,8 +301,13 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
             if start != expected:
                 offset = scan.batches[b].offsets[skip] if scan.batches else batch.offset
                 reason = f"entry {start} found where index {expected} was expected"
-                if before and before != scan.path:  # name the segment the entries before it end in
-                    reason += f" (the entries before it end in {before})"
+                if seen_before:  # the entries before it are in this segment
+                    pass
+                elif before:  # name the segment the entries before it end in, and an empty one after it
+                    between = f"; {previous}, after it, holds none" if previous != before else ""
+                    reason += f" (the entries before it end in {before}{between})"
+                elif previous:
+                    reason += f" (the segment before it, {previous}, holds no entries)"
                 found = Damage(scan.path, offset, reason, expected)
                 live.fatal = live.fatal or found
                 if start < expected:
@@ -311,6 +319,7 @@ def merge_scans(listing: WalListing, scans: list[SegmentScan]) -> LiveLog:
         damaged = scan.damage is not None
         if any(sp.count for sp in scan.spans):
             before = scan.path
+        previous = scan.path
     return live
 
 

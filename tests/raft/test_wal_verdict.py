@@ -63,6 +63,12 @@ def sealed_segment_cut_at_a_batch_boundary(d: Path) -> None:
     os.truncate(segments(d)[1], scan_directory(d).scans[1].spans[1].offset)
 
 
+def sealed_segment_cut_to_its_header(d: Path) -> None:
+    """Segment 1 keeps only its header: it holds no entries, so the refusal must still name it (the corruption
+    sweep's truncation at byte 40), beside the segment where the entries before the gap end."""
+    os.truncate(segments(d)[1], HEADER_SIZE)
+
+
 def bad_header(d: Path) -> None:
     flip(segments(d)[1], 12)  # first_index field: the header CRC no longer matches
 
@@ -98,6 +104,10 @@ CASES: dict[str, tuple[Damage | None, tuple[int, str] | None]] = {
         sealed_segment_cut_at_a_batch_boundary,
         (2, "entry 41 found where index 31 was expected (the entries before it end in "),
     ),
+    "sealed segment cut to its header": (
+        sealed_segment_cut_to_its_header,
+        (2, "entry 41 found where index 21 was expected (the entries before it end in "),
+    ),
     "bad header": (bad_header, (1, "segment header CRC mismatch")),
 }
 
@@ -119,7 +129,9 @@ def test_scanner_recovery_and_rmqctl_agree(tmp_path: Path, case: str) -> None:
         fatal = verdict.fatal
         assert fatal is not None and reason in fatal.reason
         assert fatal.path == str(segments(d)[seg_pos])
-        if "entries before it end in" in reason:
+        if case == "sealed segment cut to its header":
+            assert fatal.reason.endswith(f"end in {segments(d)[0]}; {segments(d)[1]}, after it, holds none)")
+        elif "entries before it end in" in reason:
             assert fatal.reason.endswith(f"end in {segments(d)[seg_pos - 1]})")
         assert (code, stderr) == (
             4,

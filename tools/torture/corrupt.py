@@ -14,6 +14,9 @@ to the two healthy nodes. Outcomes:
   more than its log holds, then catches up;
 * benign: it starts, logs nothing about that file and holds the right state (the damage removed nothing the
   node needs, e.g. WAL entries its newest snapshot holds);
+* compacted: benign, and the damaged bytes are compacted records before the frame wal_meta's start hint
+  names, which recovery does not read at all (`rmqctl log info` and the audit, which read every byte, do
+  see the damage);
 * silent: it runs with state that differs from the healthy replicas. Must be 0.
 """
 
@@ -31,7 +34,7 @@ import httpx
 
 from raft.core import Role
 from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
-from raft.storage.segment import SEGMENT_NAME
+from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, decode_wal_meta
 from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
 from snapshot.format import META_FILE, META_HEAD_SIZE, table_end
 from tools.cluster import ControllerdCluster
@@ -59,6 +62,7 @@ class CorruptReport:
     refused: int = 0
     fallback: int = 0
     benign: int = 0
+    compacted: int = 0  # benign, in compacted records recovery skips by wal_meta's start hint
     silent: list[str] = field(default_factory=list)
     benign_cases: list[str] = field(default_factory=list)
     unnamed: list[str] = field(default_factory=list)  # refusals whose message does not name file and offset
@@ -77,7 +81,8 @@ class CorruptReport:
         )
         return [
             f"cases {self.cases}, detected {self.detected} (refused {self.refused}, fallback {self.fallback}), "
-            f"benign {self.benign}, silent {len(self.silent)}, refusals not naming file+offset {len(self.unnamed)}",
+            f"benign {self.benign} (in compacted records recovery does not read: {self.compacted}), "
+            f"silent {len(self.silent)}, refusals not naming file+offset {len(self.unnamed)}",
             f"of the fallbacks, lost acknowledged entries reported by the leader's heartbeat: {self.repaired}",
             kinds,
             f"{self.seconds:.0f} s",
@@ -111,7 +116,7 @@ def enumerate_cases(store: Path) -> list[Case]:
         if SEGMENT_NAME.match(p.name):
             files.append(("wal", p, _wal_boundaries(data)))
         elif p.name == "wal_meta":
-            files.append(("wal_meta", p, [0, 4, 8, 16, 24, len(data)]))
+            files.append(("wal_meta", p, [0, 4, 8, 16, 24, 32, len(data) - 4, len(data)]))
     meta = store / "meta" / "raft_meta"
     files.append(("raft_meta", meta, [0, 4, 8, 16, meta.stat().st_size - 4, meta.stat().st_size]))
     for sdir in sorted((store / "snapshot").glob("snapshot_*")):
@@ -202,6 +207,7 @@ def run(
                 counts[2] += 1
             elif outcome == "benign":
                 report.benign += 1
+                report.compacted += _before_the_start_hint(pristine, case)
                 counts[3] += 1
                 report.benign_cases.append(str(case))
             else:
@@ -237,6 +243,17 @@ def _one(c: ControllerdCluster, i: int, case: Case, acked: dict[str, str]) -> st
     # A WAL tail cut at a frame boundary reads like a crash before those writes; the leader, which counted
     # them as acknowledged, tells the node in its next heartbeat, and the node says so.
     return "repaired" if LOST in logged else "benign"
+
+
+def _before_the_start_hint(store: Path, case: Case) -> bool:
+    """Whether the case damaged a WAL segment below the frame wal_meta's start hint names (compacted records
+    that recovery maps past without reading)."""
+    m = SEGMENT_NAME.match(Path(case.rel).name)
+    meta = store / "log" / WAL_META_FILE
+    if case.kind != "wal" or m is None or not meta.exists():
+        return False
+    hint = decode_wal_meta(meta.read_bytes(), str(meta))
+    return int(m.group(2), 16) == hint.start_seg_id and WAL_HEADER_SIZE <= case.offset < hint.start_offset
 
 
 def _tail_beyond_snapshot(c: ControllerdCluster, leader: int, victim: int, acked: dict[str, str]) -> None:
