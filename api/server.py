@@ -24,6 +24,7 @@ from collections.abc import Generator
 import uvicorn
 
 from api.http.app import create_app
+from api.http.hotpath import HeartbeatPath
 from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
 from api.settings import ApiSettings
@@ -70,7 +71,7 @@ class ControllerServer:
             else None
         )
         self._config = uvicorn.Config(
-            self.app,
+            HeartbeatPath(self.app),  # broker heartbeats answered without the framework (api/http/hotpath.py)
             loop="none",  # the caller's loop
             http="httptools",
             lifespan="off",
