@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
+from abc import ABC, abstractmethod
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api import rocketmq as requests
@@ -34,8 +34,6 @@ from api.http.errors import argument_answer, internal_error, replaying, unavaila
 from api.http.models import HeartbeatRequest
 from api.http.routes.common import Gateway
 from api.service import CommandArgumentError, UnavailableError
-
-log = logging.getLogger("controllerd.api")
 
 PATH = "/api/v1/controller/heartbeat"
 REQUEST_TYPE = "CONTROLLER_BROKER_HEARTBEAT"
@@ -109,13 +107,18 @@ async def respond(send: Send, response: JSONResponse) -> None:
         held.flush()
 
 
-class HeartbeatPath:
-    """ASGI: POST /api/v1/controller/heartbeat answered without the framework; everything else to `app`."""
+class LeanHeartbeat(ABC):
+    """ASGI: a POST /api/v1/controller/heartbeat that parses is answered by `answer`; everything else goes to
+    `app`. HeartbeatPath answers through consensus; tools/bench/bare_app.py answers a constant (the
+    benchmark's "bare lean" peer)."""
 
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
-        self.gateway: Gateway = app.state.gateway
-        self.max_body = self.gateway.settings.max_body_bytes
+        self.max_body = max_body_bytes
+
+    @abstractmethod
+    async def answer(self, scope: Scope, fields: dict[str, Any]) -> JSONResponse:
+        """The answer to a heartbeat whose body parsed into `fields`."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
@@ -150,6 +153,14 @@ class HeartbeatPath:
             return
         response = await self.answer(scope, fields)
         await respond(send, response)
+
+
+class HeartbeatPath(LeanHeartbeat):
+    """The daemon's: heartbeats through `Gateway.write`, as the FastAPI route sends them."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.gateway: Gateway = app.state.gateway
+        super().__init__(app, self.gateway.settings.max_body_bytes)
 
     async def answer(self, scope: Scope, fields: dict[str, Any]) -> JSONResponse:
         """What the route and the exception handlers answer for these fields."""
