@@ -267,7 +267,8 @@ async def test_other_requests_go_to_fastapi(pair: Pair) -> None:
     assert r.status_code == 200 and r.json()["code"] == 0, r.text
     assert pair.fell_through == before + 3
     spec = (await pair.lean.get("/openapi.json")).json()
-    assert "post" in spec["paths"][PATH]  # the route is still documented
+    route = spec["paths"][PATH]["post"]  # the route is still documented, serving the request type counted here
+    assert route["x-request-type"] == hotpath.REQUEST_TYPE
 
 
 class Wire:
