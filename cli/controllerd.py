@@ -135,7 +135,7 @@ def main(
 def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "info", access_log: bool = False) -> int:
     """Run one node until SIGTERM/SIGINT; the process exit code."""
     from api.logs import install
-    from api.server import ControllerServer
+    from api.server import ControllerServer, settle_gc
     from api.settings import ApiSettings
 
     host, port = http_address(cfg)
@@ -172,6 +172,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             log.error("the controller failed to start: %s%s", e, corruption_fix(e, cfg.server_id, cfg.store_path))
             await server.service.stop(transfer=False)
             return EXIT_FAILED
+        settle_gc()  # after start-up: shorter, rarer collector pauses while serving
         log.info(
             "The Controller Server boot success. node %s, remoting %s, HTTP %s:%d, data %s",
             cfg.server_id,

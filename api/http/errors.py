@@ -167,6 +167,32 @@ def request_type_of(request: Request) -> str | None:
     return extra.get("x-request-type")
 
 
+def api_error_answer(gw: Any, request_type: str | None, exc: ApiError) -> JSONResponse:
+    """An ApiError's answer, counted: a 401 or 422 as a rejection, and `request_type` (when the route serves
+    one) as failed."""
+    if exc.status in (401, 422):
+        gw.metrics.rejected("unauthorized" if exc.status == 401 else "validation")
+    if request_type:
+        gw.metrics.observe_request(request_type, "failed")
+    return exc.response()
+
+
+def argument_answer(gw: Any, request_type: str | None, exc: CommandArgumentError) -> JSONResponse:
+    """A command constructor's refusal: the 422 naming the request body's field."""
+    return api_error_answer(gw, request_type, argument_error(exc))
+
+
+def unavailable_answer(exc: Exception) -> JSONResponse:
+    """503 UNAVAILABLE: not served in time or the node cannot serve (a proposal's outcome is unknown)."""
+    return error_response(503, "UNAVAILABLE", str(exc), headers={"Retry-After": "1"})
+
+
+def internal_error(method: str, path: str, exc: BaseException) -> JSONResponse:
+    """A bug: logged with its traceback, answered 500 INTERNAL."""
+    log.error("unhandled error answering %s %s", method, path, exc_info=exc)
+    return error_response(500, "INTERNAL", f"internal error: {type(exc).__name__}")
+
+
 def install_handlers(app: FastAPI) -> None:
     from api.http import auth  # auth imports this module
 
@@ -185,20 +211,14 @@ def install_handlers(app: FastAPI) -> None:
 
     async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        gw = _gateway(request)
-        if exc.status in (401, 422):
-            gw.metrics.rejected("unauthorized" if exc.status == 401 else "validation")
-        rt = request_type_of(request)
-        if rt:
-            gw.metrics.observe_request(rt, "failed")
-        return exc.response()
+        return api_error_answer(_gateway(request), request_type_of(request), exc)
 
     async def on_not_leader(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, NotLeaderError)
         return JSONResponse(not_leader_envelope(exc))
 
     async def on_unavailable(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(503, "UNAVAILABLE", str(exc), headers={"Retry-After": "1"})
+        return unavailable_answer(exc)
 
     async def on_refused(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RefusedError)
@@ -206,7 +226,7 @@ def install_handlers(app: FastAPI) -> None:
 
     async def on_bad_argument(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, CommandArgumentError)
-        return await on_api_error(request, argument_error(exc))
+        return argument_answer(_gateway(request), request_type_of(request), exc)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
@@ -214,8 +234,7 @@ def install_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, error, str(exc.detail), headers=exc.headers)
 
     async def on_bug(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled error answering %s %s", request.method, request.url.path, exc_info=exc)
-        return error_response(500, "INTERNAL", f"internal error: {type(exc).__name__}")
+        return internal_error(request.method, request.url.path, exc)
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(ApiError, on_api_error)
@@ -282,17 +301,9 @@ class BodyLimitMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(
+            scope, replaying({"type": "http.request", "body": b"".join(chunks), "more_body": False}, receive), send
+        )
 
     @staticmethod
     async def _drain(receive: Receive, budget: int) -> None:
@@ -311,6 +322,20 @@ class BodyLimitMiddleware:
         message = f"request body too large ({what}); the limit is {self.max_bytes} bytes"
         response = error_response(413, "BODY_TOO_LARGE", message, headers={"Connection": "close"}, limit=self.max_bytes)
         await response(scope, receive, send)
+
+
+def replaying(first: Message, receive: Receive) -> Receive:
+    """`receive` that answers `first` (a message already taken from `receive`) once, then reads on."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return first
+        return await receive()
+
+    return replay
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.http import models as M
 from api.http.app import create_app
+from api.http.hotpath import HeartbeatPath
 from api.service import ControllerService, ServiceOptions
 from api.settings import ApiSettings
 from raft.options import NodeOptions, RaftOptions
@@ -104,7 +105,8 @@ def service_options(
 def build(opts: ServiceOptions, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None) -> Node:
     service = ControllerService(opts, clock) if clock is not None else ControllerService(opts)
     app = create_app(service, settings if settings is not None else SETTINGS)
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://controller.test")
+    # What the daemon serves (api.server): the heartbeat's lean path in front of the FastAPI app.
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=HeartbeatPath(app)), base_url="http://controller.test")
     return Node(service, client, app)
 
 

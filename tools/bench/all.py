@@ -130,23 +130,31 @@ def sec_http(rep: Report, a: argparse.Namespace) -> None:
         group = ControllerGroup(root)
         from raft.testing.cluster import free_ports
 
-        (port,) = free_ports(1)
+        port, lean_port = free_ports(2)
+        # The peer (FastAPI with the same model), and the controller's lean heartbeat path answering a
+        # constant with no consensus (bare_app --lean): what the front end alone costs.
         bare = subprocess.Popen([sys.executable, "-m", "tools.bench.bare_app", str(port)], env=_env())
+        lean = subprocess.Popen([sys.executable, "-m", "tools.bench.bare_app", str(lean_port), "--lean"], env=_env())
         try:
             group.start_all()
             wait_http(f"http://127.0.0.1:{port}/livez", 30, [bare])
+            wait_http(f"http://127.0.0.1:{lean_port}/livez", 30, [lean])
             leader = group.https[group.leader()]
-            bare_addr = f"127.0.0.1:{port}"
+            bare_addr, lean_addr = f"127.0.0.1:{port}", f"127.0.0.1:{lean_port}"
             wrk.drive(leader, 1.0, conns, brokers)  # warm-up: every broker registered
             wrk.drive(bare_addr, 1.0, conns, brokers)
+            wrk.drive(lean_addr, 1.0, conns, brokers)
             for _ in range(a.reps):
                 c = wrk.drive(leader, seconds, conns, brokers)
                 b = wrk.drive(bare_addr, seconds, conns, brokers)
-                runs.append({"controller": c, "bare": b, "ratio": c["per_s"] / b["per_s"] if b["per_s"] else 0.0})
+                bl = wrk.drive(lean_addr, seconds, conns, brokers)
+                ratio = c["per_s"] / b["per_s"] if b["per_s"] else 0.0
+                runs.append({"controller": c, "bare": b, "bare_lean": bl, "ratio": ratio})
         finally:
             group.stop_all()
-            bare.terminate()
-            bare.wait(30)
+            for p in (bare, lean):
+                p.terminate()
+                p.wait(30)
     rep.details["http"] = runs
     gen = runs[0]["controller"]["generator"]
     note = "" if gen == "wrk" else f"Python load generator: {wrk.INSTALL_HINT}"
@@ -159,6 +167,12 @@ def sec_http(rep: Report, a: argparse.Namespace) -> None:
     rep.row("  same, p99", [r["controller"]["p99_ms"] for r in runs], "ms", "<=", 25)
     rep.row("  same, p50", [r["controller"]["p50_ms"] for r in runs], "ms")
     rep.row("  bare FastAPI, same model, /s", [r["bare"]["per_s"] for r in runs], "/s")
+    rep.row("  bare lean path (bare_app --lean, no consensus), /s", [r["bare_lean"]["per_s"] for r in runs], "/s")
+    rep.row(
+        "  same (consensus), % of the bare lean path",
+        [100 * r["controller"]["per_s"] / r["bare_lean"]["per_s"] if r["bare_lean"]["per_s"] else 0.0 for r in runs],
+        "%",
+    )
 
 
 def sec_install(rep: Report, a: argparse.Namespace) -> None:
