@@ -9,10 +9,8 @@ is fixed), and count the same metrics; and the lean path must really answer the 
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,9 +20,6 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from starlette.responses import JSONResponse
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.http import hotpath
 from api.http.hotpath import HeartbeatPath
@@ -269,55 +264,6 @@ async def test_other_requests_go_to_fastapi(pair: Pair) -> None:
     spec = (await pair.lean.get("/openapi.json")).json()
     route = spec["paths"][PATH]["post"]  # the route is still documented, serving the request type counted here
     assert route["x-request-type"] == hotpath.REQUEST_TYPE
-
-
-class Wire:
-    """A transport recording what uvicorn writes, and when it closes."""
-
-    def __init__(self) -> None:
-        self.calls: list[Any] = []
-
-    def write(self, data: bytes) -> None:
-        self.calls.append(bytes(data))
-
-    def close(self) -> None:
-        self.calls.append("close")
-
-    def is_closing(self) -> bool:
-        return False
-
-
-def cycle(wire: Wire, keep_alive: bool) -> RequestResponseCycle:
-    scope = {"type": "http", "method": "POST", "http_version": "1.1", "path": PATH, "headers": []}
-    return RequestResponseCycle(
-        scope=scope,  # type: ignore[arg-type]
-        transport=wire,  # type: ignore[arg-type]
-        flow=FlowControl(wire),  # type: ignore[arg-type]
-        logger=logging.getLogger("test"),
-        access_logger=logging.getLogger("test"),
-        access_log=False,
-        default_headers=[(b"server", b"uvicorn")],
-        message_event=asyncio.Event(),
-        expect_100_continue=False,
-        keep_alive=keep_alive,
-        on_response=lambda: None,
-    )
-
-
-@pytest.mark.parametrize("keep_alive", [True, False])
-async def test_an_answer_is_one_write_under_uvicorn(keep_alive: bool) -> None:
-    """Under uvicorn's cycle the head and the body leave in one write (then the close, when not keep-alive),
-    and the bytes are those of uvicorn's two writes; the cycle gets its own transport back."""
-    response = JSONResponse({"code": 0, "remark": "ok"})
-    one, two = Wire(), Wire()
-    c1, c2 = cycle(one, keep_alive), cycle(two, keep_alive)
-    await hotpath.respond(c1.send, response)
-    await c2.send({"type": "http.response.start", "status": 200, "headers": response.raw_headers})
-    await c2.send({"type": "http.response.body", "body": response.body})
-    assert len(two.calls) == (2 if keep_alive else 3)
-    assert one.calls == [two.calls[0] + two.calls[1], *two.calls[2:]]
-    assert one.calls[0].endswith(b"\r\n\r\n" + response.body)
-    assert c1.transport is one and c1.response_complete
 
 
 def test_settle_gc_freezes_the_start_up_objects_and_raises_the_thresholds() -> None:
