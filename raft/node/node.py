@@ -176,6 +176,8 @@ class Node:
         self._tick_handle = self._loop.call_at(self._next_tick, self._tick)
         if self.core.campaign_if_sole_voter():
             self._process()
+        if lg.skipped is not None:
+            self._loop.run_in_executor(None, self._check_skipped, lg)
         log.info(
             "node %s started: term %d, snapshot %d, log %d..%d",
             self.id,
@@ -184,6 +186,20 @@ class Node:
             lg.first_index(),
             lg.last_index(),
         )
+
+    def _check_skipped(self, lg: SegmentLog) -> None:
+        """Recovery started at the first live entry (wal_meta's hint) without reading the compacted records
+        before it: check them now, off the loop. Damage there costs no data, but it is damage on the disk."""
+        damage = lg.check_skipped()
+        if damage is not None:
+            log.error(
+                "node %s: %s (compacted records below the first index %d, never read again: the log is intact; "
+                "the disk under %s may be failing)",
+                self.id,
+                damage,
+                lg.first_index(),
+                self.opts.data_dir,
+            )
 
     def _load_snapshot(self) -> SnapshotMeta | None:
         """RIP-59 start: load the newest snapshot that verifies and that the log continues from (quarantining

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import os
 import threading
 import time
@@ -48,7 +49,7 @@ from raft.storage.segment import (
     encode_wal_meta,
     segment_name,
 )
-from raft.storage.walscan import list_segments, scan_directory
+from raft.storage.walscan import check_skipped, list_segments, scan_directory
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class SegmentLog:
         self._segs: array[int] = array("Q")
         self._failed: BaseException | None = None
         self._closed = False
+        self.skipped: tuple[str, int] | None = None  # (segment, offset) recovery started at, by the start hint
         self.fsyncs = 0  # data + directory fsyncs issued
         self.bytes_written = 0
         self._sidecar = (
@@ -95,6 +97,18 @@ class SegmentLog:
             raise
 
     # ---- queries -------------------------------------------------------------------------------------
+
+    def check_skipped(self) -> LogCorruptionError | None:
+        """Check the compacted frames recovery skipped by wal_meta's start hint (`skipped`: the segment and
+        the hinted offset); meant for a background thread after start. None if intact or since deleted."""
+        if self.skipped is None:
+            return None
+        path, end = self.skipped
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return check_skipped(data, path, min(end, len(data)))
+        except (FileNotFoundError, ValueError):  # deleted by a prefix truncation since, or emptied
+            return None
 
     def first_index(self) -> int:
         with self._lock:
@@ -347,6 +361,7 @@ class SegmentLog:
                 self._active = seg
         index = verdict.index()
         self._terms, self._offsets, self._sizes, self._segs = index.terms, index.offsets, index.sizes, index.seg_ids
+        self.skipped = next(((x.path, x.start) for x in verdict.scans if x.start != HEADER_SIZE), None)
         if dirty:
             fsync_dir(self.directory)
         self._collect_below_first()

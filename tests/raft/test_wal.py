@@ -611,6 +611,8 @@ def test_recovery_starts_at_the_first_live_entry_that_wal_meta_points_to(tmp_pat
     seg, at = _hinted_log(tmp_path)
     verdict = scan_directory(tmp_path, skip_compacted=True)
     assert verdict.fatal is None and verdict.scans[0].start == at
+    with SegmentLog(tmp_path) as log:
+        assert log.skipped == (str(seg), at) and log.check_skipped() is None
     assert verdict.scans[0].spans[0].first_index == 23 and verdict.scans[0].spans[0].count == 2  # 23, 24
     data = bytearray(seg.read_bytes())
     dead = data.index(b"1:10:") - 26
@@ -619,6 +621,8 @@ def test_recovery_starts_at_the_first_live_entry_that_wal_meta_points_to(tmp_pat
     assert scan_directory(tmp_path).fatal is not None  # rmqctl and the audit read every byte and see it
     with SegmentLog(tmp_path) as log:
         assert dump(log) == [(1, i, EntryType.NORMAL, f"1:{i}:".encode().ljust(8, b".")) for i in range(23, 41)]
+        damage = log.check_skipped()  # what the node checks in the background after it started
+        assert damage is not None and (damage.path, damage.offset) == (str(seg), dead)
         log.append(ents(41, 41))
     with SegmentLog(tmp_path) as log:
         assert log.last_index() == 41
@@ -646,6 +650,19 @@ def test_a_wal_meta_hint_that_does_not_check_out_falls_back_to_the_full_walk(tmp
     assert verdict.scans[0].start == HEADER_SIZE
     with SegmentLog(tmp_path) as log:
         assert [e.index for e in log.entries(23, 41)] == list(range(23, 41))
+
+
+def test_the_background_check_of_skipped_records_sees_a_flipped_bit_the_walk_would_not(tmp_path: Path) -> None:
+    seg, at = _hinted_log(tmp_path)
+    data = bytearray(seg.read_bytes())
+    dead = data.index(b"1:10:") - 26
+    data[dead + 27] ^= 0x01  # a payload byte of dead entry 10: only its CRC tells
+    seg.write_bytes(bytes(data))
+    with SegmentLog(tmp_path) as log:
+        damage = log.check_skipped()
+        assert damage is not None and damage.offset == dead and "compacted frame" in damage.reason
+        seg.unlink()  # deleted by a prefix truncation meanwhile: nothing left to check
+        assert log.check_skipped() is None
 
 
 def test_a_version_1_wal_meta_without_a_hint_still_opens(tmp_path: Path) -> None:
