@@ -55,7 +55,7 @@ def reference(by_node: dict[int, list[ScanOut]], logs: dict[int, LiveLog]) -> di
         for r in live.runs:
             runs.setdefault((nid, r.seg), []).append(r)
     pieces: dict[tuple[str, int], list[Any]] = {}
-    for nid, outs in by_node.items():
+    for outs in by_node.values():
         for o in outs:
             for key, piece in match_pieces(o, runs, {n: GROUP for n in by_node}, SIZE):
                 pieces.setdefault(key, []).append(piece)
@@ -92,7 +92,9 @@ def test_alike_logs_cut_differently_match_on_digests_and_spread_the_routes(tmp_p
         assert r.divergent == [] and r.sources[0][2] == 0
     full = [r for r in matched.results if r.sources[0][1] - r.sources[0][0] + 1 == SIZE]
     assert {r.routes[0][2] for r in full} == {0, 1, 2}  # every node's segments route some chunks
-    assert {i: t for r in matched.results for i, t in r.terms.items()} == {i: dict.fromkeys(range(3), 1) for i in WANTED}
+    assert {i: t for r in matched.results for i, t in r.terms.items()} == {
+        i: dict.fromkeys(range(3), 1) for i in WANTED
+    }
 
 
 def test_a_divergent_tail_is_found_where_the_executors_find_it(tmp_path: Path) -> None:

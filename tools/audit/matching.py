@@ -17,6 +17,7 @@ there. Per chunk of a group:
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 from raft.storage.walscan import LiveLog
@@ -27,6 +28,7 @@ from tools.audit.tasks import (
     ScanOut,
     alike,
     digest_of,
+    joined,
     match_arrays,
     piece_arrays,
     wanted_in,
@@ -100,9 +102,9 @@ def _match_pieces(
         ]
         if len(arrays[nid]) != len(pieces):  # a whole-chunk piece beside others: cannot be live (fallback)
             return None
-        joined = _joined(arrays[nid])
-        if len(joined) == 1:
-            lo, terms, crcs = joined[0]
+        runs = joined([(lo, array("q", t), array("I", c)) for lo, t, c in arrays[nid]])  # copies: arrays[nid] stays
+        if len(runs) == 1:
+            lo, terms, crcs = runs[0]
             if lo == chunk * size and lo + len(terms) == (chunk + 1) * size:
                 whole[nid] = (lo, lo + len(terms) - 1, digest_of(terms, crcs))
     if len(whole) == len(nids) and len(set(whole.values())) == 1:
@@ -114,14 +116,3 @@ def _match_pieces(
     if len(arrays) == len(nids):
         return match_arrays(key, arrays, wanted, size)
     return None
-
-
-def _joined(arrays: Arrays) -> Arrays:
-    """The contiguous runs of a node's pieces (copies: the pieces stay as they are)."""
-    out: Arrays = []
-    for lo, terms, crcs in sorted(arrays, key=lambda p: p[0]):
-        if out and out[-1][0] + len(out[-1][1]) == lo:
-            out[-1] = (out[-1][0], out[-1][1] + terms, out[-1][2] + crcs)
-        else:
-            out.append((lo, terms, crcs))
-    return out
