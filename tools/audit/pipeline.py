@@ -119,9 +119,10 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         if n.listing is not None
         for pos, s in enumerate(n.listing.segments)
     ]
-    snap_tasks = [
-        SnapshotTask(n.nid, i, sdir, files) for n in nodes for i, (sdir, files) in sorted(n.snapshots.items())
-    ]
+    snap_tasks = sorted(  # by index: the nodes' copies of one snapshot in a row, which a worker decodes once
+        (SnapshotTask(n.nid, i, sdir, files) for n in nodes for i, (sdir, files) in n.snapshots.items()),
+        key=lambda t: (t.index, t.nid),
+    )
     progress(
         f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
         f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB, {len(snap_tasks)} snapshot(s); scanning and decoding"
