@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -223,6 +224,7 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
 
     # --- stage 4: route the canonical log to buckets and replay ---------------------------------------------
     plans: dict[str, ReplayPlan] = {}
+    run_starts = {nid: [r.lo for r in live.runs] for nid, live in logs.items()}  # ascending, as merge_scans cuts
     route: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
     unverified: list[dict[str, Any]] = []
     for g in sorted(set(group_of.values())):
@@ -239,7 +241,10 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
                 unverified.append({"group": g, "node": names[nid], "index": index, "why": why})
         for lo, hi, nid in routes.get(g, []):
             lo, hi = max(lo, plan.base_index + 1), min(hi, plan.end)
-            for live_run in logs[nid].runs:
+            live_runs = logs[nid].runs
+            for live_run in live_runs[max(0, bisect_right(run_starts[nid], lo) - 1) :]:
+                if live_run.lo > hi:
+                    break
                 a, z = max(lo, live_run.lo), min(hi, live_run.hi)
                 if a <= z:
                     piece = (live_run.batch, live_run.skip + a - live_run.lo, a, z)

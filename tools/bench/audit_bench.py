@@ -15,6 +15,7 @@ already started and warmed on a tiny log (the "after start-up" figure: JVM and P
 `rmqctl log replay --no-snapshot` on node 0 (one process, wall time). Entries/s counts the N stored
 entries; each is CRC-checked and log-matched, each log index replayed once (so indexes/s = entries/s / 3).
 Targets: >= 300k entries/s per core, local[2] >= 1.7x local[1]; a miss is reported, never an error.
+The machine is shared: each row carries the 1-minute load average just before it ran ("load").
 """
 
 from __future__ import annotations
@@ -160,6 +161,7 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     spark = session(f"local[{cores}]", "ERROR", spark_ui_showConsoleProgress="false", spark_ui_enabled="false")
     try:
         run(spark, Options([str(warm)], str(out / f"warm-{cores}"), f"warm-{cores}", plots=False))
+        load = os.getloadavg()[0]
         start, cpu = time.perf_counter(), tree_cpu_seconds(os.getpid())
         result = run(spark, Options([str(root)], str(out / f"local-{cores}"), f"bench-{cores}", plots=False))
         seconds = time.perf_counter() - start
@@ -168,6 +170,7 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
         spark.stop()
     return {
         "cores": cores,
+        "load_before": load,
         "seconds": seconds,
         "cpu_seconds": cpu,
         "findings": result.total,
@@ -177,9 +180,11 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     }
 
 
-def replay_once(root: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of `rmqctl log replay --no-snapshot` on node 0, in its own process."""
+def replay_once(root: Path) -> tuple[float, float, float]:
+    """(wall, CPU) seconds of `rmqctl log replay --no-snapshot` on node 0, in its own process, and the
+    1-minute load average before it."""
     rmqctl = [sys.executable, "-m", "cli.rmqctl"]
+    load = os.getloadavg()[0]
     start, before = time.perf_counter(), os.times()
     subprocess.run(
         [*rmqctl, "log", "replay", str(root / NODES[0]), "--no-snapshot", "-o", "json"],
@@ -187,9 +192,8 @@ def replay_once(root: Path) -> tuple[float, float]:
         stdout=subprocess.DEVNULL,
     )
     after = os.times()
-    return time.perf_counter() - start, (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return time.perf_counter() - start, cpu, load
 
 
 def main(argv: list[str]) -> int:
@@ -230,7 +234,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(base / "out", ignore_errors=True)
         cores = [int(c) for c in args.cores.split(",")]
         runs = [audit_once(c, base / "data", base / "warm", base / "out") for c in cores]
-        replay_s, replay_cpu = replay_once(base / "data")
+        replay_s, replay_cpu, replay_load = replay_once(base / "data")
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -242,6 +246,7 @@ def main(argv: list[str]) -> int:
             {
                 "what": f"audit local[{r['cores']}]",
                 "cores": r["cores"],
+                "load_before": r["load_before"],
                 "seconds": r["seconds"],
                 "entries_per_s": rate,
                 "entries_per_s_per_core": rate / r["cores"],
@@ -255,6 +260,7 @@ def main(argv: list[str]) -> int:
         {
             "what": "rmqctl log replay (node 0)",
             "cores": 1,
+            "load_before": replay_load,
             "seconds": replay_s,
             "entries_per_s": None,
             "entries_per_s_per_core": None,
@@ -279,7 +285,7 @@ def main(argv: list[str]) -> int:
         f"{built['heartbeat_share']:.1%} heartbeats, {built['log_bytes_per_node'] / 1e6:.0f} MB of log per node"
     )
     print(
-        f"{'run':<28}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
+        f"{'run':<28}{'load':>6}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
         f"{'entries/CPU s':>15}{'findings':>10}"
     )
     for r in rows:
@@ -287,7 +293,7 @@ def main(argv: list[str]) -> int:
         epc = "-" if r["entries_per_s_per_core"] is None else f"{r['entries_per_s_per_core']:,.0f}"
         ecpu = "-" if r["entries_per_cpu_s"] is None else f"{r['entries_per_cpu_s']:,.0f}"
         print(
-            f"{r['what']:<28}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
+            f"{r['what']:<28}{r['load_before']:>6.2f}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
             f"{r['cpu_seconds']:>8.1f}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}"
         )
     print(
