@@ -254,18 +254,16 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     keyed_group = sc.broadcast(group_of)
     remote_uris = [o.uri for o in light if local_path(o.uri) is None and (o.nid, o.pos) in route]
     routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group, remote_uris)
-    slices = snaps.flatMap(
+    slices = snaps.flatMap(  # a few tasks for all the snapshots: each is a small copy out of the cache
         lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v)) for b, v in x[1].items()]
-    )
+    ).coalesce(max(1, min(len(snap_tasks), sc.defaultParallelism)))
     keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
     b_part = sc.broadcast({k: p for p, k in enumerate(keys)})
-    seeds = sc.parallelize([(k, ("seed", None)) for k in keys])
     replays = (  # one partition per (group, bucket): no Python-side grouping of the big blobs
         routed.mapValues(lambda piece: ("log", piece))
         .union(slices.mapValues(lambda s: ("snapshot", s)))
-        .union(seeds)
         .partitionBy(len(keys), lambda k: b_part.value[k])
-        .mapPartitions(lambda items: _replay_partition(items, b_plans.value, b_buckets.value))
+        .mapPartitionsWithIndex(lambda p, items: _replay_partition(keys[p], items, b_plans.value, b_buckets.value))
         .collect()
     )
     rows = [f.row() for f in findings] + [row for _, r in replays for row in r.findings]
@@ -308,17 +306,14 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     return _finish(spark, opts, rows, stats, nodes, by_node, logs, names, progress)
 
 
-def _replay_partition(items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
-    pieces: dict[tuple[str, int], list[Any]] = {}
-    slices: dict[tuple[str, int], list[Any]] = {}
-    for key, (kind, value) in items:
-        pieces.setdefault(key, [])
-        if kind == "log":
-            pieces[key].append(value)
-        elif kind == "snapshot":
-            slices.setdefault(key, []).append(value)
-    for key in sorted(pieces):
-        yield key[0], replay_bucket(key[1], pieces[key], slices.get(key, []), plans[key[0]], buckets)
+def _replay_partition(key: tuple[str, int], items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
+    """The partition of (group, bucket) `key`: the partitioner gives each key a partition of its own, which
+    runs even when nothing was routed to it (its snapshots are still compared)."""
+    pieces: list[Any] = []
+    slices: list[Any] = []
+    for _, (kind, value) in items:
+        (pieces if kind == "log" else slices).append(value)
+    yield key[0], replay_bucket(key[1], pieces, slices, plans[key[0]], buckets)
 
 
 # --- stage helpers -----------------------------------------------------------------------------------------
