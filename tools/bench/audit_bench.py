@@ -130,27 +130,49 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
     }
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_cpu(path: str) -> tuple[str, int, float] | None:
+    """(name, parent pid, user + system CPU seconds) from a /proc stat file."""
+    try:
+        with open(path) as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw.rsplit(")", 1)[1].split()
+    return raw[raw.index("(") + 1 : raw.rindex(")")], int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _tree(root: int) -> list[int]:
+    parents = {int(d): s[1] for d in os.listdir("/proc") if d.isdigit() and (s := _stat_cpu(f"/proc/{d}/stat"))}
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(c for c, p in parents.items() if p == pid)
+    return out
+
+
 def tree_cpu_seconds(root: int) -> float:
     """User + system CPU of a process and all its descendants (the JVM and its Python workers), from /proc:
     the machine is shared, so wall time alone says little about the work done per core."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+    return sum(s[2] for pid in _tree(root) if (s := _stat_cpu(f"/proc/{pid}/stat")))
+
+
+def jit_cpu_seconds(root: int) -> float:
+    """CPU of the JVM's JIT compiler threads (C1/C2 "CompilerThre...") under root: JVM warm-up that the timed
+    run still pays (the tiny warm-up log makes little code hot), reported beside the run's CPU."""
+    total = 0.0
+    for pid in _tree(root):
         try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            threads = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        parents[int(d)] = int(fields[1])
-        times[int(d)] = (int(fields[11]) + int(fields[12])) / tick
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += times.get(pid, 0.0)
-        todo.extend(c for c, p in parents.items() if p == pid)
+        for t in threads:
+            s = _stat_cpu(f"/proc/{pid}/task/{t}/stat")
+            if s and "CompilerThre" in s[0]:
+                total += s[2]
     return total
 
 
@@ -161,11 +183,12 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     spark = session(f"local[{cores}]", "ERROR", spark_ui_showConsoleProgress="false", spark_ui_enabled="false")
     try:
         run(spark, Options([str(warm)], str(out / f"warm-{cores}"), f"warm-{cores}", plots=False))
-        load = os.getloadavg()[0]
+        load, jit = os.getloadavg()[0], jit_cpu_seconds(os.getpid())
         start, cpu = time.perf_counter(), tree_cpu_seconds(os.getpid())
         result = run(spark, Options([str(root)], str(out / f"local-{cores}"), f"bench-{cores}", plots=False))
         seconds = time.perf_counter() - start
         cpu = tree_cpu_seconds(os.getpid()) - cpu
+        jit = jit_cpu_seconds(os.getpid()) - jit
     finally:
         spark.stop()
     return {
@@ -173,6 +196,7 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
         "load_before": load,
         "seconds": seconds,
         "cpu_seconds": cpu,
+        "jit_cpu_seconds": jit,
         "findings": result.total,
         "exit_code": result.exit_code,
         "applied": result.summary["commandsApplied"],
@@ -252,6 +276,7 @@ def main(argv: list[str]) -> int:
                 "entries_per_s_per_core": rate / r["cores"],
                 "indexes_per_s": built["indexes"] / r["seconds"],
                 "cpu_seconds": r["cpu_seconds"],
+                "jit_cpu_seconds": r["jit_cpu_seconds"],
                 "entries_per_cpu_s": n / r["cpu_seconds"] if r["cpu_seconds"] else None,
                 "findings": r["findings"],
             }
@@ -266,6 +291,7 @@ def main(argv: list[str]) -> int:
             "entries_per_s_per_core": None,
             "indexes_per_s": built["indexes"] / replay_s,
             "cpu_seconds": replay_cpu,
+            "jit_cpu_seconds": None,
             "entries_per_cpu_s": None,
             "findings": None,
         }
@@ -286,15 +312,16 @@ def main(argv: list[str]) -> int:
     )
     print(
         f"{'run':<28}{'load':>6}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
-        f"{'entries/CPU s':>15}{'findings':>10}"
+        f"{'of it JIT':>10}{'entries/CPU s':>15}{'findings':>10}"
     )
     for r in rows:
         eps = "-" if r["entries_per_s"] is None else f"{r['entries_per_s']:,.0f}"
         epc = "-" if r["entries_per_s_per_core"] is None else f"{r['entries_per_s_per_core']:,.0f}"
         ecpu = "-" if r["entries_per_cpu_s"] is None else f"{r['entries_per_cpu_s']:,.0f}"
+        jit = "-" if r["jit_cpu_seconds"] is None else f"{r['jit_cpu_seconds']:.1f}"
         print(
             f"{r['what']:<28}{r['load_before']:>6.2f}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
-            f"{r['cpu_seconds']:>8.1f}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}"
+            f"{r['cpu_seconds']:>8.1f}{jit:>10}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}"
         )
     print(
         f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
