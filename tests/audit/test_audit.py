@@ -169,6 +169,26 @@ def test_snapshot_with_one_wrong_value(spark: Any, data: tuple[Path, dict[str, i
     assert sorted(tuple(sorted(f.items())) for f in back) == sorted(tuple(sorted(f.items())) for f in r.findings)
 
 
+def test_damaged_copy_of_a_snapshot_the_others_are_decoded_from(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """The three nodes' copies of a snapshot have equal metas, so one task decodes the first copy that
+    verifies and the others stand for it. n0's copy (the first) has a flipped byte in its data file: it is
+    reported unreadable, n1's is decoded instead, and n1's and n2's are still checked against the replay."""
+    root, marks = data
+    index = marks["first"]
+    path = root / "n0" / "snapshot" / f"snapshot_{index:020d}" / "data"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x04
+    path.write_bytes(bytes(raw))
+    r = audit(spark, root, tmp_path / "out")
+    (f,) = r.findings
+    assert (f["check"], f["node"], f["snapshot_index"]) == ("snapshot.readable", node(root, "n0"), index)
+    assert r.exit_code == EXIT_CORRUPT and r.summary["snapshotsNotReplayVerified"] == []
+    (group,) = r.summary["groups"].values()
+    assert group["snapshotPoints"] == [marks["first"], marks["second"]]
+
+
 @pytest.mark.parametrize("chunk", [None, 16])
 def test_node_whose_log_diverges(
     spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path, chunk: int | None

@@ -46,7 +46,7 @@ from tools.audit.tasks import (
     match_pieces,
     route_task,
     scan_task,
-    snapshot_task,
+    snapshot_group_task,
 )
 
 TOP = 100  # findings repeated in summary.json, for a reader without Parquet
@@ -120,17 +120,15 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         if n.listing is not None
         for pos, s in enumerate(n.listing.segments)
     ]
-    snap_tasks = sorted(  # by index: the nodes' copies of one snapshot in a row, which a worker decodes once
-        (SnapshotTask(n.nid, i, sdir, files) for n in nodes for i, (sdir, files) in n.snapshots.items()),
-        key=lambda t: (t.index, t.nid),
-    )
+    snap_tasks = [SnapshotTask(n.nid, i, sdir, files) for n in nodes for i, (sdir, files) in n.snapshots.items()]
     progress(
         f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
         f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB, {len(snap_tasks)} snapshot(s); scanning and decoding"
     )
     b_buckets = sc.broadcast(buckets)
     scans = _scan_rdd(sc, tasks).persist(StorageLevel.MEMORY_AND_DISK)
-    snaps = _snapshot_rdd(sc, fs, snap_tasks, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
+    snap_groups = _snapshot_groups(snap_tasks, metas)
+    snaps = _snapshot_rdd(sc, fs, snap_groups, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
     with ThreadPoolExecutor(1) as pool:
         snap_job = pool.submit(lambda: snaps.map(lambda x: x[0].light()).collect())
         light: list[ScanOut] = scans.map(lambda r: r.light()).collect()
@@ -254,9 +252,18 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     keyed_group = sc.broadcast(group_of)
     remote_uris = [o.uri for o in light if local_path(o.uri) is None and (o.nid, o.pos) in route]
     routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group, remote_uris)
+    # A decoded snapshot's slices go to the buckets of every group holding a copy of it (plan.aliases).
+    slice_groups: dict[tuple[int, int], set[str]] = {}
+    for k, snap_out in readable.items():
+        slice_groups.setdefault(snap_out.same_as or k, set()).add(group_of[k[0]])
+    b_slice_groups = sc.broadcast({k: sorted(v) for k, v in slice_groups.items()})
     slices = snaps.flatMap(  # a few tasks for all the snapshots: each is a small copy out of the cache
-        lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v)) for b, v in x[1].items()]
-    ).coalesce(max(1, min(len(snap_tasks), sc.defaultParallelism)))
+        lambda x: [
+            ((g, b), (x[0].nid, x[0].index, v))
+            for g in b_slice_groups.value.get((x[0].nid, x[0].index), ())
+            for b, v in x[1].items()
+        ]
+    ).coalesce(max(1, min(len(snap_groups), sc.defaultParallelism)))
     keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
     b_part = sc.broadcast({k: p for p, k in enumerate(keys)})
     replays = (  # one partition per (group, bucket): no Python-side grouping of the big blobs
@@ -378,25 +385,47 @@ def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any, 
     return rdd
 
 
-def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, tasks: list[SnapshotTask], b_buckets: Any) -> Any:
-    local = [t for t in tasks if local_path(t.uri) is not None]
-    remote = [t for t in tasks if local_path(t.uri) is None]
-    rdd = sc.parallelize(local, max(1, len(local))).map(lambda t: snapshot_task(t, b_buckets.value))
+def _snapshot_groups(tasks: list[SnapshotTask], metas: dict[tuple[int, int], Any]) -> list[list[SnapshotTask]]:
+    """The snapshots by content as their metas tell it (index and every file's name, size and CRC): the
+    nodes' copies of one snapshot go to one task, which decodes them once (snapshot_group_task)."""
+    groups: dict[Any, list[SnapshotTask]] = {}
+    for t in sorted(tasks, key=lambda t: (t.index, t.nid)):
+        meta = metas.get((t.nid, t.index))
+        key = (t.index, tuple(sorted((f.name, f.size, f.crc32c) for f in meta.files))) if meta else (t.index, t.uri)
+        groups.setdefault(key, []).append(t)
+    return list(groups.values())
+
+
+def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, groups: list[list[SnapshotTask]], b_buckets: Any) -> Any:
+    local = [g for g in groups if all(local_path(t.uri) is not None for t in g)]
+    remote = [g for g in groups if any(local_path(t.uri) is None for t in g)]
+    rdd = sc.parallelize(local, max(1, len(local))).flatMap(lambda g: snapshot_group_task(g, b_buckets.value))
     if remote:
         # Hadoop's input formats skip names starting with "_" or "." (the meta is __raft_snapshot_meta):
         # those small files are read here and shipped with the task, the rest by the executors.
-        by_dir = {_by_path(t.uri): t for t in remote}
+        tasks = [t for g in remote for t in g]
+        by_dir = {_by_path(t.uri): (k, t) for k, g in enumerate(remote) for t in g}
         b = sc.broadcast(by_dir)
-        hidden = [(_by_path(t.uri), (f, fs.read(join(t.uri, f)))) for t in remote for f in t.files if f[0] in "_."]
+        hidden = [(_by_path(t.uri), (f, fs.read(join(t.uri, f)))) for t in tasks for f in t.files if f[0] in "_."]
         files = sc.parallelize(hidden, max(1, min(len(hidden), sc.defaultParallelism)))
-        shown = [join(t.uri, f) for t in remote for f in t.files if f[0] not in "_."]
+        shown = [join(t.uri, f) for t in tasks for f in t.files if f[0] not in "_."]
         if shown:
             files = files.union(
                 sc.binaryFiles(",".join(shown)).map(
                     lambda kv: (os.path.dirname(_by_path(kv[0])), (os.path.basename(_by_path(kv[0])), kv[1]))
                 )
             )
-        rdd = rdd.union(files.groupByKey().map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value, dict(kv[1]))))
+
+        def group_task(members: Any) -> list[tuple[SnapshotOut, dict[int, bytes]]]:
+            ordered = sorted(members, key=lambda m: (m[0].index, m[0].nid))
+            return snapshot_group_task([t for t, _ in ordered], b_buckets.value, [f for _, f in ordered])
+
+        rdd = rdd.union(
+            files.groupByKey()
+            .map(lambda kv: (b.value[kv[0]][0], (b.value[kv[0]][1], dict(kv[1]))))
+            .groupByKey()
+            .flatMap(lambda kv: group_task(kv[1]))
+        )
     return rdd
 
 
@@ -603,7 +632,8 @@ def _plan(
     for nid, i in sorted(readable):
         if group_of[nid] == group:
             points.setdefault(i, []).append(nid)
-    return ReplayPlan(group, base_index, base_bodies, end, sorted(points.items()), names, sources)
+    aliases = {k: s.same_as for k, s in readable.items() if group_of[k[0]] == group and s.same_as is not None}
+    return ReplayPlan(group, base_index, base_bodies, end, sorted(points.items()), names, sources, aliases)
 
 
 def _snapshot_checks(

@@ -10,6 +10,7 @@ snapshot_task  one snapshot: the snapshot package's storage + reader, statemachi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import pickle
@@ -515,34 +516,35 @@ class SnapshotOut:
     error: tuple[str, int, str] | None = None  # (path, offset, reason)
     bodies: dict[int, bytes] | None = None
     sections: list[str] = field(default_factory=list)
+    same_as: tuple[int, int] | None = None  # (nid, index) of a copy with the same bytes, decoded instead
 
     def light(self) -> SnapshotOut:
         """What the driver collects: without the section bodies."""
-        return SnapshotOut(
-            self.nid,
-            self.index,
-            self.uri,
-            self.term,
-            self.voters,
-            self.learners,
-            self.digests,
-            self.error,
-            None,
-            self.sections,
-        )
+        return dataclasses.replace(self, bodies=None)
 
 
-# The last snapshot this worker decoded: [(buckets, its section bodies), (section names, packed slices)]. A
-# snapshot with the very same bytes (another node's copy at the same index) is not decoded again.
-_LAST_DECODED: list[Any] = [None, None]
+Decoded = dict[tuple[tuple[int, bytes], ...], tuple[tuple[int, int], list[str], dict[int, bytes]]]
+
+
+def snapshot_group_task(
+    tasks: list[SnapshotTask], buckets: Buckets, files: list[dict[str, bytes] | None] | None = None
+) -> list[tuple[SnapshotOut, dict[int, bytes]]]:
+    """The copies of one snapshot on several nodes (equal index and equal file CRCs in their metas, as the
+    driver grouped them): each is opened and verified, and each distinct content decoded once; a copy
+    whose section bodies equal one decoded before gets `same_as` (that copy's (nid, index)) and no slices
+    of its own. A copy that fails verification reports its error and the next one is decoded."""
+    seen: Decoded = {}
+    return [snapshot_task(t, buckets, f, seen) for t, f in zip(tasks, files or [None] * len(tasks), strict=True)]
 
 
 def snapshot_task(
-    task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
+    task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None, seen: Decoded | None = None
 ) -> tuple[SnapshotOut, dict[int, bytes]]:
     """Open and verify one snapshot with the project's storage (read-only), decode every section. The
     entities come back split by bucket, each bucket's {(section, entity): value} pickled once here
-    (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them."""
+    (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them.
+    `seen`: contents decoded before in this task (snapshot_group_task)."""
+    seen = {} if seen is None else seen
     tmp = None
     local = local_path(task.uri)
     try:
@@ -556,17 +558,21 @@ def snapshot_task(
             sdir = Path(local)
         out = SnapshotOut(task.nid, task.index, task.uri)
         st = SnapshotStorage(sdir.parent, read_only=True, known_types=SECTION_NAMES)
+        slices: dict[int, bytes] = {}
         try:
             meta = st.read_meta(task.index)
             out.term, out.voters, out.learners = meta.last_included_term, tuple(meta.voters), tuple(meta.learners)
             with st.open(task.index, verify=True) as snap:
                 snap.verify()
                 bodies = {e.type: snap.section(e.type) for e in snap.entries}
-                key = (buckets, tuple(bodies.items()))
-                if _LAST_DECODED[0] != key:  # the nodes of a group usually hold byte-identical snapshots
+                key = tuple(bodies.items())
+                if key in seen:  # the nodes of a group usually hold byte-identical snapshots
+                    out.same_as, out.sections, _ = seen[key]
+                else:
                     sections = read_sections(snap, require_all=False)
                     slices = {b: pack_slice(v) for b, v in split_state(tables_of(sections), buckets).items()}
-                    _LAST_DECODED[:] = [key, ([s.name for s in sections], slices)]
+                    out.sections = [s.name for s in sections]
+                    seen[key] = ((task.nid, task.index), out.sections, slices)
         except SnapshotError as e:
             path = str(getattr(e, "path", sdir))
             out.error = (
@@ -576,7 +582,6 @@ def snapshot_task(
             )
             return out, {}
         out.digests = {SECTION_NAMES.get(t, str(t)): crc32c(body) for t, body in bodies.items()}
-        out.sections, slices = _LAST_DECODED[1]
         out.bodies = bodies  # kept in the cache; the driver fetches those of a replay's starting point
         return out, slices
     finally:
