@@ -20,6 +20,7 @@ from snapshot.format import META_FILE, decode_meta, encode_meta
 from snapshot.storage import SnapshotStorage
 from statemachine import ControllerStateMachine
 from statemachine.sections import SECTION_NAMES
+from tools.audit.job import LOCAL_JVM_OPTIONS
 from tools.audit.model import EXIT_CORRUPT, EXIT_DIVERGENCE, EXIT_OK
 from tools.audit.pipeline import Options, Result, run
 
@@ -97,6 +98,12 @@ def test_clean_run_with_small_chunks_settles_every_chunk_on_digests(
     keep = ("groups", "commandsApplied", "entriesScanned", "snapshotsNotReplayVerified", "nodes")
     assert {k: small.summary[k] for k in keep} == {k: default.summary[k] for k in keep}
     assert small.summary["commandsApplied"] > marks["last"] // 2
+
+
+def test_the_local_jvm_runs_with_the_audit_options(spark: Any) -> None:
+    """session() starts the JVM of a local master with C1 and the serial collector (LOCAL_JVM_OPTIONS)."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(bean.getInputArguments())
 
 
 def test_flipped_bit_in_a_log_record(spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
