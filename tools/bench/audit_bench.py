@@ -130,50 +130,35 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
     }
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat_cpu(path: str) -> tuple[str, int, float] | None:
-    """(name, parent pid, user + system CPU seconds) from a /proc stat file."""
-    try:
-        with open(path) as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw.rsplit(")", 1)[1].split()
-    return raw[raw.index("(") + 1 : raw.rindex(")")], int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def _tree(root: int) -> list[int]:
-    parents = {int(d): s[1] for d in os.listdir("/proc") if d.isdigit() and (s := _stat_cpu(f"/proc/{d}/stat"))}
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(c for c, p in parents.items() if p == pid)
-    return out
-
-
 def tree_cpu_seconds(root: int) -> float:
     """User + system CPU of a process and all its descendants (the JVM and its Python workers), from /proc:
     the machine is shared, so wall time alone says little about the work done per core."""
-    return sum(s[2] for pid in _tree(root) if (s := _stat_cpu(f"/proc/{pid}/stat")))
-
-
-def jit_cpu_seconds(root: int) -> float:
-    """CPU of the JVM's JIT compiler threads (C1/C2 "CompilerThre...") under root: JVM warm-up that the timed
-    run still pays (the tiny warm-up log makes little code hot), reported beside the run's CPU."""
-    total = 0.0
-    for pid in _tree(root):
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
         try:
-            threads = os.listdir(f"/proc/{pid}/task")
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        for t in threads:
-            s = _stat_cpu(f"/proc/{pid}/task/{t}/stat")
-            if s and "CompilerThre" in s[0]:
-                total += s[2]
+        parents[int(d)] = int(fields[1])
+        times[int(d)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(c for c, p in parents.items() if p == pid)
     return total
+
+
+def jit_seconds(spark: Any) -> float:
+    """Time the JVM's JIT compilers have spent so far (its CompilationMXBean): JVM warm-up that the timed
+    run still pays (the tiny warm-up log makes little code hot), reported beside the run's CPU."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+    return float(bean.getTotalCompilationTime()) / 1000
 
 
 def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
@@ -183,12 +168,12 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     spark = session(f"local[{cores}]", "ERROR", spark_ui_showConsoleProgress="false", spark_ui_enabled="false")
     try:
         run(spark, Options([str(warm)], str(out / f"warm-{cores}"), f"warm-{cores}", plots=False))
-        load, jit = os.getloadavg()[0], jit_cpu_seconds(os.getpid())
+        load, jit = os.getloadavg()[0], jit_seconds(spark)
         start, cpu = time.perf_counter(), tree_cpu_seconds(os.getpid())
         result = run(spark, Options([str(root)], str(out / f"local-{cores}"), f"bench-{cores}", plots=False))
         seconds = time.perf_counter() - start
         cpu = tree_cpu_seconds(os.getpid()) - cpu
-        jit = jit_cpu_seconds(os.getpid()) - jit
+        jit = jit_seconds(spark) - jit
     finally:
         spark.stop()
     return {
