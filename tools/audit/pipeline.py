@@ -111,8 +111,9 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     findings: list[Finding] = []
     metas = _read_snapshot_metas(fs, nodes, findings)
 
-    # --- stage 1: scan every segment; the snapshots beside it --------------------------------------------
-    # Two jobs at once: Spark runs the snapshot tasks in the slots the scan's last tasks leave idle.
+    # --- stage 1: the snapshots and every segment, in one stage -------------------------------------------
+    # One stage, its tasks in this order: the snapshots (one task per content, about a segment's work),
+    # then the segments from the largest down, so that the short tasks come last and the cores end together.
     wanted_all = tuple(sorted({i for n in nodes for i in n.snapshots}))
     tasks = [
         SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s, n.listing.wal_first, wanted_all, opts.chunk)
@@ -129,10 +130,9 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     scans = _scan_rdd(sc, tasks).persist(StorageLevel.MEMORY_AND_DISK)
     snap_groups = _snapshot_groups(snap_tasks, metas)
     snaps = _snapshot_rdd(sc, fs, snap_groups, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
-    with ThreadPoolExecutor(1) as pool:
-        snap_job = pool.submit(lambda: snaps.map(lambda x: x[0].light()).collect())
-        light: list[ScanOut] = scans.map(lambda r: r.light()).collect()
-        snap_outs: list[SnapshotOut] = snap_job.result()
+    both = snaps.map(lambda x: x[0].light()).union(scans.map(lambda r: r.light())).collect()
+    snap_outs: list[SnapshotOut] = [x for x in both if isinstance(x, SnapshotOut)]
+    light: list[ScanOut] = [x for x in both if isinstance(x, ScanOut)]
     by_node: dict[int, list[ScanOut]] = {}
     for r in sorted(light, key=lambda r: (r.nid, r.pos)):
         by_node.setdefault(r.nid, []).append(r)
