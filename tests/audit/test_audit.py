@@ -20,6 +20,7 @@ from snapshot.format import META_FILE, decode_meta, encode_meta
 from snapshot.storage import SnapshotStorage
 from statemachine import ControllerStateMachine
 from statemachine.sections import SECTION_NAMES
+from tools.audit.job import LOCAL_JVM_OPTIONS
 from tools.audit.model import EXIT_CORRUPT, EXIT_DIVERGENCE, EXIT_OK
 from tools.audit.pipeline import Options, Result, run
 
@@ -84,6 +85,27 @@ def test_clean_cluster_run_has_no_findings(spark: Any, data: tuple[Path, dict[st
     assert df.count() == len(s["checks"]) and {r.status for r in df.collect()} == {"ok"}
 
 
+def test_clean_run_with_small_chunks_settles_every_chunk_on_digests(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """Chunks of 16 indexes: the leader's and the followers' batches are cut differently, so whole chunks are
+    compared by digests over other cuts, the replay reads chunks from every node in turn (its pieces from
+    three nodes' segments interleave by index), and the outcome is the default run's."""
+    root, marks = data
+    small = audit(spark, root, tmp_path / "small", chunk=16)
+    default = audit(spark, root, tmp_path / "default")
+    assert small.findings == [] and small.exit_code == EXIT_OK
+    keep = ("groups", "commandsApplied", "entriesScanned", "snapshotsNotReplayVerified", "nodes")
+    assert {k: small.summary[k] for k in keep} == {k: default.summary[k] for k in keep}
+    assert small.summary["commandsApplied"] > marks["last"] // 2
+
+
+def test_the_local_jvm_runs_with_the_audit_options(spark: Any) -> None:
+    """session() starts the JVM of a local master with C1 and the serial collector (LOCAL_JVM_OPTIONS)."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert set(LOCAL_JVM_OPTIONS.split()) <= set(bean.getInputArguments())
+
+
 def test_flipped_bit_in_a_log_record(spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     root, marks = data
     index = marks["first"] + 3
@@ -144,11 +166,43 @@ def test_snapshot_with_one_wrong_value(spark: Any, data: tuple[Path, dict[str, i
     digest = only(r, "snapshot.digest")
     assert [(f["node"], f["snapshot_index"], f["section"]) for f in digest] == [(node(root, "n0"), index, "kvConfig")]
     assert len(r.findings) == 2 and r.exit_code == EXIT_DIVERGENCE
+    # findings/ is written by one task per check: each check's directory holds one file, and reading the
+    # table back gives every row as the run returned it
+    findings = tmp_path / "out" / "findings"
+    for check in ("snapshot.replay", "snapshot.digest"):
+        (part,) = [p for p in findings.glob(f"run_date=*/check={check}/*.parquet")]
+        assert spark.read.parquet(str(part)).count() == 1
+    back = [{**row.asDict(), "run_date": str(row.run_date)} for row in spark.read.parquet(str(findings)).collect()]
+    assert sorted(tuple(sorted(f.items())) for f in back) == sorted(tuple(sorted(f.items())) for f in r.findings)
 
 
-def test_node_whose_log_diverges(spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+def test_damaged_copy_of_a_snapshot_the_others_are_decoded_from(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """The three nodes' copies of a snapshot have equal metas, so one task decodes the first copy that
+    verifies and the others stand for it. n0's copy (the first) has a flipped byte in its data file: it is
+    reported unreadable, n1's is decoded instead, and n1's and n2's are still checked against the replay."""
+    root, marks = data
+    index = marks["first"]
+    path = root / "n0" / "snapshot" / f"snapshot_{index:020d}" / "data"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x04
+    path.write_bytes(bytes(raw))
+    r = audit(spark, root, tmp_path / "out")
+    (f,) = r.findings
+    assert (f["check"], f["node"], f["snapshot_index"]) == ("snapshot.readable", node(root, "n0"), index)
+    assert r.exit_code == EXIT_CORRUPT and r.summary["snapshotsNotReplayVerified"] == []
+    (group,) = r.summary["groups"].values()
+    assert group["snapshotPoints"] == [marks["first"], marks["second"]]
+
+
+@pytest.mark.parametrize("chunk", [None, 16])
+def test_node_whose_log_diverges(
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path, chunk: int | None
+) -> None:
     """n2 holds entries of another term after `keep` (a deposed leader's uncommitted tail), written with
-    the project's WAL."""
+    the project's WAL. With chunks of 16, whole chunks differ by digest and the executors compare them
+    entry by entry (the fallback job)."""
     root, marks = data
     keep = marks["second"] + 4
     entries = entries_of(root / "n2")
@@ -156,7 +210,7 @@ def test_node_whose_log_diverges(spark: Any, data: tuple[Path, dict[str, int]], 
     with SegmentLog(root / "n2" / "log") as log:
         log.append(entries[:keep])
         log.append([Entry(e.term + 7, e.index, e.type, e.data) for e in entries[keep:]])
-    r = audit(spark, root, tmp_path / "out")
+    r = audit(spark, root, tmp_path / "out", **({"chunk": chunk} if chunk else {}))
     (f,) = r.findings
     assert (f["check"], f["node"], f["log_index"], f["first_divergent_index"]) == (
         "log.matching",
@@ -199,16 +253,19 @@ def test_torn_tail_is_reported_as_such(spark: Any, data: tuple[Path, dict[str, i
     assert r.exit_code == EXIT_OK
 
 
+@pytest.mark.parametrize("chunk", [None, 16])
 def test_compacted_logs_replay_from_the_snapshot_they_continue_from(
-    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path
+    spark: Any, data: tuple[Path, dict[str, int]], tmp_path: Path, chunk: int | None
 ) -> None:
     """Every node compacted its log up to the first snapshot (the WAL's own truncate_prefix): the replay
-    starts from that snapshot, split by bucket, and the second snapshot is still checked value by value."""
+    starts from that snapshot (its bodies fetched from the cached snapshots), split by bucket, and the
+    second snapshot is still checked value by value. With chunks of 16, the first live chunk is a partial
+    piece on every node (compared on the driver) unless the compaction point is a multiple of 16."""
     root, marks = data
     for n in ("n0", "n1", "n2"):
         with SegmentLog(root / n / "log") as log:
             log.truncate_prefix(marks["first"] + 1)
-    r = audit(spark, root, tmp_path / "out")
+    r = audit(spark, root, tmp_path / "out", **({"chunk": chunk} if chunk else {}))
     assert r.findings == [] and r.exit_code == EXIT_OK
     (group,) = r.summary["groups"].values()
     assert group == {"baseIndex": marks["first"], "replayedTo": marks["last"], "snapshotPoints": [marks["second"]]}

@@ -25,6 +25,11 @@ import click
 from tools.audit.model import EXIT_CORRUPT, EXIT_DIVERGENCE, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 
 FAIL_ON = {"error": 2, "warning": 1, "never": 99}
+# The JVM this process starts for a local master only moves bytes between the Python workers and holds the
+# cache and the shuffle files: C1 alone and the serial collector do that at about half the CPU of the
+# default C2 compiler and G1's concurrent threads (docs/audit.md, Performance), CPU that local[*] takes
+# from the tasks. Not applied under spark-submit (its JVM already runs) or with PYSPARK_SUBMIT_ARGS set.
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -98,7 +103,12 @@ def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> A
         click.echo("rmq-audit: error: pyspark is not installed (pip install -e '.[audit]', or make setup)", err=True)
         raise SystemExit(EXIT_USAGE) from None
 
-    SparkContext._ensure_initialized()  # so that SparkConf reads what spark-submit set (the JVM's properties)
+    launch = None
+    if not ({"PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS"} & os.environ.keys()) and (
+        master is None or master.startswith("local")
+    ):
+        launch = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
+    SparkContext._ensure_initialized(conf=launch)  # so that SparkConf reads what spark-submit set (JVM properties)
     conf = SparkConf()
     if master:
         conf.setMaster(master)

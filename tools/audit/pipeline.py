@@ -6,7 +6,9 @@ import datetime as dt
 import json
 import os
 import time
+from bisect import bisect_right
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -18,6 +20,7 @@ from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
 from tools.audit.discover import HadoopFs, LocalFs, NodeInput, describe, find_data_dirs, join, name_nodes
+from tools.audit.matching import match_scans
 from tools.audit.model import (
     CHECKS,
     EXIT_CORRUPT,
@@ -32,16 +35,18 @@ from tools.audit.model import (
 )
 from tools.audit.replay import ReplayPlan, replay_bucket
 from tools.audit.tasks import (
+    CHUNK,
     ChunkResult,
     ScanOut,
     SegmentTask,
+    SnapshotOut,
     SnapshotTask,
     local_path,
     match_chunk,
     match_pieces,
     route_task,
     scan_task,
-    snapshot_task,
+    snapshot_group_task,
 )
 
 TOP = 100  # findings repeated in summary.json, for a reader without Parquet
@@ -55,6 +60,7 @@ class Options:
     buckets: int | None = None
     fail_on: int = 1  # severity rank (model.SEVERITIES) from which findings fail the run
     plots: bool = True
+    chunk: int = CHUNK  # indexes per log-matching chunk (tests use small ones to cross many chunk borders)
 
 
 @dataclass
@@ -105,19 +111,28 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     findings: list[Finding] = []
     metas = _read_snapshot_metas(fs, nodes, findings)
 
-    # --- stage 1: scan every segment ----------------------------------------------------------------------
+    # --- stage 1: the snapshots and every segment, in one stage -------------------------------------------
+    # One stage, its tasks in this order: the snapshots (one task per content, about a segment's work),
+    # then the segments from the largest down, so that the short tasks come last and the cores end together.
+    wanted_all = tuple(sorted({i for n in nodes for i in n.snapshots}))
     tasks = [
-        SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s)
+        SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s, n.listing.wal_first, wanted_all, opts.chunk)
         for n in nodes
         if n.listing is not None
         for pos, s in enumerate(n.listing.segments)
     ]
+    snap_tasks = [SnapshotTask(n.nid, i, sdir, files) for n in nodes for i, (sdir, files) in n.snapshots.items()]
     progress(
         f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
-        f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB; scanning"
+        f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB, {len(snap_tasks)} snapshot(s); scanning and decoding"
     )
+    b_buckets = sc.broadcast(buckets)
     scans = _scan_rdd(sc, tasks).persist(StorageLevel.MEMORY_AND_DISK)
-    light: list[ScanOut] = scans.map(lambda r: r.light()).collect()
+    snap_groups = _snapshot_groups(snap_tasks, metas)
+    snaps = _snapshot_rdd(sc, fs, snap_groups, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
+    both = snaps.map(lambda x: x[0].light()).union(scans.map(lambda r: r.light())).collect()
+    snap_outs: list[SnapshotOut] = [x for x in both if isinstance(x, SnapshotOut)]
+    light: list[ScanOut] = [x for x in both if isinstance(x, ScanOut)]
     by_node: dict[int, list[ScanOut]] = {}
     for r in sorted(light, key=lambda r: (r.nid, r.pos)):
         by_node.setdefault(r.nid, []).append(r)
@@ -136,27 +151,22 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         _wal_findings(n, group_of[n.nid], by_node.get(n.nid, []), logs.get(n.nid), findings)
     _identity_findings(nodes, group_of, findings)
 
-    # --- stage 2: log matching across the nodes of each group ---------------------------------------------
-    runs: dict[tuple[int, int], list[LiveRun]] = {}
-    for nid, live in logs.items():
-        for live_run in live.runs:
-            runs.setdefault((nid, live_run.seg), []).append(live_run)
+    # --- stage 2: log matching across the nodes of each group, on the scans' chunk digests ------------------
     wanted: dict[str, list[int]] = {}
     for n in nodes:
         wanted.setdefault(group_of[n.nid], []).extend(n.snapshots)
-    progress("log matching")
-    b_runs, b_group, b_wanted = sc.broadcast(runs), sc.broadcast(group_of), sc.broadcast(wanted)
-    chunks: list[ChunkResult] = (
-        scans.flatMap(lambda r: match_pieces(r, b_runs.value, b_group.value))
-        .groupByKey()
-        .map(lambda kv: match_chunk(kv[0], kv[1], b_wanted.value))
-        .collect()
-    )
+    matched = match_scans(logs, by_node, group_of, wanted, opts.chunk)
+    chunks = matched.results
+    if matched.fallback:
+        progress(f"log matching: {len(matched.fallback)} chunk(s) compared entry by entry on the executors")
+        chunks += _match_fallback(sc, scans, logs, group_of, wanted, matched.fallback, opts.chunk)
     sources: dict[str, list[tuple[int, int, int]]] = {}
+    routes: dict[str, list[tuple[int, int, int]]] = {}
     terms: dict[tuple[str, int], dict[int, int]] = {}
     first_div: dict[tuple[str, int], dict[str, Any]] = {}
     for c in chunks:
         sources.setdefault(c.group, []).extend(c.sources)
+        routes.setdefault(c.group, []).extend(c.routes)
         for i, held_terms in c.terms.items():
             terms[(c.group, i)] = held_terms
         for d in c.divergent:
@@ -181,18 +191,10 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         )
     for g in sources:
         sources[g] = _coalesce(sorted(sources[g]))
+        routes[g] = _coalesce(sorted(routes[g]))
 
-    # --- stage 3: snapshots, decoded once, split by bucket --------------------------------------------------
+    # --- stage 3: the snapshots' checks; the bodies of the replays' starting points -------------------------
     bases = {g: _base_candidate(g, sources.get(g, []), metas, group_of) for g in set(group_of.values())}
-    snap_tasks = [
-        SnapshotTask(n.nid, i, sdir, files, bases.get(group_of[n.nid]) == i)
-        for n in nodes
-        for i, (sdir, files) in sorted(n.snapshots.items())
-    ]
-    progress(f"{len(snap_tasks)} snapshot(s): verifying and decoding")
-    b_buckets = sc.broadcast(buckets)
-    snaps = _snapshot_rdd(sc, fs, snap_tasks, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
-    snap_outs = snaps.map(lambda x: x[0]).collect()
     readable = {(s.nid, s.index): s for s in snap_outs if s.error is None}
     for s in snap_outs:
         if s.error is not None:
@@ -209,9 +211,18 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
                 )
             )
     _snapshot_checks(nodes, names, group_of, readable, terms, logs, by_node, findings)
+    starts = {k for k in readable if bases.get(group_of[k[0]]) == k[1] and k[1] > 0}
+    if starts:
+        for k, bodies in (
+            snaps.filter(lambda x: (x[0].nid, x[0].index) in starts)
+            .map(lambda x: ((x[0].nid, x[0].index), x[0].bodies))
+            .collect()
+        ):
+            readable[k].bodies = bodies
 
     # --- stage 4: route the canonical log to buckets and replay ---------------------------------------------
     plans: dict[str, ReplayPlan] = {}
+    run_starts = {nid: [r.lo for r in live.runs] for nid, live in logs.items()}  # ascending, as merge_scans cuts
     route: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
     unverified: list[dict[str, Any]] = []
     for g in sorted(set(group_of.values())):
@@ -226,9 +237,12 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
                 else:
                     why = "the log before it is compacted" if index < plan.base_index else "the log does not reach it"
                 unverified.append({"group": g, "node": names[nid], "index": index, "why": why})
-        for lo, hi, nid in plan.source_of:
+        for lo, hi, nid in routes.get(g, []):
             lo, hi = max(lo, plan.base_index + 1), min(hi, plan.end)
-            for live_run in logs[nid].runs:
+            live_runs = logs[nid].runs
+            for live_run in live_runs[max(0, bisect_right(run_starts[nid], lo) - 1) :]:
+                if live_run.lo > hi:
+                    break
                 a, z = max(lo, live_run.lo), min(hi, live_run.hi)
                 if a <= z:
                     piece = (live_run.batch, live_run.skip + a - live_run.lo, a, z)
@@ -238,18 +252,25 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     keyed_group = sc.broadcast(group_of)
     remote_uris = [o.uri for o in light if local_path(o.uri) is None and (o.nid, o.pos) in route]
     routed = _route_rdd(sc, scans, b_route, b_buckets, keyed_group, remote_uris)
-    slices = snaps.flatMap(
-        lambda x: [((keyed_group.value[x[0].nid], b), (x[0].nid, x[0].index, v)) for b, v in x[1].items()]
-    )
+    # A decoded snapshot's slices go to the buckets of every group holding a copy of it (plan.aliases).
+    slice_groups: dict[tuple[int, int], set[str]] = {}
+    for k, snap_out in readable.items():
+        slice_groups.setdefault(snap_out.same_as or k, set()).add(group_of[k[0]])
+    b_slice_groups = sc.broadcast({k: sorted(v) for k, v in slice_groups.items()})
+    slices = snaps.flatMap(  # a few tasks for all the snapshots: each is a small copy out of the cache
+        lambda x: [
+            ((g, b), (x[0].nid, x[0].index, v))
+            for g in b_slice_groups.value.get((x[0].nid, x[0].index), ())
+            for b, v in x[1].items()
+        ]
+    ).coalesce(max(1, min(len(snap_groups), sc.defaultParallelism)))
     keys = [(g, b) for g in sorted(plans) for b in range(buckets.count)]
     b_part = sc.broadcast({k: p for p, k in enumerate(keys)})
-    seeds = sc.parallelize([(k, ("seed", None)) for k in keys])
     replays = (  # one partition per (group, bucket): no Python-side grouping of the big blobs
         routed.mapValues(lambda piece: ("log", piece))
         .union(slices.mapValues(lambda s: ("snapshot", s)))
-        .union(seeds)
         .partitionBy(len(keys), lambda k: b_part.value[k])
-        .mapPartitions(lambda items: _replay_partition(items, b_plans.value, b_buckets.value))
+        .mapPartitionsWithIndex(lambda p, items: _replay_partition(keys[p], items, b_plans.value, b_buckets.value))
         .collect()
     )
     rows = [f.row() for f in findings] + [row for _, r in replays for row in r.findings]
@@ -292,24 +313,23 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     return _finish(spark, opts, rows, stats, nodes, by_node, logs, names, progress)
 
 
-def _replay_partition(items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
-    pieces: dict[tuple[str, int], list[Any]] = {}
-    slices: dict[tuple[str, int], list[Any]] = {}
-    for key, (kind, value) in items:
-        pieces.setdefault(key, [])
-        if kind == "log":
-            pieces[key].append(value)
-        elif kind == "snapshot":
-            slices.setdefault(key, []).append(value)
-    for key in sorted(pieces):
-        yield key[0], replay_bucket(key[1], pieces[key], slices.get(key, []), plans[key[0]], buckets)
+def _replay_partition(key: tuple[str, int], items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
+    """The partition of (group, bucket) `key`: the partitioner gives each key a partition of its own, which
+    runs even when nothing was routed to it (its snapshots are still compared)."""
+    pieces: list[Any] = []
+    slices: list[Any] = []
+    for _, (kind, value) in items:
+        (pieces if kind == "log" else slices).append(value)
+    yield key[0], replay_bucket(key[1], pieces, slices, plans[key[0]], buckets)
 
 
 # --- stage helpers -----------------------------------------------------------------------------------------
 
 
 def _scan_rdd(sc: Any, tasks: list[SegmentTask]) -> Any:
-    local = [t for t in tasks if local_path(t.uri) is not None]
+    """One partition per local segment, the largest first (the later stages over the cache keep the order):
+    the last tasks of each stage are the short ones, so the cores finish together."""
+    local = sorted((t for t in tasks if local_path(t.uri) is not None), key=lambda t: -t.listing.size)
     remote = {_by_path(t.uri): t for t in tasks if local_path(t.uri) is None}
     rdd = sc.parallelize(local, max(1, len(local))).map(scan_task)
     if remote:
@@ -317,6 +337,31 @@ def _scan_rdd(sc: Any, tasks: list[SegmentTask]) -> Any:
         paths = ",".join(t.uri for t in remote.values())
         rdd = rdd.union(sc.binaryFiles(paths).map(lambda kv: scan_task(b.value[_by_path(kv[0])], kv[1])))
     return rdd
+
+
+def _match_fallback(
+    sc: Any,
+    scans: Any,
+    logs: dict[int, LiveLog],
+    group_of: dict[int, str],
+    wanted: dict[str, list[int]],
+    keys: set[tuple[str, int]],
+    size: int,
+) -> list[ChunkResult]:
+    """The chunks the scans' digests do not settle, entry by entry: the live (term, CRC) arrays of every
+    node, cut by match_pieces over the cached scans and shuffled to one task per chunk."""
+    runs: dict[tuple[int, int], list[LiveRun]] = {}
+    for nid, live in logs.items():
+        for live_run in live.runs:
+            runs.setdefault((nid, live_run.seg), []).append(live_run)
+    b_runs, b_group, b_wanted = sc.broadcast(runs), sc.broadcast(group_of), sc.broadcast(wanted)
+    only = frozenset(keys)
+    return (
+        scans.flatMap(lambda r: match_pieces(r, b_runs.value, b_group.value, size, only))
+        .groupByKey()
+        .map(lambda kv: match_chunk(kv[0], kv[1], b_wanted.value, size))
+        .collect()
+    )
 
 
 def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any, uris: list[str]) -> Any:
@@ -340,25 +385,47 @@ def _route_rdd(sc: Any, scans: Any, b_route: Any, b_buckets: Any, b_group: Any, 
     return rdd
 
 
-def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, tasks: list[SnapshotTask], b_buckets: Any) -> Any:
-    local = [t for t in tasks if local_path(t.uri) is not None]
-    remote = [t for t in tasks if local_path(t.uri) is None]
-    rdd = sc.parallelize(local, max(1, len(local))).map(lambda t: snapshot_task(t, b_buckets.value))
+def _snapshot_groups(tasks: list[SnapshotTask], metas: dict[tuple[int, int], Any]) -> list[list[SnapshotTask]]:
+    """The snapshots by content as their metas tell it (index and every file's name, size and CRC): the
+    nodes' copies of one snapshot go to one task, which decodes them once (snapshot_group_task)."""
+    groups: dict[Any, list[SnapshotTask]] = {}
+    for t in sorted(tasks, key=lambda t: (t.index, t.nid)):
+        meta = metas.get((t.nid, t.index))
+        key = (t.index, tuple(sorted((f.name, f.size, f.crc32c) for f in meta.files))) if meta else (t.index, t.uri)
+        groups.setdefault(key, []).append(t)
+    return list(groups.values())
+
+
+def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, groups: list[list[SnapshotTask]], b_buckets: Any) -> Any:
+    local = [g for g in groups if all(local_path(t.uri) is not None for t in g)]
+    remote = [g for g in groups if any(local_path(t.uri) is None for t in g)]
+    rdd = sc.parallelize(local, max(1, len(local))).flatMap(lambda g: snapshot_group_task(g, b_buckets.value))
     if remote:
         # Hadoop's input formats skip names starting with "_" or "." (the meta is __raft_snapshot_meta):
         # those small files are read here and shipped with the task, the rest by the executors.
-        by_dir = {_by_path(t.uri): t for t in remote}
+        tasks = [t for g in remote for t in g]
+        by_dir = {_by_path(t.uri): (k, t) for k, g in enumerate(remote) for t in g}
         b = sc.broadcast(by_dir)
-        hidden = [(_by_path(t.uri), (f, fs.read(join(t.uri, f)))) for t in remote for f in t.files if f[0] in "_."]
+        hidden = [(_by_path(t.uri), (f, fs.read(join(t.uri, f)))) for t in tasks for f in t.files if f[0] in "_."]
         files = sc.parallelize(hidden, max(1, min(len(hidden), sc.defaultParallelism)))
-        shown = [join(t.uri, f) for t in remote for f in t.files if f[0] not in "_."]
+        shown = [join(t.uri, f) for t in tasks for f in t.files if f[0] not in "_."]
         if shown:
             files = files.union(
                 sc.binaryFiles(",".join(shown)).map(
                     lambda kv: (os.path.dirname(_by_path(kv[0])), (os.path.basename(_by_path(kv[0])), kv[1]))
                 )
             )
-        rdd = rdd.union(files.groupByKey().map(lambda kv: snapshot_task(b.value[kv[0]], b_buckets.value, dict(kv[1]))))
+
+        def group_task(members: Any) -> list[tuple[SnapshotOut, dict[int, bytes]]]:
+            ordered = sorted(members, key=lambda m: (m[0].index, m[0].nid))
+            return snapshot_group_task([t for t, _ in ordered], b_buckets.value, [f for _, f in ordered])
+
+        rdd = rdd.union(
+            files.groupByKey()
+            .map(lambda kv: (b.value[kv[0]][0], (b.value[kv[0]][1], dict(kv[1]))))
+            .groupByKey()
+            .flatMap(lambda kv: group_task(kv[1]))
+        )
     return rdd
 
 
@@ -565,7 +632,8 @@ def _plan(
     for nid, i in sorted(readable):
         if group_of[nid] == group:
             points.setdefault(i, []).append(nid)
-    return ReplayPlan(group, base_index, base_bodies, end, sorted(points.items()), names, sources)
+    aliases = {k: s.same_as for k, s in readable.items() if group_of[k[0]] == group and s.same_as is not None}
+    return ReplayPlan(group, base_index, base_bodies, end, sorted(points.items()), names, sources, aliases)
 
 
 def _snapshot_checks(
@@ -753,9 +821,6 @@ def _finish(
         ]
         + [T.StructField("run_date", str_, False)]
     )
-    ordered = [tuple(r[f.name] for f in schema.fields) for r in rows]
-    df = spark.createDataFrame(ordered, schema)
-    df.coalesce(1).write.mode("overwrite").partitionBy("run_date", "check").parquet(join(opts.out, "findings"))
     csch = T.StructType(
         [
             T.StructField("run_id", str_),
@@ -767,23 +832,47 @@ def _finish(
             T.StructField("last_index", long_),
         ]
     )
-    spark.createDataFrame(
-        [
-            (opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"], c["last_index"])
-            for c in checks
-        ],
-        csch,
-    ).coalesce(1).write.mode("overwrite").parquet(join(opts.out, "summary"))
-    files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True, default=str).encode()}
-    if opts.plots:
-        from tools.audit.plots import plot_findings, plot_growth
+    check_rows = [
+        (opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"], c["last_index"])
+        for c in checks
+    ]
+    with ThreadPoolExecutor(2) as pool:  # the two writes are two jobs: run at once, the plots meanwhile
+        writes = [
+            pool.submit(_write_findings, spark, rows, schema, join(opts.out, "findings")),
+            pool.submit(
+                lambda: spark.createDataFrame(check_rows, csch)
+                .coalesce(1)
+                .write.mode("overwrite")
+                .parquet(join(opts.out, "summary"))
+            ),
+        ]
+        files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True, default=str).encode()}
+        if opts.plots:
+            from tools.audit.plots import plot_findings, plot_growth
 
-        files["plots/log_growth.png"] = plot_growth(nodes, by_node, logs, names)
-        files["plots/findings_by_check.png"] = plot_findings(checks)
+            files["plots/log_growth.png"] = plot_growth(nodes, by_node, logs, names)
+            files["plots/findings_by_check.png"] = plot_findings(checks)
+        for w in writes:
+            w.result()
     files["_SUCCESS"] = b""
     _write_files(spark, opts.out, files)
     progress(f"done in {stats['seconds']:.1f}s: {len(rows)} finding(s), exit {code}")
     return Result(rows, summary, code, checks)
+
+
+def _write_findings(spark: Any, rows: list[dict[str, Any]], schema: Any, path: str) -> None:
+    """findings/, partitioned by run_date and check: one task per check writes its directory's file, the
+    rows in their sorted order (several writers at once instead of one for the whole table)."""
+    by_check: dict[str, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        by_check.setdefault(r["check"], []).append(tuple(r[f.name] for f in schema.fields))
+    parts = list(by_check.values())
+    if parts:  # parallelize puts one list in each slice: a partition holds exactly one check's rows
+        data = spark.sparkContext.parallelize(parts, len(parts)).flatMap(lambda part: part)
+        df = spark.createDataFrame(data, schema)
+    else:
+        df = spark.createDataFrame([], schema).coalesce(1)
+    df.write.mode("overwrite").partitionBy("run_date", "check").parquet(path)
 
 
 def _write_files(spark: Any, out: str, files: dict[str, bytes]) -> None:

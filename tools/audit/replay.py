@@ -35,6 +35,8 @@ class ReplayPlan:
     points: list[tuple[int, list[int]]]  # (snapshot index, readable snapshots' nids), ascending
     node_names: dict[int, str]
     source_of: list[tuple[int, int, int]] = field(default_factory=list)  # canonical (lo, hi, nid), for findings
+    # (nid, index) of a snapshot -> the copy with the same bytes whose slices stand for it (decoded once)
+    aliases: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -209,7 +211,7 @@ def _compare(
     replayed = split_state(decode_sections(sm.encode_sections()), buckets).get(bucket, {})
     same = pack_slice(replayed)
     for nid in nids:
-        packed = snap.get((nid, index))
+        packed = snap.get(plan.aliases.get((nid, index), (nid, index)))
         if packed == same or (packed is None and not replayed):  # equal bytes: equal values, nothing to report
             continue
         mine = {} if packed is None else pickle.loads(packed)

@@ -1,7 +1,8 @@
 """What runs on the executors: plain functions over bytes, with the project's own readers.
 
-scan_task      one WAL segment: raft.storage.walscan (the WAL's scan_segment), CONF entries decoded
-match_pieces   the (term, CRC) arrays of a node's live entries, cut at chunk boundaries
+scan_task      one WAL segment: raft.storage.walscan (the WAL's scan_segment), CONF entries decoded, and a
+               digest per chunk of the index space (`ChunkPiece`): the driver matches logs on those
+match_pieces   the (term, CRC) arrays of a node's live entries, cut at chunk boundaries (the fallback)
 match_chunk    one chunk of the index space across the nodes of a group: log matching, canonical source
 route_task     one segment's canonical entries, decoded once (msgpack) and appended to per-bucket pieces
 snapshot_task  one snapshot: the snapshot package's storage + reader, statemachine.inspection decoding
@@ -9,12 +10,15 @@ snapshot_task  one snapshot: the snapshot package's storage + reader, statemachi
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import pickle
 import shutil
 import tempfile
 from array import array
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,94 @@ class SegmentTask:
     pos: int  # the segment's position in the node's listing
     uri: str
     listing: SegmentListing
+    wal_first: int = 1  # the node's first live index (wal_meta): entries below are compacted
+    wanted: tuple[int, ...] = ()  # snapshot indexes (ascending): the pieces carry their terms
+    chunk: int = CHUNK
+
+
+@dataclass(slots=True)
+class ChunkPiece:
+    """The entries of one segment in one chunk of the index space, lo..hi contiguous, in the order the
+    segment holds them: which batch slices they are (the driver checks them against the live runs), a
+    digest of their terms and frame CRCs, and the arrays themselves when the piece is not the whole chunk
+    (pieces at segment ends, which the driver joins with the next segment's)."""
+
+    chunk: int
+    lo: int
+    hi: int
+    slices: list[tuple[int, int, int]]  # (batch, a, z): entries a..z-1 of the batch
+    digest: bytes
+    terms_at: dict[int, int]  # wanted index -> term
+    terms: bytes | tuple[int, int] | None = None  # _pack_terms, for a partial piece
+    crcs: bytes | None = None
+
+    def full(self, size: int) -> bool:
+        return self.lo == self.chunk * size and self.hi == (self.chunk + 1) * size - 1
+
+
+def digest_of(terms: Any, crcs: Any) -> bytes:
+    """Equal digests: equal (term, frame CRC) sequences (BLAKE2b of each sequence's bytes). Fed slice by
+    slice (`_Digest`) or whole: the same value for the same sequence however it is cut."""
+    d = _Digest()
+    d.update(terms, crcs)
+    return d.value()
+
+
+class _Digest:
+    def __init__(self) -> None:
+        self.t, self.c = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+
+    def update(self, terms: Any, crcs: Any) -> None:
+        self.t.update(terms)
+        self.c.update(crcs)
+
+    def value(self) -> bytes:
+        return self.t.digest() + self.c.digest()
+
+
+def chunk_pieces(scan: SegmentScan, size: int, wal_first: int, wanted: tuple[int, ...]) -> list[ChunkPiece]:
+    """A segment's entries from wal_first on, in batch order, cut into ChunkPieces at chunk boundaries and
+    wherever an index does not follow the previous one (a truncation inside the segment: the driver, which
+    knows the live runs, then takes the fallback for that chunk)."""
+    out: list[ChunkPiece] = []
+    cur: ChunkPiece | None = None
+    dig = _Digest()
+    parts: list[tuple[memoryview, memoryview]] = []
+
+    def close(p: ChunkPiece) -> None:
+        p.digest = dig.value()
+        if not p.full(size):
+            terms, crcs = array("q"), array("I")
+            for t, c in parts:
+                terms.frombytes(t)
+                crcs.frombytes(c)
+            p.terms, p.crcs = _pack_terms(terms), crcs.tobytes()
+        out.append(p)
+
+    for b, batch in enumerate(scan.batches):
+        first, n = batch.first_index, len(batch.terms)
+        tv, cv = memoryview(batch.terms).cast("B"), memoryview(scan.crcs[b]).cast("B")
+        ts, cs = batch.terms.itemsize, scan.crcs[b].itemsize
+        k = max(0, wal_first - first)
+        while k < n:
+            index = first + k
+            c = index // size
+            z = min(n, (c + 1) * size - first)
+            if cur is None or cur.chunk != c or cur.hi + 1 != index:
+                if cur is not None:
+                    close(cur)
+                cur, dig, parts = ChunkPiece(c, index, index - 1, [], b"", {}), _Digest(), []
+            t, cr = tv[k * ts : z * ts], cv[k * cs : z * cs]
+            dig.update(t, cr)
+            parts.append((t, cr))
+            cur.slices.append((b, k, z))
+            cur.hi = first + z - 1
+            for i in wanted[bisect_left(wanted, index) : bisect_left(wanted, cur.hi + 1)]:
+                cur.terms_at[i] = batch.terms[k + i - index]
+            k = z
+    if cur is not None:
+        close(cur)
+    return out
 
 
 @dataclass
@@ -65,6 +157,7 @@ class ScanOut:
     scan: SegmentScan
     confs: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]] = field(default_factory=list)
     conf_errors: list[tuple[int, str]] = field(default_factory=list)
+    pieces: list[ChunkPiece] = field(default_factory=list)
 
     def light(self) -> ScanOut:
         s = self.scan
@@ -77,6 +170,7 @@ class ScanOut:
             ),
             self.confs,
             self.conf_errors,
+            self.pieces,
         )
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -94,7 +188,8 @@ class ScanOut:
         ]
         s = self.scan
         head = (s.path, s.seg_id, s.first_index, s.size, s.status, s.valid_end, s.torn_bytes, s.damage, s.spans)
-        return _unpickle_scan_out, (self.nid, self.pos, self.uri, self.confs, self.conf_errors, head, batches, s.crcs)
+        state = (self.nid, self.pos, self.uri, self.confs, self.conf_errors, head, batches, s.crcs, self.pieces)
+        return _unpickle_scan_out, state
 
 
 def _unpickle_scan_out(
@@ -106,6 +201,7 @@ def _unpickle_scan_out(
     head: tuple[Any, ...],
     batches: list[tuple[Any, ...]],
     crcs: list[array[int]],
+    pieces: list[ChunkPiece],
 ) -> ScanOut:
     path, seg_id, first_index, size, status, valid_end, torn_bytes, damage, spans = head
     # Offsets stay 32-bit when they were sent so: the audit only slices and iterates them.
@@ -114,7 +210,7 @@ def _unpickle_scan_out(
         for truncate_from, first, terms, offsets, sizes in batches
     ]
     scan = SegmentScan(path, seg_id, first_index, size, status, full, crcs, valid_end, torn_bytes, damage, spans)
-    return ScanOut(nid, pos, uri, scan, confs, conf_errors)
+    return ScanOut(nid, pos, uri, scan, confs, conf_errors, pieces)
 
 
 def local_path(uri: str) -> str | None:
@@ -133,7 +229,9 @@ def read_local(uri: str) -> bytes:
 def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
     data = read_local(task.uri) if data is None else data
     scan = scan_segment_bytes(data, task.listing, task.uri)
-    out = ScanOut(task.nid, task.pos, task.uri, scan)
+    out = ScanOut(
+        task.nid, task.pos, task.uri, scan, pieces=chunk_pieces(scan, task.chunk, task.wal_first, task.wanted)
+    )
     conf_type, at = EntryType.CONF, TYPE_AT
     for batch in scan.batches:  # CONF entries are rare: found by their type byte, decoded for the meta check
         for k in [k for k, off in enumerate(batch.offsets) if data[off + at] == conf_type]:
@@ -149,10 +247,14 @@ def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
 
 
 def match_pieces(
-    rec: ScanOut, runs: dict[tuple[int, int], list[LiveRun]], group_of: dict[int, str]
+    rec: ScanOut,
+    runs: dict[tuple[int, int], list[LiveRun]],
+    group_of: dict[int, str],
+    size: int = CHUNK,
+    only: frozenset[tuple[str, int]] | None = None,
 ) -> Iterator[tuple[tuple[str, int], tuple[int, int, bytes | tuple[int, int], bytes]]]:
     """((group, chunk), (nid, lo, terms, crcs)) for the live entries of one scanned segment: contiguous
-    runs joined, then cut at chunk boundaries."""
+    runs joined, then cut at chunk boundaries (`size` indexes); `only`: those (group, chunk) keys."""
     scans = {rec.pos: rec.scan}  # run_arrays indexes scans by position; an executor holds one segment
     joined: list[tuple[int, array[int], array[int]]] = []
     for run in runs.get((rec.nid, rec.pos), ()):
@@ -166,10 +268,11 @@ def match_pieces(
     for first, terms, crcs in joined:
         lo, last = first, first + len(terms) - 1
         while lo <= last:
-            chunk = lo // CHUNK
-            hi = min(last, (chunk + 1) * CHUNK - 1)
+            chunk = lo // size
+            hi = min(last, (chunk + 1) * size - 1)
             a, z = lo - first, hi - first + 1
-            yield (group, chunk), (rec.nid, lo, _pack_terms(terms[a:z]), crcs[a:z].tobytes())
+            if only is None or (group, chunk) in only:
+                yield (group, chunk), (rec.nid, lo, _pack_terms(terms[a:z]), crcs[a:z].tobytes())
             lo = hi + 1
 
 
@@ -193,36 +296,60 @@ def _unpack_terms(packed: bytes | tuple[int, int]) -> array[int]:
 class ChunkResult:
     group: str
     divergent: list[dict[str, Any]]  # per node: its first divergent index in the chunk and what differs
-    sources: list[tuple[int, int, int]]  # canonical (lo, hi, nid) runs
+    sources: list[tuple[int, int, int]]  # canonical (lo, hi, nid) runs: the node findings name
     terms: dict[int, dict[int, int]]  # wanted index -> {nid: term}
+    # canonical (lo, hi, nid) runs the replay reads: where every node holds the chunk alike, the chunks
+    # take turns among the nodes, so that routing is spread over every node's segments
+    routes: list[tuple[int, int, int]] = field(default_factory=list)
 
 
-def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]]) -> ChunkResult:
+Arrays = list[tuple[int, "array[int]", "array[int]"]]  # (lo, terms, crcs) pieces of one node
+
+
+def joined(pieces: Arrays) -> Arrays:
+    """A node's pieces in index order, the contiguous ones joined (pieces from several segments)."""
+    pieces.sort(key=lambda p: p[0])
+    merged = [pieces[0]]
+    for lo, terms, crcs in pieces[1:]:
+        if merged[-1][0] + len(merged[-1][1]) == lo:
+            merged[-1][1].extend(terms)
+            merged[-1][2].extend(crcs)
+        else:
+            merged.append((lo, terms, crcs))
+    return merged
+
+
+def piece_arrays(terms: bytes | tuple[int, int], crcs: bytes) -> tuple[array[int], array[int]]:
+    c = array("I")
+    c.frombytes(crcs)
+    return _unpack_terms(terms), c
+
+
+def wanted_in(wanted: dict[str, list[int]], group: str, chunk: int, size: int) -> dict[int, dict[int, int]]:
+    lo_c, hi_c = chunk * size, (chunk + 1) * size - 1
+    return {i: {} for i in wanted.get(group, ()) if lo_c <= i <= hi_c}
+
+
+def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]], size: int = CHUNK) -> ChunkResult:
+    """Compare one chunk ((nid, lo, terms, crcs) pieces, as match_pieces cuts them) across the nodes of a
+    group: `match_arrays`."""
+    per_node: dict[int, Arrays] = {}
+    for nid, lo, tb, cb in pieces:
+        per_node.setdefault(nid, []).append((lo, *piece_arrays(tb, cb)))
+    return match_arrays(key, per_node, wanted, size)
+
+
+def match_arrays(
+    key: tuple[str, int], per_node: dict[int, Arrays], wanted: dict[str, list[int]], size: int
+) -> ChunkResult:
     """Compare one chunk across the nodes of a group. Equal (index, term) must mean equal bytes (equal frame
     CRC, which covers index, term, type and data); the canonical entry of an index is the one most nodes
     hold (ties: the higher term, as a leader's entry replaces a stale one)."""
     group, chunk = key
-    per_node: dict[int, list[tuple[int, array[int], array[int]]]] = {}
-    for nid, lo, tb, cb in pieces:
-        terms, crcs = _unpack_terms(tb), array("I")
-        crcs.frombytes(cb)
-        per_node.setdefault(nid, []).append((lo, terms, crcs))
     nids = sorted(per_node)
-    for n, own in per_node.items():  # pieces from several segments: join the contiguous ones
-        own.sort(key=lambda p: p[0])
-        merged = [own[0]]
-        for lo, terms, crcs in own[1:]:
-            if merged[-1][0] + len(merged[-1][1]) == lo:
-                merged[-1][1].extend(terms)
-                merged[-1][2].extend(crcs)
-            else:
-                merged.append((lo, terms, crcs))
-        per_node[n] = merged
-    out = ChunkResult(group, [], [], {})
-    lo_c, hi_c = chunk * CHUNK, (chunk + 1) * CHUNK - 1
-    for i in wanted.get(group, ()):
-        if lo_c <= i <= hi_c:
-            out.terms[i] = {}
+    for n in nids:
+        per_node[n] = joined(per_node[n])
+    out = ChunkResult(group, [], [], wanted_in(wanted, group, chunk, size))
     # Fast path: every node holds one identical contiguous piece.
     first = per_node[nids[0]]
     if len(first) == 1 and all(
@@ -233,10 +360,7 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
         for n in nids
     ):
         lo, terms, _ = first[0]
-        out.sources.append((lo, lo + len(terms) - 1, nids[0]))
-        for i in out.terms:
-            if lo <= i < lo + len(terms):
-                out.terms[i] = {n: terms[i - lo] for n in nids}
+        alike(out, chunk, lo, lo + len(terms) - 1, nids, lambda i: terms[i - lo])
         return out
     # Slow path: index by index (chunks at the log ends, compaction points and divergences).
     at: dict[int, dict[int, tuple[int, int]]] = {}
@@ -279,7 +403,18 @@ def match_chunk(key: tuple[str, int], pieces: Any, wanted: dict[str, list[int]])
             run = [i, i, src]
     if run is not None:
         out.sources.append((run[0], run[1], run[2]))
+    out.routes = list(out.sources)
     return out
+
+
+def alike(out: ChunkResult, chunk: int, lo: int, hi: int, nids: list[int], term_at: Callable[[int], int]) -> None:
+    """Every node of `nids` (ascending) holds lo..hi, the same entries: no divergence, the first node is the
+    source findings name, the chunk's turn picks the node the replay reads."""
+    out.sources.append((lo, hi, nids[0]))
+    out.routes.append((lo, hi, nids[chunk % len(nids)]))
+    for i in out.terms:
+        if lo <= i <= hi:
+            out.terms[i] = {n: term_at(i) for n in nids}
 
 
 def route_task(
@@ -289,8 +424,10 @@ def route_task(
     data: bytes | None = None,
 ) -> Iterator[tuple[int, Routed]]:
     """(bucket, Routed piece) for the canonical entries this segment is the source of. `sources` maps
-    (nid, segment position) to (batch, skip, lo, hi) slices. Each command is decoded once here, to find its
-    bucket(s); what travels is its bytes, concatenated per bucket with the index and code beside them."""
+    (nid, segment position) to (batch, skip, lo, hi) slices, in index order. Each command is decoded once
+    here, to find its bucket(s); what travels is its bytes, concatenated per bucket with the index and code
+    beside them, one piece per bucket and contiguous range of slices: pieces from the segments of several
+    nodes never interleave, so that a bucket applies them in the order of their first index."""
     wanted = sources.get((rec.nid, rec.pos))
     if not wanted:
         return
@@ -301,7 +438,12 @@ def route_task(
     cache: dict[str, tuple[int, ...] | int | None] = {}  # brokerName -> bucket(s), for the hot heartbeat
     target: tuple[int, ...] | int | None
     heartbeat = C.BROKER_HEARTBEAT
+    last = None
     for b, skip, lo, hi in wanted:
+        if last is not None and lo != last + 1:  # another node's turn in between: the pieces end here
+            yield from _routed(parts)
+            parts = {}
+        last = hi
         batch = rec.scan.batches[b]
         a, z = skip, skip + hi - lo + 1
         offsets = batch.offsets[a:z]
@@ -330,6 +472,10 @@ def route_task(
                         part[1].append(code)
                         part[2].append(payload)
             index += 1
+    yield from _routed(parts)
+
+
+def _routed(parts: dict[int, tuple[array[int], array[int], list[bytes]]]) -> Iterator[tuple[int, Routed]]:
     for t, (indexes, codes, payloads) in parts.items():
         yield t, (indexes[0], indexes.tobytes(), codes.tobytes(), b"".join(payloads))
 
@@ -356,7 +502,6 @@ class SnapshotTask:
     index: int
     uri: str  # the snapshot_<N> directory
     files: list[str]  # names in it (for reading through Hadoop)
-    base: bool  # ship the section bodies back (the replay starts from this snapshot)
 
 
 @dataclass
@@ -371,19 +516,35 @@ class SnapshotOut:
     error: tuple[str, int, str] | None = None  # (path, offset, reason)
     bodies: dict[int, bytes] | None = None
     sections: list[str] = field(default_factory=list)
+    same_as: tuple[int, int] | None = None  # (nid, index) of a copy with the same bytes, decoded instead
+
+    def light(self) -> SnapshotOut:
+        """What the driver collects: without the section bodies."""
+        return dataclasses.replace(self, bodies=None)
 
 
-# The last snapshot this worker decoded: [(buckets, its section bodies), (section names, packed slices)]. A
-# snapshot with the very same bytes (another node's copy at the same index) is not decoded again.
-_LAST_DECODED: list[Any] = [None, None]
+Decoded = dict[tuple[tuple[int, bytes], ...], tuple[tuple[int, int], list[str], dict[int, bytes]]]
+
+
+def snapshot_group_task(
+    tasks: list[SnapshotTask], buckets: Buckets, files: list[dict[str, bytes] | None] | None = None
+) -> list[tuple[SnapshotOut, dict[int, bytes]]]:
+    """The copies of one snapshot on several nodes (equal index and equal file CRCs in their metas, as the
+    driver grouped them): each is opened and verified, and each distinct content decoded once; a copy
+    whose section bodies equal one decoded before gets `same_as` (that copy's (nid, index)) and no slices
+    of its own. A copy that fails verification reports its error and the next one is decoded."""
+    seen: Decoded = {}
+    return [snapshot_task(t, buckets, f, seen) for t, f in zip(tasks, files or [None] * len(tasks), strict=True)]
 
 
 def snapshot_task(
-    task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None
+    task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None, seen: Decoded | None = None
 ) -> tuple[SnapshotOut, dict[int, bytes]]:
     """Open and verify one snapshot with the project's storage (read-only), decode every section. The
     entities come back split by bucket, each bucket's {(section, entity): value} pickled once here
-    (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them."""
+    (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them.
+    `seen`: contents decoded before in this task (snapshot_group_task)."""
+    seen = {} if seen is None else seen
     tmp = None
     local = local_path(task.uri)
     try:
@@ -397,17 +558,21 @@ def snapshot_task(
             sdir = Path(local)
         out = SnapshotOut(task.nid, task.index, task.uri)
         st = SnapshotStorage(sdir.parent, read_only=True, known_types=SECTION_NAMES)
+        slices: dict[int, bytes] = {}
         try:
             meta = st.read_meta(task.index)
             out.term, out.voters, out.learners = meta.last_included_term, tuple(meta.voters), tuple(meta.learners)
             with st.open(task.index, verify=True) as snap:
                 snap.verify()
                 bodies = {e.type: snap.section(e.type) for e in snap.entries}
-                key = (buckets, tuple(bodies.items()))
-                if _LAST_DECODED[0] != key:  # the nodes of a group usually hold byte-identical snapshots
+                key = tuple(bodies.items())
+                if key in seen:  # the nodes of a group usually hold byte-identical snapshots
+                    out.same_as, out.sections, _ = seen[key]
+                else:
                     sections = read_sections(snap, require_all=False)
                     slices = {b: pack_slice(v) for b, v in split_state(tables_of(sections), buckets).items()}
-                    _LAST_DECODED[:] = [key, ([s.name for s in sections], slices)]
+                    out.sections = [s.name for s in sections]
+                    seen[key] = ((task.nid, task.index), out.sections, slices)
         except SnapshotError as e:
             path = str(getattr(e, "path", sdir))
             out.error = (
@@ -417,9 +582,7 @@ def snapshot_task(
             )
             return out, {}
         out.digests = {SECTION_NAMES.get(t, str(t)): crc32c(body) for t, body in bodies.items()}
-        out.sections, slices = _LAST_DECODED[1]
-        if task.base:
-            out.bodies = bodies
+        out.bodies = bodies  # kept in the cache; the driver fetches those of a replay's starting point
         return out, slices
     finally:
         if tmp is not None:

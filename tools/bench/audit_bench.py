@@ -15,6 +15,8 @@ already started and warmed on a tiny log (the "after start-up" figure: JVM and P
 `rmqctl log replay --no-snapshot` on node 0 (one process, wall time). Entries/s counts the N stored
 entries; each is CRC-checked and log-matched, each log index replayed once (so indexes/s = entries/s / 3).
 Targets: >= 300k entries/s per core, local[2] >= 1.7x local[1]; a miss is reported, never an error.
+The machine is shared: each row carries the 1-minute load average just before it ran ("load") and the CPU
+seconds the other processes of the machine used while it ran ("others CPU s", from /proc/stat).
 """
 
 from __future__ import annotations
@@ -153,6 +155,22 @@ def tree_cpu_seconds(root: int) -> float:
     return total
 
 
+def machine_cpu_seconds() -> float:
+    """CPU seconds every process of the machine has used (busy time in /proc/stat): minus this run's own,
+    what the neighbours took while it ran."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def jit_seconds(spark: Any) -> float:
+    """Time the JVM's JIT compilers have spent so far (its CompilationMXBean): JVM warm-up that the timed
+    run still pays (the tiny warm-up log makes little code hot), reported beside the run's CPU."""
+    bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getCompilationMXBean()
+    return float(bean.getTotalCompilationTime()) / 1000
+
+
 def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     from tools.audit.job import session
     from tools.audit.pipeline import Options, run
@@ -160,16 +178,22 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     spark = session(f"local[{cores}]", "ERROR", spark_ui_showConsoleProgress="false", spark_ui_enabled="false")
     try:
         run(spark, Options([str(warm)], str(out / f"warm-{cores}"), f"warm-{cores}", plots=False))
+        load, jit, machine = os.getloadavg()[0], jit_seconds(spark), machine_cpu_seconds()
         start, cpu = time.perf_counter(), tree_cpu_seconds(os.getpid())
         result = run(spark, Options([str(root)], str(out / f"local-{cores}"), f"bench-{cores}", plots=False))
         seconds = time.perf_counter() - start
         cpu = tree_cpu_seconds(os.getpid()) - cpu
+        jit = jit_seconds(spark) - jit
+        others = max(0.0, machine_cpu_seconds() - machine - cpu)
     finally:
         spark.stop()
     return {
         "cores": cores,
+        "load_before": load,
         "seconds": seconds,
         "cpu_seconds": cpu,
+        "jit_cpu_seconds": jit,
+        "others_cpu_seconds": others,
         "findings": result.total,
         "exit_code": result.exit_code,
         "applied": result.summary["commandsApplied"],
@@ -177,9 +201,11 @@ def audit_once(cores: int, root: Path, warm: Path, out: Path) -> dict[str, Any]:
     }
 
 
-def replay_once(root: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of `rmqctl log replay --no-snapshot` on node 0, in its own process."""
+def replay_once(root: Path) -> tuple[float, float, float]:
+    """(wall, CPU) seconds of `rmqctl log replay --no-snapshot` on node 0, in its own process, and the
+    1-minute load average before it."""
     rmqctl = [sys.executable, "-m", "cli.rmqctl"]
+    load = os.getloadavg()[0]
     start, before = time.perf_counter(), os.times()
     subprocess.run(
         [*rmqctl, "log", "replay", str(root / NODES[0]), "--no-snapshot", "-o", "json"],
@@ -187,9 +213,8 @@ def replay_once(root: Path) -> tuple[float, float]:
         stdout=subprocess.DEVNULL,
     )
     after = os.times()
-    return time.perf_counter() - start, (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return time.perf_counter() - start, cpu, load
 
 
 def main(argv: list[str]) -> int:
@@ -230,7 +255,7 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(base / "out", ignore_errors=True)
         cores = [int(c) for c in args.cores.split(",")]
         runs = [audit_once(c, base / "data", base / "warm", base / "out") for c in cores]
-        replay_s, replay_cpu = replay_once(base / "data")
+        replay_s, replay_cpu, replay_load = replay_once(base / "data")
     finally:
         if not args.keep and not args.dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -242,11 +267,14 @@ def main(argv: list[str]) -> int:
             {
                 "what": f"audit local[{r['cores']}]",
                 "cores": r["cores"],
+                "load_before": r["load_before"],
                 "seconds": r["seconds"],
                 "entries_per_s": rate,
                 "entries_per_s_per_core": rate / r["cores"],
                 "indexes_per_s": built["indexes"] / r["seconds"],
                 "cpu_seconds": r["cpu_seconds"],
+                "jit_cpu_seconds": r["jit_cpu_seconds"],
+                "others_cpu_seconds": r["others_cpu_seconds"],
                 "entries_per_cpu_s": n / r["cpu_seconds"] if r["cpu_seconds"] else None,
                 "findings": r["findings"],
             }
@@ -255,11 +283,14 @@ def main(argv: list[str]) -> int:
         {
             "what": "rmqctl log replay (node 0)",
             "cores": 1,
+            "load_before": replay_load,
             "seconds": replay_s,
             "entries_per_s": None,
             "entries_per_s_per_core": None,
             "indexes_per_s": built["indexes"] / replay_s,
             "cpu_seconds": replay_cpu,
+            "jit_cpu_seconds": None,
+            "others_cpu_seconds": None,
             "entries_per_cpu_s": None,
             "findings": None,
         }
@@ -279,16 +310,18 @@ def main(argv: list[str]) -> int:
         f"{built['heartbeat_share']:.1%} heartbeats, {built['log_bytes_per_node'] / 1e6:.0f} MB of log per node"
     )
     print(
-        f"{'run':<28}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
-        f"{'entries/CPU s':>15}{'findings':>10}"
+        f"{'run':<28}{'load':>6}{'seconds':>9}{'entries/s':>13}{'per core':>12}{'indexes/s':>12}{'CPU s':>8}"
+        f"{'of it JIT':>10}{'others CPU s':>13}{'entries/CPU s':>15}{'findings':>10}"
     )
     for r in rows:
         eps = "-" if r["entries_per_s"] is None else f"{r['entries_per_s']:,.0f}"
         epc = "-" if r["entries_per_s_per_core"] is None else f"{r['entries_per_s_per_core']:,.0f}"
         ecpu = "-" if r["entries_per_cpu_s"] is None else f"{r['entries_per_cpu_s']:,.0f}"
+        jit = "-" if r["jit_cpu_seconds"] is None else f"{r['jit_cpu_seconds']:.1f}"
+        others = "-" if r["others_cpu_seconds"] is None else f"{r['others_cpu_seconds']:.1f}"
         print(
-            f"{r['what']:<28}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
-            f"{r['cpu_seconds']:>8.1f}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}"
+            f"{r['what']:<28}{r['load_before']:>6.2f}{r['seconds']:>9.2f}{eps:>13}{epc:>12}{r['indexes_per_s']:>12,.0f}"
+            f"{r['cpu_seconds']:>8.1f}{jit:>10}{others:>13}{ecpu:>15}{'-' if r['findings'] is None else r['findings']:>10}"
         )
     print(
         f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
