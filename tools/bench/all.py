@@ -126,7 +126,7 @@ def sec_http(rep: Report, a: argparse.Namespace) -> None:
     seconds = 1.0 if a.quick else a.seconds
     conns, brokers = (4, 30) if a.quick else (64, 3000)
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-all-http-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-http-", dir=os.environ.get("BENCH_DIR") or None) as root:
         group = ControllerGroup(root)
         from raft.testing.cluster import free_ports
 
@@ -180,7 +180,7 @@ def sec_install(rep: Report, a: argparse.Namespace) -> None:
 
     size = 2 if a.quick else 100
     runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-all-install-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-install-", dir=os.environ.get("BENCH_DIR") or None) as root:
         for k in range(1 if a.quick else 3):
             runs.append(bench_install(Path(root) / f"r{k}", size * MiB, processes=True))
     rep.details["install"] = runs
@@ -198,7 +198,7 @@ def sec_restart(rep: Report, a: argparse.Namespace) -> None:
     from tools.bench.snapshot_bench import bench_restart
 
     entries, keys = (5000, 50) if a.quick else (1_000_000, 10_000)
-    with tempfile.TemporaryDirectory(prefix="bench-all-restart-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-restart-", dir=os.environ.get("BENCH_DIR") or None) as root:
         r = bench_restart(Path(root), entries, keys, election_ms=100, snapshot_reps=1 if a.quick else 5)
     rep.details["restart"] = r
     runs = r["from_snapshot_runs"]
@@ -217,7 +217,7 @@ def sec_stall(rep: Report, a: argparse.Namespace) -> None:
     from tools.bench.snapshot_bench import bench_stall, build_state
 
     runs = []
-    with tempfile.TemporaryDirectory(prefix="bench-all-stall-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-stall-", dir=os.environ.get("BENCH_DIR") or None) as root:
         fsm = build_state((1 if a.quick else 10) * MiB)
         for k in range(1 if a.quick else a.reps):
             runs.append(bench_stall(fsm, Path(root) / f"r{k}", 3 if a.quick else 20))
@@ -240,7 +240,7 @@ def sec_failover(rep: Report, a: argparse.Namespace) -> None:
     from tools.bench.failover_bench import controller_failover
 
     n = 2 if a.quick else 20
-    with tempfile.TemporaryDirectory(prefix="bench-all-failover-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-failover-", dir=os.environ.get("BENCH_DIR") or None) as root:
         idle = controller_failover(root + "/idle", n, load=False)
         r = controller_failover(root + "/load", n, load=True, connections=8 if a.quick else 64)
     rep.details["failover_idle"] = idle
@@ -263,7 +263,7 @@ def sec_broker_failover(rep: Report, a: argparse.Namespace) -> None:
     from tools.bench.failover_bench import broker_failover
 
     n = 2 if a.quick else 20
-    with tempfile.TemporaryDirectory(prefix="bench-all-brokerfo-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-brokerfo-", dir=os.environ.get("BENCH_DIR") or None) as root:
         r = broker_failover(root, n)
     rep.details["broker_failover"] = r
     rep.row(
@@ -305,7 +305,7 @@ def sec_scale(rep: Report, a: argparse.Namespace) -> None:
     seconds = 1.0 if a.quick else a.seconds
     conns = 8 if a.quick else 64
     curve: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-all-scale-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="bench-all-scale-", dir=os.environ.get("BENCH_DIR") or None) as root:
         group = ControllerGroup(root)
         try:
             group.start_all()

@@ -43,7 +43,7 @@ async def _leader(sets: int, entries: int) -> dict[str, Any]:
     from statemachine import ControllerStateMachine
     from tools.bench.statemachine_bench import Workload
 
-    with tempfile.TemporaryDirectory(prefix="mem-bench-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="mem-bench-", dir=os.environ.get("BENCH_DIR") or None) as root:
         port = free_ports(1)[0]
         node = Node(
             NodeOptions(node_id="n1", data_dir=root, peers={"n1": ("127.0.0.1", port)}, secret=b"x"),

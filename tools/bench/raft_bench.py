@@ -17,7 +17,7 @@ from raft.testing.cluster import ProcessCluster, free_ports
 
 
 def run_ours(seconds: float, concurrency: int, size: int, uvloop: bool) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="raft-bench-", dir=os.environ.get("BENCH_DIR")) as root:
+    with tempfile.TemporaryDirectory(prefix="raft-bench-", dir=os.environ.get("BENCH_DIR") or None) as root:
         cluster = ProcessCluster(root, n=3, election_ms=1000, uvloop=uvloop)
         try:
             cluster.start_all()

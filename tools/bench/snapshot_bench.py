@@ -718,7 +718,7 @@ def main(argv: list[str]) -> int:
     load_before = os.getloadavg()
     rows: list[dict[str, Any]] = []
     details: dict[str, Any] = {"sizes": {}}
-    with tempfile.TemporaryDirectory(prefix="snapshot-bench-", dir=os.environ.get("BENCH_DIR")) as tmp:
+    with tempfile.TemporaryDirectory(prefix="snapshot-bench-", dir=os.environ.get("BENCH_DIR") or None) as tmp:
         root = Path(tmp)
         for size in args.sizes:
             big = size >= 50
