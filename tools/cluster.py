@@ -3,7 +3,7 @@
 SIGTERM/SIGKILL/restart.
 
 Waiting never sleeps: each child's log is read by a thread that copies it to the node's log file and
-counts lines; `wait_ready` re-probes only after some node logged something (every state change that
+counts lines; `wait_ready` re-probes only after some node logged something, `wait_applied` also every 50 ms (every state change that
 matters here, a leader learned or an HTTP server started, is logged after it happened)."""
 
 from __future__ import annotations
@@ -114,6 +114,24 @@ class ControllerdCluster:
                 # wait_for calls the predicate before this iteration ends, so it sees this iteration's `seen`
                 self._logged.wait_for(lambda: self._lines > seen, max(0.0, deadline - time.monotonic()))  # noqa: B023
         raise AssertionError(f"not ready within {timeout}s: {last}")
+
+    def wait_applied(self, i: int, index: int, timeout: float = 60) -> bool:
+        """Whether node i applied `index` within `timeout` (False as soon as it exits). Applying logs nothing,
+        so its status is asked again after any node's next log line or 50 ms, whichever comes first."""
+        deadline = time.monotonic() + timeout
+        with httpx.Client(timeout=2, headers=self.headers) as client:
+            while self.procs[i].poll() is None:
+                try:
+                    if client.get(self.url(i, "/api/v1/raft/status")).json()["body"]["appliedIndex"] >= index:
+                        return True
+                except (httpx.HTTPError, ValueError, KeyError):
+                    pass  # not serving yet
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                with self._logged:
+                    self._logged.wait(min(0.05, left))
+        return False
 
     def index_of(self, raft_id: str) -> int:
         return self.rafts.index(raft_id)

@@ -8,7 +8,6 @@ import contextlib
 import errno
 import os
 import subprocess
-import time
 
 import httpx
 import pytest
@@ -114,16 +113,6 @@ def _status(client: httpx.Client, c: ControllerdCluster, i: int) -> dict:
     return client.get(c.url(i, "/api/v1/raft/status")).json()["body"]
 
 
-def _applied_up_to(client: httpx.Client, c: ControllerdCluster, i: int, index: int, timeout: float = 30) -> bool:
-    """Poll the real process until it applied `index` (bounded)."""
-    deadline = time.monotonic() + timeout
-    while _status(client, c, i)["appliedIndex"] < index:
-        if time.monotonic() > deadline or c.procs[i].poll() is not None:
-            return False
-        time.sleep(0.05)  # polling another process's progress, not ordering two threads of the test
-    return True
-
-
 def _big(key: str) -> str:
     return key + "x" * (64 << 10)
 
@@ -139,7 +128,7 @@ def test_a_follower_whose_disk_fills_pauses_and_catches_up_by_itself(tmp_path, m
         full = next(i for i in range(3) if i != leader)
         with httpx.Client(timeout=10) as client:
             assert _put(client, c, leader, "before").json()["code"] == 0
-            assert _applied_up_to(client, c, full, _status(client, c, leader)["commitIndex"])
+            assert c.wait_applied(full, _status(client, c, leader)["commitIndex"], 30)
             _fill(mounts[full], 4 << 20)  # below the 8 MiB reserve
             keys = [f"k{n}" for n in range(80)]
             for key in keys:  # the leader and the other follower are a quorum; 5 MiB would not fit there
@@ -156,7 +145,7 @@ def test_a_follower_whose_disk_fills_pauses_and_catches_up_by_itself(tmp_path, m
             for f in os.listdir(mounts[full]):  # space comes back: it catches up without a restart
                 if f.startswith("filler"):
                     os.unlink(os.path.join(mounts[full], f))
-            assert _applied_up_to(client, c, full, commit), c.tail(full)
+            assert c.wait_applied(full, commit, 30), c.tail(full)
             for key in keys:
                 assert client.get(c.url(full, f"/api/v1/kv/t/{key}")).json()["body"]["value"] == _big(key)
             assert c.procs[full].poll() is None

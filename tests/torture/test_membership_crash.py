@@ -76,8 +76,7 @@ def test_crash_at_membership_apply_and_propose(tmp_path):
                 client.get(c.url(j, "/api/v1/raft/status")).json()["body"]["commitIndex"] for j in (leader, follower)
             )
             for i in (leader, follower):
-                while client.get(c.url(i, "/api/v1/raft/status")).json()["body"]["appliedIndex"] < commit:
-                    c.wait_ready([leader, follower], timeout=10)
+                assert c.wait_applied(i, commit)
                 for key, value in w.acked.items():
                     assert client.get(c.url(i, f"/api/v1/kv/t/{key}")).json()["body"]["value"] == value
     finally:

@@ -390,12 +390,8 @@ def _check(c: ControllerdCluster, acked: dict[str, str], report: CrashReport) ->
         status = [client.get(c.url(i, "/api/v1/raft/status")).json()["body"] for i in range(3)]
         commit = max(s["commitIndex"] for s in status)
         for i in range(3):
-            deadline = time.monotonic() + 60
-            while client.get(c.url(i, "/api/v1/raft/status")).json()["body"]["appliedIndex"] < commit:
-                if time.monotonic() > deadline:
-                    report.lost.append(f"n{i} did not apply up to {commit} within 60 s")
-                    break
-                time.sleep(0.05)  # polling a real process's progress, not synchronising a test
+            if not c.wait_applied(i, commit, 60):
+                report.lost.append(f"n{i} did not apply up to {commit} within 60 s")
             for key, value in acked.items():
                 env = client.get(c.url(i, f"/api/v1/kv/t/{key}")).json()
                 report.checked += 1
