@@ -327,6 +327,22 @@ def scan_segment(
     return ScanResult(batches, committed, False)
 
 
+def check_skipped(data: Bytes, path: str, end: int) -> LogCorruptionError | None:
+    """The frames recovery skipped by wal_meta's start hint, checked after the fact: from the header, every
+    frame's CRC, and the frames must chain exactly to `end` (the hinted frame). They are compacted records,
+    never read again, so damage there costs nothing; it is still damage on the disk, worth a loud word."""
+    off = HEADER_SIZE
+    while off < end:
+        if off + 9 > end:
+            return LogCorruptionError(path, off, "the compacted frames before the first live entry do not chain to it")
+        crc, length = _PREFIX.unpack_from(data, off)
+        stop = off + 8 + length
+        if length == 0 or stop > end or _crc(data[off + 4 : stop]) != crc:
+            return LogCorruptionError(path, off, "a compacted frame before the first live entry is damaged")
+        off = stop
+    return None
+
+
 def _bad_tail(
     data: Bytes, path: str, is_last: bool, bad: int, committed: int, batches: list[Batch], reason: str
 ) -> ScanResult:

@@ -43,13 +43,14 @@ from raft.storage.segment import (
     WAL_META_FILE,
     LogCorruptionError,
     SegmentFile,
+    check_skipped,
     decode_entry,
     encode_batch,
     encode_header,
     encode_wal_meta,
     segment_name,
 )
-from raft.storage.walscan import check_skipped, list_segments, scan_directory
+from raft.storage.walscan import list_segments, scan_directory
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from google_crc32c import value as crc32c
-
 from raft.storage.segment import (
     ENTRY_OVERHEAD,
     FRAME_ENTRY,
@@ -47,7 +45,6 @@ from raft.storage.segment import (
 )
 
 _U32 = struct.Struct("<I")
-_PREFIX = struct.Struct("<II")  # a frame's crc, length
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,22 +183,6 @@ def scan_segment_bytes(
     out.valid_end = scan.valid_end
     out.torn_bytes = len(data) - scan.valid_end if scan.torn else 0
     return out
-
-
-def check_skipped(data: Bytes, path: str, end: int) -> LogCorruptionError | None:
-    """The frames recovery skipped by wal_meta's start hint, checked after the fact: from the header, every
-    frame's CRC, and the frames must chain exactly to `end` (the hinted frame). They are compacted records,
-    never read again, so damage there costs nothing; it is still damage on the disk, worth a loud word."""
-    off = HEADER_SIZE
-    while off < end:
-        if off + 9 > end:
-            return LogCorruptionError(path, off, "the compacted frames before the first live entry do not chain to it")
-        crc, length = _PREFIX.unpack_from(data, off)
-        stop = off + 8 + length
-        if length == 0 or stop > end or crc32c(data[off + 4 : stop]) != crc:
-            return LogCorruptionError(path, off, "a compacted frame before the first live entry is damaged")
-        off = stop
-    return None
 
 
 def _entry_frame_at(data: Bytes, offset: int, index: int) -> bool:
