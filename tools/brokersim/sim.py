@@ -32,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from cli.rmqctl import Failed
 from cli.rmqctl import brokerproto as proto
 from cli.rmqctl.client import Reply
@@ -397,12 +399,20 @@ class BrokerGroup:
     async def _produce(self) -> None:
         while True:
             await asyncio.sleep(self.sim.cfg.produce_interval_s)
-            self._settle()
-            m = self.master()
-            if m is not None and m.log.epochs and m.log.last_epoch == m.master_epoch:
-                start, end = m.log.append(self.sim.cfg.message_bytes)
-                self._pending.append(Write(start, end, m.master_epoch, m, now_ms()))
-                self._settle()
+            self.produce_one()
+
+    def produce_one(self) -> Write | None:
+        """The producer's send: one write to the master, if there is one that has begun its epoch (then
+        acknowledged at once when the confirm offset allows it, else later by `_settle`)."""
+        self._settle()
+        m = self.master()
+        if m is None or not m.log.epochs or m.log.last_epoch != m.master_epoch:
+            return None
+        start, end = m.log.append(self.sim.cfg.message_bytes)
+        w = Write(start, end, m.master_epoch, m, now_ms())
+        self._pending.append(w)
+        self._settle()
+        return w
 
     def _settle(self) -> None:
         """Acknowledge the writes whose master's confirm offset passed them; fail those that timed out."""
@@ -451,6 +461,7 @@ class Simulator:
     base_port: int = 10911
     token: str | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
+    transport: httpx.AsyncBaseTransport | None = None  # tests: an in-process controller (httpx.ASGITransport)
 
     def __post_init__(self) -> None:
         self.client = AsyncControllerClient(
@@ -458,6 +469,7 @@ class Simulator:
             self.cfg.request_timeout_s,
             self.token,
             max_connections=min(256, 8 + 2 * self.groups * self.replicas),
+            transport=self.transport,
         )
         self.sets: dict[str, BrokerGroup] = {}
         for g in range(self.groups):
