@@ -224,13 +224,15 @@ def describe(node: LocalNode, leader: str | None = None) -> list[str]:
 
 @dataclass
 class Brokers:
-    """`python -m tools.brokersim` against the local cluster (the demo's broker groups), its log in
-    `<data>/logs/brokers.log`, its identities and epoch files in `<data>/brokers/`."""
+    """`python -m tools.brokersim` against the local cluster (the demo's broker groups), its identities and
+    epoch files in `<data>/brokers/`. Its lines (registrations, role and SyncStateSet changes, kills, and a
+    heartbeat summary every 10 s) go to `<data>/logs/brokers.log` and to the supervisor's terminal."""
 
     groups: int
     chaos: float | None
     log: str
     proc: subprocess.Popen[bytes] | None = None
+    _copier: threading.Thread | None = None
 
     def start(self, data: str, nodes: list[LocalNode]) -> None:
         args = [
@@ -250,18 +252,31 @@ class Brokers:
         ]
         if self.chaos:
             args += ["--chaos", f"{self.chaos:g}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self._copier = threading.Thread(target=self._copy, args=(self.proc,), name="brokers-output", daemon=True)
+        self._copier.start()
+
+    def _copy(self, proc: subprocess.Popen[bytes]) -> None:
+        """Each line of the simulator to its log and to the terminal, until it exits."""
+        assert proc.stdout is not None
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+            for line in proc.stdout:
+                logf.write(line)
+                logf.flush()
+                with contextlib.suppress(OSError, ValueError):  # a closed terminal: the log still gets it
+                    click.echo(line.decode(errors="replace"), nl=False)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._copier is not None:
+            self._copier.join(STOP_WAIT_S)  # its last lines, then EOF
+            self._copier = None
 
 
 # --- the control socket -------------------------------------------------------------------------------------
@@ -444,10 +459,9 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
         here = "" if os.path.abspath(data) == os.path.abspath("./data") else f" --data {data}"
         click.echo(f"\nStatus page: http://{first}/ui/  (on every node)")
         if brokers is not None:
-            brokers.start(os.path.abspath(data), nodes)
             click.echo(
-                f"Simulated brokers: {brokers.groups} broker sets of 3 (broker-a, ...), log {brokers.log}"
-                + (f"; a master is killed every {brokers.chaos:g}s" if brokers.chaos else "")
+                f"Simulated brokers: {brokers.groups} broker sets of 3 (broker-a, ...), their lines below and in "
+                f"{brokers.log}" + (f"; a master is killed every {brokers.chaos:g}s" if brokers.chaos else "")
             )
         click.echo("\nTry:")
         click.echo(f"  rmqctl -a {','.join(x.http for x in nodes)} raft status")
@@ -456,6 +470,8 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
         click.echo(f"  controllerd local-cluster{here} restart {nodes[-1].name}     (also: stop, start, status)")
         click.echo("Ctrl-C stops the cluster.", nl=True)
         sys.stdout.flush()
+        if brokers is not None:  # after the instructions: their lines follow
+            brokers.start(os.path.abspath(data), nodes)
         while True:
             with supervisor.lock:
                 for node in nodes:

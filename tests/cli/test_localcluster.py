@@ -1,7 +1,8 @@
 """`controllerd local-cluster` (make run) as real processes: SIGINT and SIGHUP stop every node even when the
 supervisor was started with SIGINT ignored (a background job of a non-interactive shell), one node is
 stopped and restarted through the control socket, a node that fails to start has its error printed, and the
-simulated broker groups beside the nodes register and elect their masters (then stop with the cluster).
+simulated broker groups beside the nodes register, heartbeat (both shown on the terminal) and elect their
+masters (then stop with the cluster).
 One-node clusters on free loopback ports: each test is bounded by its own deadlines."""
 
 from __future__ import annotations
@@ -231,6 +232,11 @@ def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(
         http = next(line.split("http://")[1].split()[0] for line in lines if line.startswith("  n1  pid "))
         assert f"Status page: http://{http}/ui/  (on every node)" in lines
         assert any(line.startswith("Simulated brokers: 2 broker sets of 3") for line in lines)
+        # The terminal shows them registering and then heartbeating (the first summary, once every broker's
+        # heartbeat was answered).
+        shown = read_until(proc, "heartbeats: 6 of 6 brokers answered", timeout=30)
+        for name in ("broker-a", "broker-b"):
+            assert sum(f" {name}/" in line and ": registered as id " in line for line in shown) == 3, shown
         log = os.path.join(data, "logs", "brokers.log")
         deadline = time.monotonic() + 30
         masters: dict[str, object] = {}

@@ -81,9 +81,17 @@ def test_with_all_ack_in_sync_state_set_a_killed_master_loses_no_acknowledged_wr
 
 def test_without_all_ack_in_sync_state_set_the_check_names_the_acknowledged_writes_lost() -> None:
     g = replica_group(all_ack=False)
-    _old, new, _other = fail_over(g)
+    _old, new, other = fail_over(g)
     assert len(g.acked) == 5  # acknowledged when written, before any slave had them
     assert g.lost(new) == [(3 * 1024, 4 * 1024, 1), (4 * 1024, 5 * 1024, 1)]
+    # The summary line make run prints says so too, and counts the brokers whose heartbeats were answered.
+    before = g.sim.beats()
+    new.beats += 2
+    other.beats += 1
+    assert g.sim.summary(before, 10) == (
+        "heartbeats: 2 of 3 brokers answered in the last 10s (3 heartbeats); broker-a master 2 (epoch 2); "
+        "5 writes acknowledged, 2 lost"
+    )
 
 
 class Recording(httpx.AsyncBaseTransport):

@@ -2,7 +2,8 @@
 
 One line per event on stdout (`--json`: one JSON object per line). `--chaos SECONDS` kills a random group's
 master every SECONDS and starts it again once another master took over (or SECONDS later), so that failovers
-keep happening (the demo)."""
+keep happening (the demo). Every `--report-every` seconds (the first as soon as every broker's heartbeat was
+answered) a summary line: how many brokers the controller answered heartbeats of, the masters, the writes."""
 
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def _printer(as_json: bool) -> Any:
         if as_json:
             line = json.dumps(event, sort_keys=True)
         else:
-            line = f"{time.strftime('%H:%M:%S', time.localtime(event['t']))} {event['brokerName']}/{event['brokerId']}: {event['message']}"
+            who = event.get("brokerName") or "brokers"
+            if event.get("brokerId") is not None:
+                who += f"/{event['brokerId']}"
+            line = f"{time.strftime('%H:%M:%S', time.localtime(event['t']))} {who}: {event['message']}"
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
@@ -61,17 +65,41 @@ async def _chaos(sim: Simulator, every: float) -> None:
             )
 
 
-async def _main(sim: Simulator, duration: float | None, chaos: float | None) -> None:
+async def _report(sim: Simulator, every: float) -> None:
+    """A summary line (Simulator.summary) every `every` seconds, the first as soon as every broker has had a
+    heartbeat answered: the terminal of `make run` shows the brokers heartbeating, not only registering."""
+    before, since = sim.beats(), time.monotonic()
+    first = True
+    while True:
+        await asyncio.sleep(min(every, 0.5) if first else every)
+        beats = sim.beats()
+        if first and not all(beats.values()) and time.monotonic() - since < every:
+            continue
+        sim.emit(
+            {
+                "event": "summary",
+                "brokerName": None,
+                "brokerId": None,
+                "address": None,
+                "message": sim.summary(before, time.monotonic() - since),
+            }
+        )
+        before, since, first = beats, time.monotonic(), False
+
+
+async def _main(sim: Simulator, duration: float | None, chaos: float | None, report: float) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     await sim.start()
-    chaos_task = loop.create_task(_chaos(sim, chaos)) if chaos else None
+    tasks = [loop.create_task(_chaos(sim, chaos))] if chaos else []
+    if report:
+        tasks.append(loop.create_task(_report(sim, report)))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), duration)
-    if chaos_task is not None:
-        chaos_task.cancel()
+    for t in tasks:
+        t.cancel()
     await sim.stop()
 
 
@@ -110,6 +138,14 @@ async def _main(sim: Simulator, duration: float | None, chaos: float | None) -> 
 )
 @click.option("--duration", default=None, type=click.FloatRange(0, min_open=True), metavar="S")
 @click.option("--chaos", default=None, type=click.FloatRange(1), metavar="S", help="Kill a master every S seconds.")
+@click.option(
+    "--report-every",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    metavar="S",
+    help="A summary line (heartbeats answered, masters, writes) every S seconds; 0: none.",
+)
 @click.option("--token", envvar="RMQCTL_TOKEN", default=None, help="Admin token, if the controller has one.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 def main(
@@ -125,6 +161,7 @@ def main(
     not_catchup: int,
     duration: float | None,
     chaos: float | None,
+    report_every: float,
     token: str | None,
     as_json: bool,
 ) -> None:
@@ -147,7 +184,7 @@ def main(
         token=token,
         on_event=_printer(as_json),
     )
-    asyncio.run(_main(sim, duration, chaos))
+    asyncio.run(_main(sim, duration, chaos, report_every))
 
 
 if __name__ == "__main__":

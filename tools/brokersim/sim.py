@@ -80,6 +80,7 @@ class SimBroker:
         self.log = CommitLog.load(os.path.join(directory, "epochs")) if directory else CommitLog()
         self.state = "stopped"  # running | paused | killed | stopped
         self.lagging = False
+        self.beats = 0  # heartbeats the controller answered with SUCCESS (never reset: the summary counts them)
         self._tasks: list[asyncio.Task[None]] = []
         self._reset()
 
@@ -211,7 +212,7 @@ class SimBroker:
             pending = load_identity(path) if path else None
             if pending is not None and not pending.applied:
                 os.unlink(path)  # type: ignore[arg-type]  # the id it tried is taken: start again from next-broker-id
-            self.say("refused", f"registration failed: {e}")
+            self.say("refused", f"registration failed: {e}; tries again in {self.cfg.sync_metadata_period_s:g}s")
             return False
         if path:
             save_identity(path, Identity(self.id, code, True))
@@ -221,7 +222,7 @@ class SimBroker:
         return True
 
     async def _heartbeat(self) -> None:
-        await self.send(
+        reply = await self.send(
             proto.heartbeat(
                 self.cfg.cluster,
                 self.name,
@@ -233,6 +234,8 @@ class SimBroker:
                 confirm_offset=self.confirm_offset() if self.role == "master" else None,
             )
         )
+        if reply is not None and reply.ok:
+            self.beats += 1
 
     async def _sync_metadata(self) -> None:
         info = await self.send(proto.replica_info(self.name))
@@ -483,6 +486,31 @@ class Simulator:
         self.events.append(event)
         if self.on_event is not None:
             self.on_event(event)
+
+    def beats(self) -> dict[str, int]:
+        """{address: heartbeats answered so far} of every broker."""
+        return {b.address: b.beats for g in self.sets.values() for b in g.brokers}
+
+    def summary(self, beats_before: dict[str, int], window_s: float) -> str:
+        """One line on every set: how many brokers had a heartbeat answered since `beats_before` (an earlier
+        `beats()`), the masters, the acknowledged writes and how many of them the current masters lack."""
+        now = self.beats()
+        beating = sum(1 for a, n in now.items() if n > beats_before.get(a, 0))
+        answered = sum(n - beats_before.get(a, 0) for a, n in now.items())
+        masters = {name: g.master() for name, g in self.sets.items()}
+        if len(masters) <= 4:
+            who = ", ".join(
+                f"{name} master {m.id} (epoch {m.master_epoch})" if m else f"{name} no master"
+                for name, m in masters.items()
+            )
+        else:
+            who = f"{sum(m is not None for m in masters.values())} of {len(masters)} sets have a master"
+        acked = sum(len(g.acked) for g in self.sets.values())
+        lost = sum(len(g.lost(m)) for name, g in self.sets.items() if (m := masters[name]) is not None)
+        return (
+            f"heartbeats: {beating} of {len(now)} brokers answered in the last {window_s:.0f}s ({answered} heartbeats); "
+            f"{who}; {acked} writes acknowledged, {lost} lost"
+        )
 
     async def start(self) -> None:
         for g in self.sets.values():
