@@ -3,7 +3,7 @@ heartbeats, a killed master replaced by a member of its SyncStateSet within hear
 + 1 s with no acknowledged write lost, the old master back as a slave after RIP-44 truncation, and a lagging
 slave dropped from and added back to the SyncStateSet (haMaxTimeSlaveNotCatchup), and the status page in
 Debian's chromium (Playwright) on a follower showing the new master after a kill (screenshot saved under
-build/test-artifacts/, or $TEST_ARTIFACTS)."""
+build/test-artifacts/, or $TEST_ARTIFACTS), and asking for the admin token only on a node that has one."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.cluster import ROOT
+from tests.daemon.cluster import ROOT, ControllerdCluster
 from tests.daemon.demo import FAILOVER_BOUND_S, Demo, running_demo
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
@@ -115,10 +115,16 @@ CHROMIUM_ARGS = [
 ARTIFACTS = os.environ.get("TEST_ARTIFACTS", os.path.join(ROOT, "build", "test-artifacts"))
 
 
-def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: Demo) -> None:
+def playwright() -> Any:
+    """playwright.sync_api, or a skip saying why the browser test cannot run here."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra: make setup")
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing: `sh tools/setup-chromium.sh` installs Debian's chromium (needs root)")
+    return sync_api
+
+
+def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: Demo) -> None:
+    sync_api = playwright()
     cluster = demo.cluster
     leader = cluster.index_of(cluster.wait_ready())
     follower = next(i for i in range(len(cluster.https)) if i != leader)
@@ -135,6 +141,7 @@ def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: D
                 f"Leader's view ({cluster.rafts[leader]}), served by {cluster.rafts[follower]}"
             )
             expect(page.locator("#nodes tbody tr")).to_have_count(3)
+            expect(page.locator("#token-form")).to_be_hidden()  # no token configured: none asked for
             epoch = master.master_epoch
             demo.runner.call(lambda _s: master.kill())
             group = demo.group("broker-b")
@@ -155,3 +162,40 @@ def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: D
             print(f"screenshot: {shot}")
         finally:
             browser.close()
+
+
+def test_the_status_page_asks_for_the_admin_token_only_when_one_is_configured(tmp_path: Any) -> None:
+    """A one-node controller with controllerAdminToken: the page shows no data until the token is given (a
+    wrong one is said to be refused), then the node; a reload in the same tab does not ask again. The demo's
+    cluster above has no token and its page never asked."""
+    sync_api = playwright()
+    token = "ui-admin-token-4821"
+    cluster = ControllerdCluster(str(tmp_path), n=1, extra=f"controllerAdminToken={token}\n")
+    cluster.headers = {"Authorization": f"Bearer {token}"}
+    cluster.start_all()
+    try:
+        leader = cluster.wait_ready()
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(cluster.url(0, "/ui/"))
+                expect = sync_api.expect
+                expect(page.locator("#view")).to_have_text("An admin token is needed.", timeout=10_000)
+                expect(page.locator("#nodes tbody tr")).to_have_count(0)
+                field = page.get_by_label("This controller needs its admin token to show its status:")
+                field.fill("not-the-token")
+                page.get_by_role("button", name="Show status").click()
+                expect(page.locator("#view")).to_have_text("The admin token was refused.", timeout=10_000)
+                field.fill(token)
+                page.get_by_role("button", name="Show status").click()
+                expect(page.locator("#view")).to_contain_text(f"Leader's view ({leader})", timeout=10_000)
+                expect(page.locator("#token-form")).to_be_hidden()
+                expect(page.locator("#nodes tbody tr")).to_have_count(1)
+                page.reload()
+                expect(page.locator("#nodes tbody tr")).to_have_count(1, timeout=10_000)
+                expect(page.locator("#token-form")).to_be_hidden()
+            finally:
+                browser.close()
+    finally:
+        cluster.stop_all()
