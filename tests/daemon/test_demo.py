@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.daemon.cluster import ROOT, ControllerdCluster
-from tests.daemon.demo import FAILOVER_BOUND_S, Demo, running_demo
+from tests.daemon.demo import FAILOVER_BOUND_S, FAST, Demo, running_demo
+from tools.brokersim.sim import now_ms
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
 
@@ -89,8 +90,29 @@ def test_a_paused_master_is_replaced_and_on_resuming_becomes_a_slave_without_ack
 def test_a_lagging_slave_leaves_the_sync_state_set_and_comes_back(demo: Demo) -> None:
     master = demo.wait("broker-b settled", lambda: demo.settled("broker-b"), 20)
     slave = next(b for b in demo.group("broker-b").brokers if b is not master)
-    demo.runner.call(lambda _s: slave.lag(True))
+
+    def start_lagging(_s: Any) -> float:
+        """Wall time of the slave's last catch-up: from then on it cannot catch up again."""
+        slave.lag(True)
+        return time.time() - (now_ms() - master.caught_up_ms[slave.id]) / 1000
+
+    caught_up = demo.runner.call(start_lagging)
     demo.wait("the lagging slave dropped", lambda: slave.id not in master.sync_set, 10)
+    drop = next(
+        e
+        for e in demo.events
+        if e["event"] == "sync-state-set"
+        and (e["brokerName"], e["brokerId"]) == ("broker-b", master.id)
+        and e["code"] == 0
+        and slave.id not in e["syncStateSet"]
+        and e["t"] > caught_up
+    )
+    # Not before haMaxTimeSlaveNotCatchup passed since it last caught up (10 ms: time() and monotonic()).
+    grace = FAST.ha_max_time_slave_not_catchup_ms / 1000
+    print(
+        f"lagging slave dropped {drop['t'] - caught_up:.2f}s after it last caught up (haMaxTimeSlaveNotCatchup {grace:g}s)"
+    )
+    assert drop["t"] - caught_up >= grace - 0.01 and slave.id not in drop["syncStateSet"]
     # Acks go on without it (it is no longer waited for).
     acked = demo.runner.call(lambda _s: len(demo.group("broker-b").acked))
     demo.wait(
