@@ -64,6 +64,15 @@ async def test_the_state_shows_nodes_broker_sets_with_heartbeats_and_the_electio
     )
 
 
+async def test_a_nodes_row_shows_its_newest_snapshot_with_its_age(node: Node) -> None:
+    taken = (await node.ok("POST", "/api/v1/raft/snapshot", token=True))["body"]
+    assert taken["index"] > 0
+    me = (await node.call("GET", "/ui/api/node", token=True)).json()
+    assert me["snapshotIndex"] == taken["index"] and 0 <= me["snapshotAgeS"] < 60
+    [row] = (await node.call("GET", "/ui/api/state", token=True)).json()["nodes"]
+    assert (row["snapshotIndex"], row["lastLogIndex"] >= taken["index"]) == (taken["index"], True)
+
+
 def test_a_scan_election_is_recorded_with_its_trigger_and_the_expired_brokers(node: Node) -> None:
     events = Events(node.service)
     body = {

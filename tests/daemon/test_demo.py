@@ -164,6 +164,14 @@ def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: D
             )
             expect(page.locator("#nodes tbody tr")).to_have_count(3)
             expect(page.locator("#token-form")).to_be_hidden()  # no token configured: none asked for
+            # What assistive technology finds: named regions and tables (captions), header cells per row.
+            for region in ("Controller nodes", "Broker sets", "Recent elections and membership changes"):
+                expect(page.get_by_role("region", name=region)).to_be_visible()
+            expect(
+                page.get_by_role("table", name="Raft role, progress and health of each controller node")
+            ).to_be_visible()
+            replicas = page.get_by_role("table", name="Replicas of broker-b")
+            expect(replicas.get_by_role("rowheader")).to_have_count(3)
             epoch = master.master_epoch
             demo.runner.call(lambda _s: master.kill())
             group = demo.group("broker-b")
