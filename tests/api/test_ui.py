@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.http.ui import Events
+from api.http.ui import Events, merge_events
 from raft.core import ConfState, CoreStatus, Role
 from statemachine import codes as C
 from statemachine.result import Result
@@ -107,6 +107,27 @@ def test_a_scan_election_is_recorded_with_its_trigger_and_the_expired_brokers(no
             "d: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 7",
             "inactive-broker scan: retry of a failed re-election",
         ),
+    ]
+
+
+def test_the_rings_of_several_nodes_merge_newest_first_with_each_raft_change_once() -> None:
+    def ev(t: float, node: str, kind: str, text: str) -> dict:
+        return {"t": t, "kind": kind, "node": node, "text": text, "reason": "r"}
+
+    old_leader = [ev(1, "n1", "broker-election", "b: broker 1 elected master at epoch 1")]
+    new_leader = [
+        ev(5.0, "n2", "raft-leader", "n2 leads term 3"),
+        ev(6, "n2", "broker-election", "b: broker 2 elected master at epoch 2"),
+        ev(30, "n2", "membership", "n3 is a voter"),
+    ]
+    follower = [ev(5.2, "n3", "raft-leader", "n2 leads term 3"), ev(50, "n3", "membership", "n3 is a voter")]
+    merged = [(e["t"], e["node"], e["text"]) for e in merge_events([new_leader, old_leader, follower])]
+    assert merged == [
+        (50, "n3", "n3 is a voter"),  # the same change again, 20 s later: listed again
+        (30, "n2", "n3 is a voter"),
+        (6, "n2", "b: broker 2 elected master at epoch 2"),
+        (5.0, "n2", "n2 leads term 3"),  # seen by n2 and n3: once, as first recorded
+        (1, "n1", "b: broker 1 elected master at epoch 1"),  # the former leader's election is kept
     ]
 
 

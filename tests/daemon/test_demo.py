@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.daemon.cluster import ROOT, ControllerdCluster
@@ -229,3 +230,25 @@ def test_the_status_page_asks_for_the_admin_token_only_when_one_is_configured(tm
                 browser.close()
     finally:
         cluster.stop_all()
+
+
+def test_after_a_change_of_controller_leader_the_page_still_lists_the_former_leaders_elections(demo: Demo) -> None:
+    """The page's events merge every node's ring: the broker elections the former leader recorded stay, and
+    the new leader's term, seen by every node, is listed once."""
+    cluster = demo.cluster
+    demo.wait("broker-a settled", lambda: demo.settled("broker-a"), 20)  # its election applied and recorded
+    old = cluster.wait_ready()
+    before = httpx.get(cluster.url(cluster.index_of(old), "/ui/api/state"), timeout=5).json()["events"]
+    elections = [e for e in before if e["kind"] == "broker-election" and e["node"] == old]
+    assert elections, before
+    r = httpx.post(cluster.url(cluster.index_of(old), "/api/v1/raft/transfer-leader"), json={}, timeout=10)
+    assert r.status_code == 200 and r.json()["code"] == 0, r.text
+    new = cluster.wait_ready()
+    assert new != old
+    term = httpx.get(cluster.url(cluster.index_of(new), "/api/v1/raft/status"), timeout=5).json()["body"]["term"]
+    # wait_ready saw every node know the new leader; each records the change when its /ui/api/node is asked.
+    state = httpx.get(cluster.url(cluster.index_of(new), "/ui/api/state"), timeout=5).json()
+    assert state["view"] == "leader" and [n["leaderId"] for n in state["nodes"]] == [new] * 3
+    after = state["events"]
+    assert all(e in after for e in elections)
+    assert [e["text"] for e in after if e["kind"] == "raft-leader"].count(f"{new} leads term {term}") == 1

@@ -4,7 +4,8 @@
   the recent events it recorded;
 - `GET /ui/api/state`: the page's data. On the leader: every node (its own summary, the others' fetched
   from their /ui/api/node, with the leader's lag and last-contact view), every broker set after a ReadIndex
-  barrier (master, epochs, replicas with in-sync, alive and last-heartbeat marks) and the recent events.
+  barrier (master, epochs, replicas with in-sync, alive and last-heartbeat marks) and the recent events of
+  every node that answered (`merge_events`: a former leader's elections survive a change of leader).
   On a follower: the leader's answer, fetched from it; when the leader cannot be reached, this node's own
   applied state, marked as a follower's view that may lag.
 
@@ -39,6 +40,7 @@ FILES = {
     "ui.css": "text/css; charset=utf-8",
 }
 RING_SIZE = 200
+SAME_CHANGE_S = 10.0  # a raft change several nodes recorded within this is listed once
 PEER_TIMEOUT_S = 0.8
 SAMPLE_EVERY_S = 0.5
 TRIGGERS = {
@@ -113,6 +115,22 @@ class Events:
             for p in sorted((set(old_v) | set(old_l)) - set(voters) - set(learners)):
                 self.add("membership", f"{p} left the group", "removed")
         self._members = (voters, learners)
+
+
+def merge_events(rings: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The events of several nodes' rings, newest first. Broker elections are recorded by the leader of the
+    time only; a raft leader or membership change is recorded by every node that saw it: listed once, as
+    first recorded, unless the same change comes again more than SAME_CHANGE_S later."""
+    last: dict[tuple[str, str], float] = {}
+    out = []
+    for e in sorted((e for ring in rings for e in ring), key=lambda e: e["t"]):
+        if e["kind"] != "broker-election":
+            key = (e["kind"], e["text"])
+            if key in last and e["t"] - last[key] <= SAME_CHANGE_S:
+                continue
+            last[key] = e["t"]
+        out.append(e)
+    return out[::-1]
 
 
 def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
@@ -221,7 +239,7 @@ def make_router(service: ControllerService) -> APIRouter:
                 return JSONResponse(_follower_view(service, mine, e.leader_id))
             except UnavailableError as e:
                 return JSONResponse(_follower_view(service, mine, None, str(e)))
-            nodes = await _nodes(service, mine, headers, client)
+            nodes, rings = await _nodes(service, mine, headers, client)
         return JSONResponse(
             {
                 "view": "leader",
@@ -230,7 +248,7 @@ def make_router(service: ControllerService) -> APIRouter:
                 "generatedAt": time.time(),
                 "nodes": nodes,
                 "brokerSets": result.body,
-                "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
+                "events": merge_events(rings),
             }
         )
 
@@ -267,14 +285,15 @@ def _follower_view(
         "which may lag the leader's",
         "nodes": [{**mine, "httpAddress": service.http_address(service.id), "reachable": True}],
         "brokerSets": broker_sets(service, service.sm.clock_ms),
-        "events": sorted(mine["events"], key=lambda e: e["t"], reverse=True),
+        "events": merge_events([mine["events"]]),
     }
 
 
 async def _nodes(
     service: ControllerService, mine: dict[str, Any], headers: dict[str, str], client: httpx.AsyncClient
-) -> list[dict[str, Any]]:
-    """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact)."""
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact); and
+    the event rings of those that answered."""
     peers = service.peers()
     others = [p for p in peers if p.id != service.id]
     answers = await asyncio.gather(
@@ -285,6 +304,7 @@ async def _nodes(
     )
     fetched = {p.id: a for p, a in zip(others, answers, strict=True)}
     rows = []
+    rings = [mine["events"]] + [a.get("events") or [] for a in fetched.values() if a is not None]
     for p in peers:
         own = mine if p.id == service.id else fetched.get(p.id)
         row = {
@@ -301,4 +321,4 @@ async def _nodes(
         else:
             row["health"] = "unreachable"
         rows.append(row)
-    return rows
+    return rows, rings

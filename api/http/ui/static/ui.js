@@ -71,7 +71,7 @@
 
   function renderEvents(events) {
     const list = $("#events");
-    if (!events.length) { list.replaceChildren(el("li", { class: "muted" }, "None since this leader started.")); return; }
+    if (!events.length) { list.replaceChildren(el("li", { class: "muted" }, "None recorded since these nodes started.")); return; }
     list.replaceChildren(...events.slice(0, 30).map((e) => el("li", {},
       el("time", { datetime: new Date(e.t * 1000).toISOString() }, new Date(e.t * 1000).toLocaleTimeString()),
       el("strong", {}, e.text), ` \u2014 ${e.reason}`)));
