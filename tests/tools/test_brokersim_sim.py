@@ -22,12 +22,13 @@ import pytest
 
 from tests.api.harness import TOKEN, http_address, solo
 from tools.brokersim.sim import BrokerGroup, SimBroker, SimConfig, Simulator
-from tools.brokersim.store import load_identity
+from tools.brokersim.store import CommitLog, load_identity
 
 
-def replica_group(all_ack: bool) -> BrokerGroup:
+def replica_group(all_ack: bool, data: str | None = None) -> BrokerGroup:
     """broker-a with ids 1, 2, 3 serving: 1 master at epoch 1 with SyncStateSet {1, 2, 3}, 2 and 3 its slaves."""
-    sim = Simulator(["127.0.0.1:1"], 1, 3, SimConfig(all_ack_in_sync_state_set=all_ack, ack_timeout_s=3600))
+    cfg = SimConfig(all_ack_in_sync_state_set=all_ack, ack_timeout_s=3600)
+    sim = Simulator(["127.0.0.1:1"], 1, 3, cfg, data=data)
     g = sim.sets["broker-a"]
     for i, b in enumerate(g.brokers, 1):
         b.id, b.state = i, "running"
@@ -92,6 +93,19 @@ def test_without_all_ack_in_sync_state_set_the_check_names_the_acknowledged_writ
         "heartbeats: 2 of 3 brokers answered in the last 10s (3 heartbeats); broker-a master 2 (epoch 2); "
         "5 writes acknowledged, 2 lost"
     )
+
+
+@pytest.mark.anyio
+async def test_a_stopped_simulator_leaves_each_epoch_file_at_its_logs_end(tmp_path: Path) -> None:
+    g = replica_group(all_ack=True, data=str(tmp_path))
+    fail_over(g)
+    g.produce_one()  # the new master's own write: in memory only, until the stop
+    new = g.brokers[1]
+    assert new.log.path is not None and CommitLog.load(new.log.path).end < new.log.end
+    await g.sim.stop()
+    for b in g.brokers:
+        on_disk = CommitLog.load(str(b.log.path))
+        assert (on_disk.epochs, on_disk.end) == (b.log.epochs, b.log.end)
 
 
 class Recording(httpx.AsyncBaseTransport):

@@ -140,6 +140,7 @@ class SimBroker:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         self.state = "stopped"
+        self.log.save()  # a master's own writes are not saved one by one: its end, for the next start
 
     def pause(self) -> None:
         self.state = "paused"
