@@ -43,7 +43,8 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 # Entry: length | type=1 | entry_type:u8 | term:u64 | index:u64 | data. Packed once, CRC'd, then prefixed.
 _ENTRY_HEAD = struct.Struct("<IBBQQ")
-_ENTRY_FIELDS = struct.Struct("<BQQ")  # entry_type, term, index (read at frame offset 9)
+_ENTRY_FIELDS = struct.Struct("<BQQ")  # entry_type, term, index (read at frame offset ENTRY_TYPE_AT)
+ENTRY_TYPE_AT = _PREFIX.size + 1  # 9: crc, length, frame type, then the entry_type byte
 ENTRY_OVERHEAD = 4 + _ENTRY_HEAD.size  # 26 bytes before the data
 _ENTRY_BODY_MIN = _ENTRY_HEAD.size - 4  # type + entry_type + term + index = 18
 # Commit: length=13 | type=2 | count:u32 | batch_start:u64  (batch_start = offset of the batch's first frame).
@@ -219,7 +220,7 @@ def decode_entry(buf: Bytes, off: int, path: str, file_offset: int, verify: bool
         raise LogCorruptionError(path, file_offset, "not an entry frame")
     if verify and _crc(buf[off + 4 : stop]) != crc:
         raise LogCorruptionError(path, file_offset, "entry frame CRC mismatch")
-    etype, term, index = _ENTRY_FIELDS.unpack_from(buf, off + 9)
+    etype, term, index = _ENTRY_FIELDS.unpack_from(buf, off + ENTRY_TYPE_AT)
     return Entry(term, index, etype, buf[off + ENTRY_OVERHEAD : stop])
 
 

@@ -27,7 +27,7 @@ from raft.storage import (
     MemoryMetaStorage,
     SegmentLog,
 )
-from raft.storage.segment import HEADER_SIZE, SEGMENT_NAME, encode_wal_meta
+from raft.storage.segment import ENTRY_TYPE_AT, HEADER_SIZE, SEGMENT_NAME, decode_entry, encode_batch, encode_wal_meta
 from raft.storage.wal import wal_files
 from raft.storage.walscan import scan_directory
 from tests.raft.helpers import dump, expect
@@ -689,3 +689,14 @@ def test_a_hint_past_a_truncate_frame_still_voids_the_stale_entries_before_it(tm
         log.append(ents(4, 5, term=3))  # entry 4 itself rewritten: the hinted frame is now stale
     with SegmentLog(tmp_path, TINY) as log:
         assert [(e.index, e.term) for e in log.entries(4, 6)] == [(4, 3), (5, 3)]
+
+
+def test_the_entry_type_byte_is_where_every_reader_takes_it() -> None:
+    """ENTRY_TYPE_AT is the one offset of the entry_type byte in a frame: decode_entry and the audit's
+    per-entry loops (tools/audit/tasks.py) both read it there."""
+    types = [EntryType.NORMAL, EntryType.CONF, EntryType.NOOP, EntryType.NORMAL]
+    entries = [Entry(3, 10 + k, t, b"x" * k) for k, t in enumerate(types)]
+    batch = encode_batch(entries, 0, None)
+    for e, off in zip(entries, batch.offsets, strict=True):
+        assert batch.data[off + ENTRY_TYPE_AT] == e.type
+        assert decode_entry(batch.data, off, "seg", off) == e
