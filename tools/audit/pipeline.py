@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 from cli.datadir import probe
 from raft.storage.identity import IDENTITY_FILE
+from raft.storage.layout import LOG_DIR
 from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
@@ -116,7 +117,7 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     # then the segments from the largest down, so that the short tasks come last and the cores end together.
     wanted_all = tuple(sorted({i for n in nodes for i in n.snapshots}))
     tasks = [
-        SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s, n.listing.wal_first, wanted_all, opts.chunk)
+        SegmentTask(n.nid, pos, join(join(n.uri, LOG_DIR), s.name), s, n.listing.wal_first, wanted_all, opts.chunk)
         for n in nodes
         if n.listing is not None
         for pos, s in enumerate(n.listing.segments)

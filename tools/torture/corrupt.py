@@ -33,10 +33,13 @@ from pathlib import Path
 import httpx
 
 from raft.core import Role
+from raft.storage.layout import LOG_DIR, META_DIR, SNAPSHOT_DIR
+from raft.storage.meta import META_FILE as RAFT_META_FILE
 from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
 from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, decode_wal_meta
 from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
 from snapshot.format import META_FILE, META_HEAD_SIZE, table_end
+from snapshot.storage import DATA_FILE
 from tools.cluster import ControllerdCluster
 from tools.torture.crash import CONF, ENV, Writers
 
@@ -111,17 +114,17 @@ def _snapshot_boundaries(data: bytes) -> list[int]:
 
 def enumerate_cases(store: Path) -> list[Case]:
     files: list[tuple[str, Path, list[int]]] = []
-    for p in sorted((store / "log").iterdir()):
+    for p in sorted((store / LOG_DIR).iterdir()):
         data = p.read_bytes()
         if SEGMENT_NAME.match(p.name):
             files.append(("wal", p, _wal_boundaries(data)))
-        elif p.name == "wal_meta":
+        elif p.name == WAL_META_FILE:
             files.append(("wal_meta", p, [0, 4, 8, 16, 24, 32, len(data) - 4, len(data)]))
-    meta = store / "meta" / "raft_meta"
+    meta = store / META_DIR / RAFT_META_FILE
     files.append(("raft_meta", meta, [0, 4, 8, 16, meta.stat().st_size - 4, meta.stat().st_size]))
-    for sdir in sorted((store / "snapshot").glob("snapshot_*")):
-        data = (sdir / "data").read_bytes()
-        files.append(("snapshot_data", sdir / "data", _snapshot_boundaries(data)))
+    for sdir in sorted((store / SNAPSHOT_DIR).glob("snapshot_*")):
+        data = (sdir / DATA_FILE).read_bytes()
+        files.append(("snapshot_data", sdir / DATA_FILE, _snapshot_boundaries(data)))
         n = (sdir / META_FILE).stat().st_size
         files.append(("snapshot_meta", sdir / META_FILE, [0, 8, META_HEAD_SIZE, (n + META_HEAD_SIZE) // 2, n - 4, n]))
     cases = []
@@ -249,7 +252,7 @@ def _before_the_start_hint(store: Path, case: Case) -> bool:
     """Whether the case damaged a WAL segment below the frame wal_meta's start hint names (compacted records
     that recovery maps past without reading)."""
     m = SEGMENT_NAME.match(Path(case.rel).name)
-    meta = store / "log" / WAL_META_FILE
+    meta = store / LOG_DIR / WAL_META_FILE
     if case.kind != "wal" or m is None or not meta.exists():
         return False
     hint = decode_wal_meta(meta.read_bytes(), str(meta))
