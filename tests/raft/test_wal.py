@@ -411,6 +411,14 @@ def test_writer_on_segment_log_and_file_meta(tmp_path: Path) -> None:
     assert writer.stats().fsyncs <= 40
 
 
+def queue_behind_the_gate(writer: LogWriter, log: GatedLog, cbs: list[Callable[[BaseException | None], None]]) -> None:
+    """Submission 0 enters the gated log; submission 1 (with a hard state) queues behind it; the gate opens."""
+    writer.submit(None, ents(1, 1), cbs[0])
+    assert log.entered.wait(10)
+    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
+    log.release.set()
+
+
 def test_writer_stops_loudly_on_write_error() -> None:
     class FailingLog(GatedLog):
         def append(self, entries: Sequence[Entry]) -> None:
@@ -421,10 +429,7 @@ def test_writer_stops_loudly_on_write_error() -> None:
     log = FailingLog()
     writer = LogWriter(log, MemoryMetaStorage())
     results, cbs = recorders(3)
-    writer.submit(None, ents(1, 1), cbs[0])
-    assert log.entered.wait(10)
-    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
-    log.release.set()
+    queue_behind_the_gate(writer, log, cbs)
     writer.close()
     assert [k for k, _ in results] == [0, 1]
     assert all(isinstance(err, OSError) for _, err in results)
@@ -442,10 +447,7 @@ def test_writer_fails_submissions_queued_behind_the_failure() -> None:
     log = GatedLog()
     writer = LogWriter(log, FailingMeta())
     results, cbs = recorders(3)
-    writer.submit(None, ents(1, 1), cbs[0])
-    assert log.entered.wait(10)
-    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
-    log.release.set()
+    queue_behind_the_gate(writer, log, cbs)
     # Submission 2 may be queued before or after the failure is recorded: either its callback gets the
     # error or submit() raises it. Both are loud.
     try:
