@@ -10,6 +10,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlparse
 
@@ -664,15 +665,10 @@ def _snapshot_checks(
                 counts[t] = counts.get(t, 0) + 1
             log_term = max(counts, key=lambda t: (counts[t], t))
             basis = ", ".join(names[m] for m in sorted(held) if held[m] == log_term)
+        about = partial(Finding, g, name, "snapshot.meta", path=s.uri, snapshot_index=index, snapshot_term=s.term)
         if log_term is not None and log_term != s.term:
             findings.append(
-                Finding(
-                    g,
-                    name,
-                    "snapshot.meta",
-                    path=s.uri,
-                    snapshot_index=index,
-                    snapshot_term=s.term,
+                about(
                     log_index=index,
                     field="lastIncludedTerm",
                     snapshot_value=str(s.term),
@@ -686,13 +682,7 @@ def _snapshot_checks(
             mine = (tuple(sorted(s.voters)), tuple(sorted(s.learners)))
             if mine != (voters, learners):
                 findings.append(
-                    Finding(
-                        g,
-                        name,
-                        "snapshot.meta",
-                        path=s.uri,
-                        snapshot_index=index,
-                        snapshot_term=s.term,
+                    about(
                         log_index=max(known),
                         field="voters/learners",
                         snapshot_value=json.dumps(mine),
