@@ -15,7 +15,7 @@ import os
 import re
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -326,6 +326,15 @@ def scan_segment(
     if committed != end:
         return _bad_tail(data, path, is_last, committed, committed, batches, "uncommitted frames at end")
     return ScanResult(batches, committed, False)
+
+
+def frame_starts(data: Bytes, start: int = HEADER_SIZE) -> Iterator[int]:
+    """The offset of every frame from `start` on, walked by the length prefixes alone (no CRC, no type check):
+    where a frame begins, for tools that aim at frame boundaries (the corruption sweep, tools/torture)."""
+    off = start
+    while off + _PREFIX.size <= len(data):
+        yield off
+        off += _PREFIX.size + _PREFIX.unpack_from(data, off)[1]
 
 
 def check_skipped(data: Bytes, path: str, end: int) -> LogCorruptionError | None:

@@ -27,7 +27,18 @@ from raft.storage import (
     MemoryMetaStorage,
     SegmentLog,
 )
-from raft.storage.segment import ENTRY_TYPE_AT, HEADER_SIZE, SEGMENT_NAME, decode_entry, encode_batch, encode_wal_meta
+from raft.storage.segment import (
+    COMMIT_SIZE,
+    ENTRY_TYPE_AT,
+    HEADER_SIZE,
+    SEGMENT_NAME,
+    TRUNCATE_SIZE,
+    decode_entry,
+    encode_batch,
+    encode_header,
+    encode_wal_meta,
+    frame_starts,
+)
 from raft.storage.wal import wal_files
 from raft.storage.walscan import scan_directory
 from tests.raft.helpers import dump, expect
@@ -702,3 +713,20 @@ def test_the_entry_type_byte_is_where_every_reader_takes_it() -> None:
     for e, off in zip(entries, batch.offsets, strict=True):
         assert batch.data[off + ENTRY_TYPE_AT] == e.type
         assert decode_entry(batch.data, off, "seg", off) == e
+
+
+def test_frame_starts_walks_every_frame_of_a_segment() -> None:
+    """The truncate frame, each entry frame and the commit frame of every batch, then nothing past the end."""
+    first = encode_batch(ents(1, 3), HEADER_SIZE, None)
+    at = HEADER_SIZE + len(first.data)
+    second = encode_batch(ents(2, 4, term=2), at, 2)
+    data = encode_header(1, 1) + first.data + second.data
+    assert list(frame_starts(data)) == [
+        *first.offsets,
+        at - COMMIT_SIZE,
+        at,
+        *second.offsets,
+        len(data) - COMMIT_SIZE,
+    ]
+    assert second.offsets[0] == at + TRUNCATE_SIZE
+    assert list(frame_starts(data + b"\x00" * 7)) == list(frame_starts(data))  # a tail too short for a prefix
