@@ -46,11 +46,14 @@ audit: setup
 	$(BIN)/rmq-audit $(if $(OUT),--out $(OUT)) $(or $(DATA),./data)
 
 # ruff's linter and formatter, and mypy over the packages ([tool.mypy] in pyproject.toml says which and how).
+# The formatter owns the layout: no `# fmt: skip` / `# fmt: off` markers that would take code out of its hands.
 LINT_PATHS := raft snapshot statemachine api cli jepsen tests tools
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/python -m mypy
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	@! grep -rnE --include='*.py' '#[[:space:]]*fmt:[[:space:]]*(skip|off)' $(LINT_PATHS) || \
+		{ echo "lint: remove the fmt: markers above (the formatter owns the layout)"; exit 1; }
 
 clean:
 	rm -rf $(VENV) $(DATA) .pytest_cache .mypy_cache

@@ -181,7 +181,7 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             port,
             cfg.store_path,
         )
-        failed = loop.create_task(_watch_failure(server))
+        failed = loop.create_task(server.service.wait_failed())
         await asyncio.wait([loop.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
         code = EXIT_FAILED if failed.done() else 0
         failed.cancel()
@@ -191,12 +191,6 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
         return code
 
     return _run(serve())
-
-
-async def _watch_failure(server: object) -> None:
-    """Returns when the node hits a fatal error (storage failure, state machine exception)."""
-    node = server.service.node  # type: ignore[attr-defined]
-    await node.wait_failed()
 
 
 def _run(coro: object) -> int:

@@ -229,14 +229,18 @@ class SnapshotManager:
         replace the state completely or raise."""
         quarantined: list[tuple[int, str]] = []
         skipped: list[tuple[int, str]] = []
+
+        def quarantine(index: int, e: SnapshotError) -> None:
+            quarantined.append((index, str(e)))
+            self.storage.quarantine(index, str(e))
+
         for index in self.storage.list():
             try:
                 meta = self.storage.read_meta(index)
             except SnapshotNotFoundError:
                 continue
             except SnapshotError as e:
-                quarantined.append((index, str(e)))
-                self.storage.quarantine(index, str(e))
+                quarantine(index, e)
                 continue
             if not should_load(meta.last_included_term, index, *applied):
                 skipped.append((index, f"not ahead of the applied state (term {applied[0]}, index {applied[1]})"))
@@ -250,15 +254,13 @@ class SnapshotManager:
             except SnapshotNotFoundError:
                 continue
             except SnapshotError as e:
-                quarantined.append((index, str(e)))
-                self.storage.quarantine(index, str(e))
+                quarantine(index, e)
                 continue
             try:
                 loader(snap)
             except SnapshotError as e:
                 snap.close()
-                quarantined.append((index, str(e)))
-                self.storage.quarantine(index, str(e))
+                quarantine(index, e)
                 continue
             except BaseException:
                 snap.close()

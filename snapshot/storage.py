@@ -51,7 +51,9 @@ log = logging.getLogger(__name__)
 DATA_FILE = "data"
 TEMP_DIR = "temp"
 SNAPSHOT_PREFIX = "snapshot_"
-_SNAPSHOT_DIR = re.compile(r"snapshot_(\d{20})")
+# A snapshot directory's name: its index, and `.corrupt-<n>` when quarantined (group 2). The offline readers
+# (rmqctl, the audit) find snapshots by it too.
+SNAPSHOT_NAME = re.compile(SNAPSHOT_PREFIX + r"(\d{20})(\.corrupt-\d+)?")
 _DELETING = ".deleting"
 _READ_CHUNK = 8 << 20
 
@@ -328,7 +330,7 @@ class SnapshotStorage:
             names = os.listdir(self.directory)
         except FileNotFoundError:
             return []
-        found = [int(m.group(1)) for n in names if (m := _SNAPSHOT_DIR.fullmatch(n))]
+        found = [int(m.group(1)) for n in names if (m := SNAPSHOT_NAME.fullmatch(n)) and m.group(2) is None]
         return sorted((i for i in found if (self.directory / snapshot_dir_name(i)).is_dir()), reverse=True)
 
     def quarantined(self) -> builtins.list[Path]:

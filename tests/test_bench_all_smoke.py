@@ -3,26 +3,19 @@ tiny input and writes well-formed JSON, one row per figure with a target and a v
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import RunBench
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_all_benchmarks_run_on_tiny_input_and_write_rows(tmp_path) -> None:
-    out = tmp_path / "all.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "all", "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=880,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    report = json.loads(out.read_text())
+def test_all_benchmarks_run_on_tiny_input_and_write_rows(run_bench: RunBench) -> None:
+    proc, report = run_bench("all", "--quick", timeout=880)
     assert report["errors"] == {}
     rows = report["rows"]
     for r in rows:

@@ -3,26 +3,19 @@ its JSON. No timing is asserted."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
 import pytest
 
+from tests.conftest import RunBench
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_raft_benchmark_runs_on_tiny_input(tmp_path) -> None:
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "raft", "--seconds", "0.5", "--concurrency", "4", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert proc.returncode == 0, proc.stderr
+def test_raft_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:
+    proc, report = run_bench("raft", "--seconds", "0.5", "--concurrency", "4", timeout=110)
     assert "committed entries/s" in proc.stdout
-    report = json.loads(out.read_text())
     assert report["ours"]["load"]["committed"] > 0 and report["ours"]["serial"]["committed"] > 0
 
 
@@ -33,16 +26,8 @@ def test_bench_usage_error() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_remoting_benchmark_runs_on_tiny_input(tmp_path) -> None:
+def test_remoting_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:
     """Both protocols answer every heartbeat (code 0) through one group; no timing is asserted."""
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "remoting", "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(out.read_text())
+    _, report = run_bench("remoting", "--quick", timeout=170)
     assert report["remoting"]["requests"] > 0 and report["http"]["requests"] > 0
     assert report["remoting"]["errors"] == 0 and report["http"]["errors"] == 0

@@ -3,38 +3,16 @@ its JSON with the expected keys and positive values. No timing is asserted."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from tests.conftest import RunBench
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_snapshot_benchmark_runs_on_tiny_input(tmp_path) -> None:
-    out = tmp_path / "snapshot.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tools.bench",
-            "snapshot",
-            "--sizes",
-            "1",
-            "--entries",
-            "2000",
-            "--quick",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert proc.returncode == 0, proc.stderr
+def test_snapshot_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:
+    proc, report = run_bench("snapshot", "--sizes", "1", "--entries", "2000", "--quick", timeout=110)
     assert "load MB/s" in proc.stdout and "InstallSnapshot MiB/s" in proc.stdout
-    report = json.loads(out.read_text())
     assert report["workload"]["sizes"] == [1] and report["workload"]["entries"] == 2000
 
     rows = {(r["metric"], r["case"]): r for r in report["rows"]}

@@ -53,3 +53,20 @@ def test_arrows_that_must_never_exist() -> None:
     assert offending("api", ("cli", "tests")) == []  # the daemon and CLIs are built on api, never the reverse
     for package in ("api", "cli", "tools", "jepsen"):
         assert offending(package, ("jepsen", "tools")) == [], package
+
+
+def node_reaches(package: str) -> list[tuple[str, int, str]]:
+    """(file, line, expression) for every `<...>.node` attribute read in `package`/."""
+    out = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr == "node":
+                out.append((str(path.relative_to(ROOT)), node.lineno, ast.unparse(node)))
+    return out
+
+
+def test_the_front_ends_call_only_the_service_never_its_raft_node() -> None:
+    """api/http and api/remoting ask ControllerService (is_leader, leader, node_status, admin, ...); reaching
+    through it into `service.node` would tie a front end to the Raft node's API (docs/request-path.md)."""
+    assert node_reaches("api/http") == []
+    assert node_reaches("api/remoting") == []

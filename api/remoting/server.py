@@ -408,7 +408,7 @@ class RemotingServer:
             if self.channels.get(identity) is not conn:
                 continue
             del self.channels[identity]
-            if self.service.started and not self.service.stopping and self.service.node.is_leader():
+            if not self.service.stopping and self.service.is_leader():
                 self._spawn(self._close_channel(identity))
 
     async def _close_channel(self, identity: tuple[str, str, int]) -> None:

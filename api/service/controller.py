@@ -183,6 +183,10 @@ class ControllerService:
                 "CONTROLLERD_UNSAFE_LOCAL_READS=1): stale reads are possible"
             )
 
+    async def wait_failed(self) -> BaseException:
+        """Resolves with the fatal error that stopped the node (storage failure, state machine exception)."""
+        return await self.node.wait_failed()
+
     async def stop(self, transfer: bool = True) -> None:
         """Hand leadership over (when leading and `transfer`), then stop the node: pending requests fail with
         503, the log writer flushes, files close."""

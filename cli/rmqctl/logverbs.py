@@ -20,11 +20,12 @@ from cli.rmqctl import BadUsage, Failed
 from cli.rmqctl.offline import copy_option, path_argument
 from cli.rmqctl.output import Block, Out, emit_document, emit_rows, iso_millis, output_options, pass_out, progress
 from cli.rmqctl.state import state_blocks
-from cli.rmqctl.store import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR, Source, open_source
+from cli.rmqctl.store import Source, open_source
 from cli.rmqctl.store import storage as snapshot_storage
 from cli.rmqctl.walread import LogView
 from raft.core.confchange import decode_conf
 from raft.core.messages import Entry, EntryType
+from raft.storage.layout import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR
 from raft.storage.meta import read_hard_state
 from snapshot.errors import SnapshotExistsError, SnapshotFormatError
 from snapshot.storage import SnapshotStorage

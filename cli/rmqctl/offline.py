@@ -14,7 +14,8 @@ import click
 from cli.rmqctl import EXIT_FAILED, BadUsage, CorruptInput, Failed
 from cli.rmqctl.output import Block, Out, emit_document, iso_seconds, output_options, pass_out, progress
 from cli.rmqctl.state import Section, read_sections, state_blocks, tables_of
-from cli.rmqctl.store import SNAPSHOT_DIR, Source, open_source, storage
+from cli.rmqctl.store import Source, open_source, storage
+from raft.storage.layout import SNAPSHOT_DIR
 from snapshot.errors import SnapshotFormatError
 from snapshot.storage import SnapshotStorage, StoredSnapshot
 from statemachine.inspection import diff_values

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from cli.datadir import LOCK_FILE, probe
 from cli.rmqctl import BadUsage, CorruptInput, Failed
+from raft.storage.layout import LOG_DIR, META_DIR, SNAPSHOT_DIR
 from raft.storage.meta import META_FILE as RAFT_META_FILE
 from raft.storage.meta import MetaCorruptionError
 from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, LogCorruptionError
@@ -33,11 +33,8 @@ from raft.storage.walscan import list_segments
 from snapshot.errors import SnapshotError, SnapshotFormatError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
-from snapshot.storage import SnapshotStorage, snapshot_dir_name
+from snapshot.storage import SNAPSHOT_NAME, SnapshotStorage, snapshot_dir_name
 from statemachine.sections import SECTION_NAMES
-
-LOG_DIR, META_DIR, SNAPSHOT_DIR, DOWNLOAD_DIR = "log", "meta", "snapshot", "snapshot-download"
-SNAPSHOT_NAME = re.compile(r"snapshot_(\d{20})(\.corrupt-\d+)?")
 
 
 @dataclass(frozen=True)

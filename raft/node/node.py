@@ -49,6 +49,7 @@ from raft.status import RaftError, RaftException
 from raft.storage import FileMetaStorage, LogWriter, SegmentLog
 from raft.storage.dirlock import DataDirLock
 from raft.storage.identity import claim_identity
+from raft.storage.layout import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR
 from raft.transport import TcpTransport
 from raft.transport.tcp import Address, format_address, parse_address
 from snapshot import format as snapshot_format
@@ -138,12 +139,14 @@ class Node:
         self._failed = self._loop.create_future()
         so = o.snapshot
         self._storage = SnapshotStorage(
-            os.path.join(o.data_dir, "snapshot"), so.max_reserved, known_types=getattr(self.fsm, "section_names", None)
+            os.path.join(o.data_dir, SNAPSHOT_DIR),
+            so.max_reserved,
+            known_types=getattr(self.fsm, "section_names", None),
         )
         triggers = SnapshotTriggers(so.threshold_entries, so.threshold_log_bytes, so.interval_s)
         self._snapshots = SnapshotManager(self._storage, triggers, name=f"snapshot-save-{self.id}")
-        self._log = SegmentLog(os.path.join(o.data_dir, "log"), o.log)
-        self._meta = FileMetaStorage(os.path.join(o.data_dir, "meta"))
+        self._log = SegmentLog(os.path.join(o.data_dir, LOG_DIR), o.log)
+        self._meta = FileMetaStorage(os.path.join(o.data_dir, META_DIR))
         hs = self._meta.load()
         snap = self._load_snapshot()
         lg = self._log
@@ -167,7 +170,7 @@ class Node:
             self.transport.send_snapshot_frame,
         )
         self._downloader = SnapshotDownloader(
-            os.path.join(o.data_dir, "snapshot-download"), self._storage, self.transport.send_snapshot_frame, so
+            os.path.join(o.data_dir, DOWNLOAD_DIR), self._storage, self.transport.send_snapshot_frame, so
         )
         await self.transport.start()
         self._tick_s = o.raft.tick() / 1000.0

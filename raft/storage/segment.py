@@ -15,7 +15,7 @@ import os
 import re
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -43,7 +43,8 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 # Entry: length | type=1 | entry_type:u8 | term:u64 | index:u64 | data. Packed once, CRC'd, then prefixed.
 _ENTRY_HEAD = struct.Struct("<IBBQQ")
-_ENTRY_FIELDS = struct.Struct("<BQQ")  # entry_type, term, index (read at frame offset 9)
+_ENTRY_FIELDS = struct.Struct("<BQQ")  # entry_type, term, index (read at frame offset ENTRY_TYPE_AT)
+ENTRY_TYPE_AT = _PREFIX.size + 1  # 9: crc, length, frame type, then the entry_type byte
 ENTRY_OVERHEAD = 4 + _ENTRY_HEAD.size  # 26 bytes before the data
 _ENTRY_BODY_MIN = _ENTRY_HEAD.size - 4  # type + entry_type + term + index = 18
 # Commit: length=13 | type=2 | count:u32 | batch_start:u64  (batch_start = offset of the batch's first frame).
@@ -219,7 +220,7 @@ def decode_entry(buf: Bytes, off: int, path: str, file_offset: int, verify: bool
         raise LogCorruptionError(path, file_offset, "not an entry frame")
     if verify and _crc(buf[off + 4 : stop]) != crc:
         raise LogCorruptionError(path, file_offset, "entry frame CRC mismatch")
-    etype, term, index = _ENTRY_FIELDS.unpack_from(buf, off + 9)
+    etype, term, index = _ENTRY_FIELDS.unpack_from(buf, off + ENTRY_TYPE_AT)
     return Entry(term, index, etype, buf[off + ENTRY_OVERHEAD : stop])
 
 
@@ -325,6 +326,15 @@ def scan_segment(
     if committed != end:
         return _bad_tail(data, path, is_last, committed, committed, batches, "uncommitted frames at end")
     return ScanResult(batches, committed, False)
+
+
+def frame_starts(data: Bytes, start: int = HEADER_SIZE) -> Iterator[int]:
+    """The offset of every frame from `start` on, walked by the length prefixes alone (no CRC, no type check):
+    where a frame begins, for tools that aim at frame boundaries (the corruption sweep, tools/torture)."""
+    off = start
+    while off + _PREFIX.size <= len(data):
+        yield off
+        off += _PREFIX.size + _PREFIX.unpack_from(data, off)[1]
 
 
 def check_skipped(data: Bytes, path: str, end: int) -> LogCorruptionError | None:

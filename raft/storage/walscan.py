@@ -346,11 +346,6 @@ def entry_payloads(data: bytes, offsets: Iterable[int], sizes: Iterable[int]) ->
         yield data[off + ENTRY_OVERHEAD : off + size]
 
 
-def entry_type(data: bytes, offset: int) -> int:
-    """The entry type of the (scanned) entry frame at `offset`."""
-    return data[offset + 9]
-
-
 @dataclass(slots=True)
 class LiveIndex:
     """Per live entry, first..last in order: term, frame offset, frame size, the seg_id of its segment."""

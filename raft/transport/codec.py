@@ -208,13 +208,8 @@ def decode_batch(payload: bytes | memoryview) -> tuple[str, list[Message]]:
         raise CodecError("empty frame payload")
     if payload[0] != KIND_MESSAGES:
         raise CodecError(f"unknown frame kind {payload[0]}")
-    try:
-        obj = _unpack(memoryview(payload)[1:])
-    except Exception as e:  # see decode_messages
-        raise CodecError(f"frame payload is not a msgpack value: {e}") from e
-    if type(obj) is not tuple or len(obj) != 2 or type(obj[0]) is not str or type(obj[1]) is not tuple:
-        raise CodecError(f"frame payload must be [sender, [message, ...]], got {_describe(obj)}")
-    return obj[0], [_message_from(a) for a in obj[1]]
+    sender, messages = _sender_and_items(payload, "frame payload must be [sender, [message, ...]]")
+    return sender, [_message_from(a) for a in messages]
 
 
 def encode_snapshot_payload(sender: str, body: Sequence[object]) -> bytes:
@@ -236,12 +231,17 @@ def decode_snapshot_payload(payload: bytes | memoryview) -> tuple[str, tuple[obj
     """Inverse of encode_snapshot_payload: (sender, body). The body's fields are checked by its consumer."""
     if len(payload) < 1 or payload[0] != KIND_SNAPSHOT:
         raise CodecError("not a snapshot frame")
+    return _sender_and_items(payload, "snapshot frame payload must be [sender, [field, ...]]")
+
+
+def _sender_and_items(payload: bytes | memoryview, shape: str) -> tuple[str, tuple[object, ...]]:
+    """The [sender, [item, ...]] array after a frame's kind byte (both frame kinds have this shape)."""
     try:
         obj = _unpack(memoryview(payload)[1:])
     except Exception as e:  # see decode_messages
         raise CodecError(f"frame payload is not a msgpack value: {e}") from e
     if type(obj) is not tuple or len(obj) != 2 or type(obj[0]) is not str or type(obj[1]) is not tuple:
-        raise CodecError(f"snapshot frame payload must be [sender, [field, ...]], got {_describe(obj)}")
+        raise CodecError(f"{shape}, got {_describe(obj)}")
     return obj[0], obj[1]
 
 

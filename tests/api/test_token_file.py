@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -65,28 +66,27 @@ def test_token_file_errors_name_the_file_never_the_token(tmp_path) -> None:
         parse_config(base + f"controllerAdminTokenFile={path}\ncontrollerAdminToken=t2\n", "c.conf")
 
 
+def print_config(conf: Path) -> subprocess.CompletedProcess[str]:
+    """`controllerd -c CONF -p`: the effective configuration, printed."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
 def test_print_config_and_logs_never_show_the_tokens(tmp_path) -> None:
     token = tmp_path / "token"
     token.write_text("file-token-7f3a\n")
     conf = tmp_path / "c.conf"
     conf.write_text(f"controllerAdminTokenFile={token}\njRaftClusterSecret=peer-secret-91bc\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    out = print_config(conf)
     assert out.returncode == 0, out.stderr
     assert f"controllerAdminTokenFile={token}" in out.stdout
     for secret in ("file-token-7f3a", "peer-secret-91bc"):
         assert secret not in out.stdout + out.stderr
     conf.write_text("controllerAdminToken=inline-token-55\njRaftClusterSecret=peer-secret-91bc\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(conf), "-p"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    out = print_config(conf)
     assert out.returncode == 0 and "inline-token-55" not in out.stdout + out.stderr

@@ -8,6 +8,7 @@ One-node clusters on free loopback ports: each test is bounded by its own deadli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -18,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -84,6 +86,23 @@ def supervisor(
     )
 
 
+@contextlib.contextmanager
+def running(data: str, **kw: Any) -> Iterator[subprocess.Popen[str]]:
+    """`supervisor(data, **kw)`, killed on the way out if the test did not stop it."""
+    proc = supervisor(data, **kw)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def stop(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
+    """Signal the supervisor's process group; its (stdout, stderr) once it has exited."""
+    os.killpg(proc.pid, sig)
+    return proc.communicate(timeout=60)
+
+
 def read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60) -> list[str]:
     """stdout lines up to the one containing `marker` (the supervisor prints it once the cluster is ready)."""
     deadline = time.monotonic() + timeout
@@ -131,8 +150,7 @@ async def metadata(address: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored(data: str, sig: int) -> None:
-    proc = supervisor(data, ignore_sigint=True)
-    try:
+    with running(data, ignore_sigint=True) as proc:
         lines = read_until(proc, "Ctrl-C stops the cluster.")
         pid = node_pid(lines)
         assert any(line.strip() == f"data {data}/n1  log {data}/logs/n1.log" for line in lines)
@@ -144,11 +162,7 @@ def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored
         http, remoting = node[3].removeprefix("http://"), node[5]
         assert int(remoting.rsplit(":")[1]) - 1000 == int(http.rsplit(":")[1])
         assert asyncio.run(metadata(remoting))["controllerLeaderAddress"] == remoting
-        os.killpg(proc.pid, sig)  # `kill -INT -PGID`, or the terminal hanging up
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        out, err = stop(proc, sig)  # `kill -INT -PGID`, or the terminal hanging up
     assert proc.returncode == 0, err
     assert out.rstrip().endswith("stopped.")
     assert f"{signal.Signals(sig).name}: stopping the cluster" in err
@@ -157,8 +171,7 @@ def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored
 
 
 def test_one_node_is_stopped_started_and_restarted_through_the_control_socket(data: str) -> None:
-    proc = supervisor(data)
-    try:
+    with running(data) as proc:
         first = node_pid(read_until(proc, "Ctrl-C stops the cluster."))
         status = control(data, "status")
         assert status.returncode == 0, status.stderr
@@ -182,11 +195,7 @@ def test_one_node_is_stopped_started_and_restarted_through_the_control_socket(da
         started = control(data, "start", "n1")
         assert started.returncode == 0 and started.stdout.startswith("n1 started, ready\n")
 
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, signal.SIGTERM)
     assert proc.returncode == 0
     late = control(data, "status")
     assert late.returncode == 1 and "no local cluster is running on" in late.stderr
@@ -226,8 +235,7 @@ def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
 
 
 def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(data: str) -> None:
-    proc = supervisor(data, brokers=True)
-    try:
+    with running(data, brokers=True) as proc:
         lines = read_until(proc, "Ctrl-C stops the cluster.")
         http = next(line.split("http://")[1].split()[0] for line in lines if line.startswith("  n1  pid "))
         assert f"Status page: http://{http}/ui/  (on every node)" in lines
@@ -258,11 +266,7 @@ def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(
                 0
             ]
         )
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, signal.SIGINT)
     assert proc.returncode == 0
     assert gone(sim_pid)
     assert "registered as id" in open(log).read()

@@ -21,9 +21,11 @@ from raft.transport.codec import (
     FrameReader,
     decode_batch,
     decode_messages,
+    decode_snapshot_payload,
     encode_batch,
     encode_message,
     encode_messages,
+    encode_snapshot_payload,
     frame_header,
     frame_key,
     frame_tag,
@@ -218,6 +220,27 @@ def test_wrong_shapes(obj: object) -> None:
 def test_bad_batches(payload: bytes) -> None:
     with pytest.raises(CodecError):
         decode_batch(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"\x02\xc1", "not a msgpack value"),
+        (b"\x02" + msgpack.packb(["a"]), r"must be \[sender, \[field, \.\.\.\]\], got"),
+        (b"\x02" + msgpack.packb([1, []]), r"must be \[sender, \[field, \.\.\.\]\], got"),
+        (b"\x02" + msgpack.packb(["a", 1]), r"must be \[sender, \[field, \.\.\.\]\], got"),
+        (b"\x01" + msgpack.packb(["a", []]), "not a snapshot frame"),
+    ],
+    ids=["not msgpack", "no body", "int sender", "body not an array", "a messages frame"],
+)
+def test_bad_snapshot_payloads(payload: bytes, reason: str) -> None:
+    """The snapshot frame's [sender, [field, ...]] is checked as the messages frame's is, naming its shape."""
+    with pytest.raises(CodecError, match=reason):
+        decode_snapshot_payload(payload)
+
+
+def test_snapshot_payload_round_trip() -> None:
+    assert decode_snapshot_payload(encode_snapshot_payload("n1", [1, "x", b"\x00"])) == ("n1", (1, "x", b"\x00"))
 
 
 def test_trailing_bytes_and_deep_nesting() -> None:

@@ -27,7 +27,18 @@ from raft.storage import (
     MemoryMetaStorage,
     SegmentLog,
 )
-from raft.storage.segment import HEADER_SIZE, SEGMENT_NAME, encode_wal_meta
+from raft.storage.segment import (
+    COMMIT_SIZE,
+    ENTRY_TYPE_AT,
+    HEADER_SIZE,
+    SEGMENT_NAME,
+    TRUNCATE_SIZE,
+    decode_entry,
+    encode_batch,
+    encode_header,
+    encode_wal_meta,
+    frame_starts,
+)
 from raft.storage.wal import wal_files
 from raft.storage.walscan import scan_directory
 from tests.raft.helpers import dump, expect
@@ -411,6 +422,14 @@ def test_writer_on_segment_log_and_file_meta(tmp_path: Path) -> None:
     assert writer.stats().fsyncs <= 40
 
 
+def queue_behind_the_gate(writer: LogWriter, log: GatedLog, cbs: list[Callable[[BaseException | None], None]]) -> None:
+    """Submission 0 enters the gated log; submission 1 (with a hard state) queues behind it; the gate opens."""
+    writer.submit(None, ents(1, 1), cbs[0])
+    assert log.entered.wait(10)
+    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
+    log.release.set()
+
+
 def test_writer_stops_loudly_on_write_error() -> None:
     class FailingLog(GatedLog):
         def append(self, entries: Sequence[Entry]) -> None:
@@ -421,10 +440,7 @@ def test_writer_stops_loudly_on_write_error() -> None:
     log = FailingLog()
     writer = LogWriter(log, MemoryMetaStorage())
     results, cbs = recorders(3)
-    writer.submit(None, ents(1, 1), cbs[0])
-    assert log.entered.wait(10)
-    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
-    log.release.set()
+    queue_behind_the_gate(writer, log, cbs)
     writer.close()
     assert [k for k, _ in results] == [0, 1]
     assert all(isinstance(err, OSError) for _, err in results)
@@ -442,10 +458,7 @@ def test_writer_fails_submissions_queued_behind_the_failure() -> None:
     log = GatedLog()
     writer = LogWriter(log, FailingMeta())
     results, cbs = recorders(3)
-    writer.submit(None, ents(1, 1), cbs[0])
-    assert log.entered.wait(10)
-    writer.submit(HardState(1, "x"), ents(2, 2), cbs[1])
-    log.release.set()
+    queue_behind_the_gate(writer, log, cbs)
     # Submission 2 may be queued before or after the failure is recorded: either its callback gets the
     # error or submit() raises it. Both are loud.
     try:
@@ -689,3 +702,31 @@ def test_a_hint_past_a_truncate_frame_still_voids_the_stale_entries_before_it(tm
         log.append(ents(4, 5, term=3))  # entry 4 itself rewritten: the hinted frame is now stale
     with SegmentLog(tmp_path, TINY) as log:
         assert [(e.index, e.term) for e in log.entries(4, 6)] == [(4, 3), (5, 3)]
+
+
+def test_the_entry_type_byte_is_where_every_reader_takes_it() -> None:
+    """ENTRY_TYPE_AT is the one offset of the entry_type byte in a frame: decode_entry and the audit's
+    per-entry loops (tools/audit/tasks.py) both read it there."""
+    types = [EntryType.NORMAL, EntryType.CONF, EntryType.NOOP, EntryType.NORMAL]
+    entries = [Entry(3, 10 + k, t, b"x" * k) for k, t in enumerate(types)]
+    batch = encode_batch(entries, 0, None)
+    for e, off in zip(entries, batch.offsets, strict=True):
+        assert batch.data[off + ENTRY_TYPE_AT] == e.type
+        assert decode_entry(batch.data, off, "seg", off) == e
+
+
+def test_frame_starts_walks_every_frame_of_a_segment() -> None:
+    """The truncate frame, each entry frame and the commit frame of every batch, then nothing past the end."""
+    first = encode_batch(ents(1, 3), HEADER_SIZE, None)
+    at = HEADER_SIZE + len(first.data)
+    second = encode_batch(ents(2, 4, term=2), at, 2)
+    data = encode_header(1, 1) + first.data + second.data
+    assert list(frame_starts(data)) == [
+        *first.offsets,
+        at - COMMIT_SIZE,
+        at,
+        *second.offsets,
+        len(data) - COMMIT_SIZE,
+    ]
+    assert second.offsets[0] == at + TRUNCATE_SIZE
+    assert list(frame_starts(data + b"\x00" * 7)) == list(frame_starts(data))  # a tail too short for a prefix

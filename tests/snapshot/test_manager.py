@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from snapshot.errors import SnapshotFormatError
+from snapshot.format import META_FILE
 from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers, should_load
 from snapshot.rw import SnapshotWriter
 from snapshot.storage import SnapshotStorage
@@ -101,9 +102,11 @@ def test_failed_fill_leaves_nothing_and_allows_the_next_save(tmp_path: Path) -> 
 
 
 def test_load_quarantines_damaged_skips_unusable_and_falls_back(tmp_path: Path) -> None:
-    m = manager(tmp_path)
-    for i in (10, 20, 30):
+    m = SnapshotManager(SnapshotStorage(tmp_path / "snap", max_reserved=4), SnapshotTriggers(), rng=random.Random(7))
+    for i in (10, 20, 30, 40):
         m.save(i, 1, ("a",), (), fill(f"state-{i}".encode()), now=0.0, created_at=0.0).result(10)
+    meta = m.storage.path(40) / META_FILE  # 40: its meta is damaged; 30: its data; 20: its loader refuses it
+    meta.write_bytes(meta.read_bytes()[:-1])
     data = m.storage.path(30) / "data"
     raw = bytearray(data.read_bytes())
     raw[-1] ^= 1
@@ -118,8 +121,8 @@ def test_load_quarantines_damaged_skips_unusable_and_falls_back(tmp_path: Path) 
 
     res = m.load(loader, usable=lambda meta: None)
     assert res.meta is not None and res.meta.last_included_index == 10 and loaded_bodies == [b"state-10"]
-    assert [i for i, _ in res.quarantined] == [30, 20]
-    assert len(m.storage.quarantined()) == 2 and m.base_index == 10
+    assert [i for i, _ in res.quarantined] == [40, 30, 20]
+    assert len(m.storage.quarantined()) == 3 and m.base_index == 10
     res.snapshot.close()  # type: ignore[union-attr]
 
     m2 = manager(tmp_path / "b")

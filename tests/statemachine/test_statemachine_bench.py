@@ -3,22 +3,15 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
+from tests.conftest import RunBench
 
-def test_statemachine_benchmark_runs_on_tiny_input(tmp_path) -> None:  # noqa: ANN001
-    out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "statemachine", "--sets", "20", "--count", "300", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
+
+def test_statemachine_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:
+    proc, report = run_bench("statemachine", "--sets", "20", "--count", "300", timeout=120)
     assert "heartbeats applied/s" in proc.stdout and "snapshot bytes per broker" in proc.stdout
-    report = json.loads(out.read_text())
     assert set(report) >= {"workload", "setup", "heartbeats", "mixed", "snapshot"}
     assert report["workload"]["sets"] == 20
     for part in ("setup", "heartbeats", "mixed"):

@@ -15,10 +15,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from cli.rmqctl.store import LOG_DIR, SNAPSHOT_DIR, SNAPSHOT_NAME
 from raft.storage.identity import IDENTITY_FILE, DataDirIdentity, IdentityError, decode_identity
+from raft.storage.layout import LOG_DIR, SNAPSHOT_DIR
 from raft.storage.segment import WAL_META_FILE
 from raft.storage.walscan import WalListing, list_segments
+from snapshot.storage import SNAPSHOT_NAME
 from tools.audit.tasks import local_path
 
 MAX_DEPTH = 3

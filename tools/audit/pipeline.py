@@ -10,11 +10,13 @@ from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlparse
 
 from cli.datadir import probe
 from raft.storage.identity import IDENTITY_FILE
+from raft.storage.layout import LOG_DIR
 from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
@@ -116,7 +118,7 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     # then the segments from the largest down, so that the short tasks come last and the cores end together.
     wanted_all = tuple(sorted({i for n in nodes for i in n.snapshots}))
     tasks = [
-        SegmentTask(n.nid, pos, join(join(n.uri, "log"), s.name), s, n.listing.wal_first, wanted_all, opts.chunk)
+        SegmentTask(n.nid, pos, join(join(n.uri, LOG_DIR), s.name), s, n.listing.wal_first, wanted_all, opts.chunk)
         for n in nodes
         if n.listing is not None
         for pos, s in enumerate(n.listing.segments)
@@ -663,15 +665,10 @@ def _snapshot_checks(
                 counts[t] = counts.get(t, 0) + 1
             log_term = max(counts, key=lambda t: (counts[t], t))
             basis = ", ".join(names[m] for m in sorted(held) if held[m] == log_term)
+        about = partial(Finding, g, name, "snapshot.meta", path=s.uri, snapshot_index=index, snapshot_term=s.term)
         if log_term is not None and log_term != s.term:
             findings.append(
-                Finding(
-                    g,
-                    name,
-                    "snapshot.meta",
-                    path=s.uri,
-                    snapshot_index=index,
-                    snapshot_term=s.term,
+                about(
                     log_index=index,
                     field="lastIncludedTerm",
                     snapshot_value=str(s.term),
@@ -685,13 +682,7 @@ def _snapshot_checks(
             mine = (tuple(sorted(s.voters)), tuple(sorted(s.learners)))
             if mine != (voters, learners):
                 findings.append(
-                    Finding(
-                        g,
-                        name,
-                        "snapshot.meta",
-                        path=s.uri,
-                        snapshot_index=index,
-                        snapshot_term=s.term,
+                    about(
                         log_index=max(known),
                         field="voters/learners",
                         snapshot_value=json.dumps(mine),

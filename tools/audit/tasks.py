@@ -29,7 +29,7 @@ from google_crc32c import value as crc32c
 from cli.rmqctl.state import read_sections, tables_of
 from raft.core.confchange import decode_conf
 from raft.core.messages import EntryType
-from raft.storage.segment import Batch
+from raft.storage.segment import ENTRY_TYPE_AT, Batch
 from raft.storage.walscan import (
     LiveRun,
     SegmentListing,
@@ -48,7 +48,6 @@ CHUNK = 1 << 16  # indexes per log-matching chunk
 # A bucket's commands from one segment: (first index, indexes as array "q" bytes, codes as array "H" bytes,
 # the commands' bytes concatenated). Bytes only, so that Spark moves them without pickling objects.
 Routed = tuple[int, bytes, bytes, bytes]
-TYPE_AT = 9  # the entry type byte in an entry frame (walscan.entry_type), read inline in the per-entry loops
 
 
 @dataclass
@@ -232,7 +231,7 @@ def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
     out = ScanOut(
         task.nid, task.pos, task.uri, scan, pieces=chunk_pieces(scan, task.chunk, task.wal_first, task.wanted)
     )
-    conf_type, at = EntryType.CONF, TYPE_AT
+    conf_type, at = EntryType.CONF, ENTRY_TYPE_AT  # the type byte, read inline in the per-entry loop
     for batch in scan.batches:  # CONF entries are rare: found by their type byte, decoded for the meta check
         for k in [k for k, off in enumerate(batch.offsets) if data[off + at] == conf_type]:
             payload = next(entry_payloads(data, [batch.offsets[k]], [batch.sizes[k]]))
@@ -433,7 +432,7 @@ def route_task(
         return
     data = read_local(rec.uri) if data is None else data
     unpackb, route = msgpack.unpackb, buckets.route
-    normal, at = EntryType.NORMAL, TYPE_AT
+    normal, at = EntryType.NORMAL, ENTRY_TYPE_AT
     parts: dict[int, tuple[array[int], array[int], list[bytes]]] = {}
     cache: dict[str, tuple[int, ...] | int | None] = {}  # brokerName -> bucket(s), for the hot heartbeat
     target: tuple[int, ...] | int | None

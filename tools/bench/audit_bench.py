@@ -41,6 +41,7 @@ from raft.core.messages import ConfState, Entry, EntryType
 from raft.leaf.durable import atomic_write
 from raft.storage import SegmentLog
 from raft.storage.identity import IDENTITY_FILE, DataDirIdentity, encode_identity
+from raft.storage.layout import LOG_DIR, SNAPSHOT_DIR
 from snapshot.storage import SnapshotStorage
 from statemachine import SECTION_NAMES, ControllerStateMachine
 from statemachine import codes as C
@@ -93,10 +94,10 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
     sm = ControllerStateMachine()
     marks = sorted({max(3, indexes // 2), max(4, indexes * 9 // 10)})
     node0 = root / NODES[0]
-    snaps = SnapshotStorage(node0 / "snapshot", max_reserved=1 << 30, known_types=SECTION_NAMES)
+    snaps = SnapshotStorage(node0 / SNAPSHOT_DIR, max_reserved=1 << 30, known_types=SECTION_NAMES)
     heartbeats, unpackb = 0, msgpack.unpackb
     start = time.perf_counter()
-    with SegmentLog(node0 / "log") as log:
+    with SegmentLog(node0 / LOG_DIR) as log:
         batch = [Entry(1, 1, EntryType.NOOP), Entry(1, 2, EntryType.CONF, encode_conf(ConfState(VOTERS)))]
         for index in range(3, indexes + 1):
             data = next(commands, None) or next(more)
@@ -118,7 +119,7 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
         if k:
             shutil.copytree(node0, root / n)
         atomic_write(root / n, IDENTITY_FILE, encode_identity(DataDirIdentity("jRaft-Controller", VOTERS[k])))
-    size = sum(f.stat().st_size for f in (node0 / "log").iterdir())
+    size = sum(f.stat().st_size for f in (node0 / LOG_DIR).iterdir())
     return {
         "indexes": indexes,
         "entries": indexes * len(NODES),

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -32,6 +33,8 @@ from raft.testing.cluster import free_ports
 from tools.bench.group import child_env, wait_http
 
 HEARTBEAT = "/api/v1/controller/heartbeat"
+# One request/answer on an open connection: True when the answer is a success.
+Exchange = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]
 
 
 def _body(i: int) -> bytes:
@@ -51,32 +54,45 @@ def _body(i: int) -> bytes:
     ).encode()
 
 
-async def _connection(host: str, port: int, bodies: list[bytes], deadline: float, lat: list[float]) -> int:
+async def _closed_loop(
+    host: str, port: int, requests: list[bytes], deadline: float, lat: list[float], exchange: Exchange
+) -> int:
+    """One connection, one request in flight until `deadline`: the requests in turn, each answer's latency
+    into `lat`; returns how many answers `exchange` found wrong."""
     reader, writer = await asyncio.open_connection(host, port)
     errors = 0
     k = 0
     try:
         while time.perf_counter() < deadline:
-            body = bodies[k % len(bodies)]
+            req = requests[k % len(requests)]
             k += 1
-            req = (
-                f"POST {HEARTBEAT} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n"
-            ).encode() + body
             t0 = time.perf_counter()
-            writer.write(req)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            payload = await reader.readexactly(length)
+            ok = await exchange(reader, writer, req)
             lat.append(time.perf_counter() - t0)
-            if not head.startswith(b"HTTP/1.1 200") or b'"code":0' not in payload:
-                errors += 1
+            errors += not ok
     finally:
         writer.close()
     return errors
+
+
+def _request(host: str, body: bytes) -> bytes:
+    """The heartbeat POST carrying `body`, minimal HTTP/1.1 (keep-alive by default)."""
+    return (
+        f"POST {HEARTBEAT} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def _http_exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> bool:
+    """HTTP 200 with `"code":0` in the body."""
+    writer.write(req)
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    payload = await reader.readexactly(length)
+    return head.startswith(b"HTTP/1.1 200") and b'"code":0' in payload
 
 
 def _frame(i: int) -> bytes:
@@ -87,42 +103,34 @@ def _frame(i: int) -> bytes:
     return codec.encode(codec.RemotingCommand(904, 0, ext_fields=fields, serialize_type=codec.ROCKETMQ))
 
 
-async def _remoting_connection(host: str, port: int, frames: list[bytes], deadline: float, lat: list[float]) -> int:
-    """`_connection` speaking RocketMQ remoting: one request in flight, the answer's code checked."""
+def _remoting_exchange() -> Exchange:
+    """A RemotingCommand answer with code 0."""
     from api.remoting import codec
 
-    reader, writer = await asyncio.open_connection(host, port)
-    errors = 0
-    k = 0
-    try:
-        while time.perf_counter() < deadline:
-            frame = frames[k % len(frames)]
-            k += 1
-            t0 = time.perf_counter()
-            writer.write(frame)
-            total = int.from_bytes(await reader.readexactly(4), "big")
-            data = await reader.readexactly(total)
-            lat.append(time.perf_counter() - t0)
-            info = int.from_bytes(data[:4], "big")
-            resp = codec.decode_header(data[4 : 4 + (info & 0xFFFFFF)], info >> 24)
-            if resp.code != 0:
-                errors += 1
-    finally:
-        writer.close()
-    return errors
+    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, frame: bytes) -> bool:
+        writer.write(frame)
+        total = int.from_bytes(await reader.readexactly(4), "big")
+        data = await reader.readexactly(total)
+        info = int.from_bytes(data[:4], "big")
+        return codec.decode_header(data[4 : 4 + (info & 0xFFFFFF)], info >> 24).code == 0
+
+    return exchange
 
 
 def _client(
     host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any, proto: str = "http"
 ) -> None:
-    make, connection = (_body, _connection) if proto == "http" else (_frame, _remoting_connection)
-    bodies = [make(offset + i) for i in range(brokers)]
+    exchange: Exchange
+    if proto == "http":
+        requests, exchange = [_request(host, _body(offset + i)) for i in range(brokers)], _http_exchange
+    else:
+        requests, exchange = [_frame(offset + i) for i in range(brokers)], _remoting_exchange()
 
     async def run() -> tuple[list[float], int]:
         lat: list[float] = []
         deadline = time.perf_counter() + seconds
         errs = await asyncio.gather(
-            *(connection(host, port, bodies[c::conns] or bodies, deadline, lat) for c in range(conns))
+            *(_closed_loop(host, port, requests[c::conns] or requests, deadline, lat, exchange) for c in range(conns))
         )
         return lat, sum(errs)
 

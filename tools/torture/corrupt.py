@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,10 +32,13 @@ from pathlib import Path
 import httpx
 
 from raft.core import Role
+from raft.storage.layout import LOG_DIR, META_DIR, SNAPSHOT_DIR
+from raft.storage.meta import META_FILE as RAFT_META_FILE
 from raft.storage.segment import HEADER_SIZE as WAL_HEADER_SIZE
-from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, decode_wal_meta
+from raft.storage.segment import SEGMENT_NAME, WAL_META_FILE, decode_wal_meta, frame_starts
+from snapshot.format import ENTRY_SIZE, META_FILE, META_HEAD_SIZE, decode_header, decode_table, table_end
 from snapshot.format import HEADER_SIZE as SNAP_HEADER_SIZE
-from snapshot.format import META_FILE, META_HEAD_SIZE, table_end
+from snapshot.storage import DATA_FILE
 from tools.cluster import ControllerdCluster
 from tools.torture.crash import CONF, ENV, Writers
 
@@ -91,37 +93,33 @@ class CorruptReport:
 
 def _wal_boundaries(data: bytes) -> list[int]:
     """0, the header's fields, then the start of every frame, and the end of the file."""
-    out = [0, 8, 24, WAL_HEADER_SIZE - 4]
-    off = WAL_HEADER_SIZE
-    while off + 8 <= len(data):
-        out.append(off)
-        (length,) = struct.unpack_from("<I", data, off + 4)
-        off += 8 + length
-    return out + [len(data)]
+    return [0, 8, 24, WAL_HEADER_SIZE - 4, *frame_starts(data), len(data)]
 
 
-def _snapshot_boundaries(data: bytes) -> list[int]:
-    (count,) = struct.unpack_from("<I", data, 12)
+def _snapshot_boundaries(data: bytes, path: str) -> list[int]:
+    """0, the header's fields, every section table row, the table's CRC, every section body, the end."""
+    count = decode_header(data[:SNAP_HEADER_SIZE], len(data), path)
+    table = decode_table(data[SNAP_HEADER_SIZE : table_end(count)], count, len(data), path)
     out = [0, 8, SNAP_HEADER_SIZE - 4, SNAP_HEADER_SIZE]
-    out += [SNAP_HEADER_SIZE + 32 * i for i in range(1, count)]
+    out += [SNAP_HEADER_SIZE + ENTRY_SIZE * i for i in range(1, count)]
     out.append(table_end(count) - 4)
-    out += sorted({struct.unpack_from("<Q", data, SNAP_HEADER_SIZE + 32 * i + 20)[0] for i in range(count)})
+    out += sorted({e.offset for e in table})
     return out + [len(data)]
 
 
 def enumerate_cases(store: Path) -> list[Case]:
     files: list[tuple[str, Path, list[int]]] = []
-    for p in sorted((store / "log").iterdir()):
+    for p in sorted((store / LOG_DIR).iterdir()):
         data = p.read_bytes()
         if SEGMENT_NAME.match(p.name):
             files.append(("wal", p, _wal_boundaries(data)))
-        elif p.name == "wal_meta":
+        elif p.name == WAL_META_FILE:
             files.append(("wal_meta", p, [0, 4, 8, 16, 24, 32, len(data) - 4, len(data)]))
-    meta = store / "meta" / "raft_meta"
+    meta = store / META_DIR / RAFT_META_FILE
     files.append(("raft_meta", meta, [0, 4, 8, 16, meta.stat().st_size - 4, meta.stat().st_size]))
-    for sdir in sorted((store / "snapshot").glob("snapshot_*")):
-        data = (sdir / "data").read_bytes()
-        files.append(("snapshot_data", sdir / "data", _snapshot_boundaries(data)))
+    for sdir in sorted((store / SNAPSHOT_DIR).glob("snapshot_*")):
+        data = (sdir / DATA_FILE).read_bytes()
+        files.append(("snapshot_data", sdir / DATA_FILE, _snapshot_boundaries(data, str(sdir / DATA_FILE))))
         n = (sdir / META_FILE).stat().st_size
         files.append(("snapshot_meta", sdir / META_FILE, [0, 8, META_HEAD_SIZE, (n + META_HEAD_SIZE) // 2, n - 4, n]))
     cases = []
@@ -249,7 +247,7 @@ def _before_the_start_hint(store: Path, case: Case) -> bool:
     """Whether the case damaged a WAL segment below the frame wal_meta's start hint names (compacted records
     that recovery maps past without reading)."""
     m = SEGMENT_NAME.match(Path(case.rel).name)
-    meta = store / "log" / WAL_META_FILE
+    meta = store / LOG_DIR / WAL_META_FILE
     if case.kind != "wal" or m is None or not meta.exists():
         return False
     hint = decode_wal_meta(meta.read_bytes(), str(meta))
