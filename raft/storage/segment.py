@@ -330,10 +330,13 @@ def scan_segment(
 
 def frame_starts(data: Bytes, start: int = HEADER_SIZE) -> Iterator[int]:
     """The offset of every frame from `start` on, walked by the length prefixes alone (no CRC, no type check):
-    where a frame begins, for tools that aim at frame boundaries (the corruption sweep, tools/torture)."""
+    where a frame begins, for tools that aim at frame boundaries (the corruption sweep, tools/torture). The walk
+    ends at a zero prefix, where a preallocated segment's unused space begins (no frame starts with zeros)."""
     off = start
     while off + _PREFIX.size <= len(data):
         yield off
+        if data[off : off + _PREFIX.size] == bytes(_PREFIX.size):
+            return
         off += _PREFIX.size + _PREFIX.unpack_from(data, off)[1]
 
 

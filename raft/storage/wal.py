@@ -285,6 +285,7 @@ class SegmentLog:
             raise
 
     def _create_segment(self, first_index: int) -> SegmentFile:
+        self._seal_last()
         seg_id = self._next_seg_id
         path = str(self.directory / segment_name(first_index, seg_id))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
@@ -292,7 +293,8 @@ class SegmentLog:
         try:
             failpoint.hit("wal.roll.before_header")
             seg.write_sync(encode_header(first_index, seg_id))
-            os.fsync(fd)  # the new file's metadata too, not just its data
+            self._preallocate(fd)
+            os.fsync(fd)  # the new file's metadata too (its size), not just its data
             failpoint.hit("wal.roll.before_dir_fsync")
             fsync_dir(self.directory)
         except OSError:
@@ -304,6 +306,23 @@ class SegmentLog:
             self._segments[seg_id] = seg
         self._active = seg
         return seg
+
+    def _preallocate(self, fd: int) -> None:
+        """Extend a segment to segment_bytes with zeros (sparse), so that appends do not grow the file."""
+        if self.options.preallocate and os.fstat(fd).st_size < self.options.segment_bytes:
+            os.ftruncate(fd, self.options.segment_bytes)
+
+    def _seal_last(self) -> None:
+        """Before a later segment exists, cut the newest one back to its valid end: only the last segment may
+        hold anything after its last commit frame. A segment sealed by size has no unused tail; one that was
+        still preallocated when the next segment starts (segment_bytes made smaller across a restart) has."""
+        if not self._segments:
+            return
+        last = next(reversed(self._segments.values()))
+        if os.fstat(last.fd).st_size > last.size:
+            os.ftruncate(last.fd, last.size)
+            os.fsync(last.fd)
+            self.fsyncs += 1
 
     def _unlink(self, dead: list[SegmentFile]) -> None:
         if not dead:
@@ -348,7 +367,8 @@ class SegmentLog:
             seg = SegmentFile(scan.path, scan.seg_id, scan.first_index, fd, scan.valid_end)
             seg.max_index = scan.max_index
             self._segments[scan.seg_id] = seg
-            if scan.torn_bytes:
+            changed = bool(scan.torn_bytes)
+            if changed:
                 logger.warning(
                     "%s: torn write at the end (a crash mid-append): cut back from %d to %d bytes, the last "
                     "committed batch",
@@ -356,10 +376,14 @@ class SegmentLog:
                     scan.size,
                     scan.valid_end,
                 )
-                os.ftruncate(fd, scan.valid_end)
-                os.fsync(fd)
+                os.ftruncate(fd, scan.valid_end)  # and, preallocated again below, zeros from there on
             if listed.is_last and seg.size < self.options.segment_bytes:
                 self._active = seg
+                size = os.fstat(fd).st_size
+                self._preallocate(fd)
+                changed = changed or os.fstat(fd).st_size != size
+            if changed:
+                os.fsync(fd)
         index = verdict.index()
         self._terms, self._offsets, self._sizes, self._segs = index.terms, index.offsets, index.sizes, index.seg_ids
         self.skipped = next(((x.path, x.start) for x in verdict.scans if x.start != HEADER_SIZE), None)

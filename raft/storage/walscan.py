@@ -19,6 +19,7 @@ The bytes-level pieces open no file (callers pass names, sizes and bytes); `list
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -147,7 +148,7 @@ def scan_segment_bytes(
     is exactly that (an entry frame, that index, its CRC), so the compacted records before it are not read
     at all; otherwise the walk starts after the header. A void segment's bytes are not looked at (pass b"")."""
     path = path or seg.name
-    out = SegmentScan(path, seg.seg_id, seg.first_index, seg.size if seg.status == "void" else len(data), seg.status)
+    out = SegmentScan(path, seg.seg_id, seg.first_index, max(seg.size, len(data)), seg.status)
     if seg.status == "void":
         return out
     if seg.is_last and _crashed_creation(data, path):
@@ -181,8 +182,50 @@ def scan_segment_bytes(
     if crcs:
         out.crcs = [array("I", [_U32.unpack_from(data, o)[0] for o in b.offsets]) for b in scan.batches]
     out.valid_end = scan.valid_end
-    out.torn_bytes = len(data) - scan.valid_end if scan.torn else 0
+    out.torn_bytes = _used_end(data, scan.valid_end) - scan.valid_end if scan.torn else 0
     return out
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def _used_end(data: Bytes, start: int) -> int:
+    """The end of the last non-zero byte at or after `start` (`start` if none): the zeros after it are the
+    unused, preallocated end of the last segment, not part of a torn write. (No frame is all zeros: the
+    CRC32C of a zero length is not zero.)"""
+    end = len(data)
+    while end > start:
+        lo = max(start, end - len(_ZEROS))
+        chunk = data[lo:end]
+        if chunk != _ZEROS[: len(chunk)]:
+            return lo + len(chunk.rstrip(b"\0"))
+        end = lo
+    return start
+
+
+def data_extent(fd: int, size: int) -> int:
+    """Where a file's data ends: `size`, less a trailing hole (a preallocated segment's unused end, which reads
+    as zeros). Found with SEEK_DATA/SEEK_HOLE, so that the hole is never read or even mapped; a file system
+    without them reports the whole file as data."""
+    end = pos = 0
+    offset = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        while pos < size:
+            pos = os.lseek(fd, os.lseek(fd, pos, os.SEEK_DATA), os.SEEK_HOLE)
+            end = pos
+    except OSError as e:
+        if e.errno != errno.ENXIO:  # ENXIO: no data after pos
+            return size
+    finally:
+        os.lseek(fd, offset, os.SEEK_SET)  # the seeks moved the file offset; a caller may read next
+    # A longer file is never taken for a crashed segment creation (at most a header), even if all hole.
+    return max(min(end, size), min(size, HEADER_SIZE + 1))
+
+
+def read_extent(path: str) -> bytes:
+    """A segment file's bytes up to data_extent (the audit's and tools' read; recovery maps the same range)."""
+    with open(path, "rb") as f:
+        return f.read(data_extent(f.fileno(), os.fstat(f.fileno()).st_size))
 
 
 def _entry_frame_at(data: Bytes, offset: int, index: int) -> bool:
@@ -427,9 +470,11 @@ def scan_directory(
         start = listing.start_offset if hinted else HEADER_SIZE
         if seg.status == "void" or seg.size == 0:
             scans.append(scan_segment_bytes(b"", seg, path, crcs=crcs, skip_below=skip, start=start))
-        else:  # mapped, not read: a hinted start touches only the pages from the hint on
-            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                scans.append(scan_segment_bytes(data, seg, path, crcs=crcs, skip_below=skip, start=start))
+        else:  # mapped, not read: a hinted start touches only the pages from the hint on, up to the data's end
+            with open(path, "rb") as f:
+                extent = data_extent(f.fileno(), os.fstat(f.fileno()).st_size)
+                with mmap.mmap(f.fileno(), extent, access=mmap.ACCESS_READ) as data:
+                    scans.append(scan_segment_bytes(data, seg, path, crcs=crcs, skip_below=skip, start=start))
         if advance is not None:
             advance(seg.size)
     return WalScan(directory, listing, scans, merge_scans(listing, scans))

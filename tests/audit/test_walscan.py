@@ -65,11 +65,14 @@ def test_torn_tail_is_reported_as_torn_not_as_damage(tmp_path: Path) -> None:
     d = tmp_path / "log"
     write(d, [entries(1, 10), entries(11, 20)])
     (seg,) = [d / n for n in os.listdir(d) if n.endswith(".wal")]
+    end = scan_dir(d)[0][0].valid_end
     data = seg.read_bytes()
-    seg.write_bytes(data + data[-200:-120])  # half a frame after the last commit: a torn write
+    assert len(data) == 64 << 20 and data[end:] == bytes(len(data) - end)  # preallocated: zeros, not torn
+    junk = bytes(range(1, 81))  # half a frame after the last commit, in the preallocated space: a torn write
+    seg.write_bytes(data[:end] + junk + data[end + len(junk) :])
     before = seg.read_bytes()
     scans, live = scan_dir(d)
-    assert scans[0].damage is None and scans[0].torn_bytes == 80 and scans[0].valid_end == len(data)
+    assert scans[0].damage is None and scans[0].torn_bytes == 80 and scans[0].valid_end == end
     assert live.last == 20 and seg.read_bytes() == before  # nothing written
 
 

@@ -22,6 +22,7 @@ from raft.options import LogStorageOptions
 from raft.storage import LogCorruptionError, SegmentLog
 from raft.storage.segment import COMMIT_SIZE, HEADER_SIZE, TRUNCATE_SIZE
 from raft.storage.wal import wal_files
+from raft.storage.walscan import scan_directory
 from tests.raft.helpers import dump, ents, expect
 
 
@@ -40,15 +41,33 @@ BIG = LogStorageOptions(segment_bytes=1 << 20)
 SMALL = LogStorageOptions(segment_bytes=100)
 
 
+def valid_ends(d: Path) -> dict[Path, int]:
+    """Each segment's valid end (its last commit frame); a preallocated segment's file is longer."""
+    return {Path(s.path): s.valid_end for s in scan_directory(d).scans}
+
+
 def build(d: Path, opts: LogStorageOptions, batches: list[list[Entry]]) -> tuple[Path, int, int]:
     """Write the batches; return (file of the last batch, its start offset, its end offset)."""
     with SegmentLog(d, opts) as log:
         for b in batches[:-1]:
             log.append(b)
-        sizes = {f: f.stat().st_size for f in wal_files(d)}
+        ends = valid_ends(d)
         log.append(batches[-1])
     last = wal_files(d)[-1]
-    return last, sizes.get(last, 0), last.stat().st_size
+    return last, ends.get(last, 0), valid_ends(d)[last]
+
+
+def torn(raw: bytes, cut: int) -> bytes:
+    """What a crash can leave of a preallocated segment: the bytes before `cut`, zeros after (the file
+    keeps its preallocated size; a segment still being created may be shorter than its header)."""
+    return raw[:cut] + bytes(len(raw) - cut) if cut > HEADER_SIZE else raw[:cut]
+
+
+def assert_cut_back(path: Path, start: int, what: str) -> None:
+    """Recovery left nothing after `start`: the file ends there, or holds only zeros from there on."""
+    if path.exists():
+        data = path.read_bytes()
+        assert data[start:] == bytes(len(data) - start), f"tail not cut back {what}"
 
 
 def recover(pristine: Path, work: Path, opts: LogStorageOptions, victim: str, data: bytes) -> SegmentLog:
@@ -78,14 +97,13 @@ def test_cut_at_every_byte_of_the_last_batch(
     raw = victim.read_bytes()
     full = survivors[: last_batch[0].index - 1] + last_batch
     for cut in range(start, end + 1):
-        with recover(pristine, work, opts, victim.name, raw[:cut]) as log:
+        with recover(pristine, work, opts, victim.name, torn(raw, cut)) as log:
             got = dump(log)
-            if cut == end:
+            if raw[cut:end] == bytes(end - cut):  # the batch's last bytes are zeros: the padding restores them
                 assert got == expect(full)
                 continue
             assert got == expect(survivors), f"cut at {cut}"
-            files = {f.name: f.stat().st_size for f in wal_files(work)}
-            assert files.get(victim.name, 0) in (0, start, HEADER_SIZE), f"tail not cut back at {cut}"
+            assert_cut_back(work / victim.name, max(start, HEADER_SIZE), f"at {cut}")
             log.append(ents(8, 8, term=5))  # the log stays writable after recovery
         with SegmentLog(work, opts) as log:
             assert dump(log) == expect(survivors + ents(8, 8, term=5))
@@ -104,7 +122,7 @@ def test_flip_every_byte_of_the_last_record_drops_the_torn_batch(tmp_path: Path,
         damaged[pos] ^= 0x40
         with recover(pristine, work, BIG, victim.name, bytes(damaged)) as log:
             assert dump(log) == expect(ents(1, 7)), f"flip at {pos}"
-        assert (work / victim.name).stat().st_size == start, "torn batch not cut off"
+        assert_cut_back(work / victim.name, start, f"after a flip at {pos}")
 
 
 def test_flip_in_an_earlier_batch_raises_with_file_and_offset(tmp_path: Path) -> None:
@@ -131,7 +149,7 @@ def test_hole_in_the_last_batch_with_its_commit_frame_present_is_a_torn_write(tm
     raw[start + 100 : start + 300] = bytes(200)
     with recover(pristine, work, BIG, victim.name, bytes(raw)) as log:
         assert dump(log) == expect(ents(1, 7))
-    assert (work / victim.name).stat().st_size == start
+    assert_cut_back(work / victim.name, start, "after a hole")
 
 
 def test_damage_in_a_sealed_segment_raises(tmp_path: Path) -> None:
@@ -200,7 +218,8 @@ def test_bytes_on_disk_match_docs_log_format(tmp_path: Path) -> None:
     start2 = 40 + len(batch1)
     batch2 = frame(struct.pack("<BQ", 3, 1)) + frame(struct.pack("<BBQQ", 1, 0, 8, 1))
     batch2 += frame(struct.pack("<BIQ", 2, 2, start2))
-    assert path.read_bytes() == header + batch1 + batch2
+    # A new segment is extended to segment_bytes with zeros (preallocated) once its header is durable.
+    assert path.read_bytes() == (header + batch1 + batch2).ljust(BIG.segment_bytes, b"\0")
 
     with SegmentLog(tmp_path, BIG) as log:
         log.truncate_prefix(2)  # past the last entry: no start hint

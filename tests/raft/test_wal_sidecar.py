@@ -8,6 +8,7 @@ from typing import Any
 from raft.core.messages import Entry
 from raft.options import LogStorageOptions
 from raft.storage.wal import FSYNCED_FILE, SegmentLog
+from raft.storage.walscan import scan_directory
 
 
 def read_sidecar(d: str) -> tuple[str, int]:
@@ -24,7 +25,10 @@ def test_sidecar_tracks_the_durable_offset_across_segments(tmp_path: Any) -> Non
     for i in range(1, 30):
         log.append([Entry(1, i, data=b"x" * 40)])
         name, offset = read_sidecar(d)
-        assert os.path.getsize(os.path.join(d, name)) == offset  # exactly the bytes written and fsynced
+        with open(os.path.join(d, name), "rb") as f:
+            data = f.read()
+        # exactly the bytes written and fsynced; after them, only the zeros of the preallocated file
+        assert scan_directory(d).scans[-1].valid_end == offset and data[offset:] == bytes(len(data) - offset)
     segments = sorted(n for n in os.listdir(d) if n.endswith(".wal"))
     assert len(segments) > 1 and name == segments[-1]
     log.close()

@@ -35,6 +35,7 @@ from raft.storage.walscan import (
     SegmentListing,
     SegmentScan,
     entry_payloads,
+    read_extent,
     run_arrays,
     scan_segment_bytes,
 )
@@ -221,8 +222,7 @@ def local_path(uri: str) -> str | None:
 def read_local(uri: str) -> bytes:
     path = local_path(uri)
     assert path is not None, uri
-    with open(path, "rb") as f:
-        return f.read()
+    return read_extent(path)
 
 
 def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:

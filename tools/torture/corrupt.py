@@ -92,7 +92,8 @@ class CorruptReport:
 
 
 def _wal_boundaries(data: bytes) -> list[int]:
-    """0, the header's fields, then the start of every frame, and the end of the file."""
+    """0, the header's fields, then the start of every frame (and of a preallocated segment's unused zeros),
+    and the end of the file."""
     return [0, 8, 24, WAL_HEADER_SIZE - 4, *frame_starts(data), len(data)]
 
 
@@ -134,18 +135,21 @@ def enumerate_cases(store: Path) -> list[Case]:
 
 
 def damage(path: Path, case: Case) -> None:
-    data = bytearray(path.read_bytes())
-    if case.mutation == "flip":
-        data[case.offset] ^= 0x10
-    elif case.mutation == "zero":
-        end = min(case.offset + 8, len(data))
-        if data[case.offset : end] == bytes(end - case.offset):  # already zero: zeroing changes nothing
-            data[case.offset] = 0xFF
+    """Apply the case's mutation in place (a preallocated segment is 64 MiB, mostly a hole: not rewritten)."""
+    with open(path, "r+b") as f:
+        if case.mutation == "truncate":
+            f.truncate(case.offset)
+            return
+        f.seek(case.offset)
+        old = f.read(8 if case.mutation == "zero" else 1)
+        if case.mutation == "flip":
+            new = bytes([old[0] ^ 0x10])
+        elif old == bytes(len(old)):  # already zero: zeroing changes nothing
+            new = b"\xff"
         else:
-            data[case.offset : end] = bytes(end - case.offset)
-    else:
-        del data[case.offset :]
-    path.write_bytes(bytes(data))
+            new = bytes(len(old))
+        f.seek(case.offset)
+        f.write(new)
 
 
 def run(
