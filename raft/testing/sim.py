@@ -718,9 +718,15 @@ class Simulation:
             self.step(plan=False)
 
     def _cut_when_others_have_it(self, node_id: str, until: int) -> None:
-        """Isolate node_id as soon as another node's log holds its removal (it may not have heard the ack)."""
+        """Isolate node_id as soon as another node's log holds its removal (it may not have heard the ack), and
+        half the time SIGSTOP it too: on resume, before any tick, a client's read may be the first thing it
+        sees, while the others may have elected a leader and committed without it (issue 12, bug 2)."""
         if any(n.alive and n.id != node_id and node_id not in n.core.conf.members() for n in self.nodes.values()):
             self._isolate(node_id)
+            if self.rng.random() < 0.5:
+                e = int(ELECTION_TICK * TICK_MS / STEP_MS)  # one election timeout in steps
+                self.nodes[node_id].paused_until = self.step_no + self.rng.randint(3 * e, 6 * e)
+                self._log(f"pause {node_id} until step {self.nodes[node_id].paused_until}")
         elif self.step_no < until:
             self.at[self.step_no + 1] = lambda: self._cut_when_others_have_it(node_id, until)
 

@@ -278,6 +278,7 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
             fclient = await RemotingClient.connect("127.0.0.1", rports[nodes.index(follower)])
             r = await fclient.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
             assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
+            assert r.remark == "The controller is not in leader state"  # RocketMQ's remark (issue 12, bug 8)
             meta = await fclient.request(H.GET_METADATA_INFO)
             assert meta.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
             assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or set(

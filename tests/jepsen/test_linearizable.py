@@ -109,6 +109,16 @@ def test_a_cas_that_did_not_apply_is_an_observation() -> None:
     assert verdict(w(1, 1, 0, 10), cas_not_applied(2, 5, 3, 20, 30, 1), r(3, 3, 40, 50)) == "invalid"
 
 
+def test_a_refusal_narrows_the_counterexample_from_an_unknown_state() -> None:
+    # Windows are checked from "any value the earlier ops wrote". A refusal that saw a value nobody wrote fails
+    # from every such state: it alone is the window.
+    f = failure(w(1, 1, 0, 10), cas_not_applied(2, 5, 3, 20, 30, 9))
+    assert (f["window_count"], f["window_minimal"]) == (1, True)
+    # A refusal expecting 1 says the register did not hold 1: with it, the read of 1 fails whatever came before.
+    f = failure(w(1, 1, 0, 10), w(2, 2, 20, 30), cas_not_applied(3, 1, 4, 40, 50), r(4, 1, 60, 70))
+    assert [o["f"] for o in f["window"]] == ["cas", "read"] and f["window_minimal"]
+
+
 def test_cas_refusals_of_a_valid_history_stay_valid() -> None:
     assert verdict(w(1, 1, 0, 10), cas_not_applied(2, 2, 3, 20, 30, 1), r(3, 1, 40, 50)) == "valid"
     assert verdict(cas_not_applied(1, 5, 3, 0, 10, None), cas_not_applied(2, None, 3, 20, 30)) == "invalid"

@@ -620,6 +620,25 @@ def test_reseeded_follower_never_commits_entries_that_did_not_match() -> None:
     assert net.normal_applied("c") == [b"y", b"z"] and b.prs["c"].match == 4
 
 
+def test_a_heartbeat_reject_moves_next_back_and_never_sets_match() -> None:
+    """Issue 12, bug 4 at the leader (etcd's MaybeDecrTo): a heartbeat reject says where the follower's log ends,
+    not that it agrees with ours up to there. Match is forgotten and only next moves, so the leader's next
+    heartbeat to it carries no commit the follower could reach with entries that never matched."""
+    net = Network(IDS, check_quorum=False)
+    a = net.elect("a")
+    net.propose("a", b"x", b"y", b"z")
+    pr = a.prs["c"]
+    assert pr.match == a.log.last_index() == a.log.committed == 4
+    a.step(Message(MsgType.HEARTBEAT_RESP, "c", "a", term=a.term, reject=True, reject_hint=2))
+    assert (pr.match, pr.next) == (0, 3) and a.log.committed == 4
+    to_c: list[Message] = []
+    net.filter = lambda m: not (m.to == "c" and (to_c.append(m) or True))  # c hears nothing; record what a sends
+    net.tick("a", a.cfg.heartbeat_tick)
+    net.deliver()
+    beats = [m for m in to_c if m.type == MsgType.HEARTBEAT]
+    assert beats and all(m.commit == 0 for m in beats), to_c
+
+
 def test_reseeded_follower_with_a_long_stale_log_never_commits_it() -> None:
     """Found by the simulation (profile churn, disk rollbacks): like the test above, but the stale copy is as
     long as the leader's commit, so no heartbeat is rejected for being beyond c's log. A heartbeat carries the

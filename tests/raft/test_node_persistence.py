@@ -114,6 +114,47 @@ def test_acknowledgements_reach_the_transport_only_after_their_fsync(tmp_path: A
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+def test_an_answer_with_no_write_of_its_own_waits_for_the_write_in_flight(tmp_path: Any, events: Events) -> None:
+    """A repeated request (the leader retries an append, a candidate asks for the vote again) is answered
+    from what the core already holds: its Ready writes nothing, yet the answer acknowledges what an earlier
+    write, still at the gate, is making durable. It waits for that write."""
+
+    async def main() -> None:
+        async with gated_node("b", ["a", "b", "c"], tmp_path, events, QUIET) as (node, gate):
+            loop = asyncio.get_running_loop()
+
+            async def handled(m: Message) -> None:
+                """Step m and let the node handle its Ready (the loop runs callbacks in the order queued)."""
+                node._on_messages([m])
+                done = loop.create_future()
+                loop.call_soon(done.set_result, None)
+                await done
+
+            for m, ack, durable in [
+                (Message(MsgType.VOTE, "a", "b", term=1), MsgType.VOTE_RESP, ("hard state durable", HardState(1, "a"))),
+                (
+                    Message(
+                        MsgType.APP, "a", "b", term=1, entries=[Entry(1, 1, EntryType.NOOP), Entry(1, 2, data=b"x")]
+                    ),
+                    MsgType.APP_RESP,
+                    ("log durable to", 2),
+                ),
+            ]:
+                gate.close()
+                await handled(m)
+                assert await loop.run_in_executor(None, gate.entered.wait, 30)
+                submitted = len(node._persist_inflight)
+                await handled(m)  # the retry: nothing new to write
+                assert len(node._persist_inflight) == submitted, "the retry wrote something: nothing was tested"
+                assert sent(events, ack) == [], f"{ack.name} to a retry left before the write it acknowledges"
+                gate.open.set()
+                await asyncio.wait_for(node._wait_for(lambda ack=ack: len(sent(events, ack)) == 2), 30)
+                for k in sent(events, ack):
+                    assert_durable_before(events, durable, k)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
 def test_lone_voter_sends_no_append_before_its_term_is_on_disk(tmp_path: Any, events: Events) -> None:
     """Issue 12, bug 1 at the node: a lone voter becomes leader in one call; its appends to the learner must
     wait for the meta fsync of its new term, or a crash could let it lead that term twice."""

@@ -140,6 +140,13 @@ def test_simulation_detects_read_index_without_its_heartbeat_round(monkeypatch: 
     assert first_caught(PROFILES["five"], range(40)) is not None
 
 
+def test_simulation_detects_a_leader_that_removed_itself_answering_reads_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12, bug 2: a leader that appended its own removal from {a, b} sees the one voter b; were that the
+    single-voter read shortcut, a cut-off (and paused) a would answer while b leads and commits without it."""
+    monkeypatch.setattr(RaftCore, "_sole_voter", lambda self: len(self.conf.voters) == 1)
+    assert first_caught(PROFILES["remove-leader"], range(40)) is not None
+
+
 def test_simulation_detects_the_tick_counted_lease() -> None:
     """The old lease counted ticks, which a paused leader drops: it answered from a stale lease."""
     assert first_caught(dataclasses.replace(PROFILES["lease"], tick_lease=True), range(60)) is not None
