@@ -30,6 +30,7 @@ from tests.api.test_controller import (  # noqa: F401  (the HTTP scenarios, coll
     test_register_flow_elect_and_replica_info,
     test_unknown_broker_set_codes,
 )
+from tests.api.test_remoting_codec import INTERNAL
 
 pytestmark = pytest.mark.anyio
 
@@ -120,13 +121,20 @@ async def wait_for(nodes: list[Any], cond: Callable[[], bool], timeout: float = 
 
 
 async def test_unknown_code_is_not_supported_as_java_answers(node: RemotingNode) -> None:
-    for code in (1, 1007, 1014, 1018, 9999):
-        r = await node.client.request(code)
-        assert (r.code, r.remark, r.is_response) == (
+    """Codes RocketMQ's controller registers no processor for, including the jRaft-internal 1014-1018 sent with
+    their Java request classes' fields (test_remoting_codec's golden frames): 3 with RocketMQ's remark, in the
+    request's serialization, and nothing proposed."""
+    before = node.last_index()
+    for code, ext in [(1, {}), (1007, {}), (1008, {}), (9999, {}), *sorted(INTERNAL.items())]:
+        r = await node.client.request(code, ext)
+        assert (r.code, r.remark, r.is_response, r.serialize_type, r.ext_fields) == (
             C.REQUEST_CODE_NOT_SUPPORTED,
             f" request type {code} not supported",
             True,
+            node.client.serialize_type,
+            {},
         )
+    assert node.last_index() == before
 
 
 async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: RemotingNode) -> None:
