@@ -1,5 +1,5 @@
 """The remoting listener on real services over loopback TCP: the HTTP fidelity scenarios of test_controller
-replayed as RemotingCommands (through an adapter that turns each HTTP call into its RocketMQ code, header and
+(and mqadmin's 1006/1002-designate/1011 ones of test_admin_kv) replayed as RemotingCommands (through an adapter that turns each HTTP call into its RocketMQ code, header and
 body), errors and limits, concurrency, the close-channel path, and a 3-node failover."""
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ from api.service import ControllerService
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from tests.api.harness import GROUP_RAFT, SETTINGS, Counter, build, running, service_options, settled, solo
+from tests.api.test_admin_kv import (  # noqa: F401  (mqadmin's scenarios, over remoting)
+    test_admin_clean_broker_metadata,
+    test_admin_sync_state_data_and_designated_election,
+)
 from tests.api.test_controller import (  # noqa: F401  (the HTTP scenarios, collected here over remoting)
     test_alter_sync_state_set_and_fencing,
     test_apply_broker_id_conflict,
@@ -43,6 +47,10 @@ PATHS = {
     "/api/v1/controller/alter-sync-state-set": C.ALTER_SYNC_STATE_SET,
     "/api/v1/controller/replica-info": C.GET_REPLICA_INFO,
     "/api/v1/controller/metadata": H.GET_METADATA_INFO,
+    # mqadmin's calls: getSyncStateSet (1006), electMaster (1002, designateElect), cleanBrokerMetadata (1011)
+    "/api/v1/admin/sync-state-data": C.GET_SYNC_STATE_DATA,
+    "/api/v1/admin/elect-master": C.ELECT_MASTER,
+    "/api/v1/admin/clean-broker-metadata": C.CLEAN_BROKER_DATA,
 }
 
 
@@ -84,9 +92,16 @@ class RemotingNode:
         body = None
         if rcode == C.ALTER_SYNC_STATE_SET:
             body = _json.dumps(fields.pop("syncStateSet")).encode()
+        if rcode == C.GET_SYNC_STATE_DATA:  # mqadmin sends the names as the body, a JSON array
+            body = _json.dumps(fields.pop("brokerNames")).encode()
         if rcode == C.ELECT_MASTER:  # what Java's client sends for the fields it leaves at their initial values
-            fields = {"clusterName": "", "brokerId": -1, "designateElect": False} | fields
-        env = envelope(rcode, await self.client.request(rcode, fields, body))
+            designate = path.startswith("/api/v1/admin/")
+            fields = {"clusterName": "", "brokerId": -1, "designateElect": designate} | fields
+        resp = await self.client.request(rcode, fields, body)
+        # Only the fields of the Java response header class (or of 2007) travel in extFields.
+        schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(rcode, ())
+        assert set(resp.ext_fields) <= {name for name, _, _ in schema}, resp.ext_fields
+        env = envelope(rcode, resp)
         assert env["code"] == code, env
         return env
 
