@@ -307,7 +307,11 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
                 meta.ext_fields["peers"].rstrip(";").split(";")
             ) == set(remoting.values())
             fclient.close()
-            assert {p.id: p.remoting_address for p in follower.service.peers()} == remoting
+            # Discovery: every node's HTTP status and peers list name each member's remoting address.
+            for n in nodes:
+                for path in ("/api/v1/raft/status", "/api/v1/raft/peers"):
+                    rows = (await n.ok("GET", path, token=True))["body"]["peers"]
+                    assert {p["id"]: p["remotingAddress"] for p in rows} == remoting, (n.id, path)
 
             async def broker_step(fn: Callable[[RemotingClient], Awaitable[Any]]) -> Any:
                 """Run fn against the leader found through 1005, as a broker's controller client does."""
