@@ -247,7 +247,7 @@ class _Connection(asyncio.Protocol):
         if http:
             head += f"Location: http://{http}{target}\r\n"
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        log.info("remoting connection from %s sent an HTTP request; redirected to %s", self.peer, http)
+        self.server.http_redirected(self.peer, http)
         if self.transport is not None:
             self.transport.write(head.encode() + body)
         self.close()
@@ -335,6 +335,7 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.notified = 0  # 1008 frames written to brokers
+        self.http_clients_warned: set[str] = set()  # hosts told to use controllerHttpAddr (http_redirected)
         service.listeners.append(self._on_result)
 
     async def start(self) -> None:
@@ -391,6 +392,25 @@ class RemotingServer:
             self.notified += 1
         except (OSError, ValueError, TimeoutError) as e:
             log.warning("role-change notification (1008) to broker %s failed: %s", address, e)
+
+    def http_redirected(self, peer: str, http: str | None) -> None:
+        """An HTTP client used this node's remoting address, as it could when jRaftControllerRPCAddr meant the
+        HTTP address (earlier builds): a warning saying what to change, once per client host; info after."""
+        host = peer.rpartition(":")[0] or peer
+        if host in self.http_clients_warned:
+            log.info("remoting connection from %s sent an HTTP request; redirected to %s", peer, http)
+            return
+        self.http_clients_warned.add(host)
+        log.warning(
+            "HTTP request from %s on the RocketMQ remoting address %s:%d (jRaftControllerRPCAddr, the HTTP address "
+            "of earlier builds): %s",
+            peer,
+            self.address[0],
+            self.port,
+            f"redirected to {http}; point HTTP clients (rmqctl -a, scrapers, browsers) at controllerHttpAddr {http}"
+            if http
+            else "answered 421, this node's HTTP address (controllerHttpAddr) is unknown",
+        )
 
     def saw_heartbeat(self, conn: _Connection, cmd: RemotingCommand) -> None:
         """Remember which connection a broker heartbeats on (RocketMQ keeps the channel per identity)."""

@@ -598,3 +598,27 @@ async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_
     finally:
         for i in range(4):
             await stop(i)
+
+
+async def test_an_http_client_on_the_remoting_port_is_redirected_and_warned_once_per_host(
+    node: RemotingNode, caplog: pytest.LogCaptureFixture
+) -> None:
+    """jRaftControllerRPCAddr was the HTTP address in earlier builds: an HTTP request there gets 307 to the node's
+    controllerHttpAddr entry, and the log a warning saying what to change (once per client host, then info)."""
+    http = node.service.http_address(node.id)
+
+    async def get(path: str) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", node.server.port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        answer = await asyncio.wait_for(reader.read(), 10)  # the listener closes after answering
+        writer.close()
+        return answer
+
+    node.server.http_clients_warned.clear()
+    with caplog.at_level("INFO", logger="controllerd.remoting"):
+        for _ in range(2):
+            head = (await get("/api/v1/raft/status?x=1")).split(b"\r\n\r\n")[0].decode()
+            assert head.startswith("HTTP/1.1 307 ") and f"Location: http://{http}/api/v1/raft/status?x=1" in head
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and f"at controllerHttpAddr {http}" in warned[0], warned
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS  # brokers' connections unaffected
