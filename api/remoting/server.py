@@ -9,8 +9,9 @@ oneway requests are served and not answered.
 Errors never close a healthy stream: an unknown code is answered 3 REQUEST_CODE_NOT_SUPPORTED with
 RocketMQ's remark, a malformed header or field 1 SYSTEM_ERROR with a remark naming the field. Only a broken
 stream (a length below 4, a header length past its frame, a frame above the maximum) closes the connection,
-as NettyDecoder does. When a connection closes, every broker whose heartbeats arrived on it (and no newer
-connection) goes through CLOSE_CHANNEL (1014) when this node leads, as RocketMQ's BrokerHousekeepingService.
+as NettyDecoder does, and so does 120 s of silence (Netty's serverChannelMaxIdleTimeSeconds). When a
+connection closes, every broker whose heartbeats arrived on it (and no newer connection) goes through
+CLOSE_CHANNEL (1014) when this node leads, as RocketMQ's BrokerHousekeepingService.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ log = logging.getLogger("controllerd.remoting")
 MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswered requests
 NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
 NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
+IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds: a connection silent this long closes
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
 REQUEST_TYPES = {
@@ -232,6 +234,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.brokers: set[tuple[str, str, int]] = set()
         self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
+        self.active = time.monotonic()  # the last byte read or written (Netty's ALL_IDLE clock)
 
     def redirect_http(self, target: str) -> None:
         """Answer an HTTP request sent to the remoting port with 307 to this node's HTTP address (same path),
@@ -259,6 +262,7 @@ class _Connection(asyncio.Protocol):
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self.active = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameError as e:
@@ -303,6 +307,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, response: RemotingCommand) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self.active = time.monotonic()
             self.transport.write(codec.encode(response))
 
     def close(self) -> None:
@@ -324,9 +329,11 @@ class RemotingServer:
         settings: ApiSettings,
         address: tuple[str, int],
         metrics: ControllerMetrics | None = None,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self.service = service
         self.address = address
+        self.idle_timeout_s = idle_timeout_s
         self.max_frame = settings.remoting_max_frame_bytes
         self.dispatcher = Dispatcher(service, settings, metrics)
         self.connections: set[_Connection] = set()
@@ -347,6 +354,25 @@ class RemotingServer:
         except OSError as e:
             raise OSError(e.errno, f"cannot listen for remoting on {host}:{port}: {e.strerror}") from None
         log.info("serving RocketMQ remoting on %s:%d (raft %s)", host, port, self.service.id)
+        self._spawn(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """Close connections that neither sent nor received anything for idle_timeout_s and have no request in
+        flight (a half-sent frame, a client gone without a FIN), as Netty's IdleStateHandler does on the
+        controller's server; their brokers then go through CLOSE_CHANNEL (BrokerHousekeepingService.onChannelIdle)."""
+        period = self.idle_timeout_s / 4
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for c in list(self.connections):
+                if c.in_flight == 0 and now - c.active >= self.idle_timeout_s:
+                    log.warning(
+                        "remoting connection from %s closed: idle for %.0f s (%d bytes of a frame pending)",
+                        c.peer,
+                        now - c.active,
+                        c.decoder.pending,
+                    )
+                    c.close()
 
     @property
     def port(self) -> int:

@@ -622,3 +622,34 @@ async def test_an_http_client_on_the_remoting_port_is_redirected_and_warned_once
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1 and f"at controllerHttpAddr {http}" in warned[0], warned
     assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS  # brokers' connections unaffected
+
+
+async def test_idle_connections_close_and_their_brokers_go_through_close_channel(
+    node: RemotingNode, unique: Counter
+) -> None:
+    """As Netty's IdleStateHandler (serverChannelMaxIdleTimeSeconds): a connection silent for the idle time is
+    closed, a half-sent frame included, and a broker that heartbeated on it is removed through 1014."""
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0), idle_timeout_s=0.2)
+    await server.start()
+    try:
+        name = unique("idle")
+        broker = await RemotingClient.connect("127.0.0.1", server.port)
+        r = await broker.request(
+            H.BROKER_HEARTBEAT,
+            {
+                "clusterName": "c",
+                "brokerName": name,
+                "brokerAddr": "a:1",
+                "brokerId": 1,
+                "heartbeatTimeoutMills": 600000,
+            },
+        )
+        assert r.code == C.SUCCESS and ("c", name, 1) in node.service.sm.live.table
+        half = await RemotingClient.connect("127.0.0.1", server.port)
+        half.send_raw(codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, 1))[:9])
+        await asyncio.wait_for(asyncio.gather(broker.closed, half.closed), 10)
+        await wait_for([node], lambda: ("c", name, 1) not in node.service.sm.live.table)
+        assert not server.connections
+    finally:
+        await server.stop()
+    assert not node.client.closed.done()  # the default listener (120 s) kept its connection
