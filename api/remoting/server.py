@@ -152,7 +152,10 @@ class Dispatcher:
         return result
 
     async def _metadata(self, cmd: RemotingCommand) -> Result:
-        return Result(C.SUCCESS, header=self.service.metadata(remoting=True))
+        header = self.service.metadata(remoting=True)
+        if header["controllerLeaderId"] is None:  # JRaftController: "" while no leader is known (the address null)
+            header["controllerLeaderId"] = ""
+        return Result(C.SUCCESS, header=header)
 
     async def _sync_state_data(self, cmd: RemotingCommand) -> Result:
         names = _json_body(cmd, "a JSON array of brokerNames")

@@ -653,3 +653,29 @@ async def test_idle_connections_close_and_their_brokers_go_through_close_channel
     finally:
         await server.stop()
     assert not node.client.closed.done()  # the default listener (120 s) kept its connection
+
+
+async def test_without_a_leader_1005_and_2007_name_no_leader(tmp_path: Path) -> None:
+    """A broker's controller client takes controllerLeaderAddress from 1005 only when it is not empty, else asks
+    the next controller: with no leader known the address is left out and the id is "" (JRaftController)."""
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    alone = build(service_options(tmp_path, ports, 0, GROUP_RAFT, remoting_addresses=remoting))  # 1 of 3 running
+    server = RemotingServer(alone.service, SETTINGS, ("127.0.0.1", rports[0]))
+    await server.start()
+    try:
+        async with running([alone]):
+            client = await RemotingClient.connect("127.0.0.1", rports[0])
+            meta = await client.request(H.GET_METADATA_INFO)
+            assert meta.code == C.SUCCESS and meta.ext_fields == {
+                "group": alone.service.opts.group_id,
+                "controllerLeaderId": "",
+                "isLeader": "false",
+                "peers": "".join(f"{remoting[i]};" for i in sorted(ids)),
+            }
+            r = await client.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
+            assert (r.code, r.ext_fields) == (C.CONTROLLER_NOT_LEADER, {})
+            client.close()
+    finally:
+        await server.stop()
