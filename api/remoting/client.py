@@ -19,6 +19,7 @@ class RemotingClient(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.opaques = itertools.count(1)
         self.closed = asyncio.get_running_loop().create_future()
+        self.unmatched: list[RemotingCommand] = []  # frames answering no pending request (e.g. a oneway one)
 
     @classmethod
     async def connect(cls, host: str, port: int, serialize_type: int = codec.ROCKETMQ) -> RemotingClient:
@@ -34,6 +35,8 @@ class RemotingClient(asyncio.Protocol):
             fut = self.pending.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
                 fut.set_result(cmd)
+            else:
+                self.unmatched.append(cmd)
 
     def connection_lost(self, exc: Exception | None) -> None:
         for fut in self.pending.values():

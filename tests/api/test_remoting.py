@@ -232,11 +232,17 @@ async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, uniq
 
 async def test_oneway_heartbeat_is_served_unanswered(node: RemotingNode, unique: Counter) -> None:
     name = unique("oneway")
+    unmatched = len(node.client.unmatched)
     node.client.request_nowait(
         H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1}, oneway=True
     )
     await wait_for([node], lambda: ("c", name, 1) in node.service.sm.live.table)
     assert not node.client.pending
+    # A later request on the same connection commits after the oneway one, so its answer comes after any
+    # answer to the oneway one would have: none came.
+    beat = {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1}
+    assert (await node.client.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    assert node.client.unmatched[unmatched:] == []
 
 
 async def test_metadata_config_and_sync_state_data(node: RemotingNode, unique: Counter) -> None:
