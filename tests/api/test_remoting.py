@@ -288,6 +288,36 @@ async def test_a_closed_connection_goes_through_close_channel(node: RemotingNode
     assert node.last_index() > before  # removed through the log (1014), not locally
 
 
+async def test_closing_an_older_connection_leaves_a_reconnected_broker_alone(
+    node: RemotingNode, unique: Counter
+) -> None:
+    """A broker that heartbeats on a newer connection is not closed when its older one goes (Java keeps the
+    channel per broker identity); the newer one's close then removes it."""
+    name = unique("moved")
+    identity = ("c", name, 1)
+    beat = {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1, "heartbeatTimeoutMills": 600000}
+    old = await RemotingClient.connect("127.0.0.1", node.server.port)
+    new = await RemotingClient.connect("127.0.0.1", node.server.port)
+    assert (await old.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    old_conn = node.server.channels[identity]
+    assert (await new.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    lost = asyncio.Event()
+    seen_lost = old_conn.connection_lost
+
+    def connection_lost(exc: Exception | None) -> None:
+        seen_lost(exc)
+        lost.set()
+
+    old_conn.connection_lost = connection_lost  # type: ignore[method-assign]
+    old.close()
+    await asyncio.wait_for(lost.wait(), 10)
+    # A read through the log on the newer connection: a 1014 proposed at the close would have applied before it.
+    r = await new.request(C.GET_SYNC_STATE_DATA, body=json.dumps([name]).encode())
+    assert r.code == C.SUCCESS and identity in node.service.sm.live.table
+    new.close()
+    await wait_for([node], lambda: identity not in node.service.sm.live.table)
+
+
 # ---------------------------------------------------------------------------------- 3 nodes, failover
 
 
