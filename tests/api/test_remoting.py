@@ -715,3 +715,46 @@ async def test_without_a_leader_1005_and_2007_name_no_leader(tmp_path: Path) -> 
             client.close()
     finally:
         await server.stop()
+
+
+async def test_a_connection_with_too_many_unanswered_requests_stops_being_read(
+    node: RemotingNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading pauses once a connection has MAX_IN_FLIGHT unanswered requests and resumes below half of it;
+    every request is then answered. (The requests of one read are all taken: the pause stops the next read.)"""
+    from api.remoting import server as S
+
+    monkeypatch.setattr(S, "MAX_IN_FLIGHT", 4)
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0))
+    release = asyncio.Event()
+    started: list[int] = []
+    answer = server.dispatcher.answer
+
+    async def slow(cmd: codec.RemotingCommand) -> codec.RemotingCommand:
+        if cmd.code == H.GET_METADATA_INFO:  # held until released; other codes pass
+            started.append(cmd.opaque)
+            await release.wait()
+        return await answer(cmd)
+
+    server.dispatcher.answer = slow  # type: ignore[method-assign]
+    await server.start()
+    try:
+        client = await RemotingClient.connect("127.0.0.1", server.port)
+        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(4)]
+        await asyncio.wait_for(node.service.node._wait_for(lambda: len(started) == 4), 10)
+        conn = next(c for c in server.connections)
+        assert conn.paused
+        replies += [client.request_nowait(H.GET_METADATA_INFO) for _ in range(6)]
+        # A round trip on another connection of the same listener: the six frames were already in the paused
+        # connection's socket buffer (loopback), and were not read.
+        other = await RemotingClient.connect("127.0.0.1", server.port)
+        assert (await other.request(H.GET_CONTROLLER_CONFIG)).code == C.SUCCESS
+        assert len(started) == 4 and conn.in_flight == 4
+        release.set()
+        answers = await asyncio.wait_for(asyncio.gather(*replies), 10)
+        assert [a.code for a in answers] == [C.SUCCESS] * 10 and sorted(started) == list(range(1, 11))
+        assert not conn.paused and conn.in_flight == 0
+        client.close()
+        other.close()
+    finally:
+        await server.stop()
