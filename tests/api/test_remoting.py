@@ -16,7 +16,7 @@ import pytest
 
 from api.remoting import codec
 from api.remoting import headers as H
-from api.remoting.client import RemotingClient
+from api.remoting.client import RemotingClient, broker_request, envelope
 from api.remoting.server import RemotingServer
 from api.service import ControllerService
 from raft.testing.cluster import free_ports
@@ -38,36 +38,13 @@ from tests.api.test_remoting_codec import INTERNAL
 
 pytestmark = pytest.mark.anyio
 
-PATHS = {
-    "/api/v1/controller/heartbeat": H.BROKER_HEARTBEAT,
-    "/api/v1/controller/next-broker-id": C.GET_NEXT_BROKER_ID,
-    "/api/v1/controller/apply-broker-id": C.APPLY_BROKER_ID,
-    "/api/v1/controller/register-broker": C.REGISTER_BROKER,
-    "/api/v1/controller/elect-master": C.ELECT_MASTER,
-    "/api/v1/controller/alter-sync-state-set": C.ALTER_SYNC_STATE_SET,
-    "/api/v1/controller/replica-info": C.GET_REPLICA_INFO,
-    "/api/v1/controller/metadata": H.GET_METADATA_INFO,
-    # mqadmin's calls: getSyncStateSet (1006), electMaster (1002, designateElect), cleanBrokerMetadata (1011)
+# mqadmin's calls the HTTP API serves under /api/v1/admin: getSyncStateSet (1006), electMaster (1002 with
+# designateElect), cleanBrokerMetadata (1011). The broker requests are api.remoting.client.ROUTES.
+ADMIN_PATHS = {
     "/api/v1/admin/sync-state-data": C.GET_SYNC_STATE_DATA,
     "/api/v1/admin/elect-master": C.ELECT_MASTER,
     "/api/v1/admin/clean-broker-metadata": C.CLEAN_BROKER_DATA,
 }
-
-
-def envelope(code: int, resp: codec.RemotingCommand) -> dict[str, Any]:
-    """A remoting response as the HTTP envelope: the header typed by the Java response header class, its null
-    fields (left out on the wire) back as null."""
-    schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(code, ())
-    header = H.typed(schema, resp.ext_fields)
-    if header or (schema and resp.code == C.SUCCESS):
-        header = {name: header.get(name) for name, _, _ in schema} | header
-    return {
-        "code": resp.code,
-        "codeName": C.code_name(resp.code),
-        "remark": resp.remark,
-        "header": header or None,
-        "body": json.loads(resp.body) if resp.body else None,
-    }
 
 
 class RemotingNode:
@@ -87,16 +64,16 @@ class RemotingNode:
     async def ok(
         self, method: str, path: str, *, code: int = 0, json: dict[str, Any] | None = None, **_: Any
     ) -> dict[str, Any]:
-        rcode = PATHS[path]
-        fields = dict(json or {})
+        fields: dict[str, Any] = dict(json or {})
         body = None
-        if rcode == C.ALTER_SYNC_STATE_SET:
-            body = _json.dumps(fields.pop("syncStateSet")).encode()
-        if rcode == C.GET_SYNC_STATE_DATA:  # mqadmin sends the names as the body, a JSON array
-            body = _json.dumps(fields.pop("brokerNames")).encode()
-        if rcode == C.ELECT_MASTER:  # what Java's client sends for the fields it leaves at their initial values
-            designate = path.startswith("/api/v1/admin/")
-            fields = {"clusterName": "", "brokerId": -1, "designateElect": designate} | fields
+        if path in ADMIN_PATHS:
+            rcode = ADMIN_PATHS[path]
+            if rcode == C.GET_SYNC_STATE_DATA:  # mqadmin sends the names as the body, a JSON array
+                body = _json.dumps(fields.pop("brokerNames")).encode()
+            if rcode == C.ELECT_MASTER:  # an admin trigger: designateElect, brokerId the wanted one
+                fields = {"clusterName": "", "designateElect": True} | fields
+        else:
+            rcode, fields, body = broker_request(path.removeprefix("/api/v1/controller/"), fields)
         resp = await self.client.request(rcode, fields, body)
         # Only the fields of the Java response header class (or of 2007) travel in extFields.
         schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(rcode, ())
