@@ -5,6 +5,7 @@ body), errors and limits, concurrency, the close-channel path, and a 3-node fail
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -735,3 +736,91 @@ async def test_a_connection_with_too_many_unanswered_requests_stops_being_read(
         other.close()
     finally:
         await server.stop()
+
+
+async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp_path: Path) -> None:
+    """tools.brokersim's brokers speaking remoting to a 3-node group: they register, elect and fill their
+    SyncStateSet; the controller leader dies and they carry on with the new one (found by 2007 and the next
+    address, as a broker's controller client); then their master dies and the new controller leader elects one
+    from the SyncStateSet, with no acknowledged write lost."""
+    from tools.brokersim.sim import SimConfig, Simulator
+
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    opts = [
+        service_options(
+            tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting, scan_interval_ms=300, first_scan_delay_ms=0
+        )
+        for i in range(3)
+    ]
+    nodes = [build(o) for o in opts]
+    servers = [RemotingServer(n.service, SETTINGS, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
+    changed = asyncio.Event()
+
+    async def until(what: str, predicate: Callable[[], Any], timeout: float) -> Any:
+        """The first truthy predicate(), re-checked at each simulator event (and every 0.1 s: writes are
+        acknowledged without events)."""
+        async with asyncio.timeout(timeout):
+            while not (value := predicate()):
+                changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 0.1)
+        assert value, what
+        return value
+
+    cfg = SimConfig(
+        heartbeat_interval_s=0.2,
+        heartbeat_timeout_ms=1000,
+        sync_metadata_period_s=0.2,
+        check_sync_state_set_period_s=0.2,
+        ha_max_time_slave_not_catchup_ms=1500,
+        ha_interval_s=0.05,
+        produce_interval_s=0.05,
+        request_timeout_s=2.0,
+    )
+    sim = Simulator(
+        list(remoting.values()), 1, 3, cfg, base_port=free_ports(1)[0], on_event=lambda e: changed.set(), remoting=True
+    )
+    for s in servers:
+        await s.start()
+    try:
+        async with running(nodes):
+            leader = await settled(nodes)
+            await sim.start()
+            group = sim.sets["broker-a"]
+
+            def settled_master() -> Any:
+                m = group.master()
+                return m if m is not None and len(m.sync_set) == 3 and len(group.acked) > 0 else None
+
+            old = await until("broker-a settled with 3 in sync", settled_master, 20)
+            assert sim.client.leader == remoting[leader.id]
+            # The controller leader goes; the brokers keep being served, by the new leader.
+            await servers[nodes.index(leader)].stop()
+            await leader.service.stop(transfer=False)
+            rest = [n for n in nodes if n is not leader]
+            await wait_for(rest, lambda: any(n.service.node.is_leader() for n in rest), 20)
+            new_leader = next(n for n in rest if n.service.node.is_leader())
+            acked = len(group.acked)
+            await until(
+                "served by the new controller leader",
+                lambda: sim.client.leader == remoting[new_leader.id] and len(group.acked) > acked + 5,
+                20,
+            )
+            # The broker master dies: the new controller leader's scan elects a master from the SyncStateSet.
+            in_sync, epoch = set(old.sync_set), old.master_epoch
+            old.kill()
+            new = await until(
+                "a new broker master",
+                lambda: (m := group.master()) is not None and m.master_epoch > epoch and m,
+                20,
+            )
+            assert new.id in in_sync and new.id != old.id
+            assert group.lost(new) == []
+            info = await new_leader.ok("POST", "/api/v1/controller/replica-info", json={"brokerName": "broker-a"})
+            assert info["header"]["masterBrokerId"] == new.id
+    finally:
+        await sim.stop()
+        for s in servers:
+            await s.stop()
