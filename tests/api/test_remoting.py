@@ -743,7 +743,8 @@ async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp
     SyncStateSet; the controller leader dies and they carry on with the new one (found by 2007 and the next
     address, as a broker's controller client); then their master dies and the new controller leader elects one
     from the SyncStateSet, with no acknowledged write lost."""
-    from tools.brokersim.sim import SimConfig, Simulator
+    from tests.daemon.demo import FAST  # the short broker timeouts of the process-level failover tests
+    from tools.brokersim.sim import Simulator
 
     ports, rports = free_ports(3), free_ports(3)
     ids = [f"127.0.0.1:{p}" for p in ports]
@@ -769,18 +770,8 @@ async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp
         assert value, what
         return value
 
-    cfg = SimConfig(
-        heartbeat_interval_s=0.2,
-        heartbeat_timeout_ms=1000,
-        sync_metadata_period_s=0.2,
-        check_sync_state_set_period_s=0.2,
-        ha_max_time_slave_not_catchup_ms=1500,
-        ha_interval_s=0.05,
-        produce_interval_s=0.05,
-        request_timeout_s=2.0,
-    )
     sim = Simulator(
-        list(remoting.values()), 1, 3, cfg, base_port=free_ports(1)[0], on_event=lambda e: changed.set(), remoting=True
+        list(remoting.values()), 1, 3, FAST, base_port=free_ports(1)[0], on_event=lambda e: changed.set(), remoting=True
     )
     for s in servers:
         await s.start()
