@@ -163,6 +163,8 @@ def _decode_json(data: bytes) -> RemotingCommand:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise HeaderError(f"JSON header is not valid JSON: {e}") from None
+    except RecursionError:
+        raise HeaderError("JSON header is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise HeaderError(f"JSON header must be an object, got {type(doc).__name__}")
     raw_opaque = doc.get("opaque", 0)

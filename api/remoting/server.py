@@ -75,6 +75,8 @@ def _json_body(cmd: RemotingCommand, what: str) -> Any:
         return json.loads(cmd.body)
     except (ValueError, UnicodeDecodeError) as e:
         raise RequestError(f"the body is not JSON ({what}): {e}") from None
+    except RecursionError:
+        raise RequestError(f"the body is not JSON ({what}): nested too deeply") from None
 
 
 def _body_bytes(body: Any) -> bytes | None:

@@ -142,6 +142,18 @@ async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: Remo
     assert r.code == C.SYSTEM_ERROR and "appliedBrokerId" in r.remark
     r = await node.client.request(C.ALTER_SYNC_STATE_SET, {"brokerName": "b"}, b"{nope")
     assert r.code == C.SYSTEM_ERROR and "body is not JSON" in r.remark
+    r = await node.client.request(C.GET_SYNC_STATE_DATA, body=b"[" * 100_000)  # Python's json recursion limit
+    assert (r.code, r.remark) == (
+        C.SYSTEM_ERROR,
+        "the body is not JSON (a JSON array of brokerNames): nested too deeply",
+    )
+    # A header nested past the recursion limit: answered, not a dropped connection.
+    fut = asyncio.get_running_loop().create_future()
+    header = b"[" * 100_000
+    node.client.pending[0] = fut
+    node.client.send_raw(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    bad = await asyncio.wait_for(fut, 10)
+    assert bad.code == C.SYSTEM_ERROR and "nested too deeply" in bad.remark
     r = await node.client.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1"})
     assert (r.code, r.remark) == (C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
     # An unreadable JSON header: answered (opaque 0), the stream stays usable.
