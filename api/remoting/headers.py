@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from api.remoting.codec import shown
 from statemachine import codes as C
 
 STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"
@@ -138,11 +139,11 @@ def _convert(name: str, kind: str, text: str) -> Any:
         return text.lower() == "true"  # Boolean.parseBoolean: anything else is false
     t = text.strip() if kind == LONG else text
     if not _DECIMAL.fullmatch(t):
-        raise HeaderFieldError(f"the custom field <{name}> is not a {kind}: {text!r}")
+        raise HeaderFieldError(f"the custom field <{name}> is not a {kind}: {shown(text)}")
     v = int(t)
     lo, hi = _RANGES[kind]
     if not lo <= v <= hi:
-        raise HeaderFieldError(f"the custom field <{name}> is outside the {kind} range: {text!r}")
+        raise HeaderFieldError(f"the custom field <{name}> is outside the {kind} range: {shown(text)}")
     return v
 
 

@@ -313,7 +313,12 @@ class _Connection(asyncio.Protocol):
     def send(self, response: RemotingCommand) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.active = time.monotonic()
-            self.transport.write(codec.encode(response))
+            try:
+                frame = codec.encode(response)
+            except ValueError as e:  # a header past 24 bits: answered all the same, never left waiting
+                log.error("remoting answer %d to %s not encodable: %s", response.code, self.peer, e)
+                frame = codec.encode(response.failed(f"the answer could not be encoded: {e}"))
+            self.transport.write(frame)
 
     def close(self) -> None:
         if self.transport is not None:

@@ -827,3 +827,32 @@ async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp
         await sim.stop()
         for s in servers:
             await s.stop()
+
+
+async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_encode_is_still_answered(
+    node: RemotingNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remark quotes 64 characters of a refused value and its length (4.2 MB of NULs quoted in full would not
+    fit a header's 24-bit length: the request was never answered). An answer that cannot be encoded anyway is
+    replaced by SYSTEM_ERROR saying so, never left waiting."""
+    client = await RemotingClient.connect("127.0.0.1", node.server.port, codec.ROCKETMQ)
+    try:
+        bad = "\x00" * 4_200_000
+        r = await client.request(
+            C.APPLY_BROKER_ID,
+            {"clusterName": "c", "brokerName": "b", "appliedBrokerId": bad, "registerCheckCode": "a;1"},
+        )
+        assert (r.code, r.remark) == (
+            C.SYSTEM_ERROR,
+            f"the custom field <appliedBrokerId> is not a Long: {bad[:64]!r}... (4200000 characters)",
+        )
+        answer = node.server.dispatcher.answer
+
+        async def oversized(cmd: codec.RemotingCommand) -> codec.RemotingCommand:
+            return (await answer(cmd)).response(C.SUCCESS, "x" * (codec.MAX_HEADER + 1))
+
+        monkeypatch.setattr(node.server.dispatcher, "answer", oversized)
+        r = await client.request(H.GET_METADATA_INFO)
+        assert r.code == C.SYSTEM_ERROR and r.remark.startswith("the answer could not be encoded: header of ")
+    finally:
+        client.close()
