@@ -29,6 +29,7 @@ from api.metrics import ControllerMetrics
 from api.properties import PropertiesError, parse_properties
 from api.remoting import codec
 from api.remoting import headers as H
+from api.remoting.client import RemotingClient
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
 from api.service import CommandArgumentError, ControllerService, NotLeaderError, UnavailableError, checked
 from api.settings import ApiSettings
@@ -41,6 +42,7 @@ log = logging.getLogger("controllerd.remoting")
 MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswered requests
 NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
 NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
+FORWARDED_BY = "controllerForwardedBy"  # ours, in a 1009 a follower passes to the leader: never passed on again
 IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds: a connection silent this long closes
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
@@ -183,7 +185,34 @@ class Dispatcher:
             ) from None
         if isinstance(plan, Result):
             return plan
-        return await self._write(cmd, R.update_controller_config(plan))
+        try:
+            return await self._write(cmd, R.update_controller_config(plan))
+        except NotLeaderError as e:
+            return await self._forward_config(cmd, e)
+
+    async def _forward_config(self, cmd: RemotingCommand, not_leader: NotLeaderError) -> Result:
+        """A 1009 on a follower is passed to the leader, whose answer is this node's: mqadmin
+        updateControllerConfig sends it to every address of its -a list and fails on any answer but SUCCESS,
+        while here the keys are replicated (one change through the log, docs/statemachine.md) rather than set
+        node by node. Forwarded once (the mark in extFields); unreachable leader: the 2007."""
+        address = self.service.remoting_address(not_leader.leader_id) if not_leader.leader_id else None
+        if FORWARDED_BY in cmd.ext_fields or not address:
+            raise not_leader
+        host, _, port = address.rpartition(":")
+        try:
+            async with asyncio.timeout(NOTIFY_TIMEOUT_S + self.service.opts.request_timeout_s):
+                client = await RemotingClient.connect(host.strip("[]"), int(port), cmd.serialize_type)
+                try:
+                    ext = {**cmd.ext_fields, FORWARDED_BY: self.service.id}
+                    answer = await client.request(cmd.code, ext, cmd.body, timeout=self.service.opts.request_timeout_s)
+                finally:
+                    client.close()
+        except (OSError, ValueError, TimeoutError) as e:
+            log.warning("config update (1009) not forwarded to the leader at %s: %s", address, e)
+            raise not_leader from None
+        if answer.code == C.CONTROLLER_NOT_LEADER:  # leadership moved meanwhile: the broker asks again
+            raise not_leader
+        return Result(answer.code, answer.remark)
 
     # --- answers ---
 

@@ -18,7 +18,7 @@ import pytest
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient, broker_request, envelope
-from api.remoting.server import RemotingServer
+from api.remoting.server import FORWARDED_BY, RemotingServer
 from api.service import ControllerService
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
@@ -333,6 +333,21 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
                 meta.ext_fields["peers"].rstrip(";").split(";")
             ) == set(remoting.values())
             fclient.close()
+            # mqadmin updateControllerConfig -a <every address>: 1009 to each node in turn, and any answer but
+            # SUCCESS fails the command. A follower passes it to the leader (the keys are replicated), once.
+            followers_first = sorted(nodes, key=lambda n: n is leader)
+            for value, n in enumerate(followers_first, start=5):
+                c = await RemotingClient.connect(*remoting[n.id].split(":"))
+                r = await c.request(C.UPDATE_CONTROLLER_CONFIG, body=f"electMasterMaxRetryCount={value}\n".encode())
+                assert (r.code, r.remark) == (C.SUCCESS, None), (n.id, r)
+                c.close()
+            await wait_for(
+                nodes, lambda: all(n.service.replicated_config()["electMasterMaxRetryCount"] == 7 for n in nodes)
+            )
+            c = await RemotingClient.connect(*remoting[follower.id].split(":"))
+            r = await c.request(C.UPDATE_CONTROLLER_CONFIG, {FORWARDED_BY: leader.id}, b"electMasterMaxRetryCount=3\n")
+            assert r.code == C.CONTROLLER_NOT_LEADER  # already forwarded once: not passed on again
+            c.close()
             # Discovery: every node's HTTP status and peers list name each member's remoting address.
             for n in nodes:
                 for path in ("/api/v1/raft/status", "/api/v1/raft/peers"):
