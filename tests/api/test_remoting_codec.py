@@ -89,6 +89,57 @@ INTERNAL = {
     },
 }
 
+# The request header classes field by field: (name, Java type, @CFNotNull), as declared in RocketMQ 5.3
+# (header/controller/**, header/namesrv/BrokerHeartbeatRequestHeader). A primitive long is a Long here.
+JAVA_REQUEST = {
+    904: (
+        ("clusterName", "String", True),
+        ("brokerAddr", "String", True),
+        ("brokerName", "String", True),
+        ("brokerId", "Long", False),
+        ("epoch", "Integer", False),
+        ("maxOffset", "Long", False),
+        ("confirmOffset", "Long", False),
+        ("heartbeatTimeoutMills", "Long", False),
+        ("electionPriority", "Integer", False),
+    ),
+    1001: (
+        ("brokerName", "String", False),
+        ("masterBrokerId", "Long", False),
+        ("masterEpoch", "Integer", False),
+        ("invokeTime", "Long", False),
+    ),
+    1002: (
+        ("clusterName", "String", True),
+        ("brokerName", "String", True),
+        ("brokerId", "Long", True),
+        ("designateElect", "Boolean", True),
+        ("invokeTime", "Long", False),
+    ),
+    1003: (
+        ("clusterName", "String", False),
+        ("brokerName", "String", False),
+        ("brokerId", "Long", False),
+        ("brokerAddress", "String", False),
+        ("invokeTime", "Long", False),
+    ),
+    1004: (("brokerName", "String", False),),
+    1011: (
+        ("clusterName", "String", False),
+        ("brokerName", "String", True),
+        ("brokerControllerIdsToClean", "String", False),
+        ("isCleanLivingBroker", "Boolean", False),
+        ("invokeTime", "Long", False),
+    ),
+    1012: (("clusterName", "String", False), ("brokerName", "String", False)),
+    1013: (
+        ("clusterName", "String", False),
+        ("brokerName", "String", False),
+        ("appliedBrokerId", "Long", False),
+        ("registerCheckCode", "String", False),
+    ),
+}
+
 # The response header classes field by field: (name, Java type), as declared in RocketMQ 5.3
 # (remoting/protocol/header/controller/**). headers.RESPONSE must say exactly this.
 JAVA_RESPONSE = {
@@ -222,6 +273,17 @@ def test_golden_frames_of_the_jraft_internal_codes(code: int) -> None:
         assert codec.encode(cmd) == want
         assert codec.decode(FrameDecoder().feed(want)[0]) == cmd
     assert code not in H.REQUEST
+
+
+def test_request_headers_are_the_java_classes_fields() -> None:
+    """Names, types and @CFNotNull as Java declares them; required beyond that only where STRICTER says so."""
+    java = {
+        code: tuple((n, t, req or n in H.STRICTER.get(code, ())) for n, t, req in f) for code, f in JAVA_REQUEST.items()
+    }
+    assert H.REQUEST == java
+    assert all(not any(req for n, _, req in JAVA_REQUEST[code] if n in names) for code, names in H.STRICTER.items())
+    for code, ext in REQUESTS.items():  # the golden frames carry every field of their class
+        assert set(ext) == {n for n, _, _ in JAVA_REQUEST.get(code, ())}, code
 
 
 def test_response_headers_are_the_java_classes_fields() -> None:
