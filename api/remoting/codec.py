@@ -210,7 +210,24 @@ def _decode_json(data: bytes) -> RemotingCommand:
         elif not isinstance(v, str):
             raise HeaderError(f"JSON header: extFields[{shown(k)}] must be a string, got {shown(v)}", opaque)
         fields[k] = v
+    if b"\\u" in data:  # a \uXXXX escape may be half a surrogate pair: text no UTF-8 answer could carry
+        for what, text in (
+            ("remark", remark),
+            ("language", language),
+            *((f"extFields[{shown(k)}]", v) for k, v in fields.items()),
+            *((f"extFields key {shown(k)}", k) for k in fields),
+        ):
+            if text is not None and not _utf8_ok(text):
+                raise HeaderError(f"JSON header: {what} holds a lone surrogate (not Unicode text)", opaque)
     return RemotingCommand(code, opaque, flag, remark, fields, None, language, version, JSON)
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _decode_rocketmq(data: bytes) -> RemotingCommand:

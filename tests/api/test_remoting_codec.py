@@ -373,6 +373,8 @@ def test_bad_lengths_break_the_stream(prefix: bytes, why: str) -> None:
     [
         (0, b"not json", "not valid JSON"),
         (0, b"[1]", "must be an object"),
+        (0, b'{"code":1,"extFields":{"brokerName":"b\\ud800"}}', "extFields\\['brokerName'\\] holds a lone surrogate"),
+        (0, b'{"code":1,"remark":"\\udfff"}', "remark holds a lone surrogate"),
         (0, b"[" * 100_000, "not valid JSON: nested too deeply"),
         (0, b'{"code":1,"extFields":' + b'{"a":' * 50_000 + b"1" + b"}" * 50_001, "nested too deeply"),
         (0, b'{"opaque":3}', "'code' must be a 32-bit integer"),
