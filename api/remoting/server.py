@@ -265,7 +265,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.in_flight = 0
-        self.paused = False
+        self.paused = False  # reading paused (throttle)
+        self.write_blocked = False  # the transport's write buffer is above its high-water mark
         self.brokers: set[tuple[str, str, int]] = set()
         self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
         self.active = time.monotonic()  # the last byte read or written (Netty's ALL_IDLE clock)
@@ -324,20 +325,39 @@ class _Connection(asyncio.Protocol):
         if cmd.code == H.BROKER_HEARTBEAT:
             self.server.saw_heartbeat(self, cmd)
         self.in_flight += 1
-        if self.in_flight >= MAX_IN_FLIGHT and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
+        if self.in_flight >= MAX_IN_FLIGHT and not self.paused:
+            self.throttle()
         task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd))
         task.add_done_callback(lambda t: self.done(cmd, t))
 
     def done(self, cmd: RemotingCommand, task: asyncio.Task[RemotingCommand]) -> None:
         self.in_flight -= 1
-        if self.paused and self.in_flight < MAX_IN_FLIGHT // 2 and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+        if self.paused and self.in_flight < MAX_IN_FLIGHT // 2:
+            self.throttle()
         if task.cancelled() or cmd.is_oneway:
             return
         self.send(task.result())
+
+    def throttle(self) -> None:
+        """Reading pauses while MAX_IN_FLIGHT requests are unanswered (until half of them are) or while the
+        answers are not being read (the transport's write buffer above its high-water mark): a client cannot
+        make the listener hold more than that for it."""
+        pause = self.write_blocked or self.in_flight >= (MAX_IN_FLIGHT // 2 if self.paused else MAX_IN_FLIGHT)
+        if pause == self.paused or self.transport is None or self.transport.is_closing():
+            return
+        self.paused = pause
+        if pause:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self.write_blocked = True
+        self.throttle()
+
+    def resume_writing(self) -> None:
+        self.write_blocked = False
+        self.throttle()
 
     def send(self, response: RemotingCommand) -> None:
         if self.transport is not None and not self.transport.is_closing():

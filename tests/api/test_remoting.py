@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -871,3 +872,33 @@ async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_enc
         assert r.code == C.SYSTEM_ERROR and r.remark.startswith("the answer could not be encoded: header of ")
     finally:
         client.close()
+
+
+async def test_a_client_that_does_not_read_its_answers_stops_being_read(node: RemotingNode) -> None:
+    """Answers piling up unread (the transport's write buffer above its high-water mark) pause reading that
+    connection, so its requests wait in the socket instead of growing the listener's memory; once the client
+    reads again every request is answered."""
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0))
+    await server.start()
+    try:
+        client = await RemotingClient.connect("127.0.0.1", server.port)
+        assert client.transport is not None
+        client.transport.pause_reading()
+        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await asyncio.wait_for(node.service.node._wait_for(lambda: len(server.connections) == 1), 10)
+        (conn,) = server.connections
+        assert conn.transport is not None
+        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        conn.transport.set_write_buffer_limits(high=4096)
+        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+        await asyncio.wait_for(node.service.node._wait_for(lambda: conn.write_blocked and conn.paused), 10)
+        assert not conn.transport.is_reading()
+        # The client reads again, with socket buffers of the usual size.
+        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        client.transport.resume_reading()
+        answers = await asyncio.wait_for(asyncio.gather(*replies), 20)
+        assert {a.code for a in answers} == {C.SUCCESS} and not conn.write_blocked and not conn.paused
+        client.close()
+    finally:
+        await server.stop()
