@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api.http.errors import invalid, validation_error
+from api.remoting.codec import shown
 from api.service import ControllerService
 from api.settings import ApiSettings
 from statemachine import codes as C
@@ -147,7 +148,12 @@ def plan_config_update(body: Mapping[str, Any], settings: ApiSettings) -> dict[s
         if not in_range or not commands.config_value_ok(key, value):
             want = '"true" or "false"' if kind == commands.BOOL else f"an integer from 0 to {JAVA_INT_MAX}"
             errors.append(
-                {"field": key, "location": "body", "message": f"must be {want}, got {raw!r}", "type": "config_value"}
+                {
+                    "field": key,
+                    "location": "body",
+                    "message": f"must be {want}, got {shown(raw)}",
+                    "type": "config_value",
+                }
             )
             continue
         changes[key] = value

@@ -11,8 +11,9 @@ node with SIGTERM (leader transfer, flush) and waits for them; SIGINT and SIGHUP
 that a cluster started in the background of a non-interactive script (which starts with SIGINT ignored)
 still stops on `kill -INT`. A node that fails has the last error lines of its log printed.
 
-Beside the nodes it runs simulated broker groups (`python -m tools.brokersim`, `--broker-groups`, off with
-`--no-brokers`) so that the status page (/ui/ on every node) shows brokers registering and heartbeating.
+Beside the nodes it runs simulated broker groups (`python -m tools.brokersim --remoting`, `--broker-groups`,
+off with `--no-brokers`), speaking RocketMQ remoting to the jRaftControllerRPCAddr entries as real brokers do,
+so that the status page (/ui/ on every node) shows brokers registering and heartbeating.
 
 While it runs, the supervisor answers on a control socket (`<data>/local-cluster.sock`): from another
 terminal `controllerd local-cluster stop|start|restart NODE` and `controllerd local-cluster status`.
@@ -239,8 +240,9 @@ class Brokers:
             sys.executable,
             "-m",
             "tools.brokersim",
+            "--remoting",  # as real brokers: RocketMQ remoting to the jRaftControllerRPCAddr entries
             "-a",
-            ",".join(n.http for n in nodes),
+            ",".join(n.remoting for n in nodes),
             "--groups",
             str(self.groups),
             "--replicas",

@@ -1,14 +1,66 @@
 """A small RocketMQ remoting client (what a broker's controller client does on the wire): many requests in
-flight on one connection, matched by opaque. Used by the tests, the benchmark and simulated brokers."""
+flight on one connection, matched by opaque. Used by the tests and the simulated brokers (tools/brokersim),
+with the mapping between a broker request of the HTTP API and its RemotingCommand (`broker_request`,
+`envelope`)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from api.remoting import codec
+from api.remoting import headers as H
 from api.remoting.codec import FrameDecoder, RemotingCommand
+from statemachine import codes as C
+
+# The broker requests of the HTTP API (/api/v1/controller/<route>) and their request codes.
+ROUTES = {
+    "heartbeat": H.BROKER_HEARTBEAT,
+    "next-broker-id": C.GET_NEXT_BROKER_ID,
+    "apply-broker-id": C.APPLY_BROKER_ID,
+    "register-broker": C.REGISTER_BROKER,
+    "elect-master": C.ELECT_MASTER,
+    "alter-sync-state-set": C.ALTER_SYNC_STATE_SET,
+    "replica-info": C.GET_REPLICA_INFO,
+    "metadata": H.GET_METADATA_INFO,
+}
+
+
+def broker_request(route: str, fields: Mapping[str, Any]) -> tuple[int, dict[str, Any], bytes | None]:
+    """(code, extFields, body) of the HTTP broker request `route` with JSON `fields`, as a Java broker sends it:
+    the fields as extFields, 1001's SyncStateSet as the body, and 1002's fields the Java header leaves at their
+    initial values (clusterName "", brokerId -1, designateElect false) filled in."""
+    code = ROUTES[route]
+    ext = dict(fields)
+    body = None
+    if code == C.ALTER_SYNC_STATE_SET:
+        body = json.dumps(ext.pop("syncStateSet")).encode()
+    elif code == C.ELECT_MASTER:
+        ext = {"clusterName": "", "brokerId": -1, "designateElect": False} | ext
+    return code, ext, body
+
+
+def envelope(code: int, resp: RemotingCommand) -> dict[str, Any]:
+    """A remoting answer to request `code` as the HTTP API's envelope: the header typed by the Java response
+    header class (2007's fields when it is one), its null fields (left out on the wire) back as null, the body
+    as JSON (1010's properties text as it is)."""
+    schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(code, ())
+    header = H.typed(schema, resp.ext_fields)
+    if header or (schema and resp.code == C.SUCCESS):
+        header = {name: header.get(name) for name, _, _ in schema} | header
+    body: Any = None
+    if resp.body:
+        body = resp.body.decode() if code == H.GET_CONTROLLER_CONFIG else json.loads(resp.body)
+    return {
+        "code": resp.code,
+        "codeName": C.code_name(resp.code),
+        "remark": resp.remark,
+        "header": header or None,
+        "body": body,
+    }
 
 
 class RemotingClient(asyncio.Protocol):
@@ -19,6 +71,7 @@ class RemotingClient(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.opaques = itertools.count(1)
         self.closed = asyncio.get_running_loop().create_future()
+        self.unmatched: list[RemotingCommand] = []  # frames answering no pending request (e.g. a oneway one)
 
     @classmethod
     async def connect(cls, host: str, port: int, serialize_type: int = codec.ROCKETMQ) -> RemotingClient:
@@ -34,6 +87,8 @@ class RemotingClient(asyncio.Protocol):
             fut = self.pending.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
                 fut.set_result(cmd)
+            else:
+                self.unmatched.append(cmd)
 
     def connection_lost(self, exc: Exception | None) -> None:
         for fut in self.pending.values():

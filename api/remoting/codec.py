@@ -61,6 +61,18 @@ _PREFIX = struct.Struct(">iI")  # total, headerInfo
 _I16 = struct.Struct(">h")
 
 
+SHOWN = 64  # characters of a refused value that a remark quotes (a frame may carry megabytes of it)
+
+
+def shown(value: object) -> str:
+    """A refused value as a remark quotes it: its repr, a text cut to its first SHOWN characters with its length
+    after (anything else cut in its repr)."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= SHOWN else f"{value[:SHOWN]!r}... ({len(value)} characters)"
+    r = repr(value)
+    return r if len(r) <= SHOWN else f"{r[:SHOWN]}... ({len(r)} characters)"
+
+
 class FrameError(ValueError):
     """The stream cannot be read further (bad length, frame too large): close the connection."""
 
@@ -101,6 +113,10 @@ class RemotingCommand:
         return RemotingCommand(
             code, self.opaque, RESPONSE_FLAG, remark, ext_fields or {}, body, serialize_type=self.serialize_type
         )
+
+    def failed(self, remark: str) -> RemotingCommand:
+        """This response replaced by SYSTEM_ERROR (1) with `remark`: same opaque, flag and serialization."""
+        return RemotingCommand(1, self.opaque, self.flag, remark, serialize_type=self.serialize_type)
 
 
 # ------------------------------------------------------------------------------------------------ headers
@@ -154,7 +170,7 @@ def decode_header(data: bytes, serialize_type: int) -> RemotingCommand:
 def _int_field(doc: dict, name: str, default: int | None, bits: int, opaque: int | None) -> int:
     v = doc.get(name, default)
     if v is None or type(v) is not int or not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-        raise HeaderError(f"JSON header: {name!r} must be a {bits}-bit integer, got {v!r}", opaque, JSON)
+        raise HeaderError(f"JSON header: {name!r} must be a {bits}-bit integer, got {shown(v)}", opaque, JSON)
     return v
 
 
@@ -163,6 +179,8 @@ def _decode_json(data: bytes) -> RemotingCommand:
         doc = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise HeaderError(f"JSON header is not valid JSON: {e}") from None
+    except RecursionError:
+        raise HeaderError("JSON header is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise HeaderError(f"JSON header must be an object, got {type(doc).__name__}")
     raw_opaque = doc.get("opaque", 0)
@@ -173,13 +191,13 @@ def _decode_json(data: bytes) -> RemotingCommand:
     opaque = _int_field(doc, "opaque", 0, 32, opaque)
     remark = doc.get("remark")
     if remark is not None and not isinstance(remark, str):
-        raise HeaderError(f"JSON header: 'remark' must be a string, got {remark!r}", opaque)
+        raise HeaderError(f"JSON header: 'remark' must be a string, got {shown(remark)}", opaque)
     language = doc.get("language", "JAVA")
     if not isinstance(language, str):
-        raise HeaderError(f"JSON header: 'language' must be a string, got {language!r}", opaque)
+        raise HeaderError(f"JSON header: 'language' must be a string, got {shown(language)}", opaque)
     ext = doc.get("extFields") or {}
     if not isinstance(ext, dict):
-        raise HeaderError(f"JSON header: 'extFields' must be an object, got {ext!r}", opaque)
+        raise HeaderError(f"JSON header: 'extFields' must be an object, got {shown(ext)}", opaque)
     fields: dict[str, str] = {}
     for k, v in ext.items():
         if v is None:
@@ -190,9 +208,26 @@ def _decode_json(data: bytes) -> RemotingCommand:
         elif isinstance(v, int | float):
             v = str(v)
         elif not isinstance(v, str):
-            raise HeaderError(f"JSON header: extFields[{k!r}] must be a string, got {v!r}", opaque)
+            raise HeaderError(f"JSON header: extFields[{shown(k)}] must be a string, got {shown(v)}", opaque)
         fields[k] = v
+    if b"\\u" in data:  # a \uXXXX escape may be half a surrogate pair: text no UTF-8 answer could carry
+        for what, text in (
+            ("remark", remark),
+            ("language", language),
+            *((f"extFields[{shown(k)}]", v) for k, v in fields.items()),
+            *((f"extFields key {shown(k)}", k) for k in fields),
+        ):
+            if text is not None and not _utf8_ok(text):
+                raise HeaderError(f"JSON header: {what} holds a lone surrogate (not Unicode text)", opaque)
     return RemotingCommand(code, opaque, flag, remark, fields, None, language, version, JSON)
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _decode_rocketmq(data: bytes) -> RemotingCommand:

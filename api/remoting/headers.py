@@ -11,13 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from api.remoting.codec import shown
 from statemachine import codes as C
 
 STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"
 _RANGES = {LONG: (-(2**63), 2**63 - 1), INTEGER: (-(2**31), 2**31 - 1)}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
-Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, @CFNotNull)
+Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, required: @CFNotNull or STRICTER)
 
 BROKER_HEARTBEAT = 904  # RequestCode.BROKER_HEARTBEAT (a broker's; proposed as 1018)
 GET_METADATA_INFO = 1005
@@ -70,15 +71,23 @@ REQUEST: dict[int, Schema] = {
         ("isCleanLivingBroker", BOOLEAN, False),
         ("invokeTime", LONG, False),
     ),
-    # GetNextBrokerIdRequestHeader
+    # GetNextBrokerIdRequestHeader (no @CFNotNull in Java: STRICTER)
     C.GET_NEXT_BROKER_ID: (("clusterName", STRING, True), ("brokerName", STRING, True)),
-    # ApplyBrokerIdRequestHeader
+    # ApplyBrokerIdRequestHeader (no @CFNotNull in Java: STRICTER)
     C.APPLY_BROKER_ID: (
         ("clusterName", STRING, True),
         ("brokerName", STRING, True),
         ("appliedBrokerId", LONG, True),
         ("registerCheckCode", STRING, True),
     ),
+}
+
+# Fields required here that the Java class leaves without @CFNotNull: RocketMQ's controller takes them null and
+# fails inside its state machine (a null map key, an NPE); here the request is refused naming the field. A Java
+# broker always sends them.
+STRICTER: dict[int, tuple[str, ...]] = {
+    C.GET_NEXT_BROKER_ID: ("clusterName", "brokerName"),
+    C.APPLY_BROKER_ID: ("clusterName", "brokerName", "appliedBrokerId", "registerCheckCode"),
 }
 
 # Initial values of nullable Java fields a request may leave out (a @CFNotNull field must be on the wire even
@@ -138,11 +147,11 @@ def _convert(name: str, kind: str, text: str) -> Any:
         return text.lower() == "true"  # Boolean.parseBoolean: anything else is false
     t = text.strip() if kind == LONG else text
     if not _DECIMAL.fullmatch(t):
-        raise HeaderFieldError(f"the custom field <{name}> is not a {kind}: {text!r}")
+        raise HeaderFieldError(f"the custom field <{name}> is not a {kind}: {shown(text)}")
     v = int(t)
     lo, hi = _RANGES[kind]
     if not lo <= v <= hi:
-        raise HeaderFieldError(f"the custom field <{name}> is outside the {kind} range: {text!r}")
+        raise HeaderFieldError(f"the custom field <{name}> is outside the {kind} range: {shown(text)}")
     return v
 
 

@@ -9,8 +9,9 @@ oneway requests are served and not answered.
 Errors never close a healthy stream: an unknown code is answered 3 REQUEST_CODE_NOT_SUPPORTED with
 RocketMQ's remark, a malformed header or field 1 SYSTEM_ERROR with a remark naming the field. Only a broken
 stream (a length below 4, a header length past its frame, a frame above the maximum) closes the connection,
-as NettyDecoder does. When a connection closes, every broker whose heartbeats arrived on it (and no newer
-connection) goes through CLOSE_CHANNEL (1014) when this node leads, as RocketMQ's BrokerHousekeepingService.
+as NettyDecoder does, and so does 120 s of silence (Netty's serverChannelMaxIdleTimeSeconds). When a
+connection closes, every broker whose heartbeats arrived on it (and no newer connection) goes through
+CLOSE_CHANNEL (1014) when this node leads, as RocketMQ's BrokerHousekeepingService.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from api.metrics import ControllerMetrics
 from api.properties import PropertiesError, parse_properties
 from api.remoting import codec
 from api.remoting import headers as H
+from api.remoting.client import RemotingClient
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
 from api.service import CommandArgumentError, ControllerService, NotLeaderError, UnavailableError, checked
 from api.settings import ApiSettings
@@ -40,6 +42,8 @@ log = logging.getLogger("controllerd.remoting")
 MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswered requests
 NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
 NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
+FORWARDED_BY = "controllerForwardedBy"  # ours, in a 1009 a follower passes to the leader: never passed on again
+IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds: a connection silent this long closes
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
 REQUEST_TYPES = {
@@ -73,6 +77,8 @@ def _json_body(cmd: RemotingCommand, what: str) -> Any:
         return json.loads(cmd.body)
     except (ValueError, UnicodeDecodeError) as e:
         raise RequestError(f"the body is not JSON ({what}): {e}") from None
+    except RecursionError:
+        raise RequestError(f"the body is not JSON ({what}): nested too deeply") from None
 
 
 def _body_bytes(body: Any) -> bytes | None:
@@ -150,7 +156,10 @@ class Dispatcher:
         return result
 
     async def _metadata(self, cmd: RemotingCommand) -> Result:
-        return Result(C.SUCCESS, header=self.service.metadata(remoting=True))
+        header = self.service.metadata(remoting=True)
+        if header["controllerLeaderId"] is None:  # JRaftController: "" while no leader is known (the address null)
+            header["controllerLeaderId"] = ""
+        return Result(C.SUCCESS, header=header)
 
     async def _sync_state_data(self, cmd: RemotingCommand) -> Result:
         names = _json_body(cmd, "a JSON array of brokerNames")
@@ -176,7 +185,34 @@ class Dispatcher:
             ) from None
         if isinstance(plan, Result):
             return plan
-        return await self._write(cmd, R.update_controller_config(plan))
+        try:
+            return await self._write(cmd, R.update_controller_config(plan))
+        except NotLeaderError as e:
+            return await self._forward_config(cmd, e)
+
+    async def _forward_config(self, cmd: RemotingCommand, not_leader: NotLeaderError) -> Result:
+        """A 1009 on a follower is passed to the leader, whose answer is this node's: mqadmin
+        updateControllerConfig sends it to every address of its -a list and fails on any answer but SUCCESS,
+        while here the keys are replicated (one change through the log, docs/statemachine.md) rather than set
+        node by node. Forwarded once (the mark in extFields); unreachable leader: the 2007."""
+        address = self.service.remoting_address(not_leader.leader_id) if not_leader.leader_id else None
+        if FORWARDED_BY in cmd.ext_fields or not address:
+            raise not_leader
+        host, _, port = address.rpartition(":")
+        try:
+            async with asyncio.timeout(NOTIFY_TIMEOUT_S + self.service.opts.request_timeout_s):
+                client = await RemotingClient.connect(host.strip("[]"), int(port), cmd.serialize_type)
+                try:
+                    ext = {**cmd.ext_fields, FORWARDED_BY: self.service.id}
+                    answer = await client.request(cmd.code, ext, cmd.body, timeout=self.service.opts.request_timeout_s)
+                finally:
+                    client.close()
+        except (OSError, ValueError, TimeoutError) as e:
+            log.warning("config update (1009) not forwarded to the leader at %s: %s", address, e)
+            raise not_leader from None
+        if answer.code == C.CONTROLLER_NOT_LEADER:  # leadership moved meanwhile: the broker asks again
+            raise not_leader
+        return Result(answer.code, answer.remark)
 
     # --- answers ---
 
@@ -229,9 +265,11 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.in_flight = 0
-        self.paused = False
+        self.paused = False  # reading paused (throttle)
+        self.write_blocked = False  # the transport's write buffer is above its high-water mark
         self.brokers: set[tuple[str, str, int]] = set()
         self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
+        self.active = time.monotonic()  # the last byte read or written (Netty's ALL_IDLE clock)
 
     def redirect_http(self, target: str) -> None:
         """Answer an HTTP request sent to the remoting port with 307 to this node's HTTP address (same path),
@@ -247,7 +285,7 @@ class _Connection(asyncio.Protocol):
         if http:
             head += f"Location: http://{http}{target}\r\n"
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        log.info("remoting connection from %s sent an HTTP request; redirected to %s", self.peer, http)
+        self.server.http_redirected(self.peer, http)
         if self.transport is not None:
             self.transport.write(head.encode() + body)
         self.close()
@@ -259,6 +297,7 @@ class _Connection(asyncio.Protocol):
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
+        self.active = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameError as e:
@@ -286,24 +325,49 @@ class _Connection(asyncio.Protocol):
         if cmd.code == H.BROKER_HEARTBEAT:
             self.server.saw_heartbeat(self, cmd)
         self.in_flight += 1
-        if self.in_flight >= MAX_IN_FLIGHT and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
+        if self.in_flight >= MAX_IN_FLIGHT and not self.paused:
+            self.throttle()
         task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd))
         task.add_done_callback(lambda t: self.done(cmd, t))
 
     def done(self, cmd: RemotingCommand, task: asyncio.Task[RemotingCommand]) -> None:
         self.in_flight -= 1
-        if self.paused and self.in_flight < MAX_IN_FLIGHT // 2 and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
+        if self.paused and self.in_flight < MAX_IN_FLIGHT // 2:
+            self.throttle()
         if task.cancelled() or cmd.is_oneway:
             return
         self.send(task.result())
 
+    def throttle(self) -> None:
+        """Reading pauses while MAX_IN_FLIGHT requests are unanswered (until half of them are) or while the
+        answers are not being read (the transport's write buffer above its high-water mark): a client cannot
+        make the listener hold more than that for it."""
+        pause = self.write_blocked or self.in_flight >= (MAX_IN_FLIGHT // 2 if self.paused else MAX_IN_FLIGHT)
+        if pause == self.paused or self.transport is None or self.transport.is_closing():
+            return
+        self.paused = pause
+        if pause:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self.write_blocked = True
+        self.throttle()
+
+    def resume_writing(self) -> None:
+        self.write_blocked = False
+        self.throttle()
+
     def send(self, response: RemotingCommand) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(codec.encode(response))
+            self.active = time.monotonic()
+            try:
+                frame = codec.encode(response)
+            except ValueError as e:  # a header past 24 bits: answered all the same, never left waiting
+                log.error("remoting answer %d to %s not encodable: %s", response.code, self.peer, e)
+                frame = codec.encode(response.failed(f"the answer could not be encoded: {e}"))
+            self.transport.write(frame)
 
     def close(self) -> None:
         if self.transport is not None:
@@ -324,9 +388,11 @@ class RemotingServer:
         settings: ApiSettings,
         address: tuple[str, int],
         metrics: ControllerMetrics | None = None,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         self.service = service
         self.address = address
+        self.idle_timeout_s = idle_timeout_s
         self.max_frame = settings.remoting_max_frame_bytes
         self.dispatcher = Dispatcher(service, settings, metrics)
         self.connections: set[_Connection] = set()
@@ -335,6 +401,7 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.notified = 0  # 1008 frames written to brokers
+        self.http_clients_warned: set[str] = set()  # hosts told to use controllerHttpAddr (http_redirected)
         service.listeners.append(self._on_result)
 
     async def start(self) -> None:
@@ -346,6 +413,25 @@ class RemotingServer:
         except OSError as e:
             raise OSError(e.errno, f"cannot listen for remoting on {host}:{port}: {e.strerror}") from None
         log.info("serving RocketMQ remoting on %s:%d (raft %s)", host, port, self.service.id)
+        self._spawn(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """Close connections that neither sent nor received anything for idle_timeout_s and have no request in
+        flight (a half-sent frame, a client gone without a FIN), as Netty's IdleStateHandler does on the
+        controller's server; their brokers then go through CLOSE_CHANNEL (BrokerHousekeepingService.onChannelIdle)."""
+        period = self.idle_timeout_s / 4
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for c in list(self.connections):
+                if c.in_flight == 0 and now - c.active >= self.idle_timeout_s:
+                    log.warning(
+                        "remoting connection from %s closed: idle for %.0f s (%d bytes of a frame pending)",
+                        c.peer,
+                        now - c.active,
+                        c.decoder.pending,
+                    )
+                    c.close()
 
     @property
     def port(self) -> int:
@@ -391,6 +477,25 @@ class RemotingServer:
             self.notified += 1
         except (OSError, ValueError, TimeoutError) as e:
             log.warning("role-change notification (1008) to broker %s failed: %s", address, e)
+
+    def http_redirected(self, peer: str, http: str | None) -> None:
+        """An HTTP client used this node's remoting address, as it could when jRaftControllerRPCAddr meant the
+        HTTP address (earlier builds): a warning saying what to change, once per client host; info after."""
+        host = peer.rpartition(":")[0] or peer
+        if host in self.http_clients_warned:
+            log.info("remoting connection from %s sent an HTTP request; redirected to %s", peer, http)
+            return
+        self.http_clients_warned.add(host)
+        log.warning(
+            "HTTP request from %s on the RocketMQ remoting address %s:%d (jRaftControllerRPCAddr, the HTTP address "
+            "of earlier builds): %s",
+            peer,
+            self.address[0],
+            self.port,
+            f"redirected to {http}; point HTTP clients (rmqctl -a, scrapers, browsers) at controllerHttpAddr {http}"
+            if http
+            else "answered 421, this node's HTTP address (controllerHttpAddr) is unknown",
+        )
 
     def saw_heartbeat(self, conn: _Connection, cmd: RemotingCommand) -> None:
         """Remember which connection a broker heartbeats on (RocketMQ keeps the channel per identity)."""

@@ -1,6 +1,6 @@
 """`rmqctl broker run`: play one RocketMQ 5 broker against the controller, at human speed.
 
-A real broker speaks RocketMQ's remoting protocol, which this controller does not serve yet (issue 17);
+A real broker speaks RocketMQ's remoting protocol to the controller's jRaftControllerRPCAddr (docs/remoting.md);
 this verb sends what a broker sends, over the HTTP API, so that registration, heartbeats, master election
 and failover can be tried by hand (the README's quickstart) without racing the 10 s heartbeat timeout:
 
@@ -144,7 +144,7 @@ class PlayedBroker:
 
 @click.group("broker")
 def broker() -> None:
-    """Play a RocketMQ broker (over the HTTP API; real brokers speak remoting, which comes later)."""
+    """Play a RocketMQ broker over the HTTP API (real brokers speak remoting: docs/remoting.md)."""
 
 
 @broker.command("run")

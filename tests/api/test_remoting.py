@@ -1,11 +1,13 @@
 """The remoting listener on real services over loopback TCP: the HTTP fidelity scenarios of test_controller
-replayed as RemotingCommands (through an adapter that turns each HTTP call into its RocketMQ code, header and
+(and mqadmin's 1006/1002-designate/1011 ones of test_admin_kv) replayed as RemotingCommands (through an adapter that turns each HTTP call into its RocketMQ code, header and
 body), errors and limits, concurrency, the close-channel path, and a 3-node failover."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -16,12 +18,16 @@ import pytest
 
 from api.remoting import codec
 from api.remoting import headers as H
-from api.remoting.client import RemotingClient
-from api.remoting.server import RemotingServer
+from api.remoting.client import RemotingClient, broker_request, envelope
+from api.remoting.server import FORWARDED_BY, RemotingServer
 from api.service import ControllerService
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from tests.api.harness import GROUP_RAFT, SETTINGS, Counter, build, running, service_options, settled, solo
+from tests.api.test_admin_kv import (  # noqa: F401  (mqadmin's scenarios, over remoting)
+    test_admin_clean_broker_metadata,
+    test_admin_sync_state_data_and_designated_election,
+)
 from tests.api.test_controller import (  # noqa: F401  (the HTTP scenarios, collected here over remoting)
     test_alter_sync_state_set_and_fencing,
     test_apply_broker_id_conflict,
@@ -30,35 +36,17 @@ from tests.api.test_controller import (  # noqa: F401  (the HTTP scenarios, coll
     test_register_flow_elect_and_replica_info,
     test_unknown_broker_set_codes,
 )
+from tests.api.test_remoting_codec import INTERNAL
 
 pytestmark = pytest.mark.anyio
 
-PATHS = {
-    "/api/v1/controller/heartbeat": H.BROKER_HEARTBEAT,
-    "/api/v1/controller/next-broker-id": C.GET_NEXT_BROKER_ID,
-    "/api/v1/controller/apply-broker-id": C.APPLY_BROKER_ID,
-    "/api/v1/controller/register-broker": C.REGISTER_BROKER,
-    "/api/v1/controller/elect-master": C.ELECT_MASTER,
-    "/api/v1/controller/alter-sync-state-set": C.ALTER_SYNC_STATE_SET,
-    "/api/v1/controller/replica-info": C.GET_REPLICA_INFO,
-    "/api/v1/controller/metadata": H.GET_METADATA_INFO,
+# mqadmin's calls the HTTP API serves under /api/v1/admin: getSyncStateSet (1006), electMaster (1002 with
+# designateElect), cleanBrokerMetadata (1011). The broker requests are api.remoting.client.ROUTES.
+ADMIN_PATHS = {
+    "/api/v1/admin/sync-state-data": C.GET_SYNC_STATE_DATA,
+    "/api/v1/admin/elect-master": C.ELECT_MASTER,
+    "/api/v1/admin/clean-broker-metadata": C.CLEAN_BROKER_DATA,
 }
-
-
-def envelope(code: int, resp: codec.RemotingCommand) -> dict[str, Any]:
-    """A remoting response as the HTTP envelope: the header typed by the Java response header class, its null
-    fields (left out on the wire) back as null."""
-    schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(code, ())
-    header = H.typed(schema, resp.ext_fields)
-    if header or (schema and resp.code == C.SUCCESS):
-        header = {name: header.get(name) for name, _, _ in schema} | header
-    return {
-        "code": resp.code,
-        "codeName": C.code_name(resp.code),
-        "remark": resp.remark,
-        "header": header or None,
-        "body": json.loads(resp.body) if resp.body else None,
-    }
 
 
 class RemotingNode:
@@ -78,14 +66,21 @@ class RemotingNode:
     async def ok(
         self, method: str, path: str, *, code: int = 0, json: dict[str, Any] | None = None, **_: Any
     ) -> dict[str, Any]:
-        rcode = PATHS[path]
-        fields = dict(json or {})
+        fields: dict[str, Any] = dict(json or {})
         body = None
-        if rcode == C.ALTER_SYNC_STATE_SET:
-            body = _json.dumps(fields.pop("syncStateSet")).encode()
-        if rcode == C.ELECT_MASTER:  # what Java's client sends for the fields it leaves at their initial values
-            fields = {"clusterName": "", "brokerId": -1, "designateElect": False} | fields
-        env = envelope(rcode, await self.client.request(rcode, fields, body))
+        if path in ADMIN_PATHS:
+            rcode = ADMIN_PATHS[path]
+            if rcode == C.GET_SYNC_STATE_DATA:  # mqadmin sends the names as the body, a JSON array
+                body = _json.dumps(fields.pop("brokerNames")).encode()
+            if rcode == C.ELECT_MASTER:  # an admin trigger: designateElect, brokerId the wanted one
+                fields = {"clusterName": "", "designateElect": True} | fields
+        else:
+            rcode, fields, body = broker_request(path.removeprefix("/api/v1/controller/"), fields)
+        resp = await self.client.request(rcode, fields, body)
+        # Only the fields of the Java response header class (or of 2007) travel in extFields.
+        schema = H.NOT_LEADER if resp.code == C.CONTROLLER_NOT_LEADER else H.RESPONSE.get(rcode, ())
+        assert set(resp.ext_fields) <= {name for name, _, _ in schema}, resp.ext_fields
+        env = envelope(rcode, resp)
         assert env["code"] == code, env
         return env
 
@@ -120,13 +115,20 @@ async def wait_for(nodes: list[Any], cond: Callable[[], bool], timeout: float = 
 
 
 async def test_unknown_code_is_not_supported_as_java_answers(node: RemotingNode) -> None:
-    for code in (1, 1007, 1014, 1018, 9999):
-        r = await node.client.request(code)
-        assert (r.code, r.remark, r.is_response) == (
+    """Codes RocketMQ's controller registers no processor for, including the jRaft-internal 1014-1018 sent with
+    their Java request classes' fields (test_remoting_codec's golden frames): 3 with RocketMQ's remark, in the
+    request's serialization, and nothing proposed."""
+    before = node.last_index()
+    for code, ext in [(1, {}), (1007, {}), (1008, {}), (9999, {}), *sorted(INTERNAL.items())]:
+        r = await node.client.request(code, ext)
+        assert (r.code, r.remark, r.is_response, r.serialize_type, r.ext_fields) == (
             C.REQUEST_CODE_NOT_SUPPORTED,
             f" request type {code} not supported",
             True,
+            node.client.serialize_type,
+            {},
         )
+    assert node.last_index() == before
 
 
 async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: RemotingNode) -> None:
@@ -141,6 +143,18 @@ async def test_malformed_fields_and_bodies_are_answered_with_a_remark(node: Remo
     assert r.code == C.SYSTEM_ERROR and "appliedBrokerId" in r.remark
     r = await node.client.request(C.ALTER_SYNC_STATE_SET, {"brokerName": "b"}, b"{nope")
     assert r.code == C.SYSTEM_ERROR and "body is not JSON" in r.remark
+    r = await node.client.request(C.GET_SYNC_STATE_DATA, body=b"[" * 100_000)  # Python's json recursion limit
+    assert (r.code, r.remark) == (
+        C.SYSTEM_ERROR,
+        "the body is not JSON (a JSON array of brokerNames): nested too deeply",
+    )
+    # A header nested past the recursion limit: answered, not a dropped connection.
+    fut = asyncio.get_running_loop().create_future()
+    header = b"[" * 100_000
+    node.client.pending[0] = fut
+    node.client.send_raw(struct.pack(">ii", 4 + len(header), len(header)) + header)
+    bad = await asyncio.wait_for(fut, 10)
+    assert bad.code == C.SYSTEM_ERROR and "nested too deeply" in bad.remark
     r = await node.client.request(H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1"})
     assert (r.code, r.remark) == (C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
     # An unreadable JSON header: answered (opaque 0), the stream stays usable.
@@ -209,11 +223,17 @@ async def test_many_in_flight_answered_as_they_complete(node: RemotingNode, uniq
 
 async def test_oneway_heartbeat_is_served_unanswered(node: RemotingNode, unique: Counter) -> None:
     name = unique("oneway")
+    unmatched = len(node.client.unmatched)
     node.client.request_nowait(
         H.BROKER_HEARTBEAT, {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1}, oneway=True
     )
     await wait_for([node], lambda: ("c", name, 1) in node.service.sm.live.table)
     assert not node.client.pending
+    # A later request on the same connection commits after the oneway one, so its answer comes after any
+    # answer to the oneway one would have: none came.
+    beat = {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1}
+    assert (await node.client.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    assert node.client.unmatched[unmatched:] == []
 
 
 async def test_metadata_config_and_sync_state_data(node: RemotingNode, unique: Counter) -> None:
@@ -259,6 +279,36 @@ async def test_a_closed_connection_goes_through_close_channel(node: RemotingNode
     assert node.last_index() > before  # removed through the log (1014), not locally
 
 
+async def test_closing_an_older_connection_leaves_a_reconnected_broker_alone(
+    node: RemotingNode, unique: Counter
+) -> None:
+    """A broker that heartbeats on a newer connection is not closed when its older one goes (Java keeps the
+    channel per broker identity); the newer one's close then removes it."""
+    name = unique("moved")
+    identity = ("c", name, 1)
+    beat = {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1, "heartbeatTimeoutMills": 600000}
+    old = await RemotingClient.connect("127.0.0.1", node.server.port)
+    new = await RemotingClient.connect("127.0.0.1", node.server.port)
+    assert (await old.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    old_conn = node.server.channels[identity]
+    assert (await new.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    lost = asyncio.Event()
+    seen_lost = old_conn.connection_lost
+
+    def connection_lost(exc: Exception | None) -> None:
+        seen_lost(exc)
+        lost.set()
+
+    old_conn.connection_lost = connection_lost  # type: ignore[method-assign]
+    old.close()
+    await asyncio.wait_for(lost.wait(), 10)
+    # A read through the log on the newer connection: a 1014 proposed at the close would have applied before it.
+    r = await new.request(C.GET_SYNC_STATE_DATA, body=json.dumps([name]).encode())
+    assert r.code == C.SUCCESS and identity in node.service.sm.live.table
+    new.close()
+    await wait_for([node], lambda: identity not in node.service.sm.live.table)
+
+
 # ---------------------------------------------------------------------------------- 3 nodes, failover
 
 
@@ -285,7 +335,26 @@ async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None
                 meta.ext_fields["peers"].rstrip(";").split(";")
             ) == set(remoting.values())
             fclient.close()
-            assert {p.id: p.remoting_address for p in follower.service.peers()} == remoting
+            # mqadmin updateControllerConfig -a <every address>: 1009 to each node in turn, and any answer but
+            # SUCCESS fails the command. A follower passes it to the leader (the keys are replicated), once.
+            followers_first = sorted(nodes, key=lambda n: n is leader)
+            for value, n in enumerate(followers_first, start=5):
+                c = await RemotingClient.connect(*remoting[n.id].split(":"))
+                r = await c.request(C.UPDATE_CONTROLLER_CONFIG, body=f"electMasterMaxRetryCount={value}\n".encode())
+                assert (r.code, r.remark) == (C.SUCCESS, None), (n.id, r)
+                c.close()
+            await wait_for(
+                nodes, lambda: all(n.service.replicated_config()["electMasterMaxRetryCount"] == 7 for n in nodes)
+            )
+            c = await RemotingClient.connect(*remoting[follower.id].split(":"))
+            r = await c.request(C.UPDATE_CONTROLLER_CONFIG, {FORWARDED_BY: leader.id}, b"electMasterMaxRetryCount=3\n")
+            assert r.code == C.CONTROLLER_NOT_LEADER  # already forwarded once: not passed on again
+            c.close()
+            # Discovery: every node's HTTP status and peers list name each member's remoting address.
+            for n in nodes:
+                for path in ("/api/v1/raft/status", "/api/v1/raft/peers"):
+                    rows = (await n.ok("GET", path, token=True))["body"]["peers"]
+                    assert {p["id"]: p["remotingAddress"] for p in rows} == remoting, (n.id, path)
 
             async def broker_step(fn: Callable[[RemotingClient], Awaitable[Any]]) -> Any:
                 """Run fn against the leader found through 1005, as a broker's controller client does."""
@@ -572,3 +641,265 @@ async def test_a_member_added_at_runtime_is_served_at_its_remoting_address_also_
     finally:
         for i in range(4):
             await stop(i)
+
+
+async def test_an_http_client_on_the_remoting_port_is_redirected_and_warned_once_per_host(
+    node: RemotingNode, caplog: pytest.LogCaptureFixture
+) -> None:
+    """jRaftControllerRPCAddr was the HTTP address in earlier builds: an HTTP request there gets 307 to the node's
+    controllerHttpAddr entry, and the log a warning saying what to change (once per client host, then info)."""
+    http = node.service.http_address(node.id)
+
+    async def get(path: str) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", node.server.port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        answer = await asyncio.wait_for(reader.read(), 10)  # the listener closes after answering
+        writer.close()
+        return answer
+
+    node.server.http_clients_warned.clear()
+    with caplog.at_level("INFO", logger="controllerd.remoting"):
+        for _ in range(2):
+            head = (await get("/api/v1/raft/status?x=1")).split(b"\r\n\r\n")[0].decode()
+            assert head.startswith("HTTP/1.1 307 ") and f"Location: http://{http}/api/v1/raft/status?x=1" in head
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and f"at controllerHttpAddr {http}" in warned[0], warned
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS  # brokers' connections unaffected
+
+
+async def test_idle_connections_close_and_their_brokers_go_through_close_channel(
+    node: RemotingNode, unique: Counter
+) -> None:
+    """As Netty's IdleStateHandler (serverChannelMaxIdleTimeSeconds): a connection silent for the idle time is
+    closed, a half-sent frame included, and a broker that heartbeated on it is removed through 1014."""
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0), idle_timeout_s=0.2)
+    await server.start()
+    try:
+        name = unique("idle")
+        broker = await RemotingClient.connect("127.0.0.1", server.port)
+        r = await broker.request(
+            H.BROKER_HEARTBEAT,
+            {
+                "clusterName": "c",
+                "brokerName": name,
+                "brokerAddr": "a:1",
+                "brokerId": 1,
+                "heartbeatTimeoutMills": 600000,
+            },
+        )
+        assert r.code == C.SUCCESS and ("c", name, 1) in node.service.sm.live.table
+        half = await RemotingClient.connect("127.0.0.1", server.port)
+        half.send_raw(codec.encode(codec.RemotingCommand(H.GET_METADATA_INFO, 1))[:9])
+        await asyncio.wait_for(asyncio.gather(broker.closed, half.closed), 10)
+        await wait_for([node], lambda: ("c", name, 1) not in node.service.sm.live.table)
+        assert not server.connections
+    finally:
+        await server.stop()
+    assert not node.client.closed.done()  # the default listener (120 s) kept its connection
+
+
+async def test_without_a_leader_1005_and_2007_name_no_leader(tmp_path: Path) -> None:
+    """A broker's controller client takes controllerLeaderAddress from 1005 only when it is not empty, else asks
+    the next controller: with no leader known the address is left out and the id is "" (JRaftController)."""
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    alone = build(service_options(tmp_path, ports, 0, GROUP_RAFT, remoting_addresses=remoting))  # 1 of 3 running
+    server = RemotingServer(alone.service, SETTINGS, ("127.0.0.1", rports[0]))
+    await server.start()
+    try:
+        async with running([alone]):
+            client = await RemotingClient.connect("127.0.0.1", rports[0])
+            meta = await client.request(H.GET_METADATA_INFO)
+            assert meta.code == C.SUCCESS and meta.ext_fields == {
+                "group": alone.service.opts.group_id,
+                "controllerLeaderId": "",
+                "isLeader": "false",
+                "peers": "".join(f"{remoting[i]};" for i in sorted(ids)),
+            }
+            r = await client.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
+            assert (r.code, r.ext_fields) == (C.CONTROLLER_NOT_LEADER, {})
+            client.close()
+    finally:
+        await server.stop()
+
+
+async def test_a_connection_with_too_many_unanswered_requests_stops_being_read(
+    node: RemotingNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading pauses once a connection has MAX_IN_FLIGHT unanswered requests and resumes below half of it;
+    every request is then answered. (The requests of one read are all taken: the pause stops the next read.)"""
+    from api.remoting import server as S
+
+    monkeypatch.setattr(S, "MAX_IN_FLIGHT", 4)
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0))
+    release = asyncio.Event()
+    started: list[int] = []
+    answer = server.dispatcher.answer
+
+    async def slow(cmd: codec.RemotingCommand) -> codec.RemotingCommand:
+        if cmd.code == H.GET_METADATA_INFO:  # held until released; other codes pass
+            started.append(cmd.opaque)
+            await release.wait()
+        return await answer(cmd)
+
+    server.dispatcher.answer = slow  # type: ignore[method-assign]
+    await server.start()
+    try:
+        client = await RemotingClient.connect("127.0.0.1", server.port)
+        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(4)]
+        await asyncio.wait_for(node.service.node._wait_for(lambda: len(started) == 4), 10)
+        conn = next(c for c in server.connections)
+        assert conn.paused
+        replies += [client.request_nowait(H.GET_METADATA_INFO) for _ in range(6)]
+        # A round trip on another connection of the same listener: the six frames were already in the paused
+        # connection's socket buffer (loopback), and were not read.
+        other = await RemotingClient.connect("127.0.0.1", server.port)
+        assert (await other.request(H.GET_CONTROLLER_CONFIG)).code == C.SUCCESS
+        assert len(started) == 4 and conn.in_flight == 4
+        release.set()
+        answers = await asyncio.wait_for(asyncio.gather(*replies), 10)
+        assert [a.code for a in answers] == [C.SUCCESS] * 10 and sorted(started) == list(range(1, 11))
+        assert not conn.paused and conn.in_flight == 0
+        client.close()
+        other.close()
+    finally:
+        await server.stop()
+
+
+async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp_path: Path) -> None:
+    """tools.brokersim's brokers speaking remoting to a 3-node group: they register, elect and fill their
+    SyncStateSet; the controller leader dies and they carry on with the new one (found by 2007 and the next
+    address, as a broker's controller client); then their master dies and the new controller leader elects one
+    from the SyncStateSet, with no acknowledged write lost."""
+    from tests.daemon.demo import FAST  # the short broker timeouts of the process-level failover tests
+    from tools.brokersim.sim import Simulator
+
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    opts = [
+        service_options(
+            tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting, scan_interval_ms=300, first_scan_delay_ms=0
+        )
+        for i in range(3)
+    ]
+    nodes = [build(o) for o in opts]
+    servers = [RemotingServer(n.service, SETTINGS, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
+    changed = asyncio.Event()
+
+    async def until(what: str, predicate: Callable[[], Any], timeout: float) -> Any:
+        """The first truthy predicate(), re-checked at each simulator event (and every 0.1 s: writes are
+        acknowledged without events)."""
+        async with asyncio.timeout(timeout):
+            while not (value := predicate()):
+                changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 0.1)
+        assert value, what
+        return value
+
+    sim = Simulator(
+        list(remoting.values()), 1, 3, FAST, base_port=free_ports(1)[0], on_event=lambda e: changed.set(), remoting=True
+    )
+    for s in servers:
+        await s.start()
+    try:
+        async with running(nodes):
+            leader = await settled(nodes)
+            await sim.start()
+            group = sim.sets["broker-a"]
+
+            def settled_master() -> Any:
+                m = group.master()
+                return m if m is not None and len(m.sync_set) == 3 and len(group.acked) > 0 else None
+
+            old = await until("broker-a settled with 3 in sync", settled_master, 20)
+            assert sim.client.leader == remoting[leader.id]
+            # The controller leader goes; the brokers keep being served, by the new leader.
+            await servers[nodes.index(leader)].stop()
+            await leader.service.stop(transfer=False)
+            rest = [n for n in nodes if n is not leader]
+            await wait_for(rest, lambda: any(n.service.node.is_leader() for n in rest), 20)
+            new_leader = next(n for n in rest if n.service.node.is_leader())
+            acked = len(group.acked)
+            await until(
+                "served by the new controller leader",
+                lambda: sim.client.leader == remoting[new_leader.id] and len(group.acked) > acked + 5,
+                20,
+            )
+            # The broker master dies: the new controller leader's scan elects a master from the SyncStateSet.
+            in_sync, epoch = set(old.sync_set), old.master_epoch
+            old.kill()
+            new = await until(
+                "a new broker master",
+                lambda: (m := group.master()) is not None and m.master_epoch > epoch and m,
+                20,
+            )
+            assert new.id in in_sync and new.id != old.id
+            assert group.lost(new) == []
+            info = await new_leader.ok("POST", "/api/v1/controller/replica-info", json={"brokerName": "broker-a"})
+            assert info["header"]["masterBrokerId"] == new.id
+    finally:
+        await sim.stop()
+        for s in servers:
+            await s.stop()
+
+
+async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_encode_is_still_answered(
+    node: RemotingNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remark quotes 64 characters of a refused value and its length (4.2 MB of NULs quoted in full would not
+    fit a header's 24-bit length: the request was never answered). An answer that cannot be encoded anyway is
+    replaced by SYSTEM_ERROR saying so, never left waiting."""
+    client = await RemotingClient.connect("127.0.0.1", node.server.port, codec.ROCKETMQ)
+    try:
+        bad = "\x00" * 4_200_000
+        r = await client.request(
+            C.APPLY_BROKER_ID,
+            {"clusterName": "c", "brokerName": "b", "appliedBrokerId": bad, "registerCheckCode": "a;1"},
+        )
+        assert (r.code, r.remark) == (
+            C.SYSTEM_ERROR,
+            f"the custom field <appliedBrokerId> is not a Long: {bad[:64]!r}... (4200000 characters)",
+        )
+        answer = node.server.dispatcher.answer
+
+        async def oversized(cmd: codec.RemotingCommand) -> codec.RemotingCommand:
+            return (await answer(cmd)).response(C.SUCCESS, "x" * (codec.MAX_HEADER + 1))
+
+        monkeypatch.setattr(node.server.dispatcher, "answer", oversized)
+        r = await client.request(H.GET_METADATA_INFO)
+        assert r.code == C.SYSTEM_ERROR and r.remark.startswith("the answer could not be encoded: header of ")
+    finally:
+        client.close()
+
+
+async def test_a_client_that_does_not_read_its_answers_stops_being_read(node: RemotingNode) -> None:
+    """Answers piling up unread (the transport's write buffer above its high-water mark) pause reading that
+    connection, so its requests wait in the socket instead of growing the listener's memory; once the client
+    reads again every request is answered."""
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0))
+    await server.start()
+    try:
+        client = await RemotingClient.connect("127.0.0.1", server.port)
+        assert client.transport is not None
+        client.transport.pause_reading()
+        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await asyncio.wait_for(node.service.node._wait_for(lambda: len(server.connections) == 1), 10)
+        (conn,) = server.connections
+        assert conn.transport is not None
+        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        conn.transport.set_write_buffer_limits(high=4096)
+        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+        await asyncio.wait_for(node.service.node._wait_for(lambda: conn.write_blocked and conn.paused), 10)
+        assert not conn.transport.is_reading()
+        # The client reads again, with socket buffers of the usual size.
+        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        client.transport.resume_reading()
+        answers = await asyncio.wait_for(asyncio.gather(*replies), 20)
+        assert {a.code for a in answers} == {C.SUCCESS} and not conn.write_blocked and not conn.paused
+        client.close()
+    finally:
+        await server.stop()

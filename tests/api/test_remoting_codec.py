@@ -14,6 +14,7 @@ from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
 from api.settings import MAX_FRAME_BYTES
+from statemachine import codes as C
 
 # One request per code the controller serves, extFields exactly as the Java header classes name them.
 REQUESTS = {
@@ -65,6 +66,152 @@ REQUESTS = {
 }
 
 
+# The jRaft-internal codes, with the fields of RocketMQ's controller/impl/task/*Request classes. RocketMQ's
+# controller puts them in its raft log and registers no processor for them: on the wire they are unknown codes.
+INTERNAL = {
+    1014: {"clusterName": "c1", "brokerName": "b1", "brokerId": "1"},  # BrokerCloseChannelRequest
+    1015: {"checkTimeMillis": "1700000000000"},  # CheckNotActiveBrokerRequest
+    1016: {"clusterName": "c1", "brokerName": "b1", "brokerId": "1"},  # GetBrokerLiveInfoRequest
+    1017: {"invokeTime": "1700000000000"},  # GetSyncStateDataRequest
+    1018: {  # RaftBrokerHeartBeatEventRequest
+        "clusterNameIdentityInfo": "c1",
+        "brokerNameIdentityInfo": "b1",
+        "brokerIdIdentityInfo": "1",
+        "brokerName": "b1",
+        "brokerAddr": "10.0.0.1:10911",
+        "heartbeatTimeoutMillis": "10000",
+        "brokerId": "1",
+        "lastUpdateTimestamp": "1700000000000",
+        "epoch": "2",
+        "maxOffset": "100",
+        "confirmOffset": "90",
+        "electionPriority": "3",
+    },
+}
+
+# The request header classes field by field: (name, Java type, @CFNotNull), as declared in RocketMQ 5.3
+# (header/controller/**, header/namesrv/BrokerHeartbeatRequestHeader). A primitive long is a Long here.
+JAVA_REQUEST = {
+    904: (
+        ("clusterName", "String", True),
+        ("brokerAddr", "String", True),
+        ("brokerName", "String", True),
+        ("brokerId", "Long", False),
+        ("epoch", "Integer", False),
+        ("maxOffset", "Long", False),
+        ("confirmOffset", "Long", False),
+        ("heartbeatTimeoutMills", "Long", False),
+        ("electionPriority", "Integer", False),
+    ),
+    1001: (
+        ("brokerName", "String", False),
+        ("masterBrokerId", "Long", False),
+        ("masterEpoch", "Integer", False),
+        ("invokeTime", "Long", False),
+    ),
+    1002: (
+        ("clusterName", "String", True),
+        ("brokerName", "String", True),
+        ("brokerId", "Long", True),
+        ("designateElect", "Boolean", True),
+        ("invokeTime", "Long", False),
+    ),
+    1003: (
+        ("clusterName", "String", False),
+        ("brokerName", "String", False),
+        ("brokerId", "Long", False),
+        ("brokerAddress", "String", False),
+        ("invokeTime", "Long", False),
+    ),
+    1004: (("brokerName", "String", False),),
+    1011: (
+        ("clusterName", "String", False),
+        ("brokerName", "String", True),
+        ("brokerControllerIdsToClean", "String", False),
+        ("isCleanLivingBroker", "Boolean", False),
+        ("invokeTime", "Long", False),
+    ),
+    1012: (("clusterName", "String", False), ("brokerName", "String", False)),
+    1013: (
+        ("clusterName", "String", False),
+        ("brokerName", "String", False),
+        ("appliedBrokerId", "Long", False),
+        ("registerCheckCode", "String", False),
+    ),
+}
+
+# The response header classes field by field: (name, Java type), as declared in RocketMQ 5.3
+# (remoting/protocol/header/controller/**). headers.RESPONSE must say exactly this.
+JAVA_RESPONSE = {
+    1001: (("newSyncStateSetEpoch", "Integer"),),  # AlterSyncStateSetResponseHeader (int)
+    1002: (  # ElectMasterResponseHeader
+        ("masterBrokerId", "Long"),
+        ("masterAddress", "String"),
+        ("masterEpoch", "Integer"),
+        ("syncStateSetEpoch", "Integer"),
+    ),
+    1003: (  # RegisterBrokerToControllerResponseHeader
+        ("clusterName", "String"),
+        ("brokerName", "String"),
+        ("masterBrokerId", "Long"),
+        ("masterAddress", "String"),
+        ("masterEpoch", "Integer"),
+        ("syncStateSetEpoch", "Integer"),
+    ),
+    1004: (("masterBrokerId", "Long"), ("masterAddress", "String"), ("masterEpoch", "Integer")),
+    1005: (  # GetMetaDataResponseHeader
+        ("group", "String"),
+        ("controllerLeaderId", "String"),
+        ("controllerLeaderAddress", "String"),
+        ("isLeader", "Boolean"),
+        ("peers", "String"),
+    ),
+    1012: (("clusterName", "String"), ("brokerName", "String"), ("nextBrokerId", "Long")),
+    1013: (("clusterName", "String"), ("brokerName", "String")),  # ApplyBrokerIdResponseHeader
+}
+
+# One response per code that has a header: extFields as makeCustomHeaderToNet renders the Java fields.
+RESPONSES = {
+    1001: {"newSyncStateSetEpoch": "3"},
+    1002: {"masterBrokerId": "1", "masterAddress": "10.0.0.1:10911", "masterEpoch": "2", "syncStateSetEpoch": "3"},
+    1003: {
+        "clusterName": "c1",
+        "brokerName": "b1",
+        "masterBrokerId": "1",
+        "masterAddress": "10.0.0.1:10911",
+        "masterEpoch": "2",
+        "syncStateSetEpoch": "3",
+    },
+    1004: {"masterBrokerId": "1", "masterAddress": "10.0.0.1:10911", "masterEpoch": "2"},
+    1005: {
+        "group": "jRaft-Controller",
+        "controllerLeaderId": "10.0.0.1:9880",
+        "controllerLeaderAddress": "10.0.0.1:9770",
+        "isLeader": "true",
+        "peers": "10.0.0.1:9770;10.0.0.2:9770;10.0.0.3:9770;",
+    },
+    1012: {"clusterName": "c1", "brokerName": "b1", "nextBrokerId": "2"},
+    1013: {"clusterName": "c1", "brokerName": "b1"},
+}
+
+
+def golden_json(code: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str], body: bytes) -> bytes:
+    """fastjson's sorted rendering of RemotingCommand (remark left out when null), type 0 in the high byte."""
+    doc: dict[str, object] = {
+        "code": code,
+        "extFields": ext,
+        "flag": flag,
+        "language": "JAVA",
+        "opaque": opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": codec.VERSION,
+    }
+    if remark is not None:
+        doc["remark"] = remark
+    header = json.dumps(doc, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 def golden_rocketmq(code: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str], body: bytes) -> bytes:
     """RocketMQSerializable's layout, written out field by field (independent of the codec)."""
     header = struct.pack(">hbhii", code, 0, codec.VERSION, opaque, flag)
@@ -105,18 +252,7 @@ def test_golden_request_frames_both_serializations(code: int) -> None:
     cmd = RemotingCommand(code, 42, 0, None, dict(ext), body or None, serialize_type=codec.ROCKETMQ)
     assert codec.encode(cmd) == want
     assert codec.decode(FrameDecoder().feed(want)[0]) == cmd
-    # JSON: fastjson's sorted rendering of RemotingCommand, type 0 in the high byte.
-    doc = {
-        "code": code,
-        "extFields": ext,
-        "flag": 0,
-        "language": "JAVA",
-        "opaque": 42,
-        "serializeTypeCurrentRPC": "JSON",
-        "version": codec.VERSION,
-    }
-    header = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
-    want_json = struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+    want_json = golden_json(code, 42, 0, None, ext, body)
     jcmd = RemotingCommand(code, 42, 0, None, dict(ext), body or None)
     assert codec.encode(jcmd) == want_json
     assert codec.decode(FrameDecoder().feed(want_json)[0]) == jcmd
@@ -124,6 +260,64 @@ def test_golden_request_frames_both_serializations(code: int) -> None:
     if code in H.REQUEST:
         assert set(ext) <= {name for name, _, _ in H.REQUEST[code]}
         H.parse(H.REQUEST[code], ext, H.DEFAULTS.get(code))
+
+
+@pytest.mark.parametrize("code", sorted(INTERNAL))
+def test_golden_frames_of_the_jraft_internal_codes(code: int) -> None:
+    """1014-1018 frames with their Java request classes' fields, both serializations; the listener has no
+    handler for them (test_remoting answers these very frames 3 REQUEST_CODE_NOT_SUPPORTED)."""
+    ext = INTERNAL[code]
+    for stype, golden in ((codec.ROCKETMQ, golden_rocketmq), (codec.JSON, golden_json)):
+        want = golden(code, 42, 0, None, ext, b"")
+        cmd = RemotingCommand(code, 42, 0, None, dict(ext), serialize_type=stype)
+        assert codec.encode(cmd) == want
+        assert codec.decode(FrameDecoder().feed(want)[0]) == cmd
+    assert code not in H.REQUEST
+
+
+def test_request_headers_are_the_java_classes_fields() -> None:
+    """Names, types and @CFNotNull as Java declares them; required beyond that only where STRICTER says so."""
+    java = {
+        code: tuple((n, t, req or n in H.STRICTER.get(code, ())) for n, t, req in f) for code, f in JAVA_REQUEST.items()
+    }
+    assert H.REQUEST == java
+    assert all(not any(req for n, _, req in JAVA_REQUEST[code] if n in names) for code, names in H.STRICTER.items())
+    for code, ext in REQUESTS.items():  # the golden frames carry every field of their class
+        assert set(ext) == {n for n, _, _ in JAVA_REQUEST.get(code, ())}, code
+
+
+def test_response_headers_are_the_java_classes_fields() -> None:
+    assert {code: tuple((n, t) for n, t, _ in schema) for code, schema in H.RESPONSE.items()} == JAVA_RESPONSE
+    assert H.NOT_LEADER == (("controllerLeaderId", "String", False), ("controllerLeaderAddress", "String", False))
+
+
+@pytest.mark.parametrize("code", sorted(RESPONSES))
+def test_golden_response_frames_both_serializations(code: int) -> None:
+    """A response header rendered from the typed fields (to_ext, as makeCustomHeaderToNet: toString of each
+    field), byte for byte in both serializations, and typed back by a client as the Java class declares."""
+    ext = RESPONSES[code]
+    typed = H.typed(H.RESPONSE[code], ext)
+    assert H.to_ext(typed) == ext
+    assert set(typed) == {name for name, _ in JAVA_RESPONSE[code]}
+    body = b'{"syncStateSet":[1],"syncStateSetEpoch":3}' if code in (1001, 1003, 1004) else b""
+    for stype, golden in ((codec.ROCKETMQ, golden_rocketmq), (codec.JSON, golden_json)):
+        req = RemotingCommand(code, 77, 0, serialize_type=stype)
+        resp = req.response(C.SUCCESS, None, H.to_ext(typed), body or None)
+        want = golden(C.SUCCESS, 77, codec.RESPONSE_FLAG, None, ext, body)
+        assert codec.encode(resp) == want
+        assert codec.decode(FrameDecoder().feed(want)[0]) == resp
+
+
+def test_golden_not_leader_and_not_supported_answers() -> None:
+    """2007 with the leader named (RocketMQ's remark) and 3 for an unknown code, as the listener writes them."""
+    ext = {"controllerLeaderId": "10.0.0.1:9880", "controllerLeaderAddress": "10.0.0.1:9770"}
+    for stype, golden in ((codec.ROCKETMQ, golden_rocketmq), (codec.JSON, golden_json)):
+        req = RemotingCommand(1012, 5, 0, serialize_type=stype)
+        resp = req.response(C.CONTROLLER_NOT_LEADER, "The controller is not in leader state", ext)
+        want = golden(2007, 5, 1, "The controller is not in leader state", ext, b"")
+        assert codec.encode(resp) == want
+        resp = req.response(C.REQUEST_CODE_NOT_SUPPORTED, " request type 1014 not supported")
+        assert codec.encode(resp) == golden(3, 5, 1, " request type 1014 not supported", {}, b"")
 
 
 def test_golden_response_with_remark_and_oneway_flags() -> None:
@@ -179,6 +373,10 @@ def test_bad_lengths_break_the_stream(prefix: bytes, why: str) -> None:
     [
         (0, b"not json", "not valid JSON"),
         (0, b"[1]", "must be an object"),
+        (0, b'{"code":1,"extFields":{"brokerName":"b\\ud800"}}', "extFields\\['brokerName'\\] holds a lone surrogate"),
+        (0, b'{"code":1,"remark":"\\udfff"}', "remark holds a lone surrogate"),
+        (0, b"[" * 100_000, "not valid JSON: nested too deeply"),
+        (0, b'{"code":1,"extFields":' + b'{"a":' * 50_000 + b"1" + b"}" * 50_001, "nested too deeply"),
         (0, b'{"opaque":3}', "'code' must be a 32-bit integer"),
         (0, b'{"code":1,"extFields":{"a":[1]}}', "extFields\\['a'\\]"),
         (1, b"\x00\x01", "shorter than its fixed"),

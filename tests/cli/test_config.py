@@ -602,3 +602,11 @@ def test_the_shipped_3_node_samples_validate_and_pair_up() -> None:
     assert [c.server_id for c in cfgs] == list(cfgs[0].init_conf)
     assert all(c.init_conf == cfgs[0].init_conf and c.rpc_addrs == cfgs[0].rpc_addrs for c in cfgs)
     assert all(c.admin_token and c.cluster_secret for c in cfgs)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_sample_configs_parse_without_a_warning_remoting_on_rpc_addr_http_on_controller_http_addr(n: int) -> None:
+    path = Path(__file__).resolve().parents[2] / "conf" / "jraft" / f"controller-n{n}.conf"
+    cfg, warnings = load_config(str(path))
+    assert warnings == []
+    assert remoting_address(cfg) == (f"10.0.0.{n}", 9770) and http_address(cfg) == (f"10.0.0.{n}", 8080)

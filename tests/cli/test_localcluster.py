@@ -266,6 +266,11 @@ def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(
                 0
             ]
         )
+        # They speak RocketMQ remoting to the jRaftControllerRPCAddr entries, as real brokers.
+        with open(f"/proc/{sim_pid}/cmdline", "rb") as f:
+            argv = f.read().decode().split("\0")
+        remotings = [line.split("remoting ")[1].split()[0] for line in lines if " pid " in line and "remoting " in line]
+        assert "--remoting" in argv and argv[argv.index("-a") + 1] == ",".join(remotings), argv
         stop(proc, signal.SIGINT)
     assert proc.returncode == 0
     assert gone(sim_pid)

@@ -101,6 +101,20 @@ def test_broker_registration_flow_on_the_leader_and_2007_from_followers(cluster:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["header"]["controllerLeaderId"] == cluster.rafts[leader]
     assert f"{cluster.remotings[followers[0]]} is a RocketMQ remoting address" in out.stderr
+    # Discovery: every member's remoting address (its jRaftControllerRPCAddr entry) in the raft status and in
+    # rmqctl raft peers.
+    remoting = dict(zip(cluster.rafts, cluster.remotings, strict=True))
+    status = httpx.get(cluster.url(followers[1], "/api/v1/raft/status"), timeout=5).json()["body"]
+    assert {p["id"]: p["remotingAddress"] for p in status["peers"]} == remoting
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.rmqctl", "-o", "json", "-a", cluster.https[leader], "raft", "peers"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert {p["id"]: p["remotingAddress"] for p in json.loads(out.stdout)["body"]["peers"]} == remoting
 
 
 def test_sigterm_hands_leadership_over_and_exits_0(cluster: ControllerdCluster) -> None:

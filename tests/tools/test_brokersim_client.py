@@ -1,13 +1,17 @@
-"""The simulated brokers' client (tools/brokersim/client.py) follows the leader: a 2007 naming the leader
+"""The simulated brokers' clients (tools/brokersim/client.py, HTTP and remoting) follow the leader: a 2007 naming the leader
 is followed at once and remembered, a dead node is skipped, and a request no node serves answers None with
 the reason (a broker never exits on an unreachable controller)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
-from tools.brokersim.client import AsyncControllerClient
+from api.remoting import codec
+from raft.testing.cluster import free_ports
+from tools.brokersim.client import AsyncControllerClient, RemotingControllerClient
 
 pytestmark = pytest.mark.anyio
 
@@ -56,3 +60,55 @@ async def test_no_node_serving_answers_none_with_the_reason() -> None:
         assert client.last_problem.startswith(f"{A}: HTTP 503")
     finally:
         await client.aclose()
+
+
+async def test_the_remoting_client_follows_a_2007_skips_a_dead_node_and_sends_java_fields() -> None:
+    """The same leader following over RocketMQ remoting: a request is a RemotingCommand with the Java header's
+    fields, a 2007 naming the leader is followed at once, a refused connection moves on."""
+    got: list[tuple[str, codec.RemotingCommand]] = []
+    servers = []
+    leader_port = [0]
+
+    def serve(name: str) -> object:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            decoder = codec.FrameDecoder()
+            while data := await reader.read(65536):
+                for frame in decoder.feed(data):
+                    req = codec.decode(frame)
+                    got.append((name, req))
+                    if name == "leader":
+                        resp = req.response(
+                            0, None, {"masterBrokerId": "1"}, b'{"syncStateSet":[1],"syncStateSetEpoch":1}'
+                        )
+                    else:
+                        named = {"controllerLeaderAddress": f"127.0.0.1:{leader_port[0]}"}
+                        resp = req.response(2007, "The controller is not in leader state", named)
+                    writer.write(codec.encode(resp))
+            writer.close()
+
+        return handle
+
+    for name in ("follower", "leader"):
+        servers.append(await asyncio.start_server(serve(name), "127.0.0.1", 0))
+    follower, leader = (f"127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers)
+    leader_port[0] = servers[1].sockets[0].getsockname()[1]
+    dead = f"127.0.0.1:{free_ports(1)[0]}"
+    client = RemotingControllerClient([dead, follower, leader])
+    try:
+        reply = await client.send(("replica-info", {"brokerName": "b"}))
+        assert reply is not None and reply.node == leader and client.leader == leader
+        assert reply.header == {"masterBrokerId": 1, "masterAddress": None, "masterEpoch": None}
+        assert reply.body == {"syncStateSet": [1], "syncStateSetEpoch": 1}
+        assert [(n, r.code, r.ext_fields) for n, r in got] == [
+            ("follower", 1004, {"brokerName": "b"}),
+            ("leader", 1004, {"brokerName": "b"}),
+        ]
+        got.clear()
+        await client.send(("elect-master", {"clusterName": "c", "brokerName": "b", "brokerId": 2}))
+        assert [(n, r.code, r.ext_fields) for n, r in got] == [
+            ("leader", 1002, {"clusterName": "c", "brokerName": "b", "brokerId": "2", "designateElect": "false"})
+        ]
+    finally:
+        await client.aclose()
+        for s in servers:
+            s.close()

@@ -148,6 +148,11 @@ async def _main(sim: Simulator, duration: float | None, chaos: float | None, rep
 )
 @click.option("--token", envvar="RMQCTL_TOKEN", default=None, help="Admin token, if the controller has one.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
+@click.option(
+    "--remoting",
+    is_flag=True,
+    help="The addresses are jRaftControllerRPCAddr entries: speak RocketMQ remoting, as a real broker does.",
+)
 def main(
     addresses: str,
     groups: int,
@@ -164,6 +169,7 @@ def main(
     report_every: float,
     token: str | None,
     as_json: bool,
+    remoting: bool,
 ) -> None:
     """Simulated RocketMQ broker replica groups (controller mode) against a running controller."""
     cfg = SimConfig(
@@ -183,6 +189,7 @@ def main(
         base_port=base_port,
         token=token,
         on_event=_printer(as_json),
+        remoting=remoting,
     )
     asyncio.run(_main(sim, duration, chaos, report_every))
 

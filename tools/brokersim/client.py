@@ -1,4 +1,6 @@
-"""The simulated brokers' HTTP client: httpx's AsyncClient, following the leader as rmqctl's client does.
+"""The simulated brokers' clients, following the leader as rmqctl's client does: over the HTTP API
+(`AsyncControllerClient`, httpx's AsyncClient) or, as a real broker, over RocketMQ remoting to the
+jRaftControllerRPCAddr entries (`RemotingControllerClient`: one connection per node, many requests in flight).
 
 A request goes to the last node that served one (the leader, usually); a 2007 names the leader and the request
 is sent there at once; a refused connection, a timeout or a 503 moves on to the next address; after a round
@@ -8,6 +10,7 @@ exits on an unreachable controller: `post` answers None and the broker tries aga
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import time
 from collections.abc import Sequence
@@ -15,36 +18,30 @@ from typing import Any
 
 import httpx
 
+from api.remoting.client import RemotingClient, broker_request, envelope
 from cli.rmqctl.brokerproto import API, Step
 from cli.rmqctl.client import NOT_LEADER, Reply
+from statemachine import codes as C
 
 
-class AsyncControllerClient:
-    def __init__(
-        self,
-        addresses: Sequence[str],
-        timeout_s: float = 2.0,
-        token: str | None = None,
-        max_connections: int = 64,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
+class LeaderFollowingClient(abc.ABC):
+    """The leader-following loop both clients share; `_attempt` is one exchange with one node."""
+
+    def __init__(self, addresses: Sequence[str], timeout_s: float) -> None:
         if not addresses:
             raise ValueError("no controller address")
         self.addresses = [a.rpartition("://")[2] for a in addresses]
         self.timeout_s = timeout_s
         self.leader: str | None = None  # host:port of the node that served the last request
         self.last_problem = ""  # why the last request that no node served was not served
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
-            headers=headers,
-            limits=limits,
-            transport=transport,
-        )
 
+    @abc.abstractmethod
+    async def _attempt(self, node: str, path: str, body: Any) -> Reply | str:
+        """The node's answer as the HTTP API's envelope, or why there is none."""
+
+    @abc.abstractmethod
     async def aclose(self) -> None:
-        await self._http.aclose()
+        """Close every connection."""
 
     async def send(self, step: Step) -> Reply | None:
         path, body = step
@@ -82,6 +79,31 @@ class AsyncControllerClient:
         self.last_problem = problem
         return None
 
+
+class AsyncControllerClient(LeaderFollowingClient):
+    """Over the HTTP API (controllerHttpAddr)."""
+
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        timeout_s: float = 2.0,
+        token: str | None = None,
+        max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(addresses, timeout_s)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 1.0)),
+            headers=headers,
+            limits=limits,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
     async def _attempt(self, node: str, path: str, body: Any) -> Reply | str:
         """The answer of an HTTP 200, or why there is none."""
         try:
@@ -95,3 +117,42 @@ class AsyncControllerClient:
             return Reply.of(node, response.json())
         except ValueError:
             return f"{node}: an answer that is not JSON"
+
+
+class RemotingControllerClient(LeaderFollowingClient):
+    """Over RocketMQ remoting (jRaftControllerRPCAddr), as a real broker: each request a RemotingCommand with
+    the Java header's fields (api.remoting.client.broker_request), on one connection per controller node shared
+    by every simulated broker; a connection that fails or times out is closed and opened again when needed."""
+
+    def __init__(self, addresses: Sequence[str], timeout_s: float = 2.0) -> None:
+        super().__init__(addresses, timeout_s)
+        self._conns: dict[str, RemotingClient] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def aclose(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    async def _connection(self, node: str) -> RemotingClient:
+        async with self._locks.setdefault(node, asyncio.Lock()):
+            conn = self._conns.get(node)
+            if conn is None or conn.closed.done():
+                host, _, port = node.rpartition(":")
+                connect = RemotingClient.connect(host.strip("[]"), int(port))
+                conn = self._conns[node] = await asyncio.wait_for(connect, min(self.timeout_s, 1.0))
+            return conn
+
+    async def _attempt(self, node: str, path: str, body: Any) -> Reply | str:
+        code, ext, payload = broker_request(path.removeprefix(f"{API}/"), body)
+        try:
+            conn = await self._connection(node)
+            answer = await conn.request(code, ext, payload, timeout=self.timeout_s)
+        except (OSError, TimeoutError) as e:  # ConnectionError is an OSError
+            dropped = self._conns.pop(node, None)
+            if dropped is not None:
+                dropped.close()
+            return f"{node}: {type(e).__name__}"
+        if answer.code == C.SYSTEM_ERROR:  # not committed in time, or a refusal (HTTP's 503 and 422): move on
+            return f"{node}: SYSTEM_ERROR {answer.remark}"
+        return Reply(node, envelope(code, answer))

@@ -38,7 +38,7 @@ from cli.rmqctl import Failed
 from cli.rmqctl import brokerproto as proto
 from cli.rmqctl.client import Reply
 from statemachine import codes as C
-from tools.brokersim.client import AsyncControllerClient
+from tools.brokersim.client import AsyncControllerClient, LeaderFollowingClient, RemotingControllerClient
 from tools.brokersim.store import CommitLog, Identity, consistent_offset, load_identity, save_identity
 
 
@@ -466,15 +466,20 @@ class Simulator:
     token: str | None = None
     on_event: Callable[[dict[str, Any]], None] | None = None
     transport: httpx.AsyncBaseTransport | None = None  # tests: an in-process controller (httpx.ASGITransport)
+    remoting: bool = False  # the addresses are jRaftControllerRPCAddr entries: speak RocketMQ remoting
 
     def __post_init__(self) -> None:
-        self.client = AsyncControllerClient(
-            self.addresses,
-            self.cfg.request_timeout_s,
-            self.token,
-            max_connections=min(256, 8 + 2 * self.groups * self.replicas),
-            transport=self.transport,
-        )
+        self.client: LeaderFollowingClient
+        if self.remoting:
+            self.client = RemotingControllerClient(self.addresses, self.cfg.request_timeout_s)
+        else:
+            self.client = AsyncControllerClient(
+                self.addresses,
+                self.cfg.request_timeout_s,
+                self.token,
+                max_connections=min(256, 8 + 2 * self.groups * self.replicas),
+                transport=self.transport,
+            )
         self.sets: dict[str, BrokerGroup] = {}
         for g in range(self.groups):
             name = f"broker-{_letters(g)}"
