@@ -1,7 +1,7 @@
 """`rmqctl broker run`: play one RocketMQ 5 broker against the controller, at human speed.
 
-A real broker speaks RocketMQ's remoting protocol, which this controller does not serve yet (issue 17);
-this verb sends what a broker sends, over the HTTP API, so that registration, heartbeats, master election
+A real broker speaks RocketMQ's remoting protocol (docs/remoting.md); this verb sends what a broker sends,
+over the HTTP API (the same requests and answers), so that registration, heartbeats, master election
 and failover can be tried by hand (the README's quickstart) without racing the 10 s heartbeat timeout:
 
 1. register: `next-broker-id` + `apply-broker-id` (or, with `--id`, `register-broker` at once and apply the
