@@ -75,6 +75,17 @@ class LocalNode:
     def returncode(self) -> int | None:
         return self.proc.returncode if self.proc is not None else None
 
+    @property
+    def how(self) -> str:
+        """How the process ended, for messages: `exit 1`, or `killed by SIGKILL` (`kill -9`), not `exit -9`."""
+        code = self.returncode
+        if code is not None and code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit {code}"
+
 
 def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> list[LocalNode]:
     data = os.path.abspath(data)
@@ -160,8 +171,7 @@ def last_errors(node: LocalNode, limit: int = ERROR_LINES) -> list[str]:
 
 def report_exit(node: LocalNode, what: str) -> None:
     """`what` about a node that exited, with the last error lines of its log, on stderr."""
-    code = node.returncode
-    click.echo(f"{node.name} {what} (exit {code}); its last log lines ({node.log}):", err=True)
+    click.echo(f"{node.name} {what} ({node.how}); its last log lines ({node.log}):", err=True)
     for line in last_errors(node):
         click.echo(f"    {line}", err=True)
 
@@ -344,8 +354,8 @@ class Supervisor:
                     return False, [f"{name} is not running"]
                 if node.running:
                     stop(node)
-                    lines.append(f"{name} stopped (exit {node.returncode})")
-                    click.echo(f"{name} stopped on request (exit {node.returncode})")
+                    lines.append(f"{name} stopped ({node.how})")
+                    click.echo(f"{name} stopped on request ({node.how})")
             if verb in ("start", "restart"):
                 if node.running:
                     return False, [f"{name} is already running (pid {node.pid})"]
@@ -424,7 +434,7 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
         if leader is None:
             dead = [x for x in nodes if x.proc is not None and x.proc.poll() is not None]
             why = (
-                f"stopped: {', '.join(f'{x.name} (exit {x.returncode})' for x in dead)}"
+                f"stopped: {', '.join(f'{x.name} ({x.how})' for x in dead)}"
                 if dead
                 else f"not ready within {READY_WAIT_S:g}s"
             )

@@ -95,8 +95,13 @@ def read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60) ->
         lines.append(line.rstrip("\n"))
         if marker in line:
             return lines
-    proc.kill()
-    raise AssertionError(f"no {marker!r} from the supervisor: {lines} {proc.stderr.read() if proc.stderr else ''}")
+    proc.terminate()  # the supervisor stops its nodes (a kill would leave them running)
+    try:
+        err = proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        err = ""
+    raise AssertionError(f"no {marker!r} from the supervisor: {lines} {err}")
 
 
 def node_pid(lines: list[str]) -> int:
@@ -110,6 +115,20 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def cleanup(proc: subprocess.Popen[str], *pids: int) -> None:
+    """However a test ended: stop the supervisor (SIGTERM stops its nodes), and kill any node a failed test left
+    behind (a supervisor that died of a signal cannot stop its nodes: they run in their own sessions)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    for pid in pids:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def control(data: str, *verb: str) -> subprocess.CompletedProcess[str]:
@@ -131,6 +150,7 @@ async def metadata(address: str) -> dict[str, str]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored(data: str, sig: int) -> None:
     proc = supervisor(data, ignore_sigint=True)
+    pid = 0
     try:
         lines = read_until(proc, "Ctrl-C stops the cluster.")
         pid = node_pid(lines)
@@ -146,8 +166,7 @@ def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored
         os.killpg(proc.pid, sig)  # `kill -INT -PGID`, or the terminal hanging up
         out, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        cleanup(proc, *([pid] if pid else []))
     assert proc.returncode == 0, err
     assert out.rstrip().endswith("stopped.")
     assert f"{signal.Signals(sig).name}: stopping the cluster" in err
@@ -184,8 +203,7 @@ def test_one_node_is_stopped_started_and_restarted_through_the_control_socket(da
         os.killpg(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        cleanup(proc)
     assert proc.returncode == 0
     late = control(data, "status")
     assert late.returncode == 1 and "no local cluster is running on" in late.stderr
@@ -224,6 +242,16 @@ def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
     assert last_errors(LocalNode("n1", "r", "h", "c", str(log), "d"), limit=1) == ["warning: slow disk"]
 
 
+def test_a_node_killed_by_a_signal_is_reported_as_such_not_as_a_negative_exit_code(tmp_path: Path) -> None:
+    node = LocalNode("n1", "r", "h", "c", str(tmp_path / "n1.log"), "d")
+    node.proc = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    node.proc.wait(timeout=30)
+    assert node.how == "killed by SIGKILL"  # `kill -9 <pid>`, the README's crash; not "exit -9"
+    node.proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
+    node.proc.wait(timeout=30)
+    assert node.how == "exit 2"
+
+
 def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(data: str) -> None:
     proc = supervisor(data, brokers=True)
     try:
@@ -255,8 +283,7 @@ def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        cleanup(proc)
     assert proc.returncode == 0
     assert gone(sim_pid)
     assert "registered as id" in open(log).read()
