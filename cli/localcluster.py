@@ -176,6 +176,25 @@ def report_exit(node: LocalNode, what: str) -> None:
         click.echo(f"    {line}", err=True)
 
 
+def ports_in_use(nodes: list[LocalNode]) -> list[str]:
+    """Every address a node would listen on that something already holds (`n1 HTTP 127.0.0.1:9770: Address
+    already in use`). Checked before any node starts: another local cluster on the same ports (a second `make
+    run` with another --data) would answer /readyz in our nodes' place, and the run would look ready."""
+    taken = []
+    for node in nodes:
+        for what, address in (("raft", node.raft), ("HTTP", node.http), ("remoting", node.remoting)):
+            if not address:
+                continue
+            host, port = address.rsplit(":", 1)
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+                try:
+                    probe.bind((host, int(port)))
+                except OSError as e:
+                    taken.append(f"{node.name} {what} {address}: {e.strerror}")
+    return taken
+
+
 def _ready(client: httpx.Client, node: LocalNode) -> bool:
     try:
         return client.get(f"http://{node.http}/readyz").status_code == 200
@@ -428,6 +447,15 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     try:
+        taken = ports_in_use(nodes)
+        if taken:
+            click.echo(
+                "the cluster did not start: its ports are in use (another local cluster, or another program):\n"
+                + "".join(f"    {t}\n" for t in taken)
+                + "pick others: --http-port and --raft-port (make run RUN_ARGS='--http-port 19770 --raft-port 19880')",
+                err=True,
+            )
+            raise SystemExit(1)
         for node in nodes:
             start(node)
         leader = wait_ready(nodes, READY_WAIT_S)

@@ -24,6 +24,7 @@ import pytest
 from api.remoting.client import RemotingClient
 from api.remoting.headers import GET_METADATA_INFO
 from cli.localcluster import REMOTING_OFFSET, LocalNode, last_errors, socket_path
+from raft.storage.dirlock import DataDirLock
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
 
@@ -210,18 +211,35 @@ def test_one_node_is_stopped_started_and_restarted_through_the_control_socket(da
 
 
 def test_a_node_that_cannot_start_has_its_last_error_lines_printed(data: str) -> None:
+    held = DataDirLock(os.path.join(data, "n1"))  # as if another controllerd used n1's data directory
+    try:
+        proc = supervisor(data)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        held.release()
+    assert proc.returncode == 1
+    assert "the cluster did not start (stopped: n1 (exit 1))" in err
+    assert f"n1 exited (exit 1); its last log lines ({data}/logs/n1.log):" in err
+    assert f"is locked by process {os.getpid()}" in err.split("its last log lines", 1)[1]
+
+
+def test_ports_in_use_are_named_before_any_node_starts(data: str) -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
-    taken.listen()
+    taken.listen()  # e.g. another `make run` on other data: it would answer /readyz in n1's place
     try:
-        proc = supervisor(data, http_port=taken.getsockname()[1])
+        port = taken.getsockname()[1]
+        proc = supervisor(data, http_port=port)
         out, err = proc.communicate(timeout=60)
     finally:
         taken.close()
     assert proc.returncode == 1
-    assert "the cluster did not start (stopped: n1 (exit 1))" in err
-    assert f"n1 exited (exit 1); its last log lines ({data}/logs/n1.log):" in err
-    assert "Address already in use" in err.split("its last log lines", 1)[1]
+    assert out == ""  # never "is running"
+    assert err.startswith(
+        "the cluster did not start: its ports are in use (another local cluster, or another program):"
+    )
+    assert f"    n1 HTTP 127.0.0.1:{port}: Address already in use\n" in err
+    assert not os.path.exists(os.path.join(data, "logs", "n1.log"))  # no node was started
 
 
 def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
