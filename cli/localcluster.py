@@ -452,7 +452,7 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
             click.echo(
                 "the cluster did not start: its ports are in use (another local cluster, or another program):\n"
                 + "".join(f"    {t}\n" for t in taken)
-                + "pick others: --http-port and --raft-port (make run RUN_ARGS='--http-port 19770 --raft-port 19880')",
+                + "pick others with --http-port and --raft-port (make run RUN_ARGS='--http-port P --raft-port Q')",
                 err=True,
             )
             raise SystemExit(1)
