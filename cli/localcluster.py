@@ -9,7 +9,8 @@ remoting port - 1000) is the HTTP port, as in an operator's RocketMQ controller.
 The supervisor prints each node's PID, addresses and data directory. Ctrl-C, SIGTERM or SIGHUP stops every
 node with SIGTERM (leader transfer, flush) and waits for them; SIGINT and SIGHUP are handled explicitly, so
 that a cluster started in the background of a non-interactive script (which starts with SIGINT ignored)
-still stops on `kill -INT`. A node that fails has the last error lines of its log printed.
+still stops on `kill -INT`. Every port is checked before any node starts (one in use is named, nothing
+starts); a node that fails has the last error lines of its log printed.
 
 Beside the nodes it runs simulated broker groups (`python -m tools.brokersim`, `--broker-groups`, off with
 `--no-brokers`) so that the status page (/ui/ on every node) shows brokers registering and heartbeating.
