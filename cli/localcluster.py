@@ -9,7 +9,8 @@ remoting port - 1000) is the HTTP port, as in an operator's RocketMQ controller.
 The supervisor prints each node's PID, addresses and data directory. Ctrl-C, SIGTERM or SIGHUP stops every
 node with SIGTERM (leader transfer, flush) and waits for them; SIGINT and SIGHUP are handled explicitly, so
 that a cluster started in the background of a non-interactive script (which starts with SIGINT ignored)
-still stops on `kill -INT`. A node that fails has the last error lines of its log printed.
+still stops on `kill -INT`. Every port is checked before any node starts (one in use is named, nothing
+starts); a node that fails has the last error lines of its log printed.
 
 Beside the nodes it runs simulated broker groups (`python -m tools.brokersim --remoting`, `--broker-groups`,
 off with `--no-brokers`), speaking RocketMQ remoting to the jRaftControllerRPCAddr entries as real brokers do,
@@ -75,6 +76,17 @@ class LocalNode:
     @property
     def returncode(self) -> int | None:
         return self.proc.returncode if self.proc is not None else None
+
+    @property
+    def how(self) -> str:
+        """How the process ended, for messages: `exit 1`, or `killed by SIGKILL` (`kill -9`), not `exit -9`."""
+        code = self.returncode
+        if code is not None and code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit {code}"
 
 
 def write_configs(data: str, n: int, raft_port: int, http_port: int, election_ms: int) -> list[LocalNode]:
@@ -161,10 +173,28 @@ def last_errors(node: LocalNode, limit: int = ERROR_LINES) -> list[str]:
 
 def report_exit(node: LocalNode, what: str) -> None:
     """`what` about a node that exited, with the last error lines of its log, on stderr."""
-    code = node.returncode
-    click.echo(f"{node.name} {what} (exit {code}); its last log lines ({node.log}):", err=True)
+    click.echo(f"{node.name} {what} ({node.how}); its last log lines ({node.log}):", err=True)
     for line in last_errors(node):
         click.echo(f"    {line}", err=True)
+
+
+def ports_in_use(nodes: list[LocalNode]) -> list[str]:
+    """Every address a node would listen on that something already holds (`n1 HTTP 127.0.0.1:9770: Address
+    already in use`). Checked before any node starts: another local cluster on the same ports (a second `make
+    run` with another --data) would answer /readyz in our nodes' place, and the run would look ready."""
+    taken = []
+    for node in nodes:
+        for what, address in (("raft", node.raft), ("HTTP", node.http), ("remoting", node.remoting)):
+            if not address:
+                continue
+            host, port = address.rsplit(":", 1)
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+                try:
+                    probe.bind((host, int(port)))
+                except OSError as e:
+                    taken.append(f"{node.name} {what} {address}: {e.strerror}")
+    return taken
 
 
 def _ready(client: httpx.Client, node: LocalNode) -> bool:
@@ -361,8 +391,8 @@ class Supervisor:
                     return False, [f"{name} is not running"]
                 if node.running:
                     stop(node)
-                    lines.append(f"{name} stopped (exit {node.returncode})")
-                    click.echo(f"{name} stopped on request (exit {node.returncode})")
+                    lines.append(f"{name} stopped ({node.how})")
+                    click.echo(f"{name} stopped on request ({node.how})")
             if verb in ("start", "restart"):
                 if node.running:
                     return False, [f"{name} is already running (pid {node.pid})"]
@@ -435,13 +465,22 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     try:
+        taken = ports_in_use(nodes)
+        if taken:
+            click.echo(
+                "the cluster did not start: its ports are in use (another local cluster, or another program):\n"
+                + "".join(f"    {t}\n" for t in taken)
+                + "pick others with --http-port and --raft-port (make run RUN_ARGS='--http-port P --raft-port Q')",
+                err=True,
+            )
+            raise SystemExit(1)
         for node in nodes:
             start(node)
         leader = wait_ready(nodes, READY_WAIT_S)
         if leader is None:
             dead = [x for x in nodes if x.proc is not None and x.proc.poll() is not None]
             why = (
-                f"stopped: {', '.join(f'{x.name} (exit {x.returncode})' for x in dead)}"
+                f"stopped: {', '.join(f'{x.name} ({x.how})' for x in dead)}"
                 if dead
                 else f"not ready within {READY_WAIT_S:g}s"
             )

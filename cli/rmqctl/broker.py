@@ -27,6 +27,7 @@ from typing import Any
 
 import click
 
+from cli.rmqctl import Unreachable
 from cli.rmqctl import brokerproto as proto
 from cli.rmqctl.client import ControllerClient, Reply
 from cli.rmqctl.online import Conn, connection_options
@@ -42,6 +43,7 @@ class PlayedBroker:
         self.id: int | None = None
         self.master: tuple[Any, Any] | None = None  # (masterBrokerId, masterEpoch) last seen
         self.repeated: dict[str, str] = {}  # event -> its last message, for the events said once while they repeat
+        self.unreachable = False  # the last round found no controller that could answer
 
     def say(self, event: str, message: str, *, once: bool = False, **fields: Any) -> None:
         """One event line; with `once`, not again while the same event repeats with the same message (a
@@ -61,7 +63,14 @@ class PlayedBroker:
 
     def post(self, step: proto.Step) -> Reply:
         path, body = step
-        return self.c.post(f"{proto.API}/{path}", body)
+        return self.send(f"{proto.API}/{path}", body)
+
+    def send(self, path: str, body: Any) -> Reply:
+        reply = self.c.post(path, body)
+        if self.unreachable:  # the first answer after an unreachable round
+            self.unreachable = False
+            self.say("reachable", "the controller answers again")
+        return reply
 
     def register(self, broker_id: int | None) -> None:
         code = proto.check_code(self.address, int(time.time() * 1000))
@@ -79,6 +88,16 @@ class PlayedBroker:
             address=self.address,
             masterBrokerId=master,
         )
+
+    def heartbeat_round(self) -> None:
+        """`round`, through a controller group that cannot answer (a lost majority, every node down): as a
+        broker, it keeps heartbeating and says so once, then once when the controller answers again."""
+        try:
+            self.round()
+        except Unreachable as e:
+            if not self.unreachable:
+                self.say("unreachable", f"the controller did not answer, still heartbeating ({e})", error=str(e))
+            self.unreachable = True
 
     def round(self) -> None:
         """One heartbeat period: heartbeat, look at the master, act as a broker would."""
@@ -124,7 +143,7 @@ class PlayedBroker:
 
     def keep_sync_state_set(self, master_epoch: Any, current: list[int], set_epoch: Any) -> None:
         """As the master: the SyncStateSet is itself plus every replica that is alive."""
-        data = self.c.post("/api/v1/admin/sync-state-data", {"brokerNames": [self.name]})
+        data = self.send("/api/v1/admin/sync-state-data", {"brokerNames": [self.name]})
         table = ((data.body or {}).get("replicasInfoTable") or {}).get(self.name) if data.ok else None
         if table is None:
             return
@@ -210,7 +229,7 @@ def broker_run(
             played.register(broker_id)
             rounds = 0
             while True:
-                played.round()
+                played.heartbeat_round()
                 rounds += 1
                 if count is not None and rounds >= count:
                     break

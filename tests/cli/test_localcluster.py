@@ -27,6 +27,7 @@ import pytest
 from api.remoting.client import RemotingClient
 from api.remoting.headers import GET_METADATA_INFO
 from cli.localcluster import REMOTING_OFFSET, LocalNode, last_errors, socket_path
+from raft.storage.dirlock import DataDirLock
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
 
@@ -88,13 +89,12 @@ def supervisor(
 
 @contextlib.contextmanager
 def running(data: str, **kw: Any) -> Iterator[subprocess.Popen[str]]:
-    """`supervisor(data, **kw)`, killed on the way out if the test did not stop it."""
+    """`supervisor(data, **kw)`, stopped on the way out (`cleanup`) if the test did not stop it."""
     proc = supervisor(data, **kw)
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        cleanup(proc)
 
 
 def stop(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
@@ -115,8 +115,13 @@ def read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60) ->
         lines.append(line.rstrip("\n"))
         if marker in line:
             return lines
-    proc.kill()
-    raise AssertionError(f"no {marker!r} from the supervisor: {lines} {proc.stderr.read() if proc.stderr else ''}")
+    proc.terminate()  # the supervisor stops its nodes (a kill would leave them running)
+    try:
+        err = proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        err = ""
+    raise AssertionError(f"no {marker!r} from the supervisor: {lines} {err}")
 
 
 def node_pid(lines: list[str]) -> int:
@@ -130,6 +135,24 @@ def gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+def cleanup(proc: subprocess.Popen[str]) -> None:
+    """However a test ended: stop the supervisor (SIGTERM stops its nodes)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def cleanup_nodes(pids: list[int]) -> None:
+    """Kill any node a failed test left behind (a supervisor that died of a signal cannot stop its nodes: they
+    run in their own sessions)."""
+    for pid in pids:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def control(data: str, *verb: str) -> subprocess.CompletedProcess[str]:
@@ -150,9 +173,13 @@ async def metadata(address: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
 def test_a_signal_to_the_process_group_stops_every_node_even_with_sigint_ignored(data: str, sig: int) -> None:
-    with running(data, ignore_sigint=True) as proc:
+    pids: list[int] = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(lambda: cleanup_nodes(pids))  # a supervisor killed by the signal cannot stop its nodes
+        proc = stack.enter_context(running(data, ignore_sigint=True))
         lines = read_until(proc, "Ctrl-C stops the cluster.")
         pid = node_pid(lines)
+        pids.append(pid)
         assert any(line.strip() == f"data {data}/n1  log {data}/logs/n1.log" for line in lines)
         # The generated file is a RocketMQ controller.conf: no controllerHttpAddr, so HTTP is on the remoting
         # port - 1000, and brokers find the group over remoting on jRaftControllerRPCAddr.
@@ -202,18 +229,35 @@ def test_one_node_is_stopped_started_and_restarted_through_the_control_socket(da
 
 
 def test_a_node_that_cannot_start_has_its_last_error_lines_printed(data: str) -> None:
+    held = DataDirLock(os.path.join(data, "n1"))  # as if another controllerd used n1's data directory
+    try:
+        proc = supervisor(data)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        held.release()
+    assert proc.returncode == 1
+    assert "the cluster did not start (stopped: n1 (exit 1))" in err
+    assert f"n1 exited (exit 1); its last log lines ({data}/logs/n1.log):" in err
+    assert f"is locked by process {os.getpid()}" in err.split("its last log lines", 1)[1]
+
+
+def test_ports_in_use_are_named_before_any_node_starts(data: str) -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
-    taken.listen()
+    taken.listen()  # e.g. another `make run` on other data: it would answer /readyz in n1's place
     try:
-        proc = supervisor(data, http_port=taken.getsockname()[1])
+        port = taken.getsockname()[1]
+        proc = supervisor(data, http_port=port)
         out, err = proc.communicate(timeout=60)
     finally:
         taken.close()
     assert proc.returncode == 1
-    assert "the cluster did not start (stopped: n1 (exit 1))" in err
-    assert f"n1 exited (exit 1); its last log lines ({data}/logs/n1.log):" in err
-    assert "Address already in use" in err.split("its last log lines", 1)[1]
+    assert out == ""  # never "is running"
+    assert err.startswith(
+        "the cluster did not start: its ports are in use (another local cluster, or another program):"
+    )
+    assert f"    n1 HTTP 127.0.0.1:{port}: Address already in use\n" in err
+    assert not os.path.exists(os.path.join(data, "logs", "n1.log"))  # no node was started
 
 
 def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
@@ -232,6 +276,16 @@ def test_last_errors_reads_only_this_runs_error_lines(tmp_path: Path) -> None:
     ]
     log.write_text('{"level":"info","msg":"starting"}\n{"level":"warning","msg":"slow disk"}\n')
     assert last_errors(LocalNode("n1", "r", "h", "c", str(log), "d"), limit=1) == ["warning: slow disk"]
+
+
+def test_a_node_killed_by_a_signal_is_reported_as_such_not_as_a_negative_exit_code(tmp_path: Path) -> None:
+    node = LocalNode("n1", "r", "h", "c", str(tmp_path / "n1.log"), "d")
+    node.proc = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    node.proc.wait(timeout=30)
+    assert node.how == "killed by SIGKILL"  # `kill -9 <pid>`, the README's crash; not "exit -9"
+    node.proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(2)"])
+    node.proc.wait(timeout=30)
+    assert node.how == "exit 2"
 
 
 def test_the_simulated_brokers_register_elect_masters_and_stop_with_the_cluster(data: str) -> None:

@@ -212,3 +212,33 @@ def test_a_refused_election_is_said_once_while_it_repeats(
         "broker-a/1: elect-master 1 answered 2012 CONTROLLER_ELECT_MASTER_FAILED: Failed to elect a new master",
     ]
     assert [p for p, _ in c.sent].count("elect-master") == 4  # still asked every round
+
+
+def test_a_controller_that_stops_answering_is_said_once_and_heartbeats_go_on(
+    controller: tuple[Controller, FakeTime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c, clock = controller
+    answer = c.answer
+    down = (1001.0, 1013.0)  # every node refuses connections (the majority was stopped), then the group is back
+
+    def sometimes_down(path: str, body: Any) -> dict[str, Any]:
+        if down[0] <= clock.now < down[1]:
+            raise httpx.ConnectError("[Errno 111] Connection refused")
+        return answer(path, body)
+
+    monkeypatch.setattr(c, "answer", sometimes_down)
+    r = rmqctl("broker", "run", "-a", L, "-b", "broker-a", "--addr", "10.0.0.1:10911", "--count", "4")
+    assert r.exit_code == 0, r.stderr  # not exit 3: a broker outlives its controller's outage
+    assert lines(r.stdout) == [
+        "broker-a/1: registered at 10.0.0.1:10911 (master: none)",
+        "broker-a/1: no master",
+        "broker-a/1: elect-master 1 answered 0 SUCCESS",
+        "broker-a/1: the controller did not answer, still heartbeating (no controller could serve the request "
+        f"within 10s ({L}: ConnectError: [Errno 111] Connection refused))",
+        "broker-a/1: the controller answers again",
+        "broker-a/1: master is 1 at epoch 1: I am the master",
+        "broker-a/1: stopped heartbeating; the controller expires it 10s after its last heartbeat (at its next "
+        "inactive-broker scan)",
+    ]
+    # round 2 tried for the client's 10 s deadline (backoffs of at most 1 s), then the heartbeats went on
+    assert clock.sleeps.count(2.0) == 3 and sum(s for s in clock.sleeps if s != 2.0) == pytest.approx(10.0)
