@@ -204,9 +204,11 @@ def _used_end(data: Bytes, start: int) -> int:
 
 
 def data_extent(fd: int, size: int) -> int:
-    """Where a file's data ends: `size`, less a trailing hole (a preallocated segment's unused end, which reads
-    as zeros). Found with SEEK_DATA/SEEK_HOLE, so that the hole is never read or even mapped; a file system
-    without them reports the whole file as data."""
+    """Where a file's data ends: after its last non-zero byte, with a few KiB to spare (the zeros a valid frame
+    may end with), less the unused zeros of a preallocated segment. A trailing hole is skipped with
+    SEEK_DATA/SEEK_HOLE, so that it is never read or even mapped; zeros written out in full (a copy that
+    filled the hole) are read backwards once with pread, not through a mapping. A file system without
+    SEEK_HOLE reports the whole file as data."""
     end = pos = 0
     offset = os.lseek(fd, 0, os.SEEK_CUR)
     try:
@@ -215,11 +217,22 @@ def data_extent(fd: int, size: int) -> int:
             end = pos
     except OSError as e:
         if e.errno != errno.ENXIO:  # ENXIO: no data after pos
-            return size
+            end = size
     finally:
         os.lseek(fd, offset, os.SEEK_SET)  # the seeks moved the file offset; a caller may read next
-    # A longer file is never taken for a crashed segment creation (at most a header), even if all hole.
-    return max(min(end, size), min(size, HEADER_SIZE + 1))
+    end = min(end, size)
+    while end > 0:
+        lo = max(0, end - len(_ZEROS))
+        chunk = os.pread(fd, end - lo, lo)
+        if chunk != _ZEROS[: len(chunk)]:  # memcmp first: rstrip walks byte by byte
+            end = lo + len(chunk.rstrip(b"\0"))
+            break
+        end = lo
+    # A longer file is never taken for a crashed segment creation (at most a header), even if all zeros.
+    return max(min(end + _SPARE, size), min(size, HEADER_SIZE + 1))
+
+
+_SPARE = 4096  # > the zeros a commit frame can end with (its batch_start is > 0: at most 7)
 
 
 def read_extent(path: str) -> bytes:

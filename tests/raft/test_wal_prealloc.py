@@ -63,6 +63,21 @@ def test_the_unused_tail_is_a_hole_that_the_scan_never_reads(tmp_path: Path) -> 
     assert read_extent(str(seg)) == seg.read_bytes()[:extent]  # what the audit reads
 
 
+def test_a_copy_that_wrote_the_zeros_out_is_read_only_up_to_its_data(tmp_path: Path) -> None:
+    """cp without --sparse, or a restore from a backup, fills the hole with real zeros."""
+    with SegmentLog(tmp_path / "a", LogStorageOptions(segment_bytes=8 << 20)) as log:
+        log.append(ents(1, 3))
+    (seg,) = wal_files(tmp_path / "a")
+    copy = tmp_path / "b"
+    copy.mkdir()
+    (copy / seg.name).write_bytes(seg.read_bytes())  # 8 MiB, every byte written
+    with open(copy / seg.name, "rb") as f:
+        extent = data_extent(f.fileno(), os.fstat(f.fileno()).st_size)
+    assert valid_end(copy) < extent <= valid_end(copy) + 4096
+    with SegmentLog(copy, LogStorageOptions(segment_bytes=8 << 20)) as log:
+        assert dump(log) == expect(ents(1, 3))
+
+
 def test_a_log_cut_to_its_valid_end_is_preallocated_again_on_open(tmp_path: Path) -> None:
     """The Jepsen power-cut nemesis cuts the active segment at its durable offset."""
     opts = LogStorageOptions(segment_bytes=SEG)
