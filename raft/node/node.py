@@ -608,6 +608,7 @@ class Node:
                 self._handle_ready(core, rd)
                 core.advance(rd)
             self._check_role(core)
+            self._transport().flush()  # this round's messages leave now, not after the turn's other callbacks
         except Exception as exc:  # noqa: BLE001 - any failure here is fatal for the node
             self._fatal(exc)
 
@@ -755,8 +756,9 @@ class Node:
         if err is not None:
             self._fatal(err)
             return
-        if msgs:
+        if msgs:  # acknowledgements of what is now durable: on every commit's path, so sent at once
             self._transport().send(msgs)
+            self._transport().flush()
         core = self._core()
         if hs is not None:
             core.on_hard_state_persisted(hs)

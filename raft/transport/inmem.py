@@ -152,6 +152,12 @@ class InMemoryTransport:
                     self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
             batch.append(encode_message(m) if self.copy else m)
 
+    def flush(self) -> None:
+        """Deliver what send() queued now instead of at the end of the loop turn (as TcpTransport.flush)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
+
     def _flush(self) -> None:
         self._flush_handle = None
         pending, self._pending = self._pending, {}

@@ -168,7 +168,8 @@ class TcpTransport:
     # --- outbound ---------------------------------------------------------------------------------------
 
     def send(self, msgs: list[Message]) -> None:
-        """Queue messages for their `to` peers; they leave in one frame per peer at the end of this loop turn.
+        """Queue messages for their `to` peers; they leave in one frame per peer at the end of this loop turn
+        (or at flush()).
 
         Never blocks and never raises for an unreachable peer: such messages are dropped and counted.
         Raises CodecError only for a message that cannot be encoded at all (a bug in the caller).
@@ -240,6 +241,14 @@ class TcpTransport:
             if self._flush_handle is None:
                 assert self._loop is not None
                 self._flush_handle = self._loop.call_soon(self._flush)
+
+    def flush(self) -> None:
+        """Write what send() queued now instead of at the end of the loop turn: the node calls it once it has
+        queued all of a round's messages (the end of its processing, and its acknowledgements after an fsync),
+        so that they do not wait for the rest of the turn's callbacks. Same frames, same order."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
 
     def _flush(self) -> None:
         self._flush_handle = None

@@ -204,3 +204,33 @@ def test_two_add_peers_back_to_back_and_every_node_learns_the_addresses_from_the
             assert nodes["n2"].transport_peers()["n4"] == addr["n4"]
 
     run(main)
+
+
+def test_messages_leave_as_soon_as_a_round_is_processed_not_at_the_end_of_the_loop_turn(tmp_path) -> None:
+    """The APPs of a proposal, and a follower's acknowledgement once its fsync is done, are written to the
+    socket by the callback that made them (TcpTransport.flush), not left queued for later in the turn: both
+    are on every commit's path (docs/performance.md, serial commit)."""
+
+    async def main() -> None:
+        ids = ["n1", "n2", "n3"]
+        async with running(make(str(tmp_path), ids, dict(zip(ids, free_ports(3), strict=True)))) as nodes:
+            ld = await leader_of(nodes)
+            await ld.apply(put("warm", 0))  # every connection is up
+            left: list[tuple[str, str, int]] = []
+            for n in nodes.values():
+                for name in ("_process", "_persisted"):
+                    original = getattr(n, name)
+
+                    def after(*args: object, n: Node = n, name: str = name, original: object = original) -> None:
+                        original(*args)  # type: ignore[operator]
+                        assert n.transport is not None
+                        left.append((n.id, name, n.transport.stats()["pending_bytes"]))
+
+                    setattr(n, name, after)
+            for i in range(20):
+                await ld.apply(put("k", i))
+            assert {(node, name) for node, name, _ in left} >= {(ld.id, "_process"), (ld.id, "_persisted")}
+            assert any(node != ld.id and name == "_persisted" for node, name, _ in left)
+            assert [x for x in left if x[2]] == []
+
+    run(main)

@@ -191,6 +191,25 @@ def test_sends_in_one_turn_leave_as_one_frame_per_peer(run: Callable[[Awaitable[
     run(main())
 
 
+def test_flush_writes_what_was_queued_now_not_at_the_end_of_the_turn(run: Callable[[Awaitable[None]], None]) -> None:
+    async def main() -> None:
+        async with Cluster(["a", "b"]) as c:
+            a = c.t["a"]
+            a.send([hb("a", "b")])  # connect first
+            await c.inbox["b"].wait(1)
+            before = a.stats()["frames_sent"]
+            a.send([hb("a", "b", 1), hb("a", "b", 2)])
+            assert a.stats()["frames_sent"] == before  # queued: it would leave at the end of this turn
+            a.flush()
+            assert a.stats()["frames_sent"] == before + 1  # written before this coroutine yields
+            a.flush()  # nothing queued: nothing written
+            a.send([hb("a", "b", 3)])
+            assert [m.seq for m in await c.inbox["b"].wait(4)][1:] == [1, 2, 3]  # same order, one frame each
+            assert a.stats()["frames_sent"] == before + 2 and [len(b) for b in c.inbox["b"].batches] == [1, 2, 1]
+
+    run(main())
+
+
 def test_a_big_batch_is_split_at_max_frame_bytes(run: Callable[[Awaitable[None]], None]) -> None:
     async def main() -> None:
         async with Cluster(["a", "b"], TransportOptions(max_frame_bytes=8192)) as c:
