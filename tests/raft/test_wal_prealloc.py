@@ -23,6 +23,14 @@ def valid_end(d: Path) -> int:
     return scan_directory(d).scans[-1].valid_end
 
 
+def five_entries(d: Path) -> tuple[Path, int]:
+    """A log of entries 1..5 in one preallocated segment: (the segment, its valid end)."""
+    with SegmentLog(d, LogStorageOptions(segment_bytes=SEG)) as log:
+        log.append(ents(1, 5))
+    (seg,) = wal_files(d)
+    return seg, valid_end(d)
+
+
 def test_a_new_segment_is_preallocated_and_appends_do_not_grow_it(tmp_path: Path) -> None:
     with SegmentLog(tmp_path, LogStorageOptions(segment_bytes=SEG)) as log:
         log.append(ents(1, 1))
@@ -81,10 +89,7 @@ def test_a_copy_that_wrote_the_zeros_out_is_read_only_up_to_its_data(tmp_path: P
 def test_a_log_cut_to_its_valid_end_is_preallocated_again_on_open(tmp_path: Path) -> None:
     """The Jepsen power-cut nemesis cuts the active segment at its durable offset."""
     opts = LogStorageOptions(segment_bytes=SEG)
-    with SegmentLog(tmp_path, opts) as log:
-        log.append(ents(1, 5))
-    (seg,) = wal_files(tmp_path)
-    end = valid_end(tmp_path)
+    seg, end = five_entries(tmp_path)
     os.truncate(seg, end)
     with SegmentLog(tmp_path, opts) as log:
         assert seg.stat().st_size == SEG
@@ -96,10 +101,7 @@ def test_a_log_cut_to_its_valid_end_is_preallocated_again_on_open(tmp_path: Path
 
 def test_torn_bytes_in_the_preallocated_space_are_zeroed(tmp_path: Path) -> None:
     opts = LogStorageOptions(segment_bytes=SEG)
-    with SegmentLog(tmp_path, opts) as log:
-        log.append(ents(1, 5))
-    (seg,) = wal_files(tmp_path)
-    end = valid_end(tmp_path)
+    seg, end = five_entries(tmp_path)
     with open(seg, "r+b") as f:  # half of a batch that was never fsynced
         f.seek(end)
         f.write(b"\x07" * 50)
