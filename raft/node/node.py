@@ -14,6 +14,7 @@ write is on disk. The core sorts messages into the two lists (docs/raft.md, "The
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -839,6 +840,17 @@ class Node:
 
     async def _conf_change(self, change: ConfChange) -> None:
         core = self._core()
+        if core.role == Role.LEADER and self._leader_term != core.term:
+            # Elected a moment ago: until the leader's first entry is applied the core refuses a configuration
+            # change (EBUSY; the configuration may still change under it, as JRaft's confCtx is busy then).
+            # That is no change in flight, so wait for the entry, up to an election timeout, rather than refuse
+            # an operator's add/remove made just after a failover; without it, the proposal still refuses.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._wait_for(lambda: self._leader_term == core.term or core.role != Role.LEADER),
+                    self.opts.raft.election_timeout_ms / 1000,
+                )
+            core = self._core()
         # Record the configured addresses of members the log has none for (the bootstrap members), so that a
         # node configured with fewer peers, or a new one, reaches them too.
         o = self.opts

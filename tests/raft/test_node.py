@@ -234,3 +234,26 @@ def test_messages_leave_as_soon_as_a_round_is_processed_not_at_the_end_of_the_lo
             assert [x for x in left if x[2]] == []
 
     run(main)
+
+
+def test_a_configuration_change_just_after_an_election_waits_for_the_leaders_first_entry(tmp_path) -> None:
+    """A leader refuses a configuration change until its first entry is applied (EBUSY); an add or remove asked
+    in that moment (an operator right after a failover) waits for it instead of failing."""
+
+    async def main() -> None:
+        ids = ["n1", "n2"]
+        ports = dict(zip(ids, free_ports(2), strict=True))
+        nodes = make(str(tmp_path), ids, ports, voters=("n1",))
+        await nodes["n2"].start()
+        n1 = nodes["n1"]
+        await n1.start()  # the only voter: leader at once, its first entry not yet written
+        try:
+            st = n1.status()
+            assert n1.is_leader() and n1.applied_index < st.last_index
+            await n1.add_peer("n2", ("127.0.0.1", ports["n2"]))
+            assert n1.status().voters == ("n1", "n2")
+        finally:
+            for n in nodes.values():
+                await n.stop()
+
+    run(main)
