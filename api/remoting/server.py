@@ -373,6 +373,11 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        """Drop the connection at once, unsent answers included (the listener is stopping)."""
+        if self.transport is not None:
+            self.transport.abort()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self.server.channel_closed(self)
@@ -442,7 +447,7 @@ class RemotingServer:
         if self._server is not None:
             self._server.close()
             for c in list(self.connections):
-                c.close()
+                c.abort()  # not close(): that first flushes the write buffer, forever for a peer that does not read
             await self._server.wait_closed()
             self._server = None
         for t in list(self._tasks):

@@ -875,6 +875,32 @@ async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_enc
         client.close()
 
 
+async def test_stopping_does_not_wait_for_a_client_that_does_not_read(node: RemotingNode) -> None:
+    """A listener stopping with answers still unsent to a client that does not read drops that connection
+    instead of waiting to flush them (a graceful close would wait forever, and so would controllerd's stop)."""
+    server = RemotingServer(node.service, SETTINGS, ("127.0.0.1", 0))
+    await server.start()
+    client = await RemotingClient.connect("127.0.0.1", server.port)
+    try:
+        assert client.transport is not None
+        client.transport.pause_reading()
+        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await asyncio.wait_for(node.service.node._wait_for(lambda: len(server.connections) == 1), 10)
+        (conn,) = server.connections
+        assert conn.transport is not None
+        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        conn.transport.set_write_buffer_limits(high=4096)
+        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+        await asyncio.wait_for(node.service.node._wait_for(lambda: conn.write_blocked), 10)
+        await asyncio.wait_for(server.stop(), 5)
+        assert server.connections == set()
+        client.transport.resume_reading()
+        results = await asyncio.gather(*replies, return_exceptions=True)
+        assert any(isinstance(r, BaseException) for r in results)  # the unsent answers never came
+    finally:
+        client.close()
+
+
 async def test_a_client_that_does_not_read_its_answers_stops_being_read(node: RemotingNode) -> None:
     """Answers piling up unread (the transport's write buffer above its high-water mark) pause reading that
     connection, so its requests wait in the socket instead of growing the listener's memory; once the client
