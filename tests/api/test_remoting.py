@@ -875,6 +875,22 @@ async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_enc
         client.close()
 
 
+async def flood_unread(
+    node: RemotingNode, server: RemotingServer, client: RemotingClient
+) -> tuple[Any, list[asyncio.Future[codec.RemotingCommand]]]:
+    """The client stops reading (small socket buffers on both ends) and sends 300 requests: the listener's
+    answers pile up. Returns the listener's side of the connection and the pending replies."""
+    assert client.transport is not None
+    client.transport.pause_reading()
+    client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    await asyncio.wait_for(node.service.node._wait_for(lambda: len(server.connections) == 1), 10)
+    (conn,) = server.connections
+    assert conn.transport is not None
+    conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    conn.transport.set_write_buffer_limits(high=4096)
+    return conn, [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+
+
 async def test_stopping_does_not_wait_for_a_client_that_does_not_read(node: RemotingNode) -> None:
     """A listener stopping with answers still unsent to a client that does not read drops that connection
     instead of waiting to flush them (a graceful close would wait forever, and so would controllerd's stop)."""
@@ -882,15 +898,7 @@ async def test_stopping_does_not_wait_for_a_client_that_does_not_read(node: Remo
     await server.start()
     client = await RemotingClient.connect("127.0.0.1", server.port)
     try:
-        assert client.transport is not None
-        client.transport.pause_reading()
-        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        await asyncio.wait_for(node.service.node._wait_for(lambda: len(server.connections) == 1), 10)
-        (conn,) = server.connections
-        assert conn.transport is not None
-        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        conn.transport.set_write_buffer_limits(high=4096)
-        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+        conn, replies = await flood_unread(node, server, client)
         await asyncio.wait_for(node.service.node._wait_for(lambda: conn.write_blocked), 10)
         await asyncio.wait_for(server.stop(), 5)
         assert server.connections == set()
@@ -909,15 +917,7 @@ async def test_a_client_that_does_not_read_its_answers_stops_being_read(node: Re
     await server.start()
     try:
         client = await RemotingClient.connect("127.0.0.1", server.port)
-        assert client.transport is not None
-        client.transport.pause_reading()
-        client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        await asyncio.wait_for(node.service.node._wait_for(lambda: len(server.connections) == 1), 10)
-        (conn,) = server.connections
-        assert conn.transport is not None
-        conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-        conn.transport.set_write_buffer_limits(high=4096)
-        replies = [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+        conn, replies = await flood_unread(node, server, client)
         await asyncio.wait_for(node.service.node._wait_for(lambda: conn.write_blocked and conn.paused), 10)
         assert not conn.transport.is_reading()
         # The client reads again, with socket buffers of the usual size.
