@@ -307,10 +307,13 @@ class SegmentLog:
         self._active = seg
         return seg
 
-    def _preallocate(self, fd: int) -> None:
-        """Extend a segment to segment_bytes with zeros (sparse), so that appends do not grow the file."""
+    def _preallocate(self, fd: int) -> bool:
+        """Extend a segment to segment_bytes with zeros (sparse), so that appends do not grow the file; whether
+        it did (the new size is then for the caller to fsync)."""
         if self.options.preallocate and os.fstat(fd).st_size < self.options.segment_bytes:
             os.ftruncate(fd, self.options.segment_bytes)
+            return True
+        return False
 
     def _seal_last(self) -> None:
         """Before a later segment exists, cut the newest one back to its valid end: only the last segment may
@@ -379,9 +382,7 @@ class SegmentLog:
                 os.ftruncate(fd, scan.valid_end)  # and, preallocated again below, zeros from there on
             if listed.is_last and seg.size < self.options.segment_bytes:
                 self._active = seg
-                size = os.fstat(fd).st_size
-                self._preallocate(fd)
-                changed = changed or os.fstat(fd).st_size != size
+                changed = self._preallocate(fd) or changed
             if changed:
                 os.fsync(fd)
         index = verdict.index()

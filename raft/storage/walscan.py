@@ -193,10 +193,15 @@ def _used_end(data: Bytes, start: int) -> int:
     """The end of the last non-zero byte at or after `start` (`start` if none): the zeros after it are the
     unused, preallocated end of the last segment, not part of a torn write. (No frame is all zeros: the
     CRC32C of a zero length is not zero.)"""
-    end = len(data)
+    return _nonzero_end(lambda lo, hi: data[lo:hi], start, len(data))
+
+
+def _nonzero_end(read: Callable[[int, int], bytes], start: int, end: int) -> int:
+    """After the last non-zero byte of [start, end), read backwards a MiB at a time by read(lo, hi); `start` if
+    all zero. Each chunk is compared whole first (memcmp); rstrip, which walks byte by byte, only on the last."""
     while end > start:
         lo = max(start, end - len(_ZEROS))
-        chunk = data[lo:end]
+        chunk = read(lo, end)
         if chunk != _ZEROS[: len(chunk)]:
             return lo + len(chunk.rstrip(b"\0"))
         end = lo
@@ -220,14 +225,7 @@ def data_extent(fd: int, size: int) -> int:
             end = size
     finally:
         os.lseek(fd, offset, os.SEEK_SET)  # the seeks moved the file offset; a caller may read next
-    end = min(end, size)
-    while end > 0:
-        lo = max(0, end - len(_ZEROS))
-        chunk = os.pread(fd, end - lo, lo)
-        if chunk != _ZEROS[: len(chunk)]:  # memcmp first: rstrip walks byte by byte
-            end = lo + len(chunk.rstrip(b"\0"))
-            break
-        end = lo
+    end = _nonzero_end(lambda lo, hi: os.pread(fd, hi - lo, lo), 0, min(end, size))
     # A longer file is never taken for a crashed segment creation (at most a header), even if all zeros.
     return max(min(end + _SPARE, size), min(size, HEADER_SIZE + 1))
 
