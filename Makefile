@@ -20,11 +20,12 @@ DATA ?= ./data
 run: setup
 	$(BIN)/controllerd local-cluster --data $(DATA) $(RUN_ARGS)
 
-# jepsen/setup.sh installs nftables and faketime with apt-get when missing (the Jepsen smoke needs them);
-# tools/setup-chromium.sh installs Debian's chromium (the status page's browser test).
+# tools/setup.sh installs with apt-get every program the tests run that is missing (the table of
+# tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
+# that table or is not on this machine.
 test: lint
-	sh jepsen/setup.sh
-	sh tools/setup-chromium.sh
+	PYTHON=$(BIN)/python sh tools/setup.sh
+	$(BIN)/python -m tools.programs check
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-fast: setup
@@ -35,9 +36,9 @@ sim: setup
 	RAFT_SIM_SEEDS=$(or $(SEEDS),5000) $(BIN)/python -m pytest -q -n 2 tests/raft/test_sim.py
 
 # Every figure of issue 14 in one run (docs/performance.md), ~25 min on 2 cores; HTTP load from wrk (C), installed with
-# apt-get when missing (or: sh tools/apt-install.sh bench wrk). make bench BENCH_ARGS='--quick' for a smoke run.
+# apt-get when missing (sh tools/setup.sh bench). make bench BENCH_ARGS='--quick' for a smoke run.
 bench: setup
-	command -v wrk >/dev/null 2>&1 || sh tools/apt-install.sh bench wrk || \
+	PYTHON=$(BIN)/python sh tools/setup.sh bench || \
 		echo "bench: wrk missing, HTTP rows fall back to the Python load generator"
 	$(BIN)/python -m tools.bench all --json bench-all.json $(BENCH_ARGS)
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # apt-install.sh WHO PACKAGE...: install Debian packages with apt-get, as root or through sudo; WHO starts
 # every message. Exit 1 (saying why) when it cannot: no root and no sudo, or no apt-get.
-# Used by jepsen/setup.sh and tools/setup-chromium.sh (make test).
+# Used by tools/setup.sh (make test), through tools/programs.py.
 set -eu
 
 who=$1

@@ -17,7 +17,6 @@ import gc
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -380,7 +379,7 @@ def main(argv: list[str]) -> int:
         "loadavg_1m_before": load_before,
         "loadavg_1m_after": os.getloadavg()[0],
         "wall_s": round(time.perf_counter() - t0, 1),
-        "wrk": shutil.which("wrk") is not None,
+        "wrk": wrk.available(),
         "quick": a.quick,
         "reps": a.reps,
     }

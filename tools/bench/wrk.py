@@ -14,7 +14,9 @@ import subprocess
 import tempfile
 from typing import Any
 
-INSTALL_HINT = "install it with `sh tools/apt-install.sh bench wrk` (Debian package wrk), or `make bench` does"
+from tools import programs
+
+INSTALL_HINT = "install it with `sh tools/setup.sh bench` (Debian package wrk); make test and make bench do"
 
 # One heartbeat per request, broker k % N of this thread's stride (the same body as group.heartbeat_body).
 LUA = r"""
@@ -50,7 +52,7 @@ end
 
 
 def available() -> bool:
-    return shutil.which("wrk") is not None
+    return programs.which("wrk") is not None
 
 
 def script(brokers: int, directory: str) -> str:
