@@ -4,7 +4,9 @@ RocketMQ binds one `java.util.Properties` onto `ControllerConfig` and `JraftConf
 silently ignores unknown keys and values that fail to parse (docs/config.md). We read the same files with
 the same key names (case-sensitive), but strictly:
 
-* an unknown key is a warning naming the key, its file:line and the nearest known key;
+* an unknown key is a warning naming the key, its file:line and the nearest known key (a `ConfigWarning`
+  with `unknown_key` set: `controllerd check-config` makes it an error unless `--lenient`, and a node that
+  starts anyway says in its boot line which keys it ignored);
 * a bad value raises `ConfigError` naming the key, the value (secrets redacted), file:line and the reason.
 
 The file syntax is `java.util.Properties.load`'s: `key=value`, `key: value` or `key value`; `#` and `!`
@@ -79,6 +81,31 @@ class ConfigError(Exception):
     def errors(self) -> list[ConfigError]:
         """Every error found in the file (check-config reports them all), this one first."""
         return [self]
+
+
+class ConfigWarning(str):
+    """One warning line (a plain `str` to every caller). For an unknown key, `unknown_key`, `line` and `hint`
+    (the " (did you mean ...?)" part, or "") say which: RocketMQ ignores such a key silently, so a typo leaves
+    the setting on its default; `error_text()` is the line as an error."""
+
+    unknown_key: str | None
+    line: int | None
+    hint: str
+
+    def __new__(
+        cls, text: str, *, unknown_key: str | None = None, line: int | None = None, hint: str = ""
+    ) -> ConfigWarning:
+        w = super().__new__(cls, text)
+        w.unknown_key, w.line, w.hint = unknown_key, line, hint
+        return w
+
+    def error_text(self) -> str:
+        return self.removesuffix("; ignored")
+
+
+def unknown_keys(warnings: list[str]) -> list[ConfigWarning]:
+    """The warnings about unknown keys, in file order."""
+    return [w for w in warnings if isinstance(w, ConfigWarning) and w.unknown_key is not None]
 
 
 class ConfigErrors(ConfigError):
@@ -479,7 +506,9 @@ def parse_config(
         elif not prop.key:
             warnings.append(f"{where}: line with an empty key (value {_shown('', prop.value)!r}); ignored")
         else:
-            warnings.append(f"{where}: unknown key {prop.key}{_suggest(prop.key)}; ignored")
+            hint = _suggest(prop.key)
+            text = f"{where}: unknown key {prop.key}{hint}; ignored"
+            warnings.append(ConfigWarning(text, unknown_key=prop.key, line=prop.line, hint=hint))
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -3,7 +3,7 @@
     controllerd --type jraft -c node.conf        start one node: RocketMQ remoting on its jRaftControllerRPCAddr
                                                  entry, HTTP on its controllerHttpAddr entry (default: port - 1000)
     controllerd --type jraft -c node.conf -p     print the effective config (sources as comments) and exit
-    controllerd check-config -c node.conf        validate and exit
+    controllerd check-config -c node.conf        validate and exit (an unknown key is an error; --lenient: a warning)
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
 
 SIGTERM or SIGINT: a leader hands leadership to the most caught-up voter, HTTP stops, the log is flushed,
@@ -21,6 +21,7 @@ import click
 
 from cli.config import (
     ConfigError,
+    ConfigWarning,
     ControllerConfig,
     effective_items,
     http_address,
@@ -31,6 +32,7 @@ from cli.config import (
     remoting_address,
     remoting_addresses,
     to_service_options,
+    unknown_keys,
 )
 from cli.localcluster import local_cluster
 
@@ -45,8 +47,9 @@ _HELP = """Run a RocketMQ jRaft controller node from a RocketMQ .properties file
   controllerd --type jraft -c FILE        start the node; SIGTERM/Ctrl-C stops it cleanly
   controllerd --type jraft -c FILE -p     print the effective config (a .properties file, sources as
                                           comments, secrets not printed) and exit
-  controllerd check-config [--strict] -c FILE
-                                          validate FILE, print every warning and error and exit
+  controllerd check-config [--lenient|--strict] -c FILE
+                                          validate FILE, print every warning and error and exit; an
+                                          unknown key is an error (--lenient: a warning, as RocketMQ)
   controllerd local-cluster               run a 3-node loopback cluster under ./data (make run);
                                           `local-cluster status|stop|start|restart NODE` while it runs
 
@@ -69,25 +72,48 @@ _type_option = click.option(
 )
 
 
-def _load(config_file: str | None, controller_type: str | None, strict: bool = False) -> ControllerConfig:
-    """The config, every warning on stderr; every error on stderr and exit 2 (also for a warning if strict)."""
+LENIENT_HINT = (
+    "RocketMQ ignores an unknown key silently, so a misspelt key leaves its setting on the default: correct "
+    "it, or pass --lenient to accept unknown keys with a warning"
+)
+
+
+def _report(warnings: list[str] | tuple[str, ...], lenient: bool) -> list[ConfigWarning]:
+    """Every warning on stderr, in file order; unknown keys as errors unless `lenient`. Returns those."""
+    unknown = [] if lenient else unknown_keys(list(warnings))
+    for w in warnings:
+        if isinstance(w, ConfigWarning) and w in unknown:
+            click.echo(f"controllerd: config error: {w.error_text()}", err=True)
+        else:
+            click.echo(f"controllerd: warning: {w}", err=True)
+    return unknown
+
+
+def _load(
+    config_file: str | None, controller_type: str | None, strict: bool = False, lenient: bool = True
+) -> tuple[ControllerConfig, list[str]]:
+    """The config and its warnings, every warning on stderr; every error on stderr and exit 2 (also for a
+    warning if `strict`, and for an unknown key unless `lenient`: check-config's default)."""
     try:
         if config_file is None:
             cfg, warnings = parse_config("", "<defaults>", controller_type=controller_type)
         else:
             cfg, warnings = load_config(config_file, controller_type=controller_type)
     except ConfigError as e:
-        for w in e.warnings:
-            click.echo(f"controllerd: warning: {w}", err=True)
+        unknown = _report(e.warnings, lenient)
         for error in e.errors:
             click.echo(f"controllerd: config error: {error}", err=True)
+        if unknown:
+            click.echo(f"controllerd: config error: {LENIENT_HINT}", err=True)
         raise SystemExit(EXIT_CONFIG) from None
-    for w in warnings:
-        click.echo(f"controllerd: warning: {w}", err=True)
+    unknown = _report(warnings, lenient or strict)
     if strict and warnings:
         click.echo(f"controllerd: config error: {len(warnings)} warning(s), fatal with --strict", err=True)
         raise SystemExit(EXIT_CONFIG)
-    return cfg
+    if unknown:
+        click.echo(f"controllerd: config error: {len(unknown)} unknown key(s). {LENIENT_HINT}", err=True)
+        raise SystemExit(EXIT_CONFIG)
+    return cfg, warnings
 
 
 @click.group(
@@ -123,17 +149,37 @@ def main(
     if ctx.invoked_subcommand is not None:
         return
     if print_config:
-        cfg = _load(config_file, controller_type)
+        cfg, _ = _load(config_file, controller_type)
         click.echo("\n".join(properties_lines(cfg)))
         return
     if config_file is None:
         raise click.UsageError("starting a node needs -c FILE (a RocketMQ controller .properties file)")
-    cfg = _load(config_file, controller_type)
-    raise SystemExit(run_node(cfg, log_format, log_level, access_log))
+    # A node starts as RocketMQ's does, ignoring unknown keys; its boot line names them (ignored_keys_note).
+    cfg, warnings = _load(config_file, controller_type)
+    raise SystemExit(run_node(cfg, log_format, log_level, access_log, ignored=unknown_keys(warnings)))
 
 
-def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "info", access_log: bool = False) -> int:
-    """Run one node until SIGTERM/SIGINT; the process exit code."""
+def ignored_keys_note(path: str, ignored: list[ConfigWarning]) -> str:
+    """What the boot line adds when the node started ignoring unknown keys ("" when none): each key with its
+    line and "did you mean", so the operator sees that a setting is not in effect without reading back."""
+    if not ignored:
+        return ""
+    keys = ", ".join(f"{w.unknown_key} at line {w.line}{w.hint}" for w in ignored)
+    return (
+        f"; IGNORED {len(ignored)} unknown key(s) of {path}, their settings are NOT in effect: {keys} "
+        "(`controllerd check-config` fails on them)"
+    )
+
+
+def run_node(
+    cfg: ControllerConfig,
+    log_format: str = "auto",
+    log_level: str = "info",
+    access_log: bool = False,
+    ignored: list[ConfigWarning] | None = None,
+) -> int:
+    """Run one node until SIGTERM/SIGINT; the process exit code. `ignored`: the unknown keys the file had,
+    named in the boot line (the last start-up line)."""
     from api.logs import install
     from api.server import ControllerServer, settle_gc
     from api.settings import ApiSettings
@@ -173,13 +219,16 @@ def run_node(cfg: ControllerConfig, log_format: str = "auto", log_level: str = "
             await server.service.stop(transfer=False)
             return EXIT_FAILED
         settle_gc()  # after start-up: shorter, rarer collector pauses while serving
-        log.info(
-            "The Controller Server boot success. node %s, remoting %s, HTTP %s:%d, data %s",
+        note = ignored_keys_note(cfg.path, ignored or [])
+        log.log(
+            logging.WARNING if note else logging.INFO,
+            "The Controller Server boot success. node %s, remoting %s, HTTP %s:%d, data %s%s",
             cfg.server_id,
             remoting_addresses(cfg)[cfg.server_id],
             host,
             port,
             cfg.store_path,
+            note,
         )
         failed = loop.create_task(server.service.wait_failed())
         await asyncio.wait([loop.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
@@ -205,15 +254,26 @@ def _run(coro: object) -> int:
 @main.command("check-config")
 @_type_option
 @click.option("-c", "--configFile", "config_file", metavar="FILE", help="The .properties config file.")
-@click.option("--strict", is_flag=True, help="Warnings (unknown or ignored keys, duplicates, ...) are errors too.")
+@click.option("--strict", is_flag=True, help="Warnings (ignored keys, duplicates, ...) are errors too.")
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="An unknown key is a warning, not an error (RocketMQ's MixAll.properties2Object ignores it silently).",
+)
 @click.pass_context
-def check_config(ctx: click.Context, controller_type: str | None, config_file: str | None, strict: bool) -> None:
-    """Validate a config file: every warning and every error on stderr; exit 0 if it can start a node, 2 if
-    not (or, with --strict, if there is any warning)."""
+def check_config(
+    ctx: click.Context, controller_type: str | None, config_file: str | None, strict: bool, lenient: bool
+) -> None:
+    """Validate a config file: every warning and every error on stderr; exit 0 if it can start a node as
+    written, 2 if not. An unknown key (a misspelt one: RocketMQ would ignore it and the node would run on the
+    default) is an error naming key, file:line and the nearest known key; --lenient makes it a warning.
+    --strict makes every warning an error."""
+    if strict and lenient:
+        raise click.UsageError("--strict and --lenient contradict each other: pass one")
     config_file = config_file or ctx.obj["config_file"]
     if config_file is None:
         raise click.UsageError("check-config needs -c FILE")
-    cfg = _load(config_file, controller_type or ctx.obj["controller_type"], strict)
+    cfg, _ = _load(config_file, controller_type or ctx.obj["controller_type"], strict, lenient=lenient)
     click.echo(f"{config_file}: OK")
     http_source = cfg.sources["controllerHttpAddr"]
     click.echo(

@@ -31,6 +31,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_CORRUPT = 4
+DEFAULT_TIMEOUT_S = 10.0  # the online verbs' overall deadline (--timeout, RMQCTL_TIMEOUT)
 
 
 class RmqctlError(click.ClickException):
@@ -40,9 +41,15 @@ class RmqctlError(click.ClickException):
     exit_code = EXIT_FAILED
     kind = "error"
 
-    def __init__(self, message: str, *, lines: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, lines: list[str] | None = None, code: int | None = None, code_name: str | None = None
+    ) -> None:
         super().__init__(" ".join(message.split("\n")))  # one line, always
         self.lines = [" ".join(x.split("\n")) for x in lines or []]
+        # The RocketMQ response code that names the failure, when there is one: what a controller answered, or
+        # the code rmqctl judges fits an answer it fails on although it said SUCCESS (see Out.flush_json).
+        self.code = code
+        self.code_name = code_name
 
     def show(self, file: Any = None) -> None:
         for line in [*self.lines, self.message]:
@@ -124,6 +131,9 @@ class RmqctlGroup(click.Group):
     """The top-level group: runs the verb and turns known exceptions into exit codes (see `_translate`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # -o json documents are held until the verb ends (Out.held), so that the JSON printed never says
+        # SUCCESS when the exit code says otherwise: `failure` is what the verb ended with.
+        failure: BaseException | None = None
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
@@ -132,13 +142,20 @@ class RmqctlGroup(click.Group):
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise click.exceptions.Exit(EXIT_OK) from None
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort) as e:
+            failure = e
             raise
         except Exception as e:
+            failure = e
             mapped = _translate(e)
             if mapped is None:
                 raise
+            failure = mapped
             raise mapped from e
+        finally:
+            out = ctx.obj if isinstance(ctx.obj, Out) else None
+            if out is not None:
+                out.flush_json(failure)
 
 
 @click.group(cls=RmqctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,21 +174,39 @@ class RmqctlGroup(click.Group):
     help="Controller HTTP address(es) for the online verbs (same as the verb's own -a, or RMQCTL_ADDRESS).",
 )
 @click.option("--token", metavar="TOKEN", help="Bearer token for the online verbs (same as RMQCTL_TOKEN).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help=f"Overall deadline of an online verb, retries and leader following included (default "
+    f"{DEFAULT_TIMEOUT_S:g}; same as the verb's --timeout, or RMQCTL_TIMEOUT). A refused connection is not "
+    "retried: when every address refuses, the verb exits 3 at once.",
+)
 @click.pass_context
-def main(ctx: click.Context, output: str | None, no_color: bool, address: str | None, token: str | None) -> None:
+def main(
+    ctx: click.Context,
+    output: str | None,
+    no_color: bool,
+    address: str | None,
+    token: str | None,
+    timeout: float | None,
+) -> None:
     """Operate a RocketMQ jRaft controller.
 
     \b
     Exit codes: 0 ok, 1 failed or a check found problems, 2 usage or config error,
     3 unreachable or no leader, 4 corrupt input (file and byte offset named on stderr).
     """
-    ctx.obj = Out(mode=output or default_mode(), color=color_allowed(no_color))  # type: ignore[arg-type]
+    # held=[]: json documents wait for the verb's outcome (RmqctlGroup.invoke flushes them).
+    ctx.obj = Out(mode=output or default_mode(), color=color_allowed(no_color), held=[])  # type: ignore[arg-type]
     # `rmqctl -a X raft status` as well as mqadmin's `rmqctl raft status -a X`: the verb's options read these
     # variables as their defaults, and the verb is parsed after this callback runs.
     if address is not None:
         os.environ["RMQCTL_ADDRESS"] = address
     if token is not None:
         os.environ["RMQCTL_TOKEN"] = token
+    if timeout is not None:
+        os.environ["RMQCTL_TIMEOUT"] = repr(timeout)
 
 
 # Verb modules, registered last because they import the names above. One import + add_command each.

@@ -42,6 +42,10 @@ class PlayedBroker:
         self.cluster, self.name, self.address, self.timeout_ms = cluster, name, address, timeout_ms
         self.id: int | None = None
         self.master: tuple[Any, Any] | None = None  # (masterBrokerId, masterEpoch) last seen
+        # What its heartbeats report, as a broker's store would: the epoch it last became master at (the entry
+        # a new master appends to its epoch file; None, sent as nothing (-1), before), and its store's max
+        # offset, 0: nothing is stored here.
+        self.epoch: int | None = None
         self.repeated: dict[str, str] = {}  # event -> its last message, for the events said once while they repeat
         self.unreachable = False  # the last round found no controller that could answer
 
@@ -101,7 +105,9 @@ class PlayedBroker:
 
     def round(self) -> None:
         """One heartbeat period: heartbeat, look at the master, act as a broker would."""
-        hb = self.post(proto.heartbeat(self.cluster, self.name, self.address, self.id, self.timeout_ms))
+        hb = self.post(
+            proto.heartbeat(self.cluster, self.name, self.address, self.id, self.timeout_ms, self.epoch, max_offset=0)
+        )
         if not hb.ok:
             self.say("refused", f"heartbeat answered {hb.code} {hb.code_name}: {hb.remark}", once=True, code=hb.code)
         info = self.post(proto.replica_info(self.name))
@@ -125,6 +131,8 @@ class PlayedBroker:
                 )
             self.say("master", text, once=master is None, masterBrokerId=master, masterEpoch=epoch)
             self.master = (master, epoch)
+            if master == self.id and isinstance(epoch, int):
+                self.epoch = epoch
         if master is None:
             self.elect()
         elif master == self.id:

@@ -12,6 +12,8 @@ a request goes to the leader without the operator having to know which node lead
   next address at once (a refused connection costs nothing; a connection attempt gives up after
   `CONNECT_TIMEOUT_S`, so a silent host costs at most that); once every address failed in a round, the
   client sleeps a short backoff (doubling, capped) and starts a new round, the last leader it heard of first;
+* a refused connection is final for that address within one request: it is not asked again, and when every
+  address refused, the request fails at once (`Unreachable`, exit 3) instead of waiting for the deadline;
 * all within one overall deadline (`--timeout`): then `Unreachable` (exit 3), naming what each node said.
 
 A 503 or a lost answer leaves a write's outcome unknown; it is resent (as RocketMQ clients retry a
@@ -26,6 +28,7 @@ Tests replace the transport, the clock and the sleep through `HOOKS` (no sockets
 
 from __future__ import annotations
 
+import errno
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -35,12 +38,11 @@ from typing import Any
 import click
 import httpx
 
-from cli.rmqctl import BadUsage, Failed, Unreachable
+from cli.rmqctl import DEFAULT_TIMEOUT_S, BadUsage, Failed, Unreachable
 
 ENV_ADDRESS = "RMQCTL_ADDRESS"
 ENV_TOKEN = "RMQCTL_TOKEN"
 ENV_TIMEOUT = "RMQCTL_TIMEOUT"
-DEFAULT_TIMEOUT_S = 10.0
 # A connection attempt to one address gives up after this (a host that drops SYNs must not eat the deadline).
 CONNECT_TIMEOUT_S = 2.0
 NOT_LEADER = 2007  # CONTROLLER_NOT_LEADER
@@ -135,7 +137,30 @@ class Reply:
     def failure(self, what: str | None = None) -> Failed:
         """The exit-1 error for a non-zero code: code, codeName and remark (and what was asked)."""
         prefix = f"{what}: " if what else ""
-        return Failed(f"{prefix}{self.node} answered {self.code} {self.code_name}: {self.remark or '(no remark)'}")
+        return Failed(
+            f"{prefix}{self.node} answered {self.code} {self.code_name}: {self.remark or '(no remark)'}",
+            code=self.code,
+            code_name=self.code_name,
+        )
+
+
+class _Refused(str):
+    """Why a node could not serve, when it refused the connection: nothing listens there (the node is down or
+    the address is wrong). Final for that address within one request: it is not asked again."""
+
+
+def _is_refused(error: httpx.TransportError) -> bool:
+    """A connection the peer refused (ECONNREFUSED, anywhere in the exception's chain), not one that timed out
+    or was reset after it was sent."""
+    if not isinstance(error, httpx.ConnectError):
+        return False
+    e: BaseException | None = error
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, ConnectionRefusedError) or getattr(e, "errno", None) == errno.ECONNREFUSED:
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return "connection refused" in str(error).lower()
 
 
 def _describe(response: httpx.Response) -> str:
@@ -229,13 +254,14 @@ class ControllerClient:
         pool = [_node(a) if "://" not in a else a for a in (targets or self.addresses)]
         delay = self.hooks.backoff_s
         problems: dict[str, str] = {}
+        refused: set[str] = set()  # nodes that refused the connection: not asked again within this request
         while True:
             first = [self.leader_hint] if follow and targets is None and self.leader_hint else []
-            queue = first + [a for a in pool if a not in first]
+            queue = [a for a in first + [a for a in pool if a not in first] if _node(a) not in refused]
             tried: set[str] = set()
             while queue:
                 address = queue.pop(0)
-                if _node(address) in tried:
+                if _node(address) in tried or _node(address) in refused:
                     continue
                 tried.add(_node(address))
                 remaining = deadline - clock()
@@ -245,6 +271,8 @@ class ControllerClient:
                 if isinstance(outcome, str):
                     problems[_node(address)] = outcome
                     self.say(f"{_node(address)}: {outcome}")
+                    if isinstance(outcome, _Refused):
+                        refused.add(_node(address))
                     if outcome.startswith(_UNKNOWN) and not resend_unknown:
                         raise Unreachable(f"{_node(address)} answered {outcome}; the outcome is unknown, not resending")
                     continue
@@ -264,6 +292,12 @@ class ControllerClient:
                     self.leader_hint = outcome.node
                 self.say(f"answered by {outcome.node}: {outcome.code} {outcome.code_name}")
                 return outcome
+            hint = [self.leader_hint] if follow and targets is None and self.leader_hint else []
+            if all(_node(a) in refused for a in pool + hint):
+                # Nothing left to ask: every address refused the connection (a node that is down; its
+                # followers, which might name another leader, are among them). Waiting cannot change that
+                # within one invocation, so fail now rather than at the deadline.
+                raise self._unreachable(problems, all_refused=True)
             remaining = deadline - clock()
             if not retry or remaining <= 0:
                 raise self._unreachable(problems)
@@ -285,6 +319,8 @@ class ControllerClient:
             response = self._http.request(method, self._url(address, path), json=body, timeout=timeout)
         except httpx.TransportError as e:
             what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            if _is_refused(e):
+                return _Refused(what)
             sent = not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol)
             return f"{_UNKNOWN[1]} ({what})" if sent else what
         status = response.status_code
@@ -318,8 +354,10 @@ class ControllerClient:
             raise BadUsage(f"{node} rejected the request (HTTP {status}): {_describe(response)}")
         raise Failed(f"{node} answered HTTP {status} to {method} {path}: {_describe(response)}")
 
-    def _unreachable(self, problems: dict[str, str]) -> Unreachable:
+    def _unreachable(self, problems: dict[str, str], all_refused: bool = False) -> Unreachable:
         said = "; ".join(f"{node}: {why}" for node, why in problems.items()) or "no attempt was made"
+        if all_refused:
+            return Unreachable(f"no controller could serve the request: every address refused the connection ({said})")
         # "no leader" when a node answered that it knows none and the others could not be reached (a lost
         # majority, an election); a 503 or a lost answer is something else.
         no_leader = any(why.startswith("not leader") for why in problems.values()) and not any(

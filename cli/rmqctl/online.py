@@ -9,8 +9,11 @@
 Every verb takes `-a/--address` (one or several `host:port`, `;` or `,` separated; RMQCTL_ADDRESS),
 `--token` (RMQCTL_TOKEN), `--timeout` (RMQCTL_TIMEOUT) and `-v/--verbose`, and renders in the group's
 `-o` mode: `text` is mqadmin's output for the mqadmin verbs and `key<TAB>value` lines for raft/kv, `json`
-is the server's envelope as is, `table` is Rich tables. A non-zero RocketMQ code exits 1 with code,
-codeName and remark on stderr (in json mode the envelope is still printed on stdout).
+is the server's envelope, `table` is Rich tables. A non-zero RocketMQ code exits 1 with code,
+codeName and remark on stderr (in json mode the envelope is still printed on stdout). The json never says
+SUCCESS when the exit code is not 0: a verb that fails on an answer the server gave as SUCCESS (an unknown
+broker set, a cas that did not succeed) prints it with its failure code (Out.flush_json), and a per-node map
+names the nodes that could not be asked (UNREACHABLE_CODE).
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ from cli.rmqctl.output import Block, Out, emit_document, emit_rows, fmt, iso_sec
 from raft.core import Role
 
 QUERY_NOT_FOUND = 22
+BROKER_METADATA_NOT_EXIST = 2008  # CONTROLLER_BROKER_METADATA_NOT_EXIST
+UNREACHABLE_CODE = -1
+"""In `-o json` per-node maps (getControllerConfig, raft snapshot --all), the code of a node that could not be
+asked: rmqctl's own, negative so that no RocketMQ code can be mistaken for it."""
+UNREACHABLE_NAME = "RMQCTL_UNREACHABLE"
 _LONG_MAX = 2**63 - 1
 
 # --- connection options ---------------------------------------------------------------------------------
@@ -333,8 +341,10 @@ def get_sync_state_set(
                     else None
                 )
                 if problem and interval is None:
-                    # json mode printed the server's envelope as is (SUCCESS: RocketMQ skips unknown names)
-                    raise Failed(problem)
+                    # The server says SUCCESS (RocketMQ's 1006 leaves unknown names out); rmqctl's verdict is
+                    # 2008, what replica-info (1004) answers for one broker set it does not know: -o json shows
+                    # that code (Out.flush_json), not the SUCCESS the exit code contradicts.
+                    raise Failed(problem, code=BROKER_METADATA_NOT_EXIST)
                 if problem:
                     _warn(problem)
                 sys.stdout.flush()
@@ -477,12 +487,22 @@ def _ask_each(
             reply = c.request(method, path, targets=[address], follow=False, retry=False)
         except Unreachable as e:
             errors.append(e)
+            if keep_failed:  # -o json: the node is in the map with a failure code, not left out
+                node = address.rpartition("://")[2]
+                answers[node] = _not_asked(node, e.message)
             continue
         if reply.ok or keep_failed:
             answers[reply.node] = reply
         if not reply.ok:
             errors.append(reply.failure(what))
     return answers, errors
+
+
+def _not_asked(node: str, why: str) -> Reply:
+    """The -o json entry of a node no answer came from (UNREACHABLE_CODE)."""
+    return Reply(
+        node, {"code": UNREACHABLE_CODE, "codeName": UNREACHABLE_NAME, "remark": why, "header": None, "body": None}
+    )
 
 
 def _raise_all(errors: Sequence[click.ClickException]) -> None:
@@ -674,11 +694,11 @@ def _snapshot_all(out: Out, c: ControllerClient) -> None:
     answers, errors = _ask_each(
         c, "POST", "/api/v1/raft/snapshot", addresses, "snapshot", keep_failed=out.mode == "json"
     )
-    errors += [
-        Failed(f"snapshot: member {p.get('id')} has no known HTTP address; not asked")
-        for p in members
-        if not p.get("httpAddress")
-    ]
+    for p in members:
+        if not p.get("httpAddress"):
+            errors.append(Failed(f"snapshot: member {p.get('id')} has no known HTTP address; not asked"))
+            if out.mode == "json":
+                answers[str(p.get("id"))] = _not_asked(str(p.get("id")), "no known HTTP address; not asked")
     if out.mode == "json":
         emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
     else:
@@ -882,6 +902,8 @@ def kv_cas(out: Out, conn: Conn, namespace: str, key: str, value: str, expect: s
     if not body.get("succeeded"):
         current = body.get("value")
         now = "the key is absent" if current is None else f"the current value is {current!r}"
+        # No RocketMQ code says "compare failed": -o json shows 1 SYSTEM_ERROR with this message as the remark
+        # (Out.flush_json), the body keeps `succeeded: false` and the current value.
         raise Failed(f"cas on {namespace} {key} did not succeed: {now}")
 
 

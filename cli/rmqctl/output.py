@@ -28,6 +28,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from statemachine.codes import SUCCESS as SUCCESS_CODE
+from statemachine.codes import SYSTEM_ERROR as SYSTEM_ERROR_CODE
+from statemachine.codes import code_name
+
 Mode = Literal["table", "json", "text"]
 MODES: tuple[Mode, ...] = ("table", "json", "text")
 UNWRAPPED_WIDTH = 10_000  # the console width off a terminal: nothing wraps
@@ -50,6 +54,28 @@ class Out:
 
     mode: Mode = field(default_factory=default_mode)
     color: bool = field(default_factory=color_allowed)
+    held: list[dict[str, Any]] | None = None
+    """json documents not written yet (None: written at once). The top-level group holds them until the verb
+    ended, then `flush_json` writes them, so that a document cannot contradict the exit code."""
+
+    def flush_json(self, failure: BaseException | None = None) -> None:
+        """Write the held json documents. When the verb failed (`failure` exits non-zero), a held RocketMQ
+        envelope that says SUCCESS (code 0) takes the failure's code: the code and codeName the error carries
+        (what a controller answered, or the code rmqctl chose, e.g. 2008 for a broker set the controller does
+        not know), else 1 SYSTEM_ERROR, RocketMQ's generic failure; its remark is then rmqctl's message. Every
+        other document is written as it is (per-node maps carry each node's own code)."""
+        held, self.held = self.held or [], None
+        exit_code = 0 if failure is None else getattr(failure, "exit_code", 1)
+        code = getattr(failure, "code", None)
+        if isinstance(code, int) and code != SUCCESS_CODE:
+            name = getattr(failure, "code_name", None) or code_name(code)
+        else:
+            code, name = SYSTEM_ERROR_CODE, code_name(SYSTEM_ERROR_CODE)
+        for doc in held:
+            if exit_code and _is_success_envelope(doc):
+                message = getattr(failure, "message", None) or str(failure)
+                doc = {**doc, "code": code, "codeName": name, "remark": message}
+            sys.stdout.write(_dumps(doc, indent=2) + "\n")
 
     def console(self, stderr: bool = False) -> Console:
         # file=None: Rich looks sys.stdout/sys.stderr up at write time (click's test runner swaps them).
@@ -134,6 +160,11 @@ def fmt(value: Any) -> str:
     return str(value).replace("\t", " ").replace("\n", " ")  # a value must not break the line format
 
 
+def _is_success_envelope(doc: Any) -> bool:
+    """A RocketMQ envelope ({"code", "codeName", ...}) whose code says SUCCESS."""
+    return isinstance(doc, Mapping) and doc.get("code") == SUCCESS_CODE and "codeName" in doc
+
+
 def _is_scalar_list(value: Any) -> bool:
     return isinstance(value, list | tuple) and all(not isinstance(x, dict | list | tuple) for x in value)
 
@@ -171,7 +202,10 @@ def emit_document(
     shape is not the human one), else the document with each block's rows under its key."""
     if out.mode == "json":
         merged = dict(json_doc) if json_doc is not None else {**doc, **{b.key: b.rows for b in blocks}}
-        sys.stdout.write(_dumps(merged, indent=2) + "\n")
+        if out.held is not None:
+            out.held.append(merged)  # written when the verb ended (Out.flush_json)
+        else:
+            sys.stdout.write(_dumps(merged, indent=2) + "\n")
         return
     if out.mode == "text":
         lines: list[str] = []

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -30,7 +34,8 @@ from cli.config import (
     to_node_options,
     to_service_options,
 )
-from cli.controllerd import main
+from cli.controllerd import LENIENT_HINT, main
+from raft.testing.cluster import free_ports
 from statemachine.commands import CONFIG_KEYS, config_value_ok, update_controller_config
 
 LOOPBACK = """\
@@ -468,7 +473,7 @@ def run(*args: str) -> tuple[int, str, str]:
 def test_cli_check_config_ok_prints_warnings_and_exits_0(tmp_path: Path) -> None:
     p = tmp_path / "n.conf"
     p.write_text(LOOPBACK + "bogusKey=1\n")
-    code, out, err = run("check-config", "-c", str(p))
+    code, out, err = run("check-config", "--lenient", "-c", str(p))
     assert code == 0
     assert out == (
         f"{p}: OK\n  node 127.0.0.1:9881: RocketMQ remoting (brokers' controllerAddr, mqadmin -a) on "
@@ -495,8 +500,8 @@ def test_cli_check_config_reports_every_error_and_every_warning(tmp_path: Path) 
     code, out, err = run("check-config", "-c", str(p))
     assert code == 2 and out == ""
     assert err.splitlines() == [
-        f"controllerd: warning: {p}:6: unknown key bogusKey; ignored",
-        f"controllerd: warning: {p}:7: unknown key scanNotActiveBrokerIntervl (did you mean scanNotActiveBrokerInterval?); ignored",
+        f"controllerd: config error: {p}:6: unknown key bogusKey",
+        f"controllerd: config error: {p}:7: unknown key scanNotActiveBrokerIntervl (did you mean scanNotActiveBrokerInterval?)",
         f"controllerd: warning: {p}: jRaftClusterSecret is not set; every address is loopback, so the public "
         "development secret is used (set jRaftClusterSecret before binding any other address)",
         f"controllerd: config error: {p}:4: maxSnapshotReservedNum=zero: not an integer",
@@ -504,7 +509,10 @@ def test_cli_check_config_reports_every_error_and_every_warning(tmp_path: Path) 
         "RocketMQ's Boolean.parseBoolean would read it as false",
         f"controllerd: config error: {p}:1: jRaftServerId=127.0.0.1:9889: not one of jRaftInitConf "
         "(127.0.0.1:9880,127.0.0.1:9881)",
+        f"controllerd: config error: {LENIENT_HINT}",
     ]
+    code, _, err = run("check-config", "--lenient", "-c", str(p))
+    assert code == 2 and err.splitlines()[0] == f"controllerd: warning: {p}:6: unknown key bogusKey; ignored"
     with pytest.raises(ConfigError) as raised:
         load_config(p)
     assert len(raised.value.errors) == 3 and str(raised.value).count("\n") == 2
@@ -513,7 +521,7 @@ def test_cli_check_config_reports_every_error_and_every_warning(tmp_path: Path) 
 def test_cli_check_config_strict_makes_warnings_fatal(tmp_path: Path) -> None:
     p = tmp_path / "n.conf"
     p.write_text(REMOTE + "bogusKey=1\n")
-    assert run("check-config", "-c", str(p))[0] == 0
+    assert run("check-config", "--lenient", "-c", str(p))[0] == 0
     code, out, err = run("check-config", "--strict", "-c", str(p))
     assert code == 2 and out == ""
     assert err.splitlines() == [
@@ -527,6 +535,65 @@ def test_cli_check_config_strict_makes_warnings_fatal(tmp_path: Path) -> None:
         "(brokers' controllerAddr, mqadmin -a) on 10.0.0.2:9770, "
         "HTTP (rmqctl -a) on 10.0.0.2:8080\n",
         "",
+    )
+
+
+def test_cli_check_config_fails_on_a_misspelt_key_naming_key_line_and_the_nearest_key(tmp_path: Path) -> None:
+    # Issue 23: `jRaftElectionTimeoutMS` was warned about and ignored, check-config said OK and the node ran on
+    # the default election timeout. It is an error now; --lenient keeps RocketMQ's ignoring, with a warning.
+    p = tmp_path / "n.conf"
+    p.write_text(LOOPBACK + "jRaftElectionTimeoutMS=3000\n")
+    code, out, err = run("check-config", "-c", str(p))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"controllerd: config error: {p}:4: unknown key jRaftElectionTimeoutMS "
+        "(did you mean jRaftElectionTimeoutMs? keys are case-sensitive)",
+        f"controllerd: warning: {p}: jRaftClusterSecret is not set; every address is loopback, so the public "
+        "development secret is used (set jRaftClusterSecret before binding any other address)",
+        f"controllerd: config error: 1 unknown key(s). {LENIENT_HINT}",
+    ]
+    code, out, err = run("check-config", "--lenient", "-c", str(p))
+    assert code == 0 and out.startswith(f"{p}: OK\n")
+    assert err.splitlines()[0] == (
+        f"controllerd: warning: {p}:4: unknown key jRaftElectionTimeoutMS "
+        "(did you mean jRaftElectionTimeoutMs? keys are case-sensitive); ignored"
+    )
+    assert run("check-config", "--lenient", "--strict", "-c", str(p))[0] == 2  # a usage error
+
+
+def test_a_node_started_with_an_unknown_key_names_it_in_its_boot_line(tmp_path: Path) -> None:
+    # A real start: the node ignores the key as RocketMQ does, and its last start-up line says so.
+    raft, remoting, http = free_ports(3)
+    p = tmp_path / "n.conf"
+    p.write_text(
+        f"jRaftServerId=127.0.0.1:{raft}\njRaftInitConf=127.0.0.1:{raft}\n"
+        f"jRaftControllerRPCAddr=127.0.0.1:{remoting}\ncontrollerHttpAddr=127.0.0.1:{http}\n"
+        f"controllerStorePath={tmp_path / 'data'}\njRaftElectionTimeoutMS=3000\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", str(p), "--log-format", "json"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.stderr is not None
+    boot: dict[str, Any] | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while boot is None and time.monotonic() < deadline:  # readline returns "" at EOF (the node died)
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if line.startswith("{") and "boot success" in line:
+                boot = json.loads(line)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert boot is not None, "no boot line"
+    assert boot["level"] == "warning"
+    assert boot["msg"].endswith(
+        f"; IGNORED 1 unknown key(s) of {p}, their settings are NOT in effect: jRaftElectionTimeoutMS at line 6 "
+        "(did you mean jRaftElectionTimeoutMs? keys are case-sensitive) (`controllerd check-config` fails on them)"
     )
 
 

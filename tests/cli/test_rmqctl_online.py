@@ -6,6 +6,8 @@ deadline (a fake clock: no test sleeps), exit codes 1/2/3, the bearer token, and
 from __future__ import annotations
 
 import json
+import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -743,12 +745,51 @@ def test_a_lost_majority_is_no_leader_naming_each_node(cluster: Cluster) -> None
     )
 
 
-def test_all_nodes_down_is_exit_3_naming_each_error(cluster: Cluster) -> None:
-    r = rmqctl("getControllerMetaData", "-a", f"{L};{F1}", "--timeout", "1")
+def test_all_nodes_down_is_exit_3_at_once_naming_each_error(cluster: Cluster) -> None:
+    # Every address refuses: nothing can change that within one invocation, so no backoff, no second round.
+    start = cluster.time.now
+    r = rmqctl("getControllerMetaData", "-a", f"{L};{F1}", "--timeout", "30")
     assert r.exit_code == 3
-    assert r.stderr.startswith("rmqctl: unreachable: no controller could serve the request within 1s (")
-    assert f"{L}: ConnectError: [Errno 111] Connection refused" in r.stderr
-    assert sum(cluster.time.sleeps) == pytest.approx(1.0)
+    assert r.stderr == (
+        "rmqctl: unreachable: no controller could serve the request: every address refused the connection "
+        f"({L}: ConnectError: [Errno 111] Connection refused; {F1}: ConnectError: [Errno 111] Connection refused)\n"
+    )
+    assert cluster.nodes_asked() == [L, F1]
+    assert cluster.time.sleeps == [] and cluster.time.now == start
+
+
+def test_a_refused_address_is_not_asked_again_while_the_others_are_waited_for(cluster: Cluster) -> None:
+    # F1 is down; L is up but knows no leader (an election): rounds go on until the deadline, without F1.
+    cluster.nodes = {L: {}}
+    cluster.fallback = not_leader(None)
+    r = rmqctl("kv", "put", "ns", "k", "v", "-a", f"{F1};{L}", "--timeout", "2")
+    assert r.exit_code == 3
+    assert r.stderr.startswith("rmqctl: unreachable: no leader within 2s (")
+    assert cluster.nodes_asked()[:3] == [F1, L, L]
+    assert cluster.nodes_asked().count(F1) == 1
+    assert sum(cluster.time.sleeps) == pytest.approx(2.0)
+
+
+def test_a_refused_leader_named_by_a_follower_is_not_asked_again(cluster: Cluster) -> None:
+    # L was killed; F1 still names it. L refuses once; later rounds ask F1 only, which still names L.
+    cluster.nodes = {F1: {}}
+    cluster.fallback = not_leader(L)
+    r = rmqctl("kv", "get", "ns", "k", "-a", F1, "--timeout", "1")
+    assert r.exit_code == 3
+    assert cluster.nodes_asked()[:3] == [F1, L, F1]
+    assert cluster.nodes_asked().count(L) == 1
+
+
+def test_the_global_timeout_is_in_the_help_and_sets_the_verbs_deadline(cluster: Cluster) -> None:
+    r = rmqctl("--help")
+    assert r.exit_code == 0
+    assert "--timeout SECONDS" in r.stdout
+    cluster.nodes = {L: {}}
+    cluster.fallback = not_leader(None)
+    r = rmqctl("--timeout", "3", "kv", "get", "ns", "k", "-a", L)
+    assert r.exit_code == 3
+    assert r.stderr.startswith("rmqctl: unreachable: no leader within 3s (")
+    assert sum(cluster.time.sleeps) == pytest.approx(3.0)
 
 
 def test_a_503_is_retried_and_an_election_in_progress_is_waited_out(cluster: Cluster) -> None:
@@ -1074,7 +1115,7 @@ def test_raft_status_leader_waits_out_an_election_in_rounds_not_on_one_dead_addr
     assert r.exit_code == 0, r.stderr
     assert f"answeredBy{T}{F2}" in r.stdout
     assert cluster.time.sleeps == [0.1]  # one backoff between two rounds, then the new leader answers
-    assert cluster.nodes_asked() == [L, F1, F2, L, F1, F2]
+    assert cluster.nodes_asked() == [L, F1, F2, F1, F2]  # the dead L refused: not asked in the second round
 
 
 def test_a_connection_attempt_gives_up_after_the_connect_timeout(leader: Cluster) -> None:
@@ -1096,8 +1137,9 @@ def test_raft_peers_skips_a_dead_leader_a_follower_still_names(cluster: Cluster)
         F2: {("GET", "/api/v1/raft/peers"): FOLLOWER_PEERS},
     }
     r = rmqctl("raft", "peers", "-a", f"{F1},{F2}", "--timeout", "2")
-    assert r.exit_code == 3  # nobody can give the leader's view; each round costs two refused connections
-    assert cluster.nodes_asked()[:4] == [F1, L, F2, L]
+    assert r.exit_code == 3  # nobody can give the leader's view; the dead L is asked once, then skipped
+    assert cluster.nodes_asked()[:4] == [F1, L, F2, F1]
+    assert cluster.nodes_asked().count(L) == 1
     assert sum(cluster.time.sleeps) == pytest.approx(2.0)
 
 
@@ -1111,7 +1153,8 @@ def test_raft_snapshot_all_asks_every_member(leader: Cluster) -> None:
         f"{L}{T}true{T}1042{T}7{T}18234{T}12.5{T}null\n{F1}{T}true{T}1041{T}7{T}18234{T}12.5{T}null\n"
     )
     assert r.stderr.startswith(
-        f"rmqctl: unreachable: no controller could serve the request within 10s ({F2}: ConnectError"
+        f"rmqctl: unreachable: no controller could serve the request: every address refused the connection "
+        f"({F2}: ConnectError"
     )
     assert leader.nodes_asked() == [L, L, F1, F2]  # the status, then one request per member, no retry round
     assert leader.time.sleeps == []
@@ -1232,3 +1275,135 @@ def test_the_address_and_token_may_also_come_before_the_verb(leader: Cluster) ->
     r = rmqctl("-a", L, "--token", "t0k", "raft", "status")
     assert r.exit_code == 0 and f"role{T}leader" in r.stdout
     assert leader.sent[-1].node == L and leader.sent[-1].headers.get("authorization") == "Bearer t0k"
+
+
+def test_a_refused_connection_on_a_real_socket_fails_well_before_the_deadline() -> None:
+    # No fake transport: the real HTTP client against a port that was bound and closed, so nothing listens
+    # and the kernel refuses the connection. Before, the client went round until --timeout (here 30 s).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    r = rmqctl("-a", f"127.0.0.1:{port}", "--timeout", "30", "raft", "status")
+    elapsed = time.monotonic() - start
+    assert r.exit_code == 3, r.stderr
+    assert "every address refused the connection" in r.stderr and f"127.0.0.1:{port}" in r.stderr
+    assert elapsed < 5, f"took {elapsed:.1f}s with --timeout 30"
+
+
+# --- -o json never contradicts the exit code ------------------------------------------------------------------
+
+
+def json_documents(stdout: str) -> list[Any]:
+    """Every JSON document on stdout (indented documents one after another, or NDJSON lines)."""
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while at < len(stdout):
+        if stdout[at].isspace():
+            at += 1
+            continue
+        doc, at = decoder.raw_decode(stdout, at)
+        docs.append(doc)
+    return docs
+
+
+def envelope_codes(doc: Any) -> list[int]:
+    """The codes of an envelope, or of each node's envelope in a per-node map."""
+    if isinstance(doc, dict) and "codeName" in doc:
+        return [doc["code"]]
+    return [code for value in doc.values() for code in envelope_codes(value)] if isinstance(doc, dict) else []
+
+
+def test_json_of_an_unknown_broker_set_carries_the_failure_code_not_success(leader: Cluster) -> None:
+    leader.nodes[L][("POST", "/api/v1/admin/sync-state-data")] = envelope(body={"replicasInfoTable": {}})
+    r = rmqctl("-o", "json", "getSyncStateSet", "-b", "no-such-broker", "-a", L)
+    assert r.exit_code == 1
+    assert json.loads(r.stdout) == {
+        "code": 2008,
+        "codeName": "CONTROLLER_BROKER_METADATA_NOT_EXIST",
+        "remark": "no metadata for broker set(s): no-such-broker",
+        "header": None,
+        "body": {"replicasInfoTable": {}},  # the server's answer, as it came
+    }
+    assert r.stderr == "rmqctl: error: no metadata for broker set(s): no-such-broker\n"
+
+
+def test_json_of_a_failed_cas_carries_a_failure_code(leader: Cluster) -> None:
+    leader.nodes[L][("POST", "/api/v1/kv/ns/k/cas")] = envelope(body={"succeeded": False, "value": "other"})
+    r = rmqctl("-o", "json", "kv", "cas", "ns", "k", "v2", "--expect", "v1", "-a", L)
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert (doc["code"], doc["codeName"]) == (1, "SYSTEM_ERROR")
+    assert doc["remark"] == "cas on ns k did not succeed: the current value is 'other'"
+    assert doc["body"] == {"succeeded": False, "value": "other"}
+
+
+def test_json_per_node_maps_name_the_nodes_that_could_not_be_asked(leader: Cluster) -> None:
+    del leader.nodes[F2]
+    r = rmqctl("-o", "json", "getControllerConfig", "-a", f"{L};{F2}")
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    assert doc[L] == CONFIG
+    assert (doc[F2]["code"], doc[F2]["codeName"]) == (-1, "RMQCTL_UNREACHABLE")
+    assert "every address refused the connection" in doc[F2]["remark"]
+    r = rmqctl("-o", "json", "raft", "snapshot", "--all", "-a", L)
+    assert r.exit_code == 3
+    doc = json.loads(r.stdout)
+    assert list(doc) == [L, F1, F2] and (doc[L]["code"], doc[F2]["code"]) == (0, -1)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown broker set",
+        "one of two broker sets unknown",
+        "empty cluster",
+        "failed cas",
+        "missing key",
+        "refused election",
+        "refused transfer",
+        "config with a node down",
+        "snapshot --all with a node down",
+        "everything down",
+        "no leader",
+    ],
+)
+def test_every_verb_that_exits_non_zero_prints_no_success_in_json(leader: Cluster, case: str) -> None:
+    routes = leader.nodes[L]
+    routes[("POST", "/api/v1/admin/sync-state-data")] = lambda request: envelope(
+        body={
+            "replicasInfoTable": {
+                k: v
+                for k, v in SYNC["body"]["replicasInfoTable"].items()
+                if k in json.loads(request.content)["brokerNames"]
+            }
+        }
+    )
+    routes[("GET", "/api/v1/admin/broker-sets?clusterName=nope")] = envelope(body={"replicasInfoTable": {}})
+    routes[("POST", "/api/v1/kv/ns/k/cas")] = envelope(body={"succeeded": False, "value": "other"})
+    routes[("GET", "/api/v1/kv/ns/gone")] = envelope(22, remark="No config item")
+    routes[("POST", "/api/v1/admin/elect-master")] = envelope(2012, remark="Failed to elect a new master")
+    routes[("POST", "/api/v1/raft/transfer-leader")] = httpx.Response(409, json={"error": "REFUSED", "message": "lags"})
+    args: dict[str, tuple[str, ...]] = {
+        "unknown broker set": ("getSyncStateSet", "-b", "no-such-broker"),
+        "one of two broker sets unknown": ("getSyncStateSet", "-b", "broker-a,no-such-broker"),
+        "empty cluster": ("getSyncStateSet", "-c", "nope"),
+        "failed cas": ("kv", "cas", "ns", "k", "v2", "--expect", "v1"),
+        "missing key": ("kv", "get", "ns", "gone"),
+        "refused election": ("electMaster", "-c", "c1", "-bn", "broker-a", "-b", "3"),
+        "refused transfer": ("raft", "transfer-leader"),
+        "config with a node down": ("getControllerConfig", "-a", f"{L};127.0.0.1:9"),
+        "snapshot --all with a node down": ("raft", "snapshot", "--all"),
+        "everything down": ("getControllerMetaData", "-a", "127.0.0.1:9"),
+        "no leader": ("kv", "get", "ns", "k", "-a", F1, "--timeout", "1"),
+    }
+    if case == "snapshot --all with a node down":
+        del leader.nodes[F2]
+    if case == "no leader":
+        leader.fallback = not_leader(None)
+    r = rmqctl("-o", "json", *args[case], *(() if "-a" in args[case] else ("-a", L)))
+    assert r.exit_code != 0, r.stdout
+    for doc in json_documents(r.stdout):
+        codes = envelope_codes(doc)
+        assert codes and any(code != 0 for code in codes), doc
+        if isinstance(doc, dict) and "codeName" in doc:
+            assert doc["code"] != 0 and doc["codeName"] != "SUCCESS", doc

@@ -1,6 +1,7 @@
 """`python -m tools.brokersim`: run simulated broker groups against a controller until Ctrl-C (or --duration).
 
-One line per event on stdout (`--json`: one JSON object per line). `--chaos SECONDS` kills a random group's
+One line per event on stdout (`--json`: one JSON object per line; `-v`: also the debug lines, the expected
+races a broker resolves at once). `--chaos SECONDS` kills a random group's
 master every SECONDS and starts it again once another master took over (or SECONDS later), so that failovers
 keep happening (the demo). Every `--report-every` seconds (the first as soon as every broker's heartbeat was
 answered) a summary line: how many brokers the controller answered heartbeats of, the masters, the writes."""
@@ -22,10 +23,15 @@ from cli.rmqctl.client import parse_addresses
 from tools.brokersim.sim import SimConfig, Simulator
 
 
-def _printer(as_json: bool) -> Any:
+def _printer(as_json: bool, verbose: bool = False) -> Any:
+    """One line per event. Events with `level: debug` (expected races the broker resolves at once, e.g. two
+    brokers told the same id) are left out unless `verbose`; --json prints every event."""
+
     def out(event: dict[str, Any]) -> None:
         if as_json:
             line = json.dumps(event, sort_keys=True)
+        elif event.get("level") == "debug" and not verbose:
+            return
         else:
             who = event.get("brokerName") or "brokers"
             if event.get("brokerId") is not None:
@@ -149,6 +155,12 @@ async def _main(sim: Simulator, duration: float | None, chaos: float | None, rep
 @click.option("--token", envvar="RMQCTL_TOKEN", default=None, help="Admin token, if the controller has one.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 @click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also print the debug lines: expected races resolved at once (two brokers told the same id).",
+)
+@click.option(
     "--remoting",
     is_flag=True,
     help="The addresses are jRaftControllerRPCAddr entries: speak RocketMQ remoting, as a real broker does.",
@@ -169,6 +181,7 @@ def main(
     report_every: float,
     token: str | None,
     as_json: bool,
+    verbose: bool,
     remoting: bool,
 ) -> None:
     """Simulated RocketMQ broker replica groups (controller mode) against a running controller."""
@@ -188,7 +201,7 @@ def main(
         data=data,
         base_port=base_port,
         token=token,
-        on_event=_printer(as_json),
+        on_event=_printer(as_json, verbose),
         remoting=remoting,
     )
     asyncio.run(_main(sim, duration, chaos, report_every))

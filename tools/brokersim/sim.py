@@ -58,6 +58,9 @@ class SimConfig:
     ack_timeout_s: float = 3.0  # a write not acknowledged by then failed (the producer's send timeout)
 
 
+REGISTER_TRIES = 5  # ReplicasManager.startBasicService: register() up to 5 times in a row
+
+
 def now_ms() -> float:
     return time.monotonic() * 1000
 
@@ -185,42 +188,67 @@ class SimBroker:
         return os.path.join(self.dir, "identity") if self.dir else None
 
     async def _register(self) -> bool:
+        """RocketMQ's ReplicasManager.register(), tried up to REGISTER_TRIES times in a row as its
+        startBasicService does, then again every period. Brokers of a set that start together ask
+        next-broker-id before any of them applied its answer, so they are told the same id: the first to
+        apply it gets it, the others are answered 2014 CONTROLLER_BROKER_ID_INVALID. That is an expected race,
+        not a failure: as RocketMQ does, the broker deletes its temp id file and starts over at once with
+        next-broker-id (which now skips the taken id), said only at debug level. A 2014 for an id it had
+        already applied (its identity file says applied=true: another broker holds its id) is a conflict, and
+        said as a refusal like every other failure."""
         path = self._identity_path()
-        ident = load_identity(path) if path else None
-        if ident is None and self.id is not None:  # not persisted (no data dir): kept in memory
-            ident = Identity(self.id, proto.check_code(self.address, int(time.time() * 1000)), True)
-        code = ident.check_code if ident else proto.check_code(self.address, int(time.time() * 1000))
-        steps = proto.registration(
-            self.cfg.cluster,
-            self.name,
-            self.address,
-            ident.broker_id if ident else None,
-            code,
-            applied=ident.applied if ident else True,
-        )
+        for attempt in range(1, REGISTER_TRIES + 1):
+            ident = load_identity(path) if path else None
+            if ident is None and self.id is not None:  # not persisted (no data dir): kept in memory
+                ident = Identity(self.id, proto.check_code(self.address, int(time.time() * 1000)), True)
+            fresh = ident is None or not ident.applied  # an id from next-broker-id or the temp file, not its own yet
+            code = ident.check_code if ident else proto.check_code(self.address, int(time.time() * 1000))
+            steps = proto.registration(
+                self.cfg.cluster,
+                self.name,
+                self.address,
+                ident.broker_id if ident else None,
+                code,
+                applied=ident.applied if ident else True,
+            )
+            applying: list[int] = []  # the id of the apply-broker-id sent, if any
 
-        async def post(step_path: str, body: dict[str, Any]) -> Reply:
-            if step_path == "apply-broker-id" and path:  # RocketMQ's temp file: the id it is about to apply
-                save_identity(path, Identity(body["appliedBrokerId"], code, False))
-            reply = await self.send((step_path, body))
-            if reply is None:
-                raise Failed(f"{step_path}: no controller served it ({self.sim.client.last_problem})")
-            return reply
+            async def post(
+                step_path: str, body: dict[str, Any], code: str = code, applying: list[int] = applying
+            ) -> Reply:
+                if step_path == "apply-broker-id":
+                    applying.append(body["appliedBrokerId"])
+                    if path:  # RocketMQ's temp file: the id it is about to apply
+                        save_identity(path, Identity(body["appliedBrokerId"], code, False))
+                reply = await self.send((step_path, body))
+                if reply is None:
+                    raise Failed(f"{step_path}: no controller served it ({self.sim.client.last_problem})")
+                return reply
 
-        try:
-            self.id, reply = await proto.arun_steps(steps, post)
-        except Failed as e:
-            pending = load_identity(path) if path else None
-            if pending is not None and not pending.applied:
-                os.unlink(path)  # type: ignore[arg-type]  # the id it tried is taken: start again from next-broker-id
-            self.say("refused", f"registration failed: {e}; tries again in {self.cfg.sync_metadata_period_s:g}s")
-            return False
-        if path:
-            save_identity(path, Identity(self.id, code, True))
-        master = reply.header.get("masterBrokerId")
-        self.say("registered", f"registered as id {self.id} (master: {master if master is not None else 'none'})")
-        await self._heartbeat()
-        return True
+            try:
+                self.id, reply = await proto.arun_steps(steps, post)
+            except Failed as e:
+                pending = load_identity(path) if path else None
+                if pending is not None and not pending.applied:
+                    os.unlink(path)  # type: ignore[arg-type]  # the id it tried is taken: start again from next-broker-id
+                if fresh and applying and e.code == C.CONTROLLER_BROKER_ID_INVALID and attempt < REGISTER_TRIES:
+                    self.say(
+                        "id-taken",
+                        f"id {applying[-1]} went to another broker of {self.name} first (they asked next-broker-id "
+                        "at the same time; 2014 CONTROLLER_BROKER_ID_INVALID): starts over with next-broker-id",
+                        level="debug",
+                        code=e.code,
+                    )
+                    continue
+                self.say("refused", f"registration failed: {e}; tries again in {self.cfg.sync_metadata_period_s:g}s")
+                return False
+            if path:
+                save_identity(path, Identity(self.id, code, True))
+            master = reply.header.get("masterBrokerId")
+            self.say("registered", f"registered as id {self.id} (master: {master if master is not None else 'none'})")
+            await self._heartbeat()
+            return True
+        return False  # not reached: the last attempt returns above
 
     async def _heartbeat(self) -> None:
         reply = await self.send(
@@ -252,7 +280,7 @@ class SimBroker:
             r = await self.send(proto.elect_self(self.cfg.cluster, self.name, self.id))
             if r is not None:
                 if r.code != self._last_elect_code:  # a refusal that repeats every period is said once
-                    self.say("elect", f"elect-master {self.id}: {r.code} {r.code_name}", code=r.code)
+                    self.say("elect", self._elect_outcome(r, sync_set), code=r.code)
                 self._last_elect_code = r.code
                 if r.ok:
                     await self._sync_metadata()
@@ -264,6 +292,33 @@ class SimBroker:
                 self._change_to_slave(master, epoch)
         elif self.role == "master" and set_epoch is not None and set_epoch > self.sync_set_epoch:
             self.sync_set, self.sync_set_epoch, self.ack_set = sync_set, set_epoch, set(sync_set)
+
+    def _elect_outcome(self, r: Reply, sync_set: list[int]) -> str:
+        """The line an elect-master answer is said with. The two refusals a broker meets in normal operation
+        are information, not failures, and read so:
+        - 2012 CONTROLLER_ELECT_MASTER_FAILED: the controller elects only from the SyncStateSet (its members
+          hold every acknowledged write; unclean election is off) and counts none of them alive. After a
+          restart of the whole demo this is the usual case: stopping the brokers closed their connections,
+          the controller took each close for a dead broker (RocketMQ's onChannelClose) and moved mastership
+          to the last one left, so the SyncStateSet is that one broker until it heartbeats again; a member's
+          own elect-master can also arrive before its first heartbeat was applied (a real broker's heartbeat
+          is oneway). The broker asks again every period, as RocketMQ's retries its start every 5 s;
+        - 2011 CONTROLLER_MASTER_STILL_EXIST: another broker of the set was elected in between."""
+        period = f"{self.cfg.sync_metadata_period_s:g}s"
+        if r.code == C.CONTROLLER_ELECT_MASTER_FAILED:
+            members = sorted(sync_set)
+            if self.id in members:
+                return (
+                    f"no master yet: the controller counts no member of the SyncStateSet {members} alive yet "
+                    f"(its heartbeats are not in yet); asks again every {period} (2012 {r.code_name})"
+                )
+            return (
+                f"no master yet: only a member of the SyncStateSet {members} may be elected and none of it "
+                f"heartbeats yet; asks again every {period} (2012 {r.code_name})"
+            )
+        if r.code == C.CONTROLLER_MASTER_STILL_EXIST:
+            return f"master {r.header.get('masterBrokerId')} was elected meanwhile (2011 {r.code_name})"
+        return f"elect-master {self.id}: {r.code} {r.code_name}"
 
     def _change_to_master(self, epoch: int, sync_set: list[int], set_epoch: int) -> None:
         self.role, self.master_id, self.master_epoch = "master", self.id, epoch
