@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast sim bench audit lint clean
+.PHONY: setup run test test-fast interop rocketmq sim bench audit lint clean
 
 setup: $(STAMP)
 
@@ -23,13 +23,27 @@ run: setup
 # tools/setup.sh installs with apt-get every program the tests run that is missing (the table of
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
 # that table or is not on this machine.
-test: lint
+# The real-RocketMQ interop suite (tests/interop, docs/interop.md) runs after the rest, alone, so that its JVMs
+# have both cores.
+test: lint rocketmq
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not interop"
+	$(BIN)/python -m pytest -q -m interop
 
+# Offline: no Maven, no RocketMQ, no real processes.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not interop"
+
+# RocketMQ's own jars (interop/rocketmq/pom.xml) resolved from Maven Central into interop/rocketmq/build/lib,
+# and the interop Java client compiled; cached (nothing is fetched again until pom.xml or src/ change).
+rocketmq:
+	sh interop/rocketmq/build.sh
+
+# Unmodified RocketMQ brokers, NameServer, mqadmin and clients against our controller, and the differential
+# test against RocketMQ's own JRaftController (docs/interop.md).
+interop: setup rocketmq
+	$(BIN)/python -m pytest -q -m interop
 
 # More simulation seeds than CI runs: make sim SEEDS=10000
 sim: setup

@@ -135,6 +135,12 @@ RESPONSE: dict[int, Schema] = {
 }
 NOT_LEADER: Schema = (("controllerLeaderId", STRING, False), ("controllerLeaderAddress", STRING, False))
 
+# Response fields whose Java type is primitive (`int`): never null in Java, so makeCustomHeaderToNet always sends
+# them, the zero value where the controller set nothing. AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is
+# an `int`: RocketMQ answers every refused 1001 (2000-2003, 2006, 2013) with newSyncStateSetEpoch "0"
+# (tests/interop/test_differential.py). GetMetaDataResponseHeader.isLeader is a `boolean`, always set here.
+PRIMITIVE_ZERO: dict[int, dict[str, Any]] = {C.ALTER_SYNC_STATE_SET: {"newSyncStateSetEpoch": 0}}
+
 
 class HeaderFieldError(ValueError):
     """A header field is missing or not of its Java type; the message names it (RocketMQ's remark text)."""
@@ -169,12 +175,16 @@ def parse(schema: Schema, ext: Mapping[str, str], defaults: Mapping[str, Any] | 
     return out
 
 
-def to_ext(header: Mapping[str, Any] | None) -> dict[str, str]:
-    """A response header as extFields: Java's toString of each non-null field."""
+def to_ext(header: Mapping[str, Any] | None, code: int | None = None) -> dict[str, str]:
+    """A response header as extFields: Java's toString of each non-null field. With the request `code`, a null
+    field of a primitive Java type (PRIMITIVE_ZERO) is sent as its zero value, as Java does."""
     if not header:
         return {}
+    zeros = PRIMITIVE_ZERO.get(code, {}) if code is not None else {}
     out = {}
     for k, v in header.items():
+        if v is None:
+            v = zeros.get(k)
         if v is None:
             continue
         out[k] = ("true" if v else "false") if isinstance(v, bool) else str(v)

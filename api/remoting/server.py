@@ -255,7 +255,7 @@ class Dispatcher:
             body = properties_text(result.body)
         else:
             body = _body_bytes(result.body)
-        return cmd.response(result.code, result.remark, H.to_ext(result.header), body)
+        return cmd.response(result.code, result.remark, H.to_ext(result.header, cmd.code), body)
 
 
 class _Connection(asyncio.Protocol):

@@ -23,7 +23,7 @@ from api.remoting.server import FORWARDED_BY, RemotingServer
 from api.service import ControllerService
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
-from tests.api.harness import GROUP_RAFT, SETTINGS, Counter, build, running, service_options, settled, solo
+from tests.api.harness import GROUP_RAFT, SETTINGS, Counter, build, register, running, service_options, settled, solo
 from tests.api.test_admin_kv import (  # noqa: F401  (mqadmin's scenarios, over remoting)
     test_admin_clean_broker_metadata,
     test_admin_sync_state_data_and_designated_election,
@@ -929,3 +929,25 @@ async def test_a_client_that_does_not_read_its_answers_stops_being_read(node: Re
         client.close()
     finally:
         await server.stop()
+
+
+async def test_a_refused_alter_sync_state_set_carries_new_sync_state_set_epoch_0(
+    node: RemotingNode, unique: Counter
+) -> None:
+    """AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is a Java `int`: RocketMQ's JRaftController sends it
+    on every refused 1001, as "0" (seen by tests/interop/test_differential.py against RocketMQ 5.5.0)."""
+    name = unique("refused")
+    await register(node, "c1", name, 1, "10.0.9.1:10911")
+    await register(node, "c1", name, 2, "10.0.9.2:10911")
+    await node.ok(
+        "POST", "/api/v1/controller/elect-master", json={"clusterName": "c1", "brokerName": name, "brokerId": 1}
+    )
+    ext = {"brokerName": name, "masterBrokerId": 1, "masterEpoch": 1}
+    for ids, epoch, master, code in (
+        ([1], 0, 1, C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),  # the set it already is
+        ([1, 2], 0, 1, C.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH),
+        ([1, 2], 1, 2, C.CONTROLLER_INVALID_MASTER),
+    ):
+        body = json.dumps({"syncStateSet": ids, "syncStateSetEpoch": epoch}).encode()
+        r = await node.client.request(C.ALTER_SYNC_STATE_SET, ext | {"masterBrokerId": master}, body)
+        assert (r.code, r.ext_fields, r.body) == (code, {"newSyncStateSetEpoch": "0"}, None), r

@@ -1,0 +1,60 @@
+package interop;
+
+import java.io.FileWriter;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.message.Message;
+
+/**
+ * Sends numbered messages to one topic, one at a time, and writes a line per acknowledged send (SEND_OK) to
+ * a file: "seq brokerName queueId queueOffset msgId". Runs until the stop file exists or the time is up.
+ *
+ * Args: namesrv topic ackFile stopFile maxSeconds
+ */
+public final class Producer {
+    public static void main(String[] args) throws Exception {
+        String namesrv = args[0], topic = args[1], ackFile = args[2], stopFile = args[3];
+        long deadline = System.currentTimeMillis() + Long.parseLong(args[4]) * 1000L;
+        DefaultMQProducer producer = new DefaultMQProducer("interop-producer");
+        producer.setNamesrvAddr(namesrv);
+        producer.setSendMsgTimeout(3000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setPollNameServerInterval(1000);
+        producer.start();
+        long acked = 0, failed = 0;
+        try (PrintWriter out = new PrintWriter(new FileWriter(ackFile, StandardCharsets.UTF_8, true))) {
+            for (long seq = 0; System.currentTimeMillis() < deadline && !Files.exists(Paths.get(stopFile)); seq++) {
+                Message msg = new Message(topic, "interop", Long.toString(seq),
+                    ("message " + seq).getBytes(StandardCharsets.UTF_8));
+                try {
+                    SendResult r = producer.send(msg);
+                    if (r.getSendStatus() == SendStatus.SEND_OK) {
+                        out.printf("%d %s %d %d %s%n", seq, r.getMessageQueue().getBrokerName(),
+                            r.getMessageQueue().getQueueId(), r.getQueueOffset(), r.getMsgId());
+                        out.flush();
+                        acked++;
+                        if (acked == 1 || acked % 50 == 0) {
+                            System.out.println("acked " + acked + " failed " + failed);
+                        }
+                    } else {
+                        failed++;
+                        System.out.println("not ok " + seq + " " + r.getSendStatus());
+                    }
+                } catch (Exception e) {
+                    failed++;
+                    System.out.println("failed " + seq + " " + e.getClass().getSimpleName() + ": "
+                        + String.valueOf(e.getMessage()).split("\n")[0]);
+                    Thread.sleep(100);  // a broker gone: give the route a moment before the next attempt
+                }
+            }
+        } finally {
+            System.out.println("producer done acked " + acked + " failed " + failed);
+            producer.shutdown();
+        }
+    }
+}

@@ -1,0 +1,509 @@
+"""Real RocketMQ processes on loopback, beside our controller: a NameServer, brokers in controller mode,
+RocketMQ's own 3-node JRaftController, mqadmin, and the small Java producer and consumer of
+interop/rocketmq/src (docs/interop.md). The jars are the ones `make rocketmq` resolves from
+interop/rocketmq/pom.xml into interop/rocketmq/build/lib.
+
+Every process is a plain JVM (`java -cp 'lib/*' MAIN`) with the flags Java 17 needs, a small heap, its own
+`user.home` (RocketMQ puts logs, stores and config files there) and `java.io.tmpdir`, and every address it is
+given is 127.0.0.1. A `Deployment` owns the processes it starts and stops all of them (SIGKILL, their process
+groups included) however the test ends; `atexit` does it too for a harness abandoned by a crash.
+
+Waiting never sleeps: a thread per process copies its stdout to a log file and signals each line, so a
+readiness line is waited for directly; conditions on the controller's answers are re-checked every
+`POLL` seconds up to a deadline (`wait_until`)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import IO, TypeVar
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+INTEROP = os.path.join(ROOT, "interop", "rocketmq")
+LIB = os.path.join(INTEROP, "build", "lib")
+CLASSES = os.path.join(INTEROP, "build", "classes")
+POLL = 0.1
+T = TypeVar("T")
+
+# What RocketMQ's JVMs need on Java 17 (docs/interop.md): hessian reflects into java.lang, DLedger and the
+# store into NIO buffers; stack traces stay whole.
+JDK17_FLAGS = [
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "-XX:-OmitStackTraceInFastThrow",
+]
+# Heaps that let three brokers, a NameServer and three controllers run beside the suite on 2 cores / 24 GiB.
+HEAP = {
+    "namesrv": ["-Xms64m", "-Xmx256m"],
+    "controller": ["-Xms128m", "-Xmx512m"],
+    "broker": ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m"],
+    "tools": ["-Xms32m", "-Xmx256m", "-XX:TieredStopAtLevel=1"],
+    "client": ["-Xms32m", "-Xmx256m", "-XX:TieredStopAtLevel=1"],
+}
+COMMON = ["-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=192m", "-Xss512k"]
+
+
+def version() -> str:
+    """The RocketMQ version interop/rocketmq/pom.xml pins."""
+    with open(os.path.join(INTEROP, "pom.xml")) as f:
+        m = re.search(r"<rocketmq.version>([^<]+)</rocketmq.version>", f.read())
+    assert m is not None, "interop/rocketmq/pom.xml names no <rocketmq.version>"
+    return m.group(1)
+
+
+def require() -> None:
+    """Fail with what to run when the jars or the Java client are not built."""
+    jar = os.path.join(LIB, f"rocketmq-broker-{version()}.jar")
+    if not os.path.exists(jar) or not os.path.isdir(CLASSES):
+        raise RuntimeError(f"RocketMQ {version()} is not resolved ({jar} missing): run `make rocketmq`")
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout: float) -> T:
+    """`check()` again every POLL seconds until it returns something other than None or False; that value.
+    An AssertionError naming `what` and the last exception when the deadline passes."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = check()
+            if value is not None and value is not False:
+                return value
+        except Exception as e:  # noqa: BLE001  # a process not serving yet: try again until the deadline
+            last = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f}s" + (f" (last error: {last!r})" if last else ""))
+        threading.Event().wait(POLL)
+
+
+def port_triples(n: int, step: int = 10) -> list[int]:
+    """n broker listen ports p with p-2 (the VIP channel), p and p+1 (HA) free on 127.0.0.1."""
+    found: list[int] = []
+    base = 20000 + (os.getpid() * 37) % 20000
+    p = base
+    while len(found) < n:
+        if p > 64000:
+            p = 20002
+        socks = []
+        try:
+            for q in (p - 2, p, p + 1):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", q))
+            found.append(p)
+        except OSError:
+            pass
+        finally:
+            for s in socks:
+                s.close()
+        p += step
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def properties(values: dict[str, object]) -> str:
+    return "".join(f"{k}={'true' if v is True else 'false' if v is False else v}\n" for k, v in values.items())
+
+
+_live: weakref.WeakSet[JavaProcess] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for p in list(_live):
+        p.kill()
+
+
+class JavaProcess:
+    """One JVM: started in its own process group, stdout and stderr copied line by line to `log`."""
+
+    def __init__(self, name: str, kind: str, main: str, args: list[str], home: str, extra_cp: str = "") -> None:
+        require()
+        self.name, self.kind, self.home = name, kind, home
+        os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
+        self.log = os.path.join(home, "stdout.log")
+        cp = os.path.join(LIB, "*") + (os.pathsep + extra_cp if extra_cp else "")
+        self.argv = [
+            "java",
+            *HEAP[kind],
+            *COMMON,
+            *JDK17_FLAGS,
+            f"-Drocketmq.home.dir={home}",
+            f"-Duser.home={home}",
+            f"-Djava.io.tmpdir={os.path.join(home, 'tmp')}",
+            f"-Drmq.logback.configurationFile=rmq.{kind}.logback.xml",
+            "-Drocketmq.namesrv.domain=127.0.0.1:1",  # never the default HTTP name-server lookup off this host
+            "-cp",
+            cp,
+            main,
+            *args,
+        ]
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.reader: threading.Thread | None = None
+        self.paused = False
+
+    def start(self) -> JavaProcess:
+        assert self.proc is None or self.proc.poll() is not None, f"{self.name} is running"
+        self.lines = []
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.home,
+            start_new_session=True,  # its own process group: a kill reaches everything it started
+            env=dict(os.environ, ROCKETMQ_HOME=self.home),
+        )
+        _live.add(self)
+        assert self.proc.stdout is not None
+        self.reader = threading.Thread(target=self._copy, args=(self.proc.stdout,), daemon=True)
+        self.reader.start()
+        return self
+
+    def _copy(self, src: IO[bytes]) -> None:
+        with open(self.log, "ab") as dst:
+            for raw in src:
+                dst.write(raw)
+                dst.flush()
+                line = raw.decode(errors="replace").rstrip("\n")
+                if "|-INFO in " in line or "|-WARN in " in line:
+                    continue  # logback's own start-up chatter
+                with self._changed:
+                    self.lines.append(line)
+                    self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_line(self, pattern: str, timeout: float = 120) -> str:
+        """The first stdout line matching the regex `pattern`; fails when the process exits first."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._changed:
+            while True:
+                for line in self.lines[seen:]:
+                    if rx.search(line):
+                        return line
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if not self.running() and (self.reader is None or not self.reader.is_alive()):
+                    raise AssertionError(f"{self.name} exited ({self.returncode()}) before /{pattern}/: {self.tail()}")
+                if left <= 0:
+                    raise AssertionError(f"{self.name}: no /{pattern}/ within {timeout}s: {self.tail()}")
+                self._changed.wait(min(left, 1.0))
+
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def tail(self, n: int = 15) -> str:
+        with self._changed:
+            return "\n".join(self.lines[-n:])
+
+    def signal(self, sig: int) -> None:
+        if self.running():
+            assert self.proc is not None
+            os.killpg(self.proc.pid, sig)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def kill(self) -> None:
+        """kill -9 (the process group), and wait for it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        if self.reader is not None:
+            self.reader.join(10)
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM (RocketMQ's shutdown hooks run), then SIGKILL after `timeout`."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.paused:
+            self.resume()
+        self.signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        if self.reader is not None:
+            self.reader.join(10)
+        return code
+
+
+class Broker(JavaProcess):
+    """A RocketMQ broker in controller mode (brokerId -1, its id assigned by the controller)."""
+
+    def __init__(self, home: str, conf: dict[str, object]) -> None:
+        os.makedirs(home, exist_ok=True)
+        self.conf = conf
+        self.conf_path = os.path.join(home, "broker.conf")
+        with open(self.conf_path, "w") as f:
+            f.write(properties(conf))
+        super().__init__(
+            f"broker {conf['brokerName']}@{conf['listenPort']}",
+            "broker",
+            "org.apache.rocketmq.broker.BrokerStartup",
+            ["-c", self.conf_path],
+            home,
+        )
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.conf['listenPort']}"
+
+    @property
+    def broker_name(self) -> str:
+        return str(self.conf["brokerName"])
+
+    def start_and_wait(self, timeout: float = 180) -> Broker:
+        self.start()
+        self.wait_line(r"The broker\[.*boot success", timeout)
+        return self
+
+    @property
+    def broker_log(self) -> str:
+        """RocketMQ's own log of this broker (role changes, registration, HA), under its user.home."""
+        return os.path.join(self.home, "logs", "rocketmqlogs", "broker.log")
+
+    def log_mark(self) -> int:
+        """Where broker.log ends now: `log_since(mark)` reads what it logged after."""
+        try:
+            return os.path.getsize(self.broker_log)
+        except FileNotFoundError:
+            return 0
+
+    def log_since(self, mark: int) -> str:
+        try:
+            with open(self.broker_log, "rb") as f:
+                f.seek(mark)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_log(self, pattern: str, mark: int = 0, timeout: float = 60) -> str:
+        """The first broker.log line after `mark` matching the regex `pattern` (re-read every POLL seconds)."""
+        rx = re.compile(pattern)
+
+        def find() -> str | None:
+            return next((line for line in self.log_since(mark).splitlines() if rx.search(line)), None)
+
+        return wait_until(f"{self.name}: /{pattern}/ in broker.log", find, timeout)
+
+    def identity(self) -> int | None:
+        """The controller-assigned id this broker saved (storePathBrokerIdentity), None before it has one."""
+        path = os.path.join(str(self.conf["storePathRootDir"]), "brokerIdentity")
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None
+        m = re.fullmatch(r"[^#]*#[^#]*#(-?\d+)\s*", text)  # clusterName#brokerName#brokerId (BrokerMetadata)
+        return int(m.group(1)) if m else None
+
+
+def broker_conf(
+    store: str, name: str, port: int, controllers: list[str], namesrv: str, **extra: object
+) -> dict[str, object]:
+    """A small controller-mode broker on loopback: every address 127.0.0.1, a 16 MiB commit log, no timer wheel,
+    no transient store pool, short metadata and SyncStateSet periods (docs/interop.md). haMaxTimeSlaveNotCatchup
+    keeps its default (15 s): below haSendHeartbeatInterval (5 s) an idle slave would fall out of the
+    SyncStateSet between two of its HA heartbeats and the set would flap."""
+    conf: dict[str, object] = {
+        "brokerClusterName": "DefaultCluster",
+        "brokerName": name,
+        "brokerId": -1,
+        "brokerRole": "SLAVE",
+        "enableControllerMode": True,
+        "controllerAddr": ";".join(controllers),
+        "namesrvAddr": namesrv,
+        "brokerIP1": "127.0.0.1",
+        "brokerIP2": "127.0.0.1",
+        "listenPort": port,
+        "haListenPort": port + 1,
+        "storePathRootDir": store,
+        "allAckInSyncStateSet": True,
+        "syncBrokerMetadataPeriod": 1000,
+        "checkSyncStateSetPeriod": 1000,
+        "syncControllerMetadataPeriod": 2000,
+        "controllerHeartBeatTimeoutMills": 4000,
+        "brokerHeartbeatInterval": 1000,
+        "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+        "mappedFileSizeConsumeQueue": 60000,
+        "maxHashSlotNum": 10000,
+        "maxIndexNum": 40000,
+        "timerWheelEnable": False,
+        "transientStorePoolEnable": False,
+        "waitTimeMillsInSendQueue": 3000,
+        "osPageCacheBusyTimeOutMills": 5000,
+        "flushDiskType": "ASYNC_FLUSH",
+        "enablePropertyFilter": False,
+        "autoCreateTopicEnable": True,
+        "brokerFastFailureEnable": True,
+        "sendMessageThreadPoolNums": 2,
+        "pullMessageThreadPoolNums": 4,
+        "enableSlaveActingMaster": False,
+        "duplicationEnable": False,
+        "fetchNamesrvAddrByAddressServer": False,
+        "enableDetailStat": False,
+    }
+    conf.update(extra)
+    return conf
+
+
+class Deployment:
+    """The RocketMQ processes of one test: started on demand, all stopped by `close()` (a context manager)."""
+
+    def __init__(self, root: str) -> None:
+        require()
+        os.makedirs(root, exist_ok=True)
+        self.root = root
+        self.procs: list[JavaProcess] = []
+        self.namesrv_addr = ""
+
+    def __enter__(self) -> Deployment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+
+    def adopt(self, p: T) -> T:
+        assert isinstance(p, JavaProcess)
+        self.procs.append(p)
+        return p
+
+    def namesrv(self, port: int | None = None) -> JavaProcess:
+        port = port or free_port()
+        home = os.path.join(self.root, "namesrv")
+        os.makedirs(home, exist_ok=True)
+        conf = os.path.join(home, "namesrv.conf")
+        with open(conf, "w") as f:
+            f.write(properties({"listenPort": port, "bindAddress": "127.0.0.1"}))
+        p = self.adopt(
+            JavaProcess("namesrv", "namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", conf], home)
+        )
+        p.start().wait_line("The Name Server boot success", 120)
+        self.namesrv_addr = f"127.0.0.1:{port}"
+        return p
+
+    def broker(self, name: str, port: int, controllers: list[str], index: int = 0, **extra: object) -> Broker:
+        home = os.path.join(self.root, f"{name}-{index}")
+        conf = broker_conf(os.path.join(home, "store"), name, port, controllers, self.namesrv_addr, **extra)
+        return self.adopt(Broker(home, conf))
+
+    def jraft_controllers(self, n: int = 3, election_ms: int = 1000, **extra: object) -> JRaftControllers:
+        group = JRaftControllers(os.path.join(self.root, "jraft"), n, election_ms, extra)
+        for p in group.nodes:
+            self.adopt(p)
+        return group
+
+    def mqadmin(self, *args: str, timeout: float = 120) -> str:
+        """mqadmin's stdout and stderr (it exits 0 even when the command failed: callers parse the text)."""
+        return mqadmin(self.root, self.namesrv_addr, *args, timeout=timeout)
+
+    def java_client(self, main: str, *args: str, name: str = "") -> JavaProcess:
+        """One of interop/rocketmq/src's programs (interop.Producer, interop.Consumer), not yet started."""
+        home = os.path.join(self.root, name or main.rsplit(".", 1)[-1].lower())
+        os.makedirs(home, exist_ok=True)
+        return self.adopt(JavaProcess(name or main, "client", main, list(args), home, extra_cp=CLASSES))
+
+
+def mqadmin(root: str, namesrv: str, *args: str, timeout: float = 120) -> str:
+    home = os.path.join(root, "mqadmin")
+    os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
+    p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", [*args], home)
+    if namesrv:
+        p.argv += ["-n", namesrv]
+    p.start()
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError(f"mqadmin {' '.join(args)}: no exit within {timeout}s: {p.tail()}") from None
+    return "\n".join(p.lines)
+
+
+class JRaftControllers:
+    """RocketMQ's own controller, controllerType=jRaft, n nodes on loopback (the reference of the differential
+    test and the peer of the benchmarks)."""
+
+    def __init__(self, root: str, n: int, election_ms: int, extra: dict[str, object]) -> None:
+        ports = [free_port() for _ in range(2 * n)]
+        self.rafts = [f"127.0.0.1:{p}" for p in ports[:n]]
+        self.remotings = [f"127.0.0.1:{p}" for p in ports[n:]]
+        self.nodes: list[JavaProcess] = []
+        for i in range(n):
+            home = os.path.join(root, f"n{i}")
+            os.makedirs(home, exist_ok=True)
+            conf: dict[str, object] = {
+                "controllerType": "jRaft",
+                "jRaftGroupId": "jRaft-Controller",
+                "jRaftServerId": self.rafts[i],
+                "jRaftInitConf": ",".join(self.rafts),
+                "jRaftControllerRPCAddr": ",".join(self.remotings),
+                "jRaftElectionTimeoutMs": election_ms,
+                "jRaftSnapshotIntervalSecs": 3600,
+                "controllerStorePath": os.path.join(home, "store"),
+                "configStorePath": os.path.join(home, "controller.properties"),
+                "controllerThreadPoolNums": 4,
+                "scanNotActiveBrokerInterval": 1000,
+                **extra,
+            }
+            path = os.path.join(home, "controller.conf")
+            with open(path, "w") as f:
+                f.write(properties(conf))
+            self.nodes.append(
+                JavaProcess(
+                    f"jraft-n{i}", "controller", "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home
+                )
+            )
+
+    def start(self, timeout: float = 180) -> None:
+        for p in self.nodes:
+            p.start()
+        for p in self.nodes:
+            p.wait_line("The Controller Server boot success", timeout)
