@@ -6,10 +6,12 @@ Every command is one msgpack array, positional so that the hot heartbeat stays s
 
 `version` is FORMAT_VERSION, `code` the RocketMQ request code, `timeMillis` the leader's clock when it
 proposed the command (RocketMQ's invokeTime / lastUpdateTimestamp / checkTimeMillis; the applier's clock is
-never read), then the fields of that code in the order of FIELDS. The constructors below are what the HTTP
-layer and the daemon call; they check their arguments (CommandError naming the field, or TypeError/ValueError
-for a call that is wrong as a whole) so that bad input never reaches the log. `parse` is the apply-side
-check: it never trusts the bytes.
+never read), then the fields of that code in the order of FIELDS. A code may have optional trailing fields
+(OPTIONAL_TRAILING: added after entries without them were written); an entry may leave them out, and the
+checked array then has None in their place, so old logs still apply as they did. The constructors below are
+what the HTTP layer and the daemon call; they check their arguments (CommandError naming the field, or
+TypeError/ValueError for a call that is wrong as a whole) so that bad input never reaches the log. `parse`
+is the apply-side check: it never trusts the bytes.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ FIELDS: dict[int, tuple[tuple[str, int], ...]] = {
         ("registerCheckCode", STR),
     ),
     C.BROKER_CLOSE_CHANNEL: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT)),
-    C.CHECK_NOT_ACTIVE_BROKER: (),
+    # aliveSinceMillis: the proposing leader's clock when it took leadership (optional: see OPTIONAL_TRAILING).
+    C.CHECK_NOT_ACTIVE_BROKER: (("aliveSinceMillis", INT),),
     C.GET_BROKER_LIVE_INFO: (("brokerIdentity", OPT_IDENTITY),),
     C.BROKER_HEARTBEAT: (
         ("clusterName", STR),
@@ -93,7 +96,12 @@ FIELDS: dict[int, tuple[tuple[str, int], ...]] = {
 # What timeMillis means for each code, for docs and inspection.
 TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK_NOT_ACTIVE_BROKER: "checkTimeMillis"}
 
+# Trailing fields an entry may leave out, per code: the entries written before those fields existed. A
+# checked command always has every field (None for one left out); `decode` omits the ones left out.
+OPTIONAL_TRAILING: dict[int, int] = {C.CHECK_NOT_ACTIVE_BROKER: 1}
+
 _ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
+_MIN_ARITY = {code: n - OPTIONAL_TRAILING.get(code, 0) for code, n in _ARITY.items()}
 _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
 HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
 # One named tuple type per code, generated from FIELDS: (version, code, timeMillis, field...) by name.
@@ -163,14 +171,18 @@ def heartbeat_ok(c: list) -> bool:
     )
 
 
-def parse(data: bytes) -> list:
-    """Decode and check a command; return the msgpack array (fields from index HEADER_FIELDS on).
-    Raises CommandError for anything that is not a well-formed command of a known code."""
+def _unpack(data: bytes) -> Any:
     try:
-        c = _unpackb(data)
+        return _unpackb(data)
     except Exception as e:  # msgpack raises several types (ValueError, ExtraData, FormatError, ...)
         raise CommandError(f"not msgpack: {type(e).__name__}: {e}") from None
-    return check(c)
+
+
+def parse(data: bytes) -> list:
+    """Decode and check a command; return the msgpack array (fields from index HEADER_FIELDS on; optional
+    trailing fields the entry left out are None). Raises CommandError for anything that is not a
+    well-formed command of a known code."""
+    return check(_unpack(data))
 
 
 def named(c: list) -> Any:
@@ -178,8 +190,14 @@ def named(c: list) -> Any:
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
 
 
+def _arity_text(code: int) -> str:
+    lo, hi = _MIN_ARITY[code], _ARITY[code]
+    return str(hi) if lo == hi else " or ".join(map(str, range(lo, hi + 1)))
+
+
 def check(c: Any) -> list:
-    """`parse` for an already unpacked msgpack object."""
+    """`parse` for an already unpacked msgpack object. Returns `c` itself, or, when it leaves optional
+    trailing fields out, a copy with None in their place (`c` is then unchanged)."""
     if type(c) is not list or len(c) < HEADER_FIELDS:
         raise CommandError("not a msgpack array [version, code, timeMillis, ...]")
     if c[0] != FORMAT_VERSION or type(c[0]) is not int:
@@ -187,17 +205,19 @@ def check(c: Any) -> list:
     code = c[1]
     if type(code) is not int or code not in _ARITY:
         raise CommandError(f"Unknown request code: {code!r}")
-    if len(c) != _ARITY[code]:
-        raise CommandError(f"request code {code}: {len(c)} items, expected {_ARITY[code]}")
+    n = len(c)
+    if not _MIN_ARITY[code] <= n <= _ARITY[code]:
+        raise CommandError(f"request code {code}: {n} items, expected {_arity_text(code)}")
     if type(c[2]) is not int:
         raise CommandError(f"request code {code}: timeMillis is not an integer")
     if code == C.BROKER_HEARTBEAT and heartbeat_ok(c):
         return c
-    for i, kind in enumerate(_KINDS[code]):
+    full = n == _ARITY[code]
+    for i, kind in enumerate(_KINDS[code] if full else _KINDS[code][: n - HEADER_FIELDS]):
         if not _kind_ok(kind, c[HEADER_FIELDS + i]):
             name = FIELDS[code][i][0]
             raise CommandError(f"request code {code}: field {name!r} has a wrong type or value", name)
-    return c
+    return c if full else [*c, *(None,) * (_ARITY[code] - n)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +242,12 @@ class Command:
 
 
 def decode(data: bytes) -> Command:
-    """Decode a command for inspection. Raises CommandError like `parse`."""
-    cmd = named(parse(data))
-    fields = cmd._asdict()
-    for name in HEADER:
-        del fields[name]
+    """Decode a command for inspection. Raises CommandError like `parse`. Optional trailing fields the entry
+    leaves out are not in `fields` (an old entry reads as it was written)."""
+    raw = _unpack(data)
+    cmd = named(check(raw))
+    present = len(raw) - HEADER_FIELDS
+    fields = {name: cmd[HEADER_FIELDS + i] for i, (name, _) in enumerate(FIELDS[cmd.code][:present])}
     return Command(cmd.code, cmd.timeMillis, fields)
 
 
@@ -234,15 +255,18 @@ _I64 = (-(2**63), 2**63 - 1)
 
 
 def encode(code: int, time_millis: int, *fields: Any) -> bytes:
-    """The bytes of a command; every constructor below ends here. Checks kinds and the Java ranges (long)."""
+    """The bytes of a command; every constructor below ends here. Checks kinds and the Java ranges (long).
+    Optional trailing fields (OPTIONAL_TRAILING) may be left out: the entry is then shorter."""
     if code not in FIELDS:
         raise ValueError(f"unknown request code {code}")
     c = [FORMAT_VERSION, code, time_millis, *fields]
-    if len(c) != _ARITY[code]:
-        raise TypeError(f"request code {code} takes {len(FIELDS[code])} fields, got {len(fields)}")
+    if not _MIN_ARITY[code] <= len(c) <= _ARITY[code]:
+        hi = len(FIELDS[code])
+        want = f"{hi - OPTIONAL_TRAILING[code]} to {hi}" if code in OPTIONAL_TRAILING else str(hi)
+        raise TypeError(f"request code {code} takes {want} fields, got {len(fields)}")
     if type(time_millis) is not int or not _I64[0] <= time_millis <= _I64[1]:
         raise TypeError(f"timeMillis must be a 64-bit integer, got {time_millis!r}")
-    for (name, kind), v in zip(FIELDS[code], fields, strict=True):
+    for (name, kind), v in zip(FIELDS[code][: len(fields)], fields, strict=True):
         if not _kind_ok(kind, v):
             raise CommandTypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}", name)
         ints = v if kind == INT_LIST else (v,) if kind == INT else ()
@@ -333,9 +357,14 @@ def close_channel(now_ms: int, cluster_name: str, broker_name: str, broker_id: i
     return encode(C.BROKER_CLOSE_CHANNEL, now_ms, cluster_name, broker_name, broker_id)
 
 
-def check_not_active_broker(now_ms: int) -> bytes:
-    """1015: the leader's periodic inactive-broker scan (with re-elections)."""
-    return encode(C.CHECK_NOT_ACTIVE_BROKER, now_ms)
+def check_not_active_broker(now_ms: int, alive_since_ms: int | None = None) -> bytes:
+    """1015: the leader's periodic inactive-broker scan (with re-elections). `alive_since_ms`: the proposing
+    leader's clock when it took leadership (aliveSinceMillis); the scan then judges no broker on heartbeats
+    from before it (docs/statemachine.md). None writes the entry without it (the form before the field
+    existed: every broker judged on its last heartbeat alone)."""
+    if alive_since_ms is None:
+        return encode(C.CHECK_NOT_ACTIVE_BROKER, now_ms)
+    return encode(C.CHECK_NOT_ACTIVE_BROKER, now_ms, alive_since_ms)
 
 
 def get_broker_live_info(now_ms: int, identity: tuple[str, str, int] | None = None) -> bytes:

@@ -10,8 +10,16 @@ entry carries the whole decision and every replica reaches it (spec §6):
   * each triggered set gets one controller-triggered electMaster at the scan's time. RocketMQ retries up to
     electMasterMaxRetryCount times while the result is not SUCCESS, each retry a later request; retrying
     inside one entry could only repeat the same answer, so a failed attempt (2004) leaves the remaining
-    retries in the replicated state and the next scans spend them, at their own times. As in RocketMQ, every
-    failed attempt bumps masterEpoch once.
+    retries in the replicated state and the next scans spend them, at their own times. The first failed
+    attempt clears the master and bumps masterEpoch once, as RocketMQ's does; a retry that finds nobody
+    to elect while the master is already cleared changes nothing (RocketMQ bumps the epoch again: see
+    manager.elect_master) and is not reported in `elections`, so an abandoned set is reported once.
+
+A scan may carry aliveSinceMillis, its leader's clock when it took leadership (`since` here): every liveness
+question of that entry (expiry, the needs-re-election rule, the election and its notification targets)
+takes each broker's last heartbeat as no earlier than `since`, so a new leader does not judge a broker on
+heartbeats it could not have received (KAFKA-18138's seeding; a DEVIATION, see manager.py). A scan without
+it (entries written before the field existed) judges on lastUpdateTimestamp alone, as before.
 """
 
 from __future__ import annotations
@@ -36,21 +44,23 @@ class BrokerHeartbeatManager:
 
     # --- 1015 ---------------------------------------------------------------------------------------
 
-    def check_not_active_broker(self, t: int) -> Result:
+    def check_not_active_broker(self, t: int, alive_since: int | None = None) -> Result:
         m, live = self.manager, self.live
-        expired = live.expire(t)
+        since = _floor_at(alive_since, t)
+        expired = live.expire(t, since)
         triggers: dict[str, str] = {}
         for _, name, broker_id in expired:
             state = m.sync.sets.get(name)
             if state is not None and state.master_broker_id == broker_id and m.contains(name):
                 triggers.setdefault(name, TRIGGER_MASTER_EXPIRED)
-        for name in self._needing_reelection():  # at t: after expire(t)
+        for name in self._needing_reelection():  # at t: after expire(t, since)
             triggers.setdefault(name, TRIGGER_MASTER_INACTIVE)
         for name in live.reelect:
             triggers.setdefault(name, TRIGGER_RETRY)
-        elections, notes = self._reelect(triggers, t)
+        elections, notes = self._reelect(triggers, t, since)
         body = {
             "checkTimeMillis": t,
+            "aliveSinceMillis": since,
             "inactiveBrokers": [{"clusterName": c, "brokerName": n, "brokerId": b} for c, n, b in expired],
             **elections,
         }
@@ -58,9 +68,10 @@ class BrokerHeartbeatManager:
 
     def _needing_reelection(self) -> list[str]:
         """Sets whose master is set but not alive at the scan's time t while some registered replica is
-        (intended rule). Called right after `live.expire(t)`, which leaves only entries alive at t: "alive"
-        is "has an entry", one lookup, the same shortcut as `scan_needed`. A scan visits every set, so with thousands of
-        sets this loop is the scan's cost (and a replay's, with a scan every few seconds of log)."""
+        (intended rule). Called right after `live.expire(t, since)`, which leaves only entries alive at t
+        (with the scan's floor): "alive" is "has an entry", one lookup, the same shortcut as `scan_needed`. A
+        scan visits every set, so with thousands of sets this loop is the scan's cost (and a replay's, with a
+        scan every few seconds of log)."""
         replicas, table = self.manager.replicas.sets, self.live.table
         out = []
         for name, state in self.manager.sync.sets.items():
@@ -75,7 +86,9 @@ class BrokerHeartbeatManager:
         out.sort()
         return out
 
-    def _reelect(self, triggers: dict[str, str], t: int) -> tuple[dict[str, Any], tuple[RoleChange, ...]]:
+    def _reelect(
+        self, triggers: dict[str, str], t: int, since: int | None = None
+    ) -> tuple[dict[str, Any], tuple[RoleChange, ...]]:
         m, live = self.manager, self.live
         max_retry = m.config.elect_master_max_retry_count
         elections: list[dict[str, Any]] = []
@@ -85,12 +98,15 @@ class BrokerHeartbeatManager:
             left = min(live.reelect.pop(name, max_retry), max_retry)
             if left <= 0 or not m.contains(name):  # retries disabled, or the set was cleaned meanwhile
                 continue
-            r = m.elect_master(name, -1, False, t)
+            epoch = m.sync.sets[name].master_epoch
+            r = m.elect_master(name, -1, False, t, since)
             left -= 1
             if r.code == C.CONTROLLER_MASTER_NOT_AVAILABLE and left > 0:
                 live.reelect[name] = left
             else:
                 left = 0
+            if r.code == C.CONTROLLER_MASTER_NOT_AVAILABLE and m.sync.sets[name].master_epoch == epoch:
+                continue  # nobody to elect and no master left to clear: nothing happened, nothing to report
             h = r.header or {}
             elections.append(
                 {
@@ -117,14 +133,15 @@ class BrokerHeartbeatManager:
             notes.extend(r.notifications)
         return {"elections": elections, "newMasters": new_masters}, tuple(notes)
 
-    def scan_needed(self, now: int) -> bool:
-        """Whether a scan proposed at `now` would change anything: an entry expired, a master is inactive
-        while a replica is alive, or retries are owed. For the leader's timer; call it on the apply thread.
-        Cheap: one comparison when nothing expired, else a pass over the table, plus a lookup per set."""
+    def scan_needed(self, now: int, alive_since: int | None = None) -> bool:
+        """Whether a scan proposed at `now` (with aliveSinceMillis `alive_since`) would change anything: an
+        entry expired, a master is inactive while a replica is alive, or retries are owed. For the leader's
+        timer; call it on the apply thread. Cheap: one comparison when nothing expired, else a pass over the
+        table, plus a lookup per set."""
         live, m = self.live, self.manager
-        if live.reelect or live.any_expired(now):
+        if live.reelect or live.any_expired(now, _floor_at(alive_since, now)):
             return True
-        # Nothing expired, so every entry is alive at `now`: "alive" is just "has an entry".
+        # Nothing expired, so every entry is alive at `now` (with the floor): "alive" is "has an entry".
         table = live.table
         for name, state in m.sync.sets.items():
             master = state.master_broker_id
@@ -156,3 +173,14 @@ class BrokerHeartbeatManager:
         if row is None:
             return Result(C.CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS, "brokerIdentityInfo not exist", body=[])
         return Result(C.SUCCESS, body=[row_json(row)])
+
+
+def _floor_at(alive_since: int | None, t: int) -> int | None:
+    """The floor a scan applied at `t` uses: its aliveSinceMillis, or None (no floor) when that is later
+    than t. A leader stamps both from its own clock, the floor first, so a floor after the scan's time is
+    no takeover time this scan can stand on (a clock stepped back, or forged bytes); honouring it would
+    keep every broker alive for as long as it stays ahead. Without it the scan judges as an entry without
+    the field does."""
+    if alive_since is not None and alive_since > t:
+        return None
+    return alive_since

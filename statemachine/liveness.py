@@ -3,6 +3,9 @@ spec §2.3) and its snapshot section.
 
 Liveness is always judged against a time taken from a log entry, never against a clock:
 alive at t  <=>  lastUpdateTimestamp + heartbeatTimeoutMillis >= t;  expired at t  <=>  not alive at t.
+A scan entry (1015) may carry a floor `since` (aliveSinceMillis, its leader's takeover time): inside that
+entry the last heartbeat counts as max(lastUpdateTimestamp, since), so a new leader judges no broker on
+heartbeats it could not have received (docs/statemachine.md, "A new leader's scans").
 The section also carries the controller-triggered re-elections still owed retries (see heartbeat.py),
 because they are part of what the scan decides and must survive a snapshot.
 
@@ -85,34 +88,48 @@ class BrokerLiveTable:
         if t + timeout < self.deadline_floor:
             self.deadline_floor = t + timeout
 
-    def alive_row(self, cluster: str | None, name: str, broker_id: int, t: int) -> LiveRow | None:
+    def alive_row(
+        self, cluster: str | None, name: str, broker_id: int, t: int, since: int | None = None
+    ) -> LiveRow | None:
+        """The broker's row when it is alive at `t`, its last heartbeat taken as no earlier than `since`."""
         row = self.table.get((cluster, name, broker_id))  # type: ignore[arg-type]
-        if row is not None and row[LAST] + row[TIMEOUT] >= t:
-            return row
-        return None
+        if row is None:
+            return None
+        last = row[LAST]
+        if since is not None and since > last:
+            last = since
+        return row if last + row[TIMEOUT] >= t else None
 
-    def is_alive(self, cluster: str | None, name: str, broker_id: int, t: int) -> bool:
-        return self.alive_row(cluster, name, broker_id, t) is not None
+    def is_alive(self, cluster: str | None, name: str, broker_id: int, t: int, since: int | None = None) -> bool:
+        return self.alive_row(cluster, name, broker_id, t, since) is not None
 
     def _floor(self) -> float:
         return min((r[LAST] + r[TIMEOUT] for r in self.table.values()), default=_INF)
 
-    def any_expired(self, t: int) -> bool:
-        """Whether a scan at `t` would remove an entry. Usually O(1); refreshes the floor when it passes."""
+    def any_expired(self, t: int, since: int | None = None) -> bool:
+        """Whether a scan at `t` (with the floor `since`) would remove an entry. Usually O(1): one comparison,
+        and the deadline floor refreshed when it passes; with `since`, also a pass over the table while a
+        deadline has passed that the floor holds back (for at most one heartbeat timeout after a takeover)."""
         if t <= self.deadline_floor:
             return False
         self.deadline_floor = self._floor()
-        return t > self.deadline_floor
+        if t <= self.deadline_floor:
+            return False
+        if since is None:
+            return True
+        return any(r[LAST] + r[TIMEOUT] < t and since + r[TIMEOUT] < t for r in self.table.values())
 
-    def expire(self, t: int) -> list[Identity]:
-        """Remove and return (ascending) every identity expired at `t`. One pass over the table finds them
-        and the new deadline floor (the least deadline of the entries left)."""
+    def expire(self, t: int, since: int | None = None) -> list[Identity]:
+        """Remove and return (ascending) every identity expired at `t`, each last heartbeat taken as no
+        earlier than `since` when given. One pass over the table finds them and the new deadline floor (the
+        least deadline, without `since`, of the entries left: a lower bound for any later floor)."""
         if t <= self.deadline_floor:
             return []
+        held = -_INF if since is None else since  # max(last, since) + timeout < t <=> both sums are < t
         gone, floor = [], _INF
         for k, r in self.table.items():
             deadline = r[LAST] + r[TIMEOUT]
-            if deadline < t:  # expired at t: t - lastUpdateTimestamp > heartbeatTimeoutMillis
+            if deadline < t and held + r[TIMEOUT] < t:  # expired at t: t - lastUpdateTimestamp > timeout
                 gone.append(k)
             elif deadline < floor:
                 floor = deadline

@@ -83,7 +83,7 @@ class ControllerStateMachine:
                 c.clusterName, c.brokerName, c.appliedBrokerId, c.registerCheckCode
             ),
             C.BROKER_CLOSE_CHANNEL: lambda c: h.close_channel(c.clusterName, c.brokerName, c.brokerId, c.timeMillis),
-            C.CHECK_NOT_ACTIVE_BROKER: lambda c: h.check_not_active_broker(c.timeMillis),
+            C.CHECK_NOT_ACTIVE_BROKER: lambda c: h.check_not_active_broker(c.timeMillis, c.aliveSinceMillis),
             C.GET_BROKER_LIVE_INFO: lambda c: h.get_broker_live_info(c.brokerIdentity),
             C.BROKER_HEARTBEAT: self._heartbeat,
             C.KV_PUT: lambda c: kv.put(c.namespace, c.key, c.value),
@@ -157,10 +157,10 @@ class ControllerStateMachine:
 
     # --- for the daemon -------------------------------------------------------------------------------
 
-    def scan_needed(self, now_ms: int) -> bool:
-        """Whether proposing a scan (commands.check_not_active_broker) at `now_ms` would do anything (at the
-        time it would apply: no earlier than the last applied command's)."""
-        return self.heartbeats.scan_needed(max(now_ms, self.live.clock))
+    def scan_needed(self, now_ms: int, alive_since_ms: int | None = None) -> bool:
+        """Whether proposing a scan (commands.check_not_active_broker(now_ms, alive_since_ms)) would do
+        anything (at the time it would apply: no earlier than the last applied command's)."""
+        return self.heartbeats.scan_needed(max(now_ms, self.live.clock), alive_since_ms)
 
     @property
     def clock_ms(self) -> int:

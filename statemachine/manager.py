@@ -53,9 +53,15 @@ class ReplicasInfoManager:
         """A broker-set exists only while it is in both tables (spec §2.2)."""
         return name in self.replicas.sets and name in self.sync.sets
 
-    def policy(self, info: BrokerReplicaInfo, t: int) -> ElectPolicy:
+    def policy(self, info: BrokerReplicaInfo, t: int, since: int | None = None) -> ElectPolicy:
+        """Who may be elected at `t`. `since`: the aliveSinceMillis of the scan entry (1015) that elects,
+        None for every other command.
+        DEVIATION: RocketMQ's JRaftController judges every broker on its last heartbeat alone, so its new
+        leader can expire a live broker that has not reached it yet and re-elect a healthy master. A scan
+        here carries its leader's takeover time, and no broker's last heartbeat counts as earlier than that
+        in the scan (expiry, election, notification targets; heartbeat.py, KAFKA-18138)."""
         live, cluster, name = self.live, info.cluster_name, info.broker_name
-        return ElectPolicy(lambda b: live.alive_row(cluster, name, b, t))
+        return ElectPolicy(lambda b: live.alive_row(cluster, name, b, t, since))
 
     # --- 4.1 / 4.2 registration ------------------------------------------------------------------------
 
@@ -202,8 +208,9 @@ class ReplicasInfoManager:
 
     # --- 4.4 electMaster --------------------------------------------------------------------------------
 
-    def elect_master(self, name: str, broker_id: int, designate: bool, t: int) -> Result:
-        """Broker trigger (own id), admin trigger (wanted id, designate) or controller trigger (id -1)."""
+    def elect_master(self, name: str, broker_id: int, designate: bool, t: int, since: int | None = None) -> Result:
+        """Broker trigger (own id), admin trigger (wanted id, designate) or controller trigger (id -1).
+        `since`: the liveness floor of the scan entry that triggers it (heartbeat.py), else None."""
         header: dict[str, Any] = {
             "masterBrokerId": None,
             "masterAddress": None,
@@ -225,7 +232,7 @@ class ReplicasInfoManager:
         if new is None:
             unclean = sorted(info.brokers) if self.config.enable_elect_unclean_master else None
             preferred = broker_id if designate else None
-            new = self.policy(info, t).elect(state.sync_state_set, unclean, old, preferred)
+            new = self.policy(info, t, since).elect(state.sync_state_set, unclean, old, preferred)
         if new is not None and new == old:
             header.update(
                 masterBrokerId=old,
@@ -247,19 +254,26 @@ class ReplicasInfoManager:
             )
             group = {"cluster": info.cluster_name, "brokerName": name, "brokerAddrs": info.member_addrs()}
             body = {"brokerMemberGroup": group, "syncStateSet": [new]}
-            return Result(C.SUCCESS, None, header, body, self._role_change(info, state, t))
+            return Result(C.SUCCESS, None, header, body, self._role_change(info, state, t, since))
         if broker_id == -1:  # controller trigger: record that the master is gone
-            state.change_master(None)  # event ElectMaster (not elected)
+            if old is not None or state.master_epoch == 0:
+                # DEVIATION: RocketMQ applies this event on every failed controller-triggered attempt, so each
+                # retry of an abandoned set bumps masterEpoch again. Here it is applied only when there is a
+                # master to clear (or the set never had one, as RocketMQ): once cleared, a retry that finds
+                # nobody to elect changes nothing, and masterEpoch stays put.
+                state.change_master(None)  # event ElectMaster (not elected)
             remark = "Old master has down and failed to elect a new broker master"
             return Result(C.CONTROLLER_MASTER_NOT_AVAILABLE, remark, header)
         return Result(C.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master", header)
 
-    def _role_change(self, info: BrokerReplicaInfo, state: SyncStateInfo, t: int) -> tuple[RoleChange, ...]:
+    def _role_change(
+        self, info: BrokerReplicaInfo, state: SyncStateInfo, t: int, since: int | None = None
+    ) -> tuple[RoleChange, ...]:
         if not self.config.notify_broker_role_changed:
             return ()
         cluster, name = info.cluster_name, info.broker_name
         targets = tuple(
-            (b, info.brokers[b][0]) for b in sorted(info.brokers) if self.live.is_alive(cluster, name, b, t)
+            (b, info.brokers[b][0]) for b in sorted(info.brokers) if self.live.is_alive(cluster, name, b, t, since)
         )
         master = state.master_broker_id
         assert master is not None

@@ -24,19 +24,20 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from api.service.admin import AdminOperations
 from api.service.errors import NotLeaderError, UnavailableError, outcome_of
+from api.service.history import History
 from raft.core import PeerProgress, Role
 from raft.node import Node, NodeStatus
 from raft.options import NodeOptions
 from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands
-from statemachine.machine import READ_ONLY_CODES, ControllerStateMachine
+from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, ControllerStateMachine
 from statemachine.result import Result
 
 log = logging.getLogger("controllerd")
@@ -68,11 +69,22 @@ class ServiceOptions:
 
 
 class _Machine(ControllerStateMachine):
-    """The controller state machine, telling the service about leadership (informational callbacks)."""
+    """The controller state machine, telling the service about leadership (informational callbacks) and
+    every applied entry but heartbeats (the event history)."""
 
     def __init__(self, service: ControllerService) -> None:
         super().__init__()
         self._service = service
+
+    def on_apply(self, entries: Iterable[Any]) -> list[Result]:
+        apply, record, beat = self.apply, self._service.history.on_applied, HEARTBEAT_OK
+        out = []
+        for e in entries:
+            r = apply(e.data)
+            if r is not beat:
+                record(e.index, e.data, r, self.live.clock)
+            out.append(r)
+        return out
 
     def on_leader_start(self, term: int) -> None:
         super().on_leader_start(term)
@@ -149,6 +161,7 @@ class ControllerService:
 
     def __init__(self, options: ServiceOptions, clock: Callable[[], int] = wall_ms) -> None:
         self.opts = options
+        self.history = History(options.node.node_id, options.node.data_dir, self.display_name)
         self.sm = _Machine(self)
         node_opts = replace(options.node, group_id=options.group_id)  # the data dir's IDENTITY names the group
         if options.http_addresses and not node_opts.http_addresses:
@@ -156,12 +169,17 @@ class ControllerService:
         if options.remoting_addresses and not node_opts.remoting_addresses:
             node_opts = replace(node_opts, remoting_addresses=dict(options.remoting_addresses))
         self.node = Node(node_opts, self.sm)
+        self.node.change_listeners.append(self._raft_changed)
         self.id = options.node.node_id
         self.clock = clock
         self.started = False
         self.stopping = False
         self._stop_called = False
         self.first_heartbeat_ms: int | None = None  # since this node became leader
+        # This node's clock when it took leadership (on_leader_start: its term's first entry applied, so every
+        # heartbeat its predecessors committed is applied); None while it does not lead. Every scan it
+        # proposes carries it as aliveSinceMillis (docs/statemachine.md, "A new leader's scans").
+        self.leader_since_ms: int | None = None
         self.scans = 0
         self.listeners: list[Callable[[str, Result], None]] = []  # (request type, result) of proposals
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -173,6 +191,7 @@ class ControllerService:
 
     async def start(self) -> None:
         """Load the snapshot, replay the log, join the group; returns before a leader is known."""
+        self.history.load()  # before the replay: what it recorded before a restart is not recorded twice
         await self.node.start()
         self.started = True
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
@@ -202,6 +221,7 @@ class ControllerService:
             t.cancel()
         await self.node.stop()
         self._deadlines.close()
+        await self.history.flush()
         log.info("controller node %s stopped", self.id)
 
     async def hand_over(self) -> None:
@@ -332,11 +352,13 @@ class ControllerService:
 
     def _leader_started(self, term: int) -> None:
         self.first_heartbeat_ms = None
+        self.leader_since_ms = self.now_ms()
         log.info("leading term %d", term, extra={"term": term})
         self._spawn(self._propose_file_config(), "file-config")
 
     def _leader_stopped(self, term: int) -> None:
         self.first_heartbeat_ms = None
+        self.leader_since_ms = None
         log.info("stopped leading term %d", term, extra={"term": term})
 
     def _spawn(self, coro: Any, name: str) -> None:
@@ -360,17 +382,25 @@ class ControllerService:
 
     def scan_due(self, now: int) -> bool:
         """RocketMQ's guard: only the leader scans, only after it saw a heartbeat and jRaftScanWaitTimeoutMs
-        passed since (so a restarted group does not expire every broker before they heartbeat again)."""
-        if not self.node.is_leader() or self.first_heartbeat_ms is None:
+        passed since (so a restarted group does not expire every broker before they heartbeat again). And
+        only when the scan would change anything with this leader's takeover time as its floor: no broker is
+        judged on heartbeats from before it (they went to the old leader, or nowhere)."""
+        since = self.leader_since_ms
+        if not self.node.is_leader() or self.first_heartbeat_ms is None or since is None:
             return False
-        return now - self.first_heartbeat_ms >= self.opts.scan_wait_ms and self.sm.scan_needed(now)
+        return now - self.first_heartbeat_ms >= self.opts.scan_wait_ms and self.sm.scan_needed(now, min(since, now))
 
     async def scan_once(self) -> Result | None:
-        """One tick of the scan timer: propose 1015 at the leader's now when it would change anything."""
-        if not self.scan_due(self.now_ms()):
+        """One tick of the scan timer: propose 1015 at the leader's now, with its takeover time as
+        aliveSinceMillis, when it would change anything. The floor never exceeds the scan's own time (a clock
+        stepped back since the takeover): every replica, and the audit's split replay, then honours it."""
+        since = self.leader_since_ms
+        if since is None or not self.scan_due(self.now_ms()):
             return None
         self.scans += 1
-        r = await self.write(commands.check_not_active_broker, "CHECK_NOT_ACTIVE_BROKER")
+        r = await self.write(
+            lambda now: commands.check_not_active_broker(now, min(since, now)), "CHECK_NOT_ACTIVE_BROKER"
+        )
         body = r.body or {}
         if body.get("inactiveBrokers") or body.get("elections"):
             log.info(
@@ -388,6 +418,35 @@ class ControllerService:
             await asyncio.sleep(self.opts.scan_interval_ms / 1000)
 
     # ------------------------------------------------------------------ status
+
+    def configured_peers(self) -> list[str]:
+        """The raft ids this node was configured with (jRaftInitConf), in their order."""
+        return list(self.opts.node.peers)
+
+    def node_name(self, peer: str) -> str | None:
+        """How `controllerd local-cluster` names a node: n1, n2, ... by its position in jRaftInitConf (the
+        configured peers, in order); None for a member this node was not configured with (added later). An id
+        that is no host:port (an embedder's own name) is its own name."""
+        if ":" not in peer:
+            return peer
+        peers = self.configured_peers()
+        return f"n{peers.index(peer) + 1}" if peer in peers else None
+
+    def display_name(self, peer: str) -> str:
+        return self.node_name(peer) or peer
+
+    def node_names(self) -> dict[str, str]:
+        """id -> name of every configured peer and member that has one."""
+        ids = {*self.configured_peers(), *(self.node_status().voters if self.started else ())}
+        return {p: n for p in sorted(ids) if (n := self.node_name(p)) is not None}
+
+    def _raft_changed(self) -> None:
+        """Node.change_listeners: the known leader changed or a membership entry was applied."""
+        try:
+            st = self.node.status()
+            self.history.on_raft(st.leader, st.term, tuple(st.voters), tuple(st.learners))
+        except Exception:  # noqa: BLE001 - the history must never stop the node
+            log.exception("event history: recording a raft change failed")
 
     def tick_ms(self) -> float:
         return self.opts.node.raft.tick()

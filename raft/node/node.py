@@ -21,6 +21,7 @@ import os
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -106,6 +107,10 @@ class Node:
         self._leader_term = -1  # term for which on_leader_start fired
         self._was_leader = False
         self._known_leader = ""  # the leader last logged: one log line per change, not per round
+        self._conf_applied = False  # a membership entry was applied in this round
+        # Called (no arguments, on the loop) after a round in which the known leader changed or a membership
+        # entry was applied: a cheap hook for whoever records such changes (the service's event history).
+        self.change_listeners: list[Callable[[], None]] = []
         self._error: BaseException | None = None
         self._stopped = False
         self._role_waiters: list[asyncio.Future[None]] = []
@@ -781,6 +786,7 @@ class Node:
                 r += 1
             elif e.type == EntryType.CONF:
                 failpoint.hit("membership.apply")
+                self._conf_applied = True
             elif e.type == EntryType.NOOP and e.term == core.term and core.role == Role.LEADER:
                 if self._leader_term != e.term:
                     self._leader_term = e.term
@@ -813,8 +819,10 @@ class Node:
 
     def _check_role(self, core: RaftCore) -> None:
         is_leader = core.role == Role.LEADER
+        changed, self._conf_applied = self._conf_applied, False
         if core.leader != self._known_leader:
             self._known_leader = core.leader
+            changed = True
             log.info("node %s: leader %s (term %d, %s)", self.id, core.leader or "unknown", core.term, core.role)
         if self._was_leader and not is_leader:
             # Pending proposals may still commit under the next leader: their outcome is unknown.
@@ -830,6 +838,9 @@ class Node:
                 self.fsm.on_leader_stop(self._leader_term)
                 self._leader_term = -1
         self._was_leader = is_leader
+        if changed:
+            for listener in self.change_listeners:
+                listener()
         if self._role_waiters:
             waiters, self._role_waiters = self._role_waiters, []
             for fut in waiters:

@@ -7,7 +7,9 @@ build/test-artifacts/, or $TEST_ARTIFACTS), and asking for the admin token only 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -161,9 +163,12 @@ def test_the_status_page_on_a_follower_shows_the_new_master_after_a_kill(demo: D
             headline = page.get_by_test_id("master-broker-b")
             expect(headline).to_contain_text(f"Master: broker {master.id} at {master.address}", timeout=10_000)
             expect(page.locator("#view")).to_contain_text(
-                f"Leader's view ({cluster.rafts[leader]}), served by {cluster.rafts[follower]}"
+                f"Leader's view (n{leader + 1}, {cluster.rafts[leader]}), served by n{follower + 1}"
             )
             expect(page.locator("#nodes tbody tr")).to_have_count(3)
+            # Named as `controllerd local-cluster` names them (their place in jRaftInitConf), address beside.
+            for i, raft in enumerate(cluster.rafts):
+                expect(page.locator("#nodes tbody tr").nth(i).locator("th")).to_contain_text(f"n{i + 1} {raft}")
             expect(page.locator("#token-form")).to_be_hidden()  # no token configured: none asked for
             # What assistive technology finds: named regions and tables (captions), header cells per row.
             for region in ("Controller nodes", "Broker sets", "Recent elections and membership changes"):
@@ -220,7 +225,7 @@ def test_the_status_page_asks_for_the_admin_token_only_when_one_is_configured(tm
                 expect(page.locator("#view")).to_have_text("The admin token was refused.", timeout=10_000)
                 field.fill(token)
                 page.get_by_role("button", name="Show status").click()
-                expect(page.locator("#view")).to_contain_text(f"Leader's view ({leader})", timeout=10_000)
+                expect(page.locator("#view")).to_contain_text(f"Leader's view (n1, {leader})", timeout=10_000)
                 expect(page.locator("#token-form")).to_be_hidden()
                 expect(page.locator("#nodes tbody tr")).to_have_count(1)
                 page.reload()
@@ -233,22 +238,162 @@ def test_the_status_page_asks_for_the_admin_token_only_when_one_is_configured(tm
 
 
 def test_after_a_change_of_controller_leader_the_page_still_lists_the_former_leaders_elections(demo: Demo) -> None:
-    """The page's events merge every node's ring: the broker elections the former leader recorded stay, and
-    the new leader's term, seen by every node, is listed once."""
+    """Every node records every election it applied and every leader change it saw: after a change of leader
+    the page still lists the elections, and the new leader's term, seen by every node, is listed once."""
     cluster = demo.cluster
     demo.wait("broker-a settled", lambda: demo.settled("broker-a"), 20)  # its election applied and recorded
     old = cluster.wait_ready()
     before = httpx.get(cluster.url(cluster.index_of(old), "/ui/api/state"), timeout=5).json()["events"]
-    elections = [e for e in before if e["kind"] == "broker-election" and e["node"] == old]
+    elections = [(e["key"], e["text"]) for e in before if e["kind"] == "broker-election"]
     assert elections, before
     r = httpx.post(cluster.url(cluster.index_of(old), "/api/v1/raft/transfer-leader"), json={}, timeout=10)
     assert r.status_code == 200 and r.json()["code"] == 0, r.text
     new = cluster.wait_ready()
     assert new != old
     term = httpx.get(cluster.url(cluster.index_of(new), "/api/v1/raft/status"), timeout=5).json()["body"]["term"]
-    # wait_ready saw every node know the new leader; each records the change when its /ui/api/node is asked.
+    # wait_ready saw every node know the new leader: each recorded the change then, nobody watching.
     state = httpx.get(cluster.url(cluster.index_of(new), "/ui/api/state"), timeout=5).json()
     assert state["view"] == "leader" and [n["leaderId"] for n in state["nodes"]] == [new] * 3
     after = state["events"]
-    assert all(e in after for e in elections)
-    assert [e["text"] for e in after if e["kind"] == "raft-leader"].count(f"{new} leads term {term}") == 1
+    assert all(e in [(a.get("key"), a["text"]) for a in after] for e in elections)
+    named = f"n{cluster.index_of(new) + 1} leads term {term}"
+    assert [e["text"] for e in after if e["kind"] == "raft-leader"].count(named) == 1
+    for i in range(len(cluster.rafts)):  # and each node has it in its own history
+        mine = httpx.get(cluster.url(i, "/ui/api/node"), timeout=5).json()["events"]
+        assert named in [e["text"] for e in mine if e["kind"] == "raft-leader"]
+
+
+STATIC = os.path.join(ROOT, "api", "http", "ui", "static")
+
+
+def fake_state(today_15h: float) -> dict[str, Any]:
+    """A leader's /ui/api/state as a 3-node local-cluster serves it: one set whose master's heartbeats carry
+    no epoch nor offset (RocketMQ's -1 defaults), and an election, a harmless 2011, a set left without a master
+    and an event from another day."""
+    rafts = ["127.0.0.1:19880", "127.0.0.1:19881", "127.0.0.1:19882"]
+    names = {r: f"n{i + 1}" for i, r in enumerate(rafts)}
+
+    def node(i: int) -> dict[str, Any]:
+        return {
+            "id": rafts[i],
+            "name": names[rafts[i]],
+            "httpAddress": f"127.0.0.1:1977{i}",
+            "role": "leader" if i == 1 else "follower",
+            "reachable": True,
+            "term": 3,
+            "commitIndex": 9,
+            "appliedIndex": 9,
+            "lagEntries": 0,
+            "lastContactMs": 0,
+            "snapshotIndex": 0,
+            "health": "ready",
+        }
+
+    def replica(broker_id: int, epoch: int, offset: int) -> dict[str, Any]:
+        return {
+            "brokerId": broker_id,
+            "brokerAddress": f"10.0.0.{broker_id}:10911",
+            "alive": True,
+            "inSync": True,
+            "master": broker_id == 1,
+            "lastHeartbeatMsAgo": 100,
+            "epoch": epoch,
+            "maxOffset": offset,
+        }
+
+    def event(t: float, level: str, text: str) -> dict[str, Any]:
+        return {"t": t, "kind": "broker-election", "node": rafts[1], "text": text, "reason": "r", "level": level}
+
+    return {
+        "view": "leader",
+        "servedBy": rafts[0],
+        "leaderId": rafts[1],
+        "names": names,
+        "generatedAt": today_15h,
+        "nodes": [node(i) for i in range(3)],
+        "brokerSets": [
+            {
+                "brokerName": "my-broker",
+                "clusterName": "DefaultCluster",
+                "masterBrokerId": 1,
+                "masterAddress": "10.0.0.1:10911",
+                "masterEpoch": 1,
+                "syncStateSetEpoch": 2,
+                "replicas": [replica(1, -1, -1), replica(2, 1, 4096)],
+            }
+        ],
+        "events": [
+            event(today_15h + 3, "failure", "gone: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 4"),
+            event(today_15h + 2, "info", "my-broker: broker 1 is still master at epoch 1"),
+            event(today_15h + 1, "change", "my-broker: broker 1 elected master at epoch 1"),
+            event(today_15h - 86400, "change", "old: broker 1 elected master at epoch 1"),
+        ],
+    }
+
+
+def test_the_page_before_its_first_answer_and_as_the_logs_print_it(tmp_path: Any) -> None:
+    """Issue 23, the page itself (the static files, against a fixed state: no cluster): before the first
+    answer it shows one state, loading (not also "No broker set has registered yet"); nodes are named n1, n2,
+    n3 with their address beside; times are the logs' 24-hour HH:MM:SS (with the date when not today); an
+    epoch or offset the heartbeats did not carry (-1) says so; a harmless 2011 is a plain line, an election in
+    bold, a set left without a master marked as a failure."""
+    sync_api = playwright()
+    t = time.localtime()
+    today_15h = time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 15, 4, 5, 0, 0, -1))
+    state = fake_state(today_15h)
+    held: list[Any] = []
+
+    def serve(route: Any) -> None:
+        path = route.request.url.split("://", 1)[1].split("/", 1)[1]
+        if path == "ui/api/state":
+            if not held:
+                held.append(route)  # the first poll: no answer yet
+            else:
+                route.fulfill(status=200, content_type="application/json", body=json.dumps(state))
+            return
+        name = {"ui/": "index.html", "ui/ui.js": "ui.js", "ui/ui.css": "ui.css"}.get(path)
+        if name is None:
+            route.fulfill(status=404, body="")
+        else:
+            route.fulfill(status=200, path=os.path.join(STATIC, name))
+
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.route("http://ui.test/**", serve)
+            page.goto("http://ui.test/ui/")
+            expect = sync_api.expect
+            expect(page.locator("#view")).to_have_text("Loading\u2026")
+            assert held, "the page did not ask for its state"
+            assert "No broker set" not in page.locator("main").inner_text()
+            assert "None recorded" not in page.locator("main").inner_text()
+            held[0].fulfill(status=200, content_type="application/json", body=json.dumps(state))
+
+            expect(page.locator("#view")).to_have_text(
+                "Leader's view (n2, 127.0.0.1:19881), served by n1, updated 15:04:05.", timeout=10_000
+            )
+            rows = page.locator("#nodes tbody tr th")
+            expect(rows).to_have_text([f"n{i + 1} 127.0.0.1:1988{i} \u00b7 HTTP 127.0.0.1:1977{i}" for i in range(3)])
+            master = page.get_by_role("table", name="Replicas of my-broker").locator("tbody tr").nth(0)
+            expect(master.locator("td").nth(5)).to_have_text("not reported")  # epoch -1
+            expect(master.locator("td").nth(6)).to_have_text("not reported")  # max offset -1
+            slave = page.get_by_role("table", name="Replicas of my-broker").locator("tbody tr").nth(1)
+            expect(slave.locator("td").nth(5)).to_have_text("1")
+            expect(slave.locator("td").nth(6)).to_have_text("4096")
+            items = page.locator("#events li")
+            expect(items.locator("time")).to_have_text(
+                ["15:04:08", "15:04:07", "15:04:06", re.compile(r"^\d{4}-\d\d-\d\d 15:04:05$")]
+            )
+            failure, info, change = items.nth(0), items.nth(1), items.nth(2)
+            expect(failure.locator("strong.bad")).to_have_text(
+                "\u2716 gone: no master elected (2004 CONTROLLER_MASTER_NOT_AVAILABLE), epoch 4"
+            )
+            expect(info).to_contain_text("my-broker: broker 1 is still master at epoch 1")
+            expect(info.locator("strong")).to_have_count(0)  # a plain line, not bold like a failure
+            expect(change.locator("strong")).to_have_text("my-broker: broker 1 elected master at epoch 1")
+            expect(change.locator("strong.bad")).to_have_count(0)
+            os.makedirs(ARTIFACTS, exist_ok=True)
+            page.screenshot(path=os.path.join(ARTIFACTS, "ui-fixed-state.png"), full_page=True)
+        finally:
+            browser.close()

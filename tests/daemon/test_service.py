@@ -347,3 +347,81 @@ def test_one_mapping_from_raft_errors_to_service_errors(error: Any, kind: dict[s
         assert out.error == detail and out.message == str(error)
     else:
         assert str(out) == str(error)
+
+
+def test_a_new_leader_does_not_expire_a_broker_for_the_failovers_gap(tmp_path: Any) -> None:
+    """Issue 24 item 4 (KAFKA-18138). Broker X (b1/1, the master) last beat at t0, to the old leader, which
+    then dies; the new leader takes over at t0 + 3000, and X reaches it only at t0 + 6500 (a broker heartbeats
+    to the controllers its own scan lists, apache/rocketmq #10812), while W (b2/1) reaches it at once. X's
+    heartbeat timeout is 4000: by its last heartbeat X is dead from t0 + 4000 on, but it reached the new
+    leader within one timeout of the takeover, so no scan may expire it. Y (b1/2) and V (b2/2, timeout 1000)
+    really stopped at t0: each is still expired, one of its timeouts after the takeover."""
+    clock = Clock()
+    t0 = clock.t
+
+    async def body() -> None:
+        svcs = make(str(tmp_path), clock=clock, scan_wait_ms=1000)
+        async with running(svcs):
+            old = await leader_of(svcs)
+            await register(old, "b1", [1, 2])
+            await register(old, "b2", [1, 2])
+            for name, b, timeout in (("b1", 1, 4000), ("b1", 2, 4000), ("b2", 1, 4000), ("b2", 2, 1000)):
+                assert (await old.write(hb(name, b, timeout_ms=timeout))).ok
+            old.heartbeat_received()
+            r = await old.write(lambda now: commands.elect_master(now, "b1", cluster_name="c1", broker_id=1))
+            h = r.header
+            r = await old.write(
+                lambda now: commands.alter_sync_state_set(
+                    now, "b1", 1, h["masterEpoch"], [1, 2], h["syncStateSetEpoch"]
+                )
+            )
+            assert r.ok, r
+            assert (await old.write(lambda now: commands.elect_master(now, "b2", cluster_name="c1", broker_id=1))).ok
+            epochs = (old.sm.sync.sets["b1"].master_epoch, old.sm.sync.sets["b1"].sync_state_set_epoch)
+
+            clock.t = t0 + 3_000  # the old leader dies; the election and the takeover happen at t0 + 3000
+            await old.stop(transfer=False)
+            rest = {i: s for i, s in svcs.items() if s is not old}
+            new = await leader_of(rest)
+            await new.read(lambda now: commands.kv_get(now, "ns", "k"))  # a barrier: the term's first entry applied
+            assert new.leader_since_ms == t0 + 3_000
+            assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok  # W reaches the new leader at once
+            new.heartbeat_received()
+
+            clock.t = t0 + 4_000  # V is past its timeout by its last heartbeat, not by the takeover
+            assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok
+            assert new.sm.scan_needed(clock.t)  # judged on heartbeats alone, V would be expired now
+            assert not new.scan_due(clock.t)
+            assert await new.scan_once() is None  # nothing proposed
+
+            clock.t = t0 + 5_000  # X and Y are past their timeout by their last heartbeat; V by the takeover too
+            assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok
+            assert new.scan_due(clock.t)
+            r = await new.scan_once()  # the new leader's first scan: V only
+            assert r is not None and r.ok and r.body["aliveSinceMillis"] == t0 + 3_000
+            assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b2", "brokerId": 2}]
+            assert r.body["elections"] == []
+            assert not new.scan_due(clock.t)
+
+            clock.t = t0 + 6_500  # X reaches the new leader, within its timeout of the takeover
+            assert (await new.write(hb("b1", 1, timeout_ms=4000))).ok
+            assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok
+            clock.t = t0 + 7_000
+            assert not new.scan_due(clock.t)  # takeover + Y's timeout: not past it yet
+
+            clock.t = t0 + 7_001
+            assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok
+            assert new.scan_due(clock.t)
+            r = await new.scan_once()
+            assert r is not None and r.ok
+            assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 2}]
+            assert r.body["elections"] == []  # X, the master, alive all along: nobody re-elected
+            idx = new.node.status().commit
+            for s in rest.values():
+                await s.node.wait_applied(idx, 10)
+                state = s.sm.sync.sets["b1"]
+                assert (state.master_broker_id, state.master_epoch, state.sync_state_set_epoch) == (1, *epochs)
+                assert s.sm.live.is_alive("c1", "b1", 1, clock.t)
+            assert await new.scan_once() is None
+
+    run(body)

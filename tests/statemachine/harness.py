@@ -80,8 +80,9 @@ class Ctl:
             )
         )
 
-    def scan(self) -> Result:
-        return self.run(cmd.check_not_active_broker(self.now))
+    def scan(self, alive_since: int | None = None) -> Result:
+        """1015 at the harness's time; `alive_since`: aliveSinceMillis (None: the form without the field)."""
+        return self.run(cmd.check_not_active_broker(self.now, alive_since))
 
     def close(self, broker_id: int, name: str = BROKER, cluster: str = CLUSTER) -> Result:
         return self.run(cmd.close_channel(self.now, cluster, name, broker_id))

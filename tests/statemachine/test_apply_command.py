@@ -5,7 +5,7 @@ malformed commands:
     applies them): the same answer at every step, byte-identical sections at the end;
   * the scan's needs-re-election lookup (an entry left after expiry is alive) against the rule with
     liveness judged by time (`is_alive`), and its one-pass expiry against the expiry rule, at every scan
-    of the stream."""
+    of the stream, with and without a floor (aliveSinceMillis)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def _command(rng: random.Random, now: int) -> bytes:
     if kind < 0.82:
         members = sorted(rng.sample(range(1, 5), rng.randint(1, 3)))
         return cmd.alter_sync_state_set(now, name, rng.randint(1, 4), rng.randint(0, 3), members, rng.randint(0, 3))
-    if kind < 0.86:
-        return cmd.check_not_active_broker(now)
+    if kind < 0.86:  # without a floor, or a new leader's (aliveSinceMillis), now and then after `now`
+        return cmd.check_not_active_broker(now, rng.choice([None, None, now - 2_000, now - 6_000, now + 1_000]))
     if kind < 0.89:
         return cmd.close_channel(now, "c", name, bid)
     if kind < 0.92:
@@ -110,30 +110,36 @@ def test_apply_command_on_unpacked_stream_equals_apply_on_bytes(seed: int) -> No
 
 @pytest.mark.parametrize("seed", [4, 5])
 def test_scan_needs_reelection_lookup_equals_the_rule_by_time(seed: int) -> None:
-    sm, checked, found, expired = ControllerStateMachine(), 0, 0, 0
+    sm, checked, found, expired, held = ControllerStateMachine(), 0, 0, 0, 0
     for data in _stream(seed):
         c = msgpack.unpackb(data)
         if c[1] == C.CHECK_NOT_ACTIVE_BROKER:
             t = max(c[2], sm.clock_ms)
+            since = c[3] if len(c) > 3 and c[3] <= t else None  # a floor after the scan's time is ignored
             live, m = sm.live, sm.manager
             by_time = sorted(
                 name
                 for name, state in m.sync.sets.items()
                 if state.master_broker_id is not None
                 and m.contains(name)
-                and not live.is_alive(state.cluster_name, name, state.master_broker_id, t)
-                and any(live.is_alive(state.cluster_name, name, b, t) for b in m.replicas.sets[name].brokers)
+                and not live.is_alive(state.cluster_name, name, state.master_broker_id, t, since)
+                and any(live.is_alive(state.cluster_name, name, b, t, since) for b in m.replicas.sets[name].brokers)
             )
             copy = ControllerStateMachine()
             copy.load_sections(sm.encode_sections())
-            copy.live.expire(t)
+            copy.live.expire(t, since)
             assert copy.heartbeats._needing_reelection() == by_time
             checked, found = checked + 1, found + len(by_time)
-            gone = sorted(k for k, r in live.table.items() if t - r[LAST] > r[TIMEOUT])
+            floor = -1 if since is None else since
+            gone = sorted(k for k, r in live.table.items() if t - max(r[LAST], floor) > r[TIMEOUT])
+            held += len([k for k, r in live.table.items() if t - r[LAST] > r[TIMEOUT]]) - len(gone)
+            assert sm.scan_needed(c[2], c[3] if len(c) > 3 else None) >= bool(gone)
             body = sm.apply(data).body
+            assert body["aliveSinceMillis"] == since
             assert [(b["clusterName"], b["brokerName"], b["brokerId"]) for b in body["inactiveBrokers"]] == gone
             expired += len(gone)
         else:
             sm.apply(data)
         assert sm.live.deadline_floor <= sm.live._floor()  # a lower bound of every deadline, always
     assert checked > 50 and found > 0 and expired > 0  # scans ran, found sets to re-elect and expired brokers
+    assert held > 0  # and floors kept brokers that their last heartbeat alone would have expired

@@ -30,7 +30,7 @@ EXAMPLES = {
     C.GET_NEXT_BROKER_ID: cmd.get_next_broker_id(T, "c", "b"),
     C.APPLY_BROKER_ID: cmd.apply_broker_id(T, "c", "b", 1, "a:1;5"),
     C.BROKER_CLOSE_CHANNEL: cmd.close_channel(T, "c", "b", 1),
-    C.CHECK_NOT_ACTIVE_BROKER: cmd.check_not_active_broker(T),
+    C.CHECK_NOT_ACTIVE_BROKER: cmd.check_not_active_broker(T, T - 3_000),
     C.GET_BROKER_LIVE_INFO: cmd.get_broker_live_info(T, ("c", "b", 1)),
     C.BROKER_HEARTBEAT: cmd.heartbeat(T, "c", "b", "a:1", 1, epoch=3),
     C.KV_PUT: cmd.kv_put(T, "ns", "k", "v"),
@@ -64,6 +64,12 @@ def test_decoded_fields() -> None:
         2**31 - 1,
     )
     assert decode(EXAMPLES[C.CHECK_NOT_ACTIVE_BROKER]).to_dict() == {
+        "code": 1015,
+        "name": "CHECK_NOT_ACTIVE_BROKER_REQUEST",
+        "checkTimeMillis": T,
+        "aliveSinceMillis": T - 3_000,
+    }
+    assert decode(cmd.check_not_active_broker(T)).to_dict() == {  # the form without the field reads as written
         "code": 1015,
         "name": "CHECK_NOT_ACTIVE_BROKER_REQUEST",
         "checkTimeMillis": T,
@@ -119,6 +125,11 @@ BAD = [
     (forged(1, 1016, T, ["c", "b"]), "'brokerIdentity'"),
     (forged(1, 1018, T, "c", "b", "a", 1, 1, 1, 1, 1, None), "'electionPriority'"),
     (forged(1, 1018, T, "c", "b", "a", 1, 1, 1, 1, 1), "11 items, expected 12"),
+    (forged(1, 1015, T, "x"), "'aliveSinceMillis'"),
+    (forged(1, 1015, T, True), "'aliveSinceMillis'"),
+    (forged(1, 1015, T, None), "'aliveSinceMillis'"),  # left out is shorter, never nil
+    (forged(1, 1015, T, T, T), "5 items, expected 3 or 4"),
+    (forged(1, 1015), "not a msgpack array"),
 ]
 
 
@@ -156,6 +167,9 @@ def test_each_command_decodes_into_a_named_tuple_of_its_fields(code: int) -> Non
         (lambda: cmd.alter_sync_state_set(T, "b", 1, 1, [2**63], 1), "syncStateSet"),
         (lambda: cmd.register_broker(T, "c", "b", True, "a:1"), "brokerId"),
         (lambda: cmd.update_controller_config(T, {"enableElectUncleanMaster": 1}), "config"),
+        (lambda: cmd.check_not_active_broker(T, "x"), "aliveSinceMillis"),  # type: ignore[arg-type]
+        (lambda: cmd.check_not_active_broker(T, True), "aliveSinceMillis"),
+        (lambda: cmd.check_not_active_broker(T, 2**63), "aliveSinceMillis"),
     ],
 )
 def test_constructor_refusals_name_the_field(build: Any, field: str) -> None:
@@ -163,6 +177,30 @@ def test_constructor_refusals_name_the_field(build: Any, field: str) -> None:
     with pytest.raises(CommandError) as e:
         build()
     assert e.value.field == field and repr(field) in str(e.value)
+
+
+def test_check_not_active_broker_has_two_forms_and_both_parse() -> None:
+    """1015 gained an optional trailing field (aliveSinceMillis). The entry without it (3 items, every log
+    written before) and the entry with it (4 items) both parse and apply; the checked form of the short one
+    has None for the field, so the handler sees one shape. encode writes whichever it is given."""
+    legacy, floored = cmd.check_not_active_broker(T), cmd.check_not_active_broker(T, T - 3_000)
+    assert legacy == bytes.fromhex("93 01 cd 03 f7 cf 00 00 01 8b cf e5 68 00")  # docs/statemachine.md
+    assert floored == bytes.fromhex("94 01 cd 03 f7 cf 00 00 01 8b cf e5 68 00 cf 00 00 01 8b cf e5 5c 48")
+    assert cmd.encode(C.CHECK_NOT_ACTIVE_BROKER, T) == legacy
+    assert cmd.encode(C.CHECK_NOT_ACTIVE_BROKER, T, T - 3_000) == floored
+    raw = msgpack.unpackb(legacy)
+    checked = check(raw)
+    assert checked == [FORMAT_VERSION, C.CHECK_NOT_ACTIVE_BROKER, T, None] and raw == checked[:3]  # not padded in place
+    assert cmd.named(checked).aliveSinceMillis is None
+    assert cmd.named(check(msgpack.unpackb(floored))).aliveSinceMillis == T - 3_000
+    assert decode(legacy).fields == {} and decode(floored).fields == {"aliveSinceMillis": T - 3_000}
+    for data in (legacy, floored):
+        r = ControllerStateMachine().apply(data)
+        assert r.ok and r.body["inactiveBrokers"] == []
+    with pytest.raises(TypeError, match="takes 0 to 1 fields, got 2"):
+        cmd.encode(C.CHECK_NOT_ACTIVE_BROKER, T, 1, 2)
+    with pytest.raises(TypeError, match="takes 2 fields, got 1"):
+        cmd.encode(C.KV_GET, T, "ns")  # codes without optional fields keep one arity
 
 
 def test_on_apply_returns_one_result_per_entry_in_order() -> None:

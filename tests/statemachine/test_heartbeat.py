@@ -8,10 +8,11 @@ import msgpack
 
 from statemachine import ControllerStateMachine
 from statemachine import codes as C
+from statemachine import commands as cmd
 from statemachine.commands import DEFAULT_ELECTION_PRIORITY
 from statemachine.sections import SECTION_BROKER_LIVE_TABLE as LIVE
 
-from .harness import BROKER, CLUSTER, IPS, T0, TIMEOUT, Ctl
+from .harness import BROKER, CLUSTER, IPS, T0, TIMEOUT, Ctl, tables
 
 
 def live(ctl: Ctl, broker_id: int, name: str = BROKER) -> dict:
@@ -170,21 +171,38 @@ def test_inverted_predicate_is_not_used() -> None:
     assert ctl.state() == (1, 1, [1, 2, 3], 2)
 
 
-def test_failed_reelection_is_retried_by_later_scans_and_bumps_the_epoch_each_time() -> None:
+def test_an_abandoned_set_is_reported_once_and_its_epoch_bumped_once() -> None:
+    """Every broker of the set is gone: the first scan clears the master (2004, masterEpoch + 1, as RocketMQ's
+    not-elected event). The retries the later scans spend find nobody either, and with no master left to
+    clear they change nothing: no epoch bump, no report (RocketMQ bumps the epoch on every failed retry;
+    issue 23: an abandoned set said "no master elected" every scan while its epoch climbed)."""
     ctl = Ctl()
     ctl.group(3)
     ctl.advance(TIMEOUT + 1)  # everyone died
-    epochs = []
-    for _ in range(3):
-        r = ctl.scan()
-        (election,) = r.body["elections"]
-        assert election["code"] == C.CONTROLLER_MASTER_NOT_AVAILABLE
-        epochs.append((election["trigger"], election["masterEpoch"], election["retriesLeft"]))
+    r = ctl.scan()
+    (election,) = r.body["elections"]
+    assert election["code"] == C.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert (election["trigger"], election["masterEpoch"], election["retriesLeft"]) == ("masterExpired", 2, 2)
+    for left in (1, 0):
         ctl.advance(5000)
-    assert epochs == [("masterExpired", 2, 2), ("retry", 3, 1), ("retry", 4, 0)]
-    assert not ctl.sm.scan_needed(ctl.now)
-    assert ctl.scan().body["elections"] == []  # electMasterMaxRetryCount (3) attempts spent
-    assert ctl.state() == (None, 4, [1, 2, 3], 2)
+        assert ctl.sm.scan_needed(ctl.now)  # a retry is owed: the scan runs, and changes nothing
+        before = {k: v for k, v in tables(ctl.sm).items() if k != LIVE}
+        assert ctl.scan().body["elections"] == []
+        assert ctl.sm.live.reelect.get(BROKER, 0) == left
+        assert {k: v for k, v in tables(ctl.sm).items() if k != LIVE} == before  # every other table untouched
+    assert not ctl.sm.scan_needed(ctl.now)  # electMasterMaxRetryCount (3) attempts spent
+    assert ctl.scan().body["elections"] == []
+    assert ctl.state() == (None, 2, [1, 2, 3], 2)
+
+
+def test_a_controller_triggered_election_of_a_set_that_never_had_a_master_bumps_its_epoch_as_rocketmq() -> None:
+    ctl = Ctl()
+    ctl.register_new(IPS[0])
+    r = ctl.elect(None)  # controller trigger (brokerId -1), nobody alive
+    assert r.code == C.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert ctl.state()[:2] == (None, 1)  # RocketMQ's not-elected event: the first-election rule no longer applies
+    r = ctl.elect(None)
+    assert r.code == C.CONTROLLER_MASTER_NOT_AVAILABLE and ctl.state()[:2] == (None, 1)  # nothing to clear
 
 
 def test_a_retry_succeeds_when_a_sync_replica_returns() -> None:
@@ -300,3 +318,107 @@ def test_the_clock_survives_a_snapshot_and_a_version_1_section_loads() -> None:
     old = ControllerStateMachine()
     old.load_sections({**sections, LIVE: v1})
     assert old.clock_ms == T0 and old.live.table == ctl.sm.live.table
+
+
+# --- a new leader's scans: aliveSinceMillis (issue 24 item 4, KAFKA-18138) --------------------------------
+
+SHORT = 4_000  # broker B's heartbeat timeout in these tests
+
+
+def failover_set() -> Ctl:
+    """A set of two at T0: master 1 (broker B), SyncStateSet {1, 2}, both last heard at T0, timeout SHORT."""
+    ctl = Ctl()
+    ctl.group(2)
+    ctl.hb(1, heartbeat_timeout_millis=SHORT)
+    ctl.hb(2, heartbeat_timeout_millis=SHORT)
+    assert ctl.state() == (1, 1, [1, 2], 2)
+    return ctl
+
+
+def test_a_scan_with_alive_since_judges_no_broker_on_heartbeats_before_the_takeover() -> None:
+    """B's last heartbeat T0 was committed by the old leader; the new leader took over at T0 + 3000, so B had
+    no way to reach it before. At T0 + 5000 B is past its timeout by its last heartbeat, but not by the
+    takeover: not expired, not re-elected. At T0 + 7500 (takeover + timeout passed) it is."""
+    ctl = failover_set()
+    since = T0 + 3_000
+    ctl.now = T0 + 5_000
+    assert ctl.sm.scan_needed(ctl.now)  # by the heartbeats alone B (and 2) would go
+    assert not ctl.sm.scan_needed(ctl.now, since)  # the leader's check uses the same floor: no scan proposed
+    before = tables(ctl.sm)
+    r = ctl.scan(since)
+    assert r.ok and r.body["checkTimeMillis"] == T0 + 5_000 and r.body["aliveSinceMillis"] == since
+    assert r.body["inactiveBrokers"] == [] and r.body["elections"] == [] and r.notifications == ()
+    assert {k: v for k, v in tables(ctl.sm).items() if k != LIVE} == {k: v for k, v in before.items() if k != LIVE}
+    assert ctl.state() == (1, 1, [1, 2], 2)
+    # Reads keep the raw timestamps: B is not alive by its last heartbeat, whatever the last scan's floor.
+    assert live(ctl, 1)["lastUpdateTimestamp"] == T0
+    assert [r["alive"] for r in ctl.data().body["replicasInfoTable"][BROKER]["inSyncReplicas"]] == [False, False]
+    ctl.now = T0 + 6_000
+    ctl.hb(2, heartbeat_timeout_millis=SHORT)  # broker 2 reached the new leader; B never does
+    ctl.now = T0 + 7_000
+    assert not ctl.sm.scan_needed(ctl.now, since)  # takeover + timeout, not yet past it
+    ctl.now = T0 + 7_500
+    assert ctl.sm.scan_needed(ctl.now, since)
+    r = ctl.scan(since)
+    assert r.body["inactiveBrokers"] == [{"clusterName": CLUSTER, "brokerName": BROKER, "brokerId": 1}]
+    (election,) = r.body["elections"]
+    assert (election["trigger"], election["code"], election["masterBrokerId"]) == ("masterExpired", C.SUCCESS, 2)
+    assert ctl.state() == (2, 2, [2], 3)
+    assert not ctl.sm.scan_needed(ctl.now, since)
+
+
+def test_a_scan_without_alive_since_judges_as_before() -> None:
+    """The entry without the field (every log written before it existed) replays as it always did: at
+    T0 + 5000 both brokers are past their timeout, expire, and the set loses its master."""
+    ctl = failover_set()
+    ctl.now = T0 + 5_000
+    data = cmd.check_not_active_broker(ctl.now)
+    assert len(msgpack.unpackb(data)) == 3  # [version, 1015, checkTimeMillis]: the legacy form
+    r = ctl.run(data)
+    assert r.body["aliveSinceMillis"] is None
+    assert [b["brokerId"] for b in r.body["inactiveBrokers"]] == [1, 2]
+    (election,) = r.body["elections"]
+    assert (election["trigger"], election["code"]) == ("masterExpired", C.CONTROLLER_MASTER_NOT_AVAILABLE)
+    assert ctl.state() == (None, 2, [1, 2], 2)
+
+
+def test_the_floor_holds_for_the_scans_election_too() -> None:
+    """Inside one scan entry every liveness question uses the floor: master 1 (timeout 1000) expires one
+    timeout after the takeover, replica 2 (timeout SHORT, last heard before the takeover too) is kept, so it
+    is also alive for the election that replaces 1, and for the role-change notification."""
+    ctl = failover_set()
+    ctl.hb(1, heartbeat_timeout_millis=1_000)
+    since = T0 + 3_000
+    ctl.now = T0 + 5_000
+    r = ctl.scan(since)
+    assert [b["brokerId"] for b in r.body["inactiveBrokers"]] == [1]
+    assert r.body["newMasters"] == [
+        {"brokerName": BROKER, "masterBrokerId": 2, "masterAddress": IPS[1], "masterEpoch": 2}
+    ]
+    (note,) = r.notifications
+    assert note.targets == ((2, IPS[1]),)
+    # The same entry without the floor: both expired, nobody to elect.
+    ctl = failover_set()
+    ctl.hb(1, heartbeat_timeout_millis=1_000)
+    ctl.now = T0 + 5_000
+    r = ctl.scan()
+    assert [b["brokerId"] for b in r.body["inactiveBrokers"]] == [1, 2] and r.body["newMasters"] == []
+
+
+def test_a_floor_after_the_scans_time_is_ignored() -> None:
+    """A floor later than the time the scan applies at is no takeover time (a clock stepped back, forged
+    bytes): honouring it would keep every broker alive while it stays ahead. The scan judges without it."""
+    ctl = failover_set()
+    ctl.now = T0 + 5_000
+    assert ctl.sm.scan_needed(ctl.now, T0 + 60_000)
+    r = ctl.scan(T0 + 60_000)
+    assert r.body["aliveSinceMillis"] is None and [b["brokerId"] for b in r.body["inactiveBrokers"]] == [1, 2]
+    # The floor is compared with the time the scan applies at: a scan stamped behind the state machine's
+    # clock applies at that clock, and a floor up to it counts.
+    ctl = failover_set()
+    ctl.now = T0 + 5_000
+    ctl.config(electMasterMaxRetryCount=3)  # moves the clock to T0 + 5000
+    behind = Ctl(ctl.sm, now=T0 + 2_000)
+    r = behind.scan(T0 + 3_000)
+    assert r.body["checkTimeMillis"] == T0 + 5_000 and r.body["aliveSinceMillis"] == T0 + 3_000
+    assert r.body["inactiveBrokers"] == []

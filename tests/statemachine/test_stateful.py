@@ -37,6 +37,7 @@ class Replicas(RuleBasedStateMachine):
         self.applied: list[tuple[str, int, str]] = []  # (name, id, check code) of successful applyBrokerId
         self.epochs: dict[str, tuple[int, int]] = {}
         self.clock_seen = 0
+        self.since: int | None = None  # the current leader's takeover time (aliveSinceMillis of its scans)
 
     def run(self, data: bytes) -> Result:
         self.log.append(data)
@@ -194,10 +195,16 @@ class Replicas(RuleBasedStateMachine):
         )
 
     @rule()
-    def scan(self) -> None:
-        needed = self.a.scan_needed(self.now)
+    def takeover(self) -> None:
+        """A new leader: its scans carry its clock at the takeover as aliveSinceMillis."""
+        self.since = self.now
+
+    @rule(floor=st.booleans())
+    def scan(self, floor: bool = False) -> None:
+        since = self.since if floor else None
+        needed = self.a.scan_needed(self.now, since)
         before = tables(self.a)
-        r = self.run(cmd.check_not_active_broker(self.now))
+        r = self.run(cmd.check_not_active_broker(self.now, since))
         if not needed:  # the daemon's hint must never skip a scan that would have done something
             assert r.body["inactiveBrokers"] == [] and r.body["elections"] == []
             assert tables(self.a) == before

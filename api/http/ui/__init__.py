@@ -1,7 +1,7 @@
 """The read-only status page at /ui/ (docs/ui.md): static files shipped in the package, and two JSON reads.
 
-- `GET /ui/api/node`: this node's own raft summary (role, term, commit/applied, snapshot, health) and
-  the recent events it recorded;
+- `GET /ui/api/node`: this node's name (n1, ... by its place in jRaftInitConf, as `controllerd local-cluster`
+  names it), its own raft summary (role, term, commit/applied, snapshot, health) and its event history;
 - `GET /ui/api/state`: the page's data. On the leader: every node (its own summary, the others' fetched
   from their /ui/api/node, with the leader's lag and last-contact view), every broker set after a ReadIndex
   barrier (master, epochs, replicas with in-sync, alive and last-heartbeat marks) and the recent events of
@@ -10,16 +10,15 @@
   applied state, marked as a follower's view that may lag.
 
 Both need the admin token only when one is configured (controllerAdminToken), as /api/v1/raft does; the
-static files never do (they hold no data). Events come from an in-memory ring per node, fed by the results
-this node applied for its own proposals (broker elections by request or by the inactive-broker scan, with
-the trigger) and by changes of raft leader and membership seen in this node's status.
+static files never do (they hold no data). Events come from each node's history (api/service/history.py):
+every node records every election it applied and every leader and membership change it saw, whether or not
+a page is open, and keeps the newest ones across its restarts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -39,102 +38,34 @@ FILES = {
     "ui.js": "text/javascript; charset=utf-8",
     "ui.css": "text/css; charset=utf-8",
 }
-RING_SIZE = 200
-SAME_CHANGE_S = 10.0  # a raft change several nodes recorded within this is listed once
+SAME_CHANGE_S = 10.0  # a membership change several nodes recorded within this is listed once
 PEER_TIMEOUT_S = 0.8
-SAMPLE_EVERY_S = 0.5
-TRIGGERS = {
-    "masterExpired": "the master's heartbeats expired",
-    "masterInactive": "the master is not alive while a replica is",
-    "retry": "retry of a failed re-election",
-    "channelClosed": "the master's connection closed",
-}
-
-
-class Events:
-    """The ring of recent elections and membership changes of one node."""
-
-    def __init__(self, service: ControllerService) -> None:
-        self.service = service
-        self.ring: deque[dict[str, Any]] = deque(maxlen=RING_SIZE)
-        self._seen: tuple[Any, Any] | None = None  # (leader, term) last sampled
-        self._members: tuple[tuple[str, ...], tuple[str, ...]] | None = None
-        self._sampled = 0.0
-
-    def add(self, kind: str, text: str, reason: str) -> None:
-        self.ring.append({"t": time.time(), "kind": kind, "node": self.service.id, "text": text, "reason": reason})
-
-    def on_result(self, request_type: str, result: Result) -> None:
-        """service.listeners: the applied result of a proposal of this node (the leader)."""
-        if request_type == "CONTROLLER_ELECT_MASTER" and result.ok:
-            h, body = result.header or {}, result.body or {}
-            name = (body.get("brokerMemberGroup") or {}).get("brokerName", "?")
-            self.add(
-                "broker-election",
-                f"{name}: broker {h.get('masterBrokerId')} elected master at epoch {h.get('masterEpoch')}",
-                "elect-master request (a broker's, or an admin's designation)",
-            )
-        elif request_type == "CHECK_NOT_ACTIVE_BROKER" and result.ok:
-            body = result.body or {}
-            expired = body.get("inactiveBrokers") or []
-            for e in body.get("elections") or []:
-                name = e.get("brokerName")
-                gone = [str(b["brokerId"]) for b in expired if b.get("brokerName") == name]
-                why = TRIGGERS.get(e.get("trigger"), str(e.get("trigger")))
-                if gone:
-                    why += f" (expired: broker {', '.join(gone)})"
-                if e.get("code") == C.SUCCESS:
-                    text = f"{name}: broker {e.get('masterBrokerId')} elected master at epoch {e.get('masterEpoch')}"
-                else:
-                    text = (
-                        f"{name}: no master elected ({e.get('code')} {e.get('codeName')}), epoch {e.get('masterEpoch')}"
-                    )
-                self.add("broker-election", text, f"inactive-broker scan: {why}")
-        if time.monotonic() - self._sampled >= SAMPLE_EVERY_S:
-            self.sample()
-
-    def sample(self) -> None:
-        """Record a change of raft leader or membership since the last look."""
-        if not self.service.started:
-            return
-        self._sampled = time.monotonic()
-        st = self.service.node_status()
-        seen = (st.leader or None, st.term)
-        if self._seen is not None and seen != self._seen and st.leader and st.leader != self._seen[0]:
-            was = self._seen[0] or "none"
-            self.add("raft-leader", f"{st.leader} leads term {st.term}", f"leader was {was} (term {self._seen[1]})")
-        if st.leader or self._seen is None:
-            self._seen = seen
-        voters, learners = tuple(sorted(st.voters)), tuple(sorted(st.learners))
-        if self._members is not None and (voters, learners) != self._members:
-            old_v, old_l = self._members
-            for p in sorted(set(voters) - set(old_v)):
-                self.add("membership", f"{p} is a voter", "promoted from learner" if p in old_l else "added")
-            for p in sorted(set(learners) - set(old_l) - set(old_v)):
-                self.add("membership", f"{p} joined as a learner", "added; catching up")
-            for p in sorted((set(old_v) | set(old_l)) - set(voters) - set(learners)):
-                self.add("membership", f"{p} left the group", "removed")
-        self._members = (voters, learners)
 
 
 def merge_events(rings: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The events of several nodes' rings, newest first. Broker elections are recorded by the leader of the
-    time only; a raft leader or membership change is recorded by every node that saw it: listed once, as
-    first recorded, unless the same change comes again more than SAME_CHANGE_S later."""
+    """The events of several nodes' histories, newest first. Every node records every election (keyed by
+    its log entry) and every leader change it saw (keyed by its term): an event with a key is listed once,
+    as first recorded. A membership change has no key: listed once unless the same change comes again more
+    than SAME_CHANGE_S later."""
+    keys: set[str] = set()
     last: dict[tuple[str, str], float] = {}
     out = []
     for e in sorted((e for ring in rings for e in ring), key=lambda e: e["t"]):
-        if e["kind"] != "broker-election":
-            key = (e["kind"], e["text"])
-            if key in last and e["t"] - last[key] <= SAME_CHANGE_S:
+        key = e.get("key")
+        if key is not None:
+            if key in keys:
                 continue
-            last[key] = e["t"]
+            keys.add(key)
+        else:
+            k = (e["kind"], e["text"])
+            if k in last and e["t"] - last[k] <= SAME_CHANGE_S:
+                continue
+            last[k] = e["t"]
         out.append(e)
     return out[::-1]
 
 
-def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
-    events.sample()
+def node_summary(service: ControllerService) -> dict[str, Any]:
     st = service.node_status()
     checks = service.readiness()
     failed = [f"{name}: {detail}" for name, ok, detail in checks if not ok]
@@ -142,6 +73,7 @@ def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
     created = snaps[0].created_at if snaps else None
     return {
         "id": st.id,
+        "name": service.node_name(st.id),
         "role": st.role,
         "term": st.term,
         "leaderId": st.leader or None,
@@ -153,7 +85,7 @@ def node_summary(service: ControllerService, events: Events) -> dict[str, Any]:
         "snapshotAgeS": round(time.time() - created, 1) if created else None,
         "health": "ready" if not failed else "not ready",
         "failedChecks": failed,
-        "events": list(events.ring),
+        "events": list(service.history.events),
     }
 
 
@@ -211,23 +143,21 @@ async def _fetch(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -
 
 
 def make_router(service: ControllerService) -> APIRouter:
-    """The /ui routes of one node; subscribes the node's event ring to its results."""
-    events = Events(service)
-    service.listeners.append(events.on_result)
+    """The /ui routes of one node."""
     router = APIRouter(prefix="/ui", include_in_schema=False)
 
     @router.get("/api/node", dependencies=[Depends(require_admin)])
     async def node() -> JSONResponse:
         if not service.started:
             return JSONResponse({"error": "the node has not started"}, status_code=503)
-        return JSONResponse(node_summary(service, events))
+        return JSONResponse(node_summary(service))
 
     @router.get("/api/state", dependencies=[Depends(require_admin)])
     async def state(request: Request) -> JSONResponse:
         if not service.started:
             return JSONResponse({"error": "the node has not started"}, status_code=503)
         headers = _auth_headers(request)
-        mine = node_summary(service, events)
+        mine = node_summary(service)
         async with httpx.AsyncClient() as client:
             try:
                 result = await service.read_state(lambda now: Result(C.SUCCESS, body=broker_sets(service, now)))
@@ -245,6 +175,7 @@ def make_router(service: ControllerService) -> APIRouter:
                 "view": "leader",
                 "servedBy": service.id,
                 "leaderId": service.id,
+                "names": service.node_names(),
                 "generatedAt": time.time(),
                 "nodes": nodes,
                 "brokerSets": result.body,
@@ -275,13 +206,15 @@ def _follower_view(
     service: ControllerService, mine: dict[str, Any], leader: str | None, why: str | None = None
 ) -> dict[str, Any]:
     """This node's own applied state, said to be a follower's view (the leader could not be asked)."""
-    reason = why or (f"the leader {leader} did not answer" if leader else "no leader is known")
+    reason = why or (f"the leader {service.display_name(leader)} did not answer" if leader else "no leader is known")
     return {
         "view": "follower",
         "servedBy": service.id,
         "leaderId": leader,
+        "names": service.node_names(),
         "generatedAt": time.time(),
-        "note": f"{reason}: this is {service.id}'s own applied state (applied index {mine['appliedIndex']}), "
+        "note": f"{reason}: this is {service.display_name(service.id)}'s own applied state "
+        f"(applied index {mine['appliedIndex']}), "
         "which may lag the leader's",
         "nodes": [{**mine, "httpAddress": service.http_address(service.id), "reachable": True}],
         "brokerSets": broker_sets(service, service.sm.clock_ms),
@@ -303,12 +236,13 @@ async def _nodes(
         )
     )
     fetched = {p.id: a for p, a in zip(others, answers, strict=True)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     rings = [mine["events"]] + [a.get("events") or [] for a in fetched.values() if a is not None]
     for p in peers:
         own = mine if p.id == service.id else fetched.get(p.id)
         row = {
             "id": p.id,
+            "name": service.node_name(p.id),
             "httpAddress": p.http_address,
             "role": p.role,
             "reachable": own is not None,
@@ -316,9 +250,11 @@ async def _nodes(
             "lastContactMs": p.last_contact_ms,
         }
         if own is not None:
-            row.update({k: v for k, v in own.items() if k != "events"})
+            row.update({k: v for k, v in own.items() if k not in ("events", "name")})
             row["role"] = own["role"] if p.id != service.id else Role.LEADER
         else:
             row["health"] = "unreachable"
         rows.append(row)
+    configured = {p: i for i, p in enumerate(service.configured_peers())}
+    rows.sort(key=lambda r: (configured.get(r["id"], len(configured)), r["id"]))  # n1, n2, ... then the others
     return rows, rings

@@ -6,6 +6,7 @@
   let token = sessionStorage.getItem("controllerToken") || "";
   let lastMasters = null;
   let lastLeader = null;
+  let names = {}; // raft id -> n1, n2, ... (the leader's jRaftInitConf order, as `controllerd local-cluster` names them)
 
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
@@ -19,11 +20,25 @@
   const ms = (v) => (v === null || v === undefined ? "\u2014" : v < 1000 ? `${v} ms` : `${(v / 1000).toFixed(1)} s`);
   const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
   const num = (v) => (v === null || v === undefined ? "\u2014" : String(v));
+  // A heartbeat's epoch or offset: -1 is RocketMQ's default for a field the broker did not send.
+  const progress = (v) => (v === -1 ? el("span", { class: "muted", title: "not in the broker's heartbeats (-1)" }, "not reported")
+                                     : num(v));
+  const pad = (n) => String(n).padStart(2, "0");
+  // 24-hour local time, as the logs print it; with the date when not today (the history outlives restarts).
+  function clock(t) {
+    const d = new Date(t * 1000);
+    const hms = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+    const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+    return d.toDateString() === new Date().toDateString() ? hms : `${day} ${hms}`;
+  }
+  const nameOf = (id) => (id && names[id]) || id;
+  const labelOf = (id) => (id && names[id] ? `${names[id]}, ${id}` : id);
 
   function renderNodes(nodes, leaderId) {
     const body = $("#nodes tbody");
     body.replaceChildren(...nodes.map((n) => el("tr", {},
-      el("th", { scope: "row" }, n.id + (n.httpAddress ? ` (${n.httpAddress})` : "")),
+      el("th", { scope: "row" }, n.name || n.id,
+         el("span", { class: "addr" }, (n.name ? ` ${n.id}` : "") + (n.httpAddress ? ` \u00b7 HTTP ${n.httpAddress}` : ""))),
       el("td", {}, n.id === leaderId ? el("strong", {}, "leader") : num(n.role)),
       el("td", { class: "num" }, num(n.term)),
       el("td", { class: "num" }, num(n.commitIndex)),
@@ -62,8 +77,8 @@
             el("td", {}, mark(r.inSync, "in sync", "not in sync")),
             el("td", {}, mark(r.alive, "alive", "down")),
             el("td", { class: "num" }, r.lastHeartbeatMsAgo === null ? "none (expired)" : `${ms(r.lastHeartbeatMsAgo)} ago`),
-            el("td", { class: "num" }, num(r.epoch)),
-            el("td", { class: "num" }, num(r.maxOffset)),
+            el("td", { class: "num" }, progress(r.epoch)),
+            el("td", { class: "num" }, progress(r.maxOffset)),
           ))),
         )));
     }));
@@ -71,16 +86,21 @@
 
   function renderEvents(events) {
     const list = $("#events");
-    if (!events.length) { list.replaceChildren(el("li", { class: "muted" }, "None recorded since these nodes started.")); return; }
-    list.replaceChildren(...events.slice(0, 30).map((e) => el("li", {},
-      el("time", { datetime: new Date(e.t * 1000).toISOString() }, new Date(e.t * 1000).toLocaleTimeString()),
-      el("strong", {}, e.text), ` \u2014 ${e.reason}`)));
+    if (!events.length) { list.replaceChildren(el("li", { class: "muted" }, "None recorded yet.")); return; }
+    // A change (an election, a new leader) in bold; a failure (no master) marked as one; an answer that
+    // changed nothing (2011: the master is still alive) as a plain line.
+    const text = (e) => (e.level === "info" ? el("span", {}, e.text)
+                         : e.level === "failure" ? el("strong", { class: "bad" }, "\u2716 " + e.text)
+                         : el("strong", {}, e.text));
+    list.replaceChildren(...events.slice(0, 30).map((e) => el("li", { class: e.level || "change" },
+      el("time", { datetime: new Date(e.t * 1000).toISOString() }, clock(e.t)),
+      text(e), ` \u2014 ${e.reason}`)));
   }
 
   function announce(state) {
     const masters = Object.fromEntries(state.brokerSets.map((s) => [s.brokerName, s.masterBrokerId]));
     const said = [];
-    if (lastLeader !== null && state.leaderId && state.leaderId !== lastLeader) said.push(`Controller leader is now ${state.leaderId}.`);
+    if (lastLeader !== null && state.leaderId && state.leaderId !== lastLeader) said.push(`Controller leader is now ${nameOf(state.leaderId)}.`);
     if (lastMasters) {
       for (const [name, m] of Object.entries(masters)) {
         if (name in lastMasters && lastMasters[name] !== m) said.push(m === null ? `${name} has no master.` : `${name}: broker ${m} is the new master.`);
@@ -93,13 +113,14 @@
 
   function render(state) {
     const view = $("#view");
+    names = state.names || {};
     if (state.view === "leader") {
       view.className = "view";
-      view.textContent = `Leader's view (${state.leaderId}), served by ${state.servedBy}, ` +
-                         `updated ${new Date(state.generatedAt * 1000).toLocaleTimeString()}.`;
+      view.textContent = `Leader's view (${labelOf(state.leaderId)}), served by ${nameOf(state.servedBy)}, ` +
+                         `updated ${clock(state.generatedAt)}.`;
     } else {
       view.className = "view follower";
-      view.textContent = `Follower's view from ${state.servedBy}: ${state.note}`;
+      view.textContent = `Follower's view from ${nameOf(state.servedBy)}: ${state.note}`;
     }
     renderNodes(state.nodes, state.view === "leader" ? state.leaderId : null);
     renderBrokers(state.brokerSets);
