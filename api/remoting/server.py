@@ -455,9 +455,13 @@ class RemotingServer:
 
     def _on_result(self, request_type: str, result: Result) -> None:
         """The leader's results: push NOTIFY_BROKER_ROLE_CHANGED (1008) to every member alive at the command's
-        time, on a connection the controller opens to the broker's address (oneway, as RocketMQ does)."""
+        time, on a connection the controller opens to the broker's address (oneway, as RocketMQ does); close the
+        connection of every broker an inactive-broker scan expired."""
         if self._server is None:
             return
+        if request_type == "CHECK_NOT_ACTIVE_BROKER" and result.ok and isinstance(result.body, dict):
+            for b in result.body.get("inactiveBrokers") or ():
+                self.close_expired((b["clusterName"], b["brokerName"], b["brokerId"]))
         for note in result.notifications:
             ext = H.to_ext(note.header())
             body = _body_bytes(note.body())
@@ -511,6 +515,16 @@ class RemotingServer:
             return  # the answer will say what is wrong
         conn.brokers.add(identity)
         self.channels[identity] = conn
+
+    def close_expired(self, identity: tuple[str, str, int]) -> None:
+        """The scan expired this broker: forget its channel, then close that connection, as RocketMQ's
+        RaftBrokerHeartBeatManager.scanNotActiveBroker does (a frozen broker that wakes up reconnects and
+        heartbeats anew). Forgotten first, so no CLOSE_CHANNEL (1014) follows for it; other brokers that
+        heartbeated on the same connection go through 1014 as on any close."""
+        conn = self.channels.pop(identity, None)
+        if conn is not None:
+            log.info("broker %s/%s/%d expired: its connection from %s closed", *identity, conn.peer)
+            conn.close()
 
     def channel_closed(self, conn: _Connection) -> None:
         """CLOSE_CHANNEL (1014) for every broker whose latest connection this was, when this node leads."""

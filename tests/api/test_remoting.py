@@ -23,6 +23,7 @@ from api.remoting.server import FORWARDED_BY, RemotingServer
 from api.service import ControllerService
 from raft.testing.cluster import free_ports
 from statemachine import codes as C
+from statemachine import commands
 from tests.api.harness import GROUP_RAFT, SETTINGS, Counter, build, register, running, service_options, settled, solo
 from tests.api.test_admin_kv import (  # noqa: F401  (mqadmin's scenarios, over remoting)
     test_admin_clean_broker_metadata,
@@ -277,6 +278,22 @@ async def test_a_closed_connection_goes_through_close_channel(node: RemotingNode
     broker.close()
     await wait_for([node], lambda: ("c", name, 1) not in node.service.sm.live.table)
     assert node.last_index() > before  # removed through the log (1014), not locally
+
+
+async def test_the_scan_closes_the_connection_of_a_broker_it_expired(node: RemotingNode, unique: Counter) -> None:
+    """RocketMQ's leader closes an expired broker's channel (scanNotActiveBroker); the broker is not also sent
+    through close-channel (1014): the scan's entry is the last one about it."""
+    name = unique("expired")
+    identity = ("c", name, 1)
+    broker = await RemotingClient.connect("127.0.0.1", node.server.port)
+    beat = {"clusterName": "c", "brokerName": name, "brokerAddr": "a:1", "brokerId": 1, "heartbeatTimeoutMills": 1}
+    assert (await broker.request(H.BROKER_HEARTBEAT, beat)).code == C.SUCCESS
+    assert identity in node.server.channels
+    while identity in node.service.sm.live.table:  # each scan commits after the 1 ms timeout passed
+        await node.service.write(commands.check_not_active_broker, "CHECK_NOT_ACTIVE_BROKER")
+    await asyncio.wait_for(broker.closed, 10)
+    assert identity not in node.server.channels  # forgotten before the close: channel_closed proposes no 1014
+    assert (await node.client.request(H.GET_METADATA_INFO)).code == C.SUCCESS  # others' connections unaffected
 
 
 async def test_closing_an_older_connection_leaves_a_reconnected_broker_alone(

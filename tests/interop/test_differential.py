@@ -131,6 +131,10 @@ _SEMICOLON = 'ids ";" count as blank here (manager.py clean_broker_data DEVIATIO
 _LIVING = "isCleanLivingBroker keeps to the listed ids here (manager.py clean_broker_data DEVIATION)"
 _UNREGISTERED = "a first election of an unregistered id is refused here (manager.py elect_master DEVIATION)"
 DEVIATIONS: dict[str, str] = {
+    "heartbeat-to-follower": (
+        "a follower answers a request-mode 904 with 2007 naming the leader where RocketMQ answers 0 and drops the "
+        "heartbeat (apache/rocketmq#10812); brokers send 904 oneway (docs/remoting.md, Errors)"
+    ),
     "follower-replica-info": "our 2007 names the leader (docs/remoting.md, Errors); extra fields Java ignores",
     "b-clean-semicolon": _SEMICOLON,
     "b-sync-state": _SEMICOLON,
@@ -143,16 +147,7 @@ DEVIATIONS: dict[str, str] = {
 
 # Steps whose answers differ where no deviation is documented: reported (docs/interop.md), expected to fail until
 # decided; a finding that no longer differs fails, so that it is taken off this list.
-FINDINGS: dict[str, str] = {
-    "heartbeat-to-follower": (
-        "a RocketMQ follower answers 904 with 0 though it drops the heartbeat (its raft apply answers 2007, "
-        "which RaftBrokerHeartBeatManager ignores; apache/rocketmq#10812); ours answers 2007"
-    ),
-    "frozen-connection-closed": (
-        "RocketMQ's leader closes the connection of a broker its scan expired "
-        "(RaftBrokerHeartBeatManager.scanNotActiveBroker); ours leaves it open"
-    ),
-}
+FINDINGS: dict[str, str] = {}
 
 
 async def poll(what: str, check: Callable[[], Awaitable[T | None]], timeout: float) -> T:
