@@ -301,25 +301,29 @@ class Broker(JavaProcess):
         self.wait_line(r"The broker\[.*boot success", timeout)
         return self
 
-    @property
-    def broker_log(self) -> str:
-        """RocketMQ's own log of this broker (role changes, registration, HA), under its user.home."""
-        return os.path.join(self.home, "logs", "rocketmqlogs", "broker.log")
+    def rocketmq_log(self, name: str = "broker.log") -> str:
+        """One of RocketMQ's own logs of this broker, under its user.home: broker.log (role changes,
+        registration), store.log (HA replication, epochs)."""
+        return os.path.join(self.home, "logs", "rocketmqlogs", name)
 
-    def log_mark(self) -> int:
-        """Where broker.log ends now: `log_since(mark)` reads what it logged after."""
+    def log_mark(self, name: str = "broker.log") -> int:
+        """Where the log ends now: `log_since(mark)` reads what it logged after."""
         try:
-            return os.path.getsize(self.broker_log)
+            return os.path.getsize(self.rocketmq_log(name))
         except FileNotFoundError:
             return 0
 
-    def log_since(self, mark: int) -> str:
+    def log_since(self, mark: int, name: str = "broker.log") -> str:
         try:
-            with open(self.broker_log, "rb") as f:
+            with open(self.rocketmq_log(name), "rb") as f:
                 f.seek(mark)
                 return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
+
+    @property
+    def ha_addr(self) -> str:
+        return f"127.0.0.1:{self.conf['haListenPort']}"
 
     def wait_log(self, pattern: str, mark: int = 0, timeout: float = 60) -> str:
         """The first broker.log line after `mark` matching the regex `pattern` (re-read every POLL seconds)."""
