@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml
 # A 3-node controller group on loopback, data under $(DATA); Ctrl-C stops it. Other ports or sizes:
 # make run RUN_ARGS='--http-port 19770 --raft-port 19880'. From another terminal, while it runs:
 # .venv/bin/controllerd local-cluster [--data DIR] status|stop n2|start n2|restart n2
+# make run BROKERS=rocketmq: real RocketMQ brokers and a NameServer instead of the simulated brokers (it
+# resolves RocketMQ's jars first, `make rocketmq`: Maven and Java; the default needs neither).
 DATA ?= ./data
-run: setup
-	$(BIN)/controllerd local-cluster --data $(DATA) $(RUN_ARGS)
+BROKERS ?= sim
+run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
+	$(BIN)/controllerd local-cluster --data $(DATA) --brokers $(BROKERS) $(RUN_ARGS)
 
 # tools/setup.sh installs with apt-get every program the tests run that is missing (the table of
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in

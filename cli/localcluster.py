@@ -14,7 +14,9 @@ starts); a node that fails has the last error lines of its log printed.
 
 Beside the nodes it runs simulated broker groups (`python -m tools.brokersim --remoting`, `--broker-groups`,
 off with `--no-brokers`), speaking RocketMQ remoting to the jRaftControllerRPCAddr entries as real brokers do,
-so that the status page (/ui/ on every node) shows brokers registering and heartbeating.
+so that the status page (/ui/ on every node) shows brokers registering and heartbeating. `--brokers rocketmq`
+runs real ones instead (`RealBrokers`: RocketMQ's NameServer and brokers in controller mode, as JVMs of
+tools/rocketmq.py, under `<data>/rocketmq/`); every JVM is stopped whenever the supervisor exits.
 
 While it runs, the supervisor answers on a control socket (`<data>/local-cluster.sock`): from another
 terminal `controllerd local-cluster stop|start|restart NODE` and `controllerd local-cluster status`.
@@ -26,6 +28,8 @@ import contextlib
 import hashlib
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,7 +37,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import click
 import httpx
@@ -311,6 +316,205 @@ class Brokers:
             self._copier = None
 
 
+# --- real RocketMQ brokers beside the controllers ----------------------------------------------------------
+
+REAL_BOOT_WAIT_S = 180.0  # a cold broker JVM on 2 busy cores
+REAL_MASTER_WAIT_S = 60.0
+REAL_STOP_GRACE_S = 10.0  # SIGTERM (RocketMQ's shutdown hooks), then SIGKILL
+REAL_NAMESRV_PORT = 9876  # RocketMQ's default, when free
+
+
+def rocketmq_missing() -> str | None:
+    """Why real brokers cannot start here (no jars, no java), or None."""
+    from tools import rocketmq
+
+    try:
+        rocketmq.require()
+    except RuntimeError as e:
+        return f"{e} (or `make run BROKERS=rocketmq`, which runs it)"
+    if shutil.which("java") is None:
+        return "no `java` on PATH: real RocketMQ brokers need Java 17"
+    return None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def broker_sets_of(nodes: list[LocalNode]) -> dict[str, dict[str, Any]] | None:
+    """The broker sets of the status page's state (/ui/api/state), asked of each running node in turn until
+    one answers (a follower forwards to the leader); None when none does."""
+    with httpx.Client(timeout=1.0) as client:
+        for node in nodes:
+            if node.running:
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
+                    state = client.get(f"http://{node.http}/ui/api/state").json()
+                    return {s["brokerName"]: s for s in state["brokerSets"]}
+    return None
+
+
+@dataclass
+class RealBrokers:
+    """Real RocketMQ beside the local cluster (`--brokers rocketmq`): a NameServer and `groups` broker sets
+    (broker-a, broker-b, ...) of `replicas` brokers in controller mode, their controllerAddr the nodes'
+    jRaftControllerRPCAddr entries, every address 127.0.0.1, data under `root` (`<data>/rocketmq`). Role and
+    SyncStateSet changes (read from the status page's state) are printed as they happen; with `chaos`, the
+    master of a random set is killed -9 every `chaos` seconds and started again once another is elected."""
+
+    root: str
+    groups: int = 2
+    replicas: int = 2
+    chaos: float | None = None
+    deployment: Any = None  # tools.rocketmq.Deployment, imported when used
+    sets: dict[str, list[Any]] = field(default_factory=dict)  # name -> its tools.rocketmq.Broker's
+    seen: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # name -> (master, epoch, in-sync ids)
+    reported: set[str] = field(default_factory=set)  # brokers whose unexpected exit was printed
+    pending: tuple[str, Any, int, float] | None = None  # (set, killed broker, its id, when)
+    next_kill: float = 0.0
+
+    @staticmethod
+    def label(b: Any) -> str:
+        return os.path.basename(b.home)  # broker-a-0
+
+    def start(self, nodes: list[LocalNode]) -> None:
+        from tools.rocketmq import Deployment, free_port, port_triples
+
+        self.deployment = Deployment(self.root)
+        port = REAL_NAMESRV_PORT if _port_free(REAL_NAMESRV_PORT) else free_port()
+        click.echo(
+            f"\nStarting RocketMQ: a NameServer and {self.groups} broker sets of {self.replicas} (under {self.root}) ..."
+        )
+        sys.stdout.flush()
+        try:
+            ns = self.deployment.namesrv(port)
+        except AssertionError as e:
+            raise click.ClickException(f"the RocketMQ NameServer did not start: {e}") from None
+        ns_log = os.path.join(ns.home, "logs", "rocketmqlogs", "namesrv.log")
+        click.echo(f"  namesrv      {self.deployment.namesrv_addr}  pid {ns.pid}  log {ns_log}")
+        ports = iter(port_triples(self.groups * self.replicas))
+        controllers = [n.remoting for n in nodes]
+        for g in range(self.groups):
+            name = f"broker-{chr(ord('a') + g)}"
+            brokers = [self.deployment.broker(name, next(ports), controllers, index=i) for i in range(self.replicas)]
+            self.sets[name] = brokers
+            for b in brokers:  # a set at a time: more cold JVMs at once starve two cores
+                b.start()
+            for b in brokers:
+                try:
+                    b.wait_line(r"The broker\[.*boot success", REAL_BOOT_WAIT_S)
+                except AssertionError as e:
+                    raise click.ClickException(f"{self.label(b)} did not start (see {b.log}): {e}") from None
+                click.echo(f"  {self.label(b):<12} {b.addr}  pid {b.pid}  log {b.rocketmq_log()}")
+            sys.stdout.flush()
+            self._wait_master(name, nodes)
+        click.echo(
+            f"RocketMQ {self._version()} is running: NameServer {self.deployment.namesrv_addr}, "
+            f"brokers {', '.join(self.sets)}" + (f"; a master is killed -9 every {self.chaos:g}s" if self.chaos else "")
+        )
+        sys.stdout.flush()
+        self.next_kill = time.monotonic() + (self.chaos or 0)
+
+    @staticmethod
+    def _version() -> str:
+        from tools.rocketmq import version
+
+        return version()
+
+    def _wait_master(self, name: str, nodes: list[LocalNode]) -> None:
+        deadline = time.monotonic() + REAL_MASTER_WAIT_S
+        while time.monotonic() < deadline:
+            s = (broker_sets_of(nodes) or {}).get(name)
+            if s is not None and s["masterBrokerId"] is not None:
+                self._show(name, s)
+                return
+            time.sleep(0.5)  # polling the controller for an election; not a test
+        click.echo(f"{name}: no master within {REAL_MASTER_WAIT_S:g}s (see the brokers' logs)", err=True)
+
+    def _show(self, name: str, s: dict[str, Any]) -> None:
+        """One line when a set's master, epoch or SyncStateSet changed since the last one."""
+        in_sync = tuple(r["brokerId"] for r in s["replicas"] if r["inSync"])
+        key = (s["masterBrokerId"], s["masterEpoch"], in_sync)
+        if self.seen.get(name) == key:
+            return
+        self.seen[name] = key
+        who = next((self.label(b) for b in self.sets.get(name, []) if b.addr == s["masterAddress"]), "?")
+        master = (
+            f"master id {s['masterBrokerId']} ({who}, {s['masterAddress']}) at epoch {s['masterEpoch']}"
+            if s["masterBrokerId"] is not None
+            else "no master"
+        )
+        click.echo(f"{time.strftime('%H:%M:%S')} {name}: {master}, SyncStateSet {list(in_sync)}")
+
+    def tick(self, nodes: list[LocalNode]) -> None:
+        """Called about every second by the supervisor: report changes and exits; chaos."""
+        sets = broker_sets_of(nodes) or {}
+        for name in self.sets:
+            if name in sets:
+                self._show(name, sets[name])
+        killed = self.pending[1] if self.pending else None
+        for brokers in self.sets.values():
+            for b in brokers:
+                if b is not killed and not b.running() and self.label(b) not in self.reported:
+                    self.reported.add(self.label(b))
+                    click.echo(f"{self.label(b)} exited ({b.returncode()}); see {b.rocketmq_log()}", err=True)
+        if self.chaos:
+            self._chaos(sets)
+
+    def _chaos(self, sets: dict[str, dict[str, Any]]) -> None:
+        now = time.monotonic()
+        if self.pending is not None:
+            name, b, old, since = self.pending
+            s = sets.get(name) or {}
+            elected = s.get("masterBrokerId") not in (None, old)
+            if elected or now - since > REAL_MASTER_WAIT_S:
+                why = f"master id {s['masterBrokerId']} elected" if elected else "no new master yet"
+                b.start()
+                click.echo(f"chaos: {name}: {why} after {now - since:.1f}s; {self.label(b)} restarted, pid {b.pid}")
+                self.pending = None
+                self.next_kill = now + (self.chaos or 0)
+            return
+        if now < self.next_kill:
+            return
+        candidates = []
+        for name, s in sets.items():
+            master = next((b for b in self.sets.get(name, []) if b.addr == s["masterAddress"] and b.running()), None)
+            healthy = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
+            if master is not None and len(healthy) >= 2:  # someone to take over
+                candidates.append((name, master, s["masterBrokerId"]))
+        if not candidates:
+            self.next_kill = now + 1.0  # a set still catching up: try again soon
+            return
+        name, b, old = random.choice(candidates)
+        pid = b.pid
+        b.kill()
+        click.echo(f"{time.strftime('%H:%M:%S')} chaos: kill -9 {self.label(b)} (master id {old} of {name}, pid {pid})")
+        self.pending = (name, b, old, now)
+
+    def stop(self) -> None:
+        """SIGTERM every JVM (RocketMQ's shutdown hooks), SIGKILL what is left after REAL_STOP_GRACE_S."""
+        if self.deployment is None:
+            return
+        procs = [p for p in self.deployment.procs if p.running()]
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                p.signal(signal.SIGTERM)
+        deadline = time.monotonic() + REAL_STOP_GRACE_S
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.proc.wait(max(0.1, deadline - time.monotonic()))
+        late = [p for p in procs if p.running()]
+        self.deployment.close()  # SIGKILL, process groups included, and wait
+        if procs:
+            killed = f", {len(late)} killed after {REAL_STOP_GRACE_S:g}s" if late else ""
+            click.echo(f"RocketMQ stopped ({len(procs)} JVMs{killed}).")
+        self.deployment = None
+
+
 # --- the control socket -------------------------------------------------------------------------------------
 
 
@@ -446,7 +650,9 @@ def control(data: str, request: str) -> None:
 # --- the command ----------------------------------------------------------------------------------------------
 
 
-def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, brokers: Brokers | None) -> None:
+def _run(
+    data: str, n: int, raft_port: int, http_port: int, election_ms: int, brokers: Brokers | RealBrokers | None
+) -> None:
     nodes = write_configs(data, n, raft_port, http_port, election_ms)
     supervisor = Supervisor(nodes, data)
     supervisor.listen()
@@ -499,7 +705,7 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
                 click.echo(line)
         here = "" if os.path.abspath(data) == os.path.abspath("./data") else f" --data {data}"
         click.echo(f"\nStatus page: http://{first}/ui/  (on every node)")
-        if brokers is not None:
+        if isinstance(brokers, Brokers):
             click.echo(
                 f"Simulated brokers: {brokers.groups} broker sets of 3 (broker-a, ...), their lines below and in "
                 f"{brokers.log}" + (f"; a master is killed every {brokers.chaos:g}s" if brokers.chaos else "")
@@ -511,14 +717,18 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
         click.echo(f"  controllerd local-cluster{here} restart {nodes[-1].name}     (also: stop, start, status)")
         click.echo("Ctrl-C stops the cluster.", nl=True)
         sys.stdout.flush()
-        if brokers is not None:  # after the instructions: their lines follow
+        if isinstance(brokers, Brokers):  # after the instructions: their lines follow
             brokers.start(os.path.abspath(data), nodes)
+        elif isinstance(brokers, RealBrokers):
+            brokers.start(nodes)
         while True:
             with supervisor.lock:
                 for node in nodes:
                     if node.proc is not None and node.proc.poll() is not None and not node.stopped_on_request:
                         report_exit(node, "exited")
                         node.stopped_on_request = True  # reported once
+            if isinstance(brokers, RealBrokers):
+                brokers.tick(nodes)
             time.sleep(1.0)
     except KeyboardInterrupt:
         supervisor.stopping = True
@@ -556,15 +766,27 @@ def _run(data: str, n: int, raft_port: int, http_port: int, election_ms: int, br
     default=2,
     show_default=True,
     type=click.IntRange(0, 100),
-    help="Simulated broker sets (3 brokers each, tools.brokersim) beside the controllers; 0: none.",
+    help="Broker sets beside the controllers (simulated: 3 brokers each; rocketmq: 2 each); 0: none.",
 )
-@click.option("--no-brokers", is_flag=True, help="No simulated brokers (same as --broker-groups 0).")
+@click.option(
+    "--brokers",
+    "kind",
+    type=click.Choice(["sim", "rocketmq", "none"]),
+    default="sim",
+    show_default=True,
+    help="sim: simulated brokers (tools.brokersim, start in a second). rocketmq: real RocketMQ "
+    "(make rocketmq's jars and Java 17): a NameServer and broker sets broker-a, broker-b of 2 brokers in "
+    "controller mode, data under DATA/rocketmq, one set at a time (~30 s each); every JVM stops with the "
+    "cluster. none: no brokers.",
+)
+@click.option("--no-brokers", is_flag=True, help="No brokers (same as --brokers none).")
 @click.option(
     "--broker-chaos",
     default=None,
     type=click.FloatRange(1),
     metavar="SECONDS",
-    help="Kill a simulated master every SECONDS (and start it again), to watch failovers.",
+    help="Kill a random master every SECONDS (kill -9 with --brokers rocketmq) and start it again once "
+    "another is elected, to watch failovers.",
 )
 @click.pass_context
 def local_cluster(
@@ -575,6 +797,7 @@ def local_cluster(
     http_port: int,
     election_ms: int,
     broker_groups: int,
+    kind: str,
     no_brokers: bool,
     broker_chaos: float | None,
 ) -> None:
@@ -589,9 +812,16 @@ def local_cluster(
     """
     ctx.obj = {"data": data}
     if ctx.invoked_subcommand is None:
-        groups = 0 if no_brokers else broker_groups
-        log = os.path.join(os.path.abspath(data), "logs", "brokers.log")
-        _run(data, n, raft_port, http_port, election_ms, Brokers(groups, broker_chaos, log) if groups else None)
+        groups = 0 if no_brokers or kind == "none" else broker_groups
+        brokers: Brokers | RealBrokers | None = None
+        if groups and kind == "rocketmq":
+            missing = rocketmq_missing()  # before any node starts
+            if missing:
+                raise click.ClickException(missing)
+            brokers = RealBrokers(os.path.join(os.path.abspath(data), "rocketmq"), groups, chaos=broker_chaos)
+        elif groups:
+            brokers = Brokers(groups, broker_chaos, os.path.join(os.path.abspath(data), "logs", "brokers.log"))
+        _run(data, n, raft_port, http_port, election_ms, brokers)
 
 
 @local_cluster.command("status")
