@@ -713,7 +713,10 @@ def _run(
         click.echo("\nTry:")
         click.echo(f"  rmqctl -a {','.join(x.http for x in nodes)} raft status")
         click.echo(f"  rmqctl -a {first} getControllerMetaData")
-        click.echo(f"  mqadmin getControllerMetaData -a {nodes[0].remoting}     (RocketMQ's own tool, over remoting)")
+        click.echo(
+            f"  python -m tools.rocketmq mqadmin getControllerMetaData -a {nodes[0].remoting}"
+            "     (RocketMQ's own mqadmin, over remoting; after `make rocketmq`)"
+        )
         click.echo(f"  controllerd local-cluster{here} restart {nodes[-1].name}     (also: stop, start, status)")
         click.echo("Ctrl-C stops the cluster.", nl=True)
         sys.stdout.flush()

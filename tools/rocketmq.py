@@ -511,3 +511,29 @@ class JRaftControllers:
             p.start()
         for p in self.nodes:
             p.wait_line("The Controller Server boot success", timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tools.rocketmq mqadmin ARGS...`: RocketMQ's own mqadmin, from the jars `make rocketmq`
+    resolved, with the flags Java 17 needs; its output as it prints it."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "mqadmin":
+        print("usage: python -m tools.rocketmq mqadmin SUBCOMMAND [ARGS...]   (RocketMQ's mqadmin)", file=sys.stderr)
+        return 2
+    try:
+        require()
+    except RuntimeError as e:
+        print(f"tools.rocketmq: {e}", file=sys.stderr)
+        return 2
+    home = os.path.join(os.path.expanduser("~"), ".cache", "rmq-jraft-mqadmin")
+    p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", args[1:], home)
+    p.start()
+    code = p.wait(600)
+    print("\n".join(p.lines))
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -252,6 +252,15 @@ def test_mqadmin_controller_verbs(world: World) -> None:
     assert f"#ControllerLeaderAddress\t{world.ours.remotings[leader]}" in meta, meta
     assert f"#ControllerLeaderId\t{world.ours.rafts[leader]}" in meta, meta
     assert sorted(re.findall(r"#Peer:\t(\S+)", meta)) == sorted(world.ours.remotings)
+    # the same through the wrapper the quickstart prints (`python -m tools.rocketmq mqadmin ...`)
+    wrapped = subprocess.run(
+        [sys.executable, "-m", "tools.rocketmq", "mqadmin", "getControllerMetaData", "-a", world.ours.remotings[0]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert wrapped.returncode == 0 and f"#ControllerLeaderAddress\t{world.ours.remotings[leader]}" in wrapped.stdout
 
     one = parse_mqadmin_sync_state_sets(world.mqadmin("getSyncStateSet", "-a", world.remoting(), "-b", "broker-b"))
     assert list(one) == ["broker-b"] and len(one["broker-b"]["inSync"]) == 3
