@@ -346,6 +346,20 @@ class Broker(JavaProcess):
         return int(m.group(1)) if m else None
 
 
+def store_marks(brokers: list[Broker]) -> dict[str, int]:
+    """Where each broker's store.log ends now (for `ha_race_stuck` after a master change)."""
+    return {b.name: b.log_mark("store.log") for b in brokers}
+
+
+def ha_race_stuck(brokers: list[Broker], old: Broker, marks: dict[str, int]) -> list[Broker]:
+    """The slaves caught by a race of RocketMQ's brokers after a master change (docs/interop.md, "Found on the
+    way"): a slave that re-registers with the NameServer before the demoted master `old` does is given the
+    demoted master's HA address, and replicates from it (a slave now, or frozen) until that connection
+    breaks, never joining the new master's SyncStateSet. Seen in the slave's store.log since `marks`."""
+    needle = f"NEW: {old.ha_addr}"
+    return [b for b in brokers if b is not old and needle in b.log_since(marks.get(b.name, 0), "store.log")]
+
+
 def broker_conf(
     store: str, name: str, port: int, controllers: list[str], namesrv: str, **extra: object
 ) -> dict[str, object]:

@@ -25,7 +25,7 @@ import pytest
 
 from tools import rocketmq
 from tools.cluster import ROOT, ControllerdCluster
-from tools.rocketmq import Broker, Deployment, port_triples, wait_until
+from tools.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 
@@ -107,9 +107,6 @@ class World:
 
         return wait_until(f"{name}: a master and {size} in-sync replicas", check, timeout)
 
-    def store_marks(self, name: str) -> dict[str, int]:
-        return {b.name: b.log_mark("store.log") for b in self.sets[name]}
-
     def settled_after_switch(self, name: str, old: Broker, marks: dict[str, int]) -> dict[str, Any]:
         """`settled(name)` after a master change, around a race of RocketMQ's brokers (docs/interop.md, "Found
         on the way"): a slave that re-registers with the NameServer before the demoted master does is given the
@@ -119,11 +116,7 @@ class World:
         try:
             return self.settled(name, timeout=30)
         except AssertionError:
-            stuck = [
-                b
-                for b in self.sets[name]
-                if b is not old and f"NEW: {old.ha_addr}" in b.log_since(marks[b.name], "store.log")
-            ]
+            stuck = ha_race_stuck(self.sets[name], old, marks)
             if not stuck:
                 raise
             for b in stuck:
@@ -269,7 +262,7 @@ def test_mqadmin_controller_verbs(world: World) -> None:
     before = world.settled("broker-b")
     target = next(r["brokerId"] for r in before["replicas"] if r["inSync"] and not r["master"])
     old_master = world.broker("broker-b", before["masterBrokerId"])
-    marks = world.store_marks("broker-b")
+    marks = store_marks(world.sets["broker-b"])
     mark = world.broker("broker-b", target).log_mark()
     out = world.mqadmin(
         "electMaster", "-a", world.remoting(), "-c", "DefaultCluster", "-bn", "broker-b", "-b", str(target)
@@ -414,7 +407,7 @@ def test_broker_failover_loses_no_acknowledged_message(world: World) -> None:
             victim = world.broker("broker-a", s["masterBrokerId"])
             acked = len(producer.acked())
             mark = victim.log_mark()
-            marks = world.store_marks("broker-a")
+            marks = store_marks(world.sets["broker-a"])
             if how == "kill":
                 victim.kill()
             else:

@@ -1,4 +1,5 @@
-"""python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting."""
+"""python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting,
+failover_rocketmq (real RocketMQ brokers)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ import sys
 
 
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("all", "raft", "snapshot", "statemachine", "http", "audit", "remoting"):
+    if len(sys.argv) < 2 or sys.argv[1] not in (
+        "all",
+        "raft",
+        "snapshot",
+        "statemachine",
+        "http",
+        "audit",
+        "remoting",
+        "failover_rocketmq",
+    ):
         print("usage: python -m tools.bench all [--quick] [--json FILE] [--reps N] [--only SECTIONS]", file=sys.stderr)
         print("       python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
         print(
@@ -27,7 +37,12 @@ def main() -> int:
             "       python -m tools.bench remoting [--seconds S] [--connections C] [--clients P] [--json F] [--quick]",
             file=sys.stderr,
         )
+        print("       python -m tools.bench failover_rocketmq [--kills N] [--no-freeze] [--json FILE]", file=sys.stderr)
         return 2
+    if sys.argv[1] == "failover_rocketmq":
+        from tools.bench import failover_rocketmq
+
+        return failover_rocketmq.main(sys.argv[2:])
     if sys.argv[1] == "all":
         from tools.bench import all as all_bench
 
