@@ -16,7 +16,7 @@ Beside the nodes it runs simulated broker groups (`python -m tools.brokersim --r
 off with `--no-brokers`), speaking RocketMQ remoting to the jRaftControllerRPCAddr entries as real brokers do,
 so that the status page (/ui/ on every node) shows brokers registering and heartbeating. `--brokers rocketmq`
 runs real ones instead (`RealBrokers`: RocketMQ's NameServer and brokers in controller mode, as JVMs of
-tools/rocketmq.py, under `<data>/rocketmq/`); every JVM is stopped whenever the supervisor exits.
+cli/rocketmq.py, under `<data>/rocketmq/`); every JVM is stopped whenever the supervisor exits.
 
 While it runs, the supervisor answers on a control socket (`<data>/local-cluster.sock`): from another
 terminal `controllerd local-cluster stop|start|restart NODE` and `controllerd local-cluster status`.
@@ -326,7 +326,7 @@ REAL_NAMESRV_PORT = 9876  # RocketMQ's default, when free
 
 def rocketmq_missing() -> str | None:
     """Why real brokers cannot start here (no jars, no java), or None."""
-    from tools import rocketmq
+    from cli import rocketmq
 
     try:
         rocketmq.require()
@@ -370,8 +370,8 @@ class RealBrokers:
     groups: int = 2
     replicas: int = 2
     chaos: float | None = None
-    deployment: Any = None  # tools.rocketmq.Deployment, imported when used
-    sets: dict[str, list[Any]] = field(default_factory=dict)  # name -> its tools.rocketmq.Broker's
+    deployment: Any = None  # cli.rocketmq.Deployment, imported when used
+    sets: dict[str, list[Any]] = field(default_factory=dict)  # name -> its cli.rocketmq.Broker's
     seen: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # name -> (master, epoch, in-sync ids)
     reported: set[str] = field(default_factory=set)  # brokers whose unexpected exit was printed
     pending: tuple[str, Any, int, float] | None = None  # (set, killed broker, its id, when)
@@ -382,7 +382,7 @@ class RealBrokers:
         return os.path.basename(b.home)  # broker-a-0
 
     def start(self, nodes: list[LocalNode]) -> None:
-        from tools.rocketmq import Deployment, free_port, port_triples
+        from cli.rocketmq import Deployment, free_port, port_triples
 
         self.deployment = Deployment(self.root)
         port = REAL_NAMESRV_PORT if _port_free(REAL_NAMESRV_PORT) else free_port()
@@ -421,7 +421,7 @@ class RealBrokers:
 
     @staticmethod
     def _version() -> str:
-        from tools.rocketmq import version
+        from cli.rocketmq import version
 
         return version()
 
@@ -714,7 +714,7 @@ def _run(
         click.echo(f"  rmqctl -a {','.join(x.http for x in nodes)} raft status")
         click.echo(f"  rmqctl -a {first} getControllerMetaData")
         click.echo(
-            f"  python -m tools.rocketmq mqadmin getControllerMetaData -a {nodes[0].remoting}"
+            f"  python -m cli.rocketmq mqadmin getControllerMetaData -a {nodes[0].remoting}"
             "     (RocketMQ's own mqadmin, over remoting; after `make rocketmq`)"
         )
         click.echo(f"  controllerd local-cluster{here} restart {nodes[-1].name}     (also: stop, start, status)")

@@ -67,7 +67,7 @@ PROGRAMS: dict[str, Program] = {
         ),
         Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/test_bench_all_smoke.py)"),
         Program("pgrep", ("procps",), True, "tests", "tests/cli/test_localcluster.py"),
-        Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: listening ports"),
+        Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
         Program("java", ("openjdk-17-jre-headless",), False, "base", "PySpark (tools/audit, tests/audit); interop"),
         Program("javac", ("openjdk-17-jdk-headless",), False, "base", "the RocketMQ interop suite"),
         Program("mvn", ("maven",), False, "base", "the RocketMQ interop suite: RocketMQ from Maven Central"),

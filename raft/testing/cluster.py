@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,6 +23,25 @@ def free_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
+
+
+def free_port_base(offsets: tuple[int, ...], low: int = 20000, high: int = 60000) -> int:
+    """A base port such that base + each offset is free on 127.0.0.1 (a node's or a broker's port family)."""
+    for _ in range(200):
+        base = random.randrange(low, high)
+        socks = []
+        try:
+            for p in (base + o for o in offsets):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no free port range for offsets {offsets} in {low}..{high}")
 
 
 class ProcessCluster:

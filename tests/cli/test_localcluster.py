@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -28,30 +27,12 @@ from api.remoting.client import RemotingClient
 from api.remoting.headers import GET_METADATA_INFO
 from cli.localcluster import REMOTING_OFFSET, LocalNode, last_errors, socket_path
 from raft.storage.dirlock import DataDirLock
+from raft.testing.cluster import free_port_base
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERD = [sys.executable, "-m", "cli.controllerd"]
-
-
-def free_port_base(offsets: tuple[int, ...]) -> int:
-    """A base port such that base + each offset is free on 127.0.0.1."""
-    for _ in range(200):
-        base = random.randrange(20000, 60000)
-        socks = []
-        try:
-            for p in (base + o for o in offsets):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 @pytest.fixture

@@ -47,10 +47,10 @@ from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient
 from api.remoting.codec import FrameDecoder, RemotingCommand
+from cli import rocketmq
+from cli.rocketmq import Deployment
 from statemachine import codes as C
-from tools import rocketmq
 from tools.cluster import ControllerdCluster
-from tools.rocketmq import Deployment
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import rocketmq
+from cli import rocketmq
 from tools.bench import failover_rocketmq
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tools import rocketmq
+from cli import rocketmq
+from cli.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks, wait_until
 from tools.cluster import ROOT, ControllerdCluster
-from tools.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks, wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 
@@ -245,9 +245,9 @@ def test_mqadmin_controller_verbs(world: World) -> None:
     assert f"#ControllerLeaderAddress\t{world.ours.remotings[leader]}" in meta, meta
     assert f"#ControllerLeaderId\t{world.ours.rafts[leader]}" in meta, meta
     assert sorted(re.findall(r"#Peer:\t(\S+)", meta)) == sorted(world.ours.remotings)
-    # the same through the wrapper the quickstart prints (`python -m tools.rocketmq mqadmin ...`)
+    # the same through the wrapper the quickstart prints (`python -m cli.rocketmq mqadmin ...`)
     wrapped = subprocess.run(
-        [sys.executable, "-m", "tools.rocketmq", "mqadmin", "getControllerMetaData", "-a", world.ours.remotings[0]],
+        [sys.executable, "-m", "cli.rocketmq", "mqadmin", "getControllerMetaData", "-a", world.ours.remotings[0]],
         cwd=ROOT,
         capture_output=True,
         text=True,

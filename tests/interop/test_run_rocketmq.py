@@ -5,10 +5,8 @@ replicas in its SyncStateSet; SIGINT then stops the supervisor and every JVM it 
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,33 +17,15 @@ from typing import Any
 import httpx
 import pytest
 
+from cli import rocketmq
 from cli.localcluster import REMOTING_OFFSET
-from tools import rocketmq
+from raft.testing.cluster import free_port_base
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ("broker-a", "broker-b")
 SETTLE_S = 150.0  # two sets of cold JVMs on 2 busy cores, one set at a time
-
-
-def free_base(offsets: list[int]) -> int:
-    """A base port such that base + each offset is free on 127.0.0.1."""
-    for _ in range(200):
-        base = random.randrange(20000, 50000)
-        socks = []
-        try:
-            for p in (base + o for o in offsets):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 def jvms(data: str) -> dict[int, str]:
@@ -85,7 +65,7 @@ def settled(http: str) -> dict[str, Any] | None:
 def test_local_cluster_with_real_brokers_settles_and_stops_every_jvm(tmp_path: Path) -> None:
     rocketmq.require()
     data = str(tmp_path / "data")
-    base = free_base([0, 1, 2, 10, 11, 12, 10 + REMOTING_OFFSET, 11 + REMOTING_OFFSET, 12 + REMOTING_OFFSET])
+    base = free_port_base((0, 1, 2, 10, 11, 12, 10 + REMOTING_OFFSET, 11 + REMOTING_OFFSET, 12 + REMOTING_OFFSET))
     http = f"127.0.0.1:{base + 10}"
     out_path = tmp_path / "local-cluster.out"
     with open(out_path, "wb") as out:

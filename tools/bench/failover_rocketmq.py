@@ -1,6 +1,6 @@
 """python -m tools.bench.failover_rocketmq [--kills N] [--no-freeze] [--json FILE] [--dir D] [--keep]
 
-Failover with REAL RocketMQ brokers (tools/rocketmq.py) against our 3-node controller group (tools/cluster.py),
+Failover with REAL RocketMQ brokers (cli/rocketmq.py) against our 3-node controller group (tools/cluster.py),
 on loopback: one broker set `broker-a` of three RocketMQ brokers in controller mode (controllerHeartBeatTimeoutMills
 4000, brokerHeartbeatInterval 1000, syncControllerMetadataPeriod 2000), our scanNotActiveBrokerInterval 1000.
 
@@ -35,9 +35,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from tools import rocketmq
+from cli import rocketmq
+from cli.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks
 from tools.cluster import ControllerdCluster
-from tools.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks
 
 T = TypeVar("T")
 
@@ -69,21 +69,12 @@ class Round:
 
 
 def poll(what: str, check: Callable[[], T | None], rnd: Round, period: float = PERIOD) -> T:
-    """`check()` every `period` seconds until it returns a value (not None/False); errors count as not yet."""
-    last: BaseException | None = None
-    while True:
-        try:
-            value = check()
-            if value is not None and value is not False:
-                return value
-        except Exception as e:  # noqa: BLE001  # a node down or not serving yet: try again
-            last = e
-        if time.monotonic() >= rnd.deadline:
-            raise RoundTimeout(
-                f"{rnd.what}: {what} not within the round's {rnd.seconds:.0f}s"
-                + (f" (last error: {last!r})" if last else "")
-            )
-        time.sleep(period)
+    """`check()` every `period` seconds until it returns a value (not None/False) within what is left of the
+    round; errors count as not yet."""
+    try:
+        return rocketmq.wait_until(what, check, rnd.deadline - time.monotonic(), period)
+    except AssertionError as e:
+        raise RoundTimeout(f"{rnd.what}: {e}") from None
 
 
 class Ours:

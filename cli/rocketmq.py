@@ -26,6 +26,8 @@ import weakref
 from collections.abc import Callable
 from typing import IO, TypeVar
 
+from raft.testing.cluster import free_port_base
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 INTEROP = os.path.join(ROOT, "interop", "rocketmq")
 LIB = os.path.join(INTEROP, "build", "lib")
@@ -69,8 +71,8 @@ def require() -> None:
         raise RuntimeError(f"RocketMQ {version()} is not resolved ({jar} missing): run `make rocketmq`")
 
 
-def wait_until(what: str, check: Callable[[], T | None], timeout: float) -> T:
-    """`check()` again every POLL seconds until it returns something other than None or False; that value.
+def wait_until(what: str, check: Callable[[], T | None], timeout: float, period: float = POLL) -> T:
+    """`check()` again every `period` seconds until it returns something other than None or False; that value.
     An AssertionError naming `what` and the last exception when the deadline passes."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
@@ -83,30 +85,16 @@ def wait_until(what: str, check: Callable[[], T | None], timeout: float) -> T:
             last = e
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not within {timeout:.0f}s" + (f" (last error: {last!r})" if last else ""))
-        threading.Event().wait(POLL)
+        threading.Event().wait(period)
 
 
-def port_triples(n: int, step: int = 10) -> list[int]:
-    """n broker listen ports p with p-2 (the VIP channel), p and p+1 (HA) free on 127.0.0.1."""
+def port_triples(n: int) -> list[int]:
+    """n broker listen ports p with p-2 (the VIP channel), p and p+1 (HA) free on 127.0.0.1, 10 apart at least."""
     found: list[int] = []
-    base = 20000 + (os.getpid() * 37) % 20000
-    p = base
     while len(found) < n:
-        if p > 64000:
-            p = 20002
-        socks = []
-        try:
-            for q in (p - 2, p, p + 1):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", q))
+        p = free_port_base((-2, 0, 1))
+        if all(abs(p - q) >= 10 for q in found):
             found.append(p)
-        except OSError:
-            pass
-        finally:
-            for s in socks:
-                s.close()
-        p += step
     return found
 
 
@@ -528,18 +516,18 @@ class JRaftControllers:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tools.rocketmq mqadmin ARGS...`: RocketMQ's own mqadmin, from the jars `make rocketmq`
+    """`python -m cli.rocketmq mqadmin ARGS...`: RocketMQ's own mqadmin, from the jars `make rocketmq`
     resolved, with the flags Java 17 needs; its output as it prints it."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "mqadmin":
-        print("usage: python -m tools.rocketmq mqadmin SUBCOMMAND [ARGS...]   (RocketMQ's mqadmin)", file=sys.stderr)
+        print("usage: python -m cli.rocketmq mqadmin SUBCOMMAND [ARGS...]   (RocketMQ's mqadmin)", file=sys.stderr)
         return 2
     try:
         require()
     except RuntimeError as e:
-        print(f"tools.rocketmq: {e}", file=sys.stderr)
+        print(f"cli.rocketmq: {e}", file=sys.stderr)
         return 2
     home = os.path.join(os.path.expanduser("~"), ".cache", "rmq-jraft-mqadmin")
     p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", args[1:], home)
