@@ -8,6 +8,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from raft.options import setting
+
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # RocketMQ's com.rocketmq.remoting.frameMaxLength default (16 MiB)
 MIN_FRAME_BYTES = 64 * 1024  # below this, a 1006 naming a few thousand brokers or a 1009 body would not fit
@@ -26,11 +28,29 @@ class ApiSettings:
     admin_token_file: str | None = None
     """[controllerAdminTokenFile] file holding the accepted token(s), one per line (two during a rotation),
     re-read whenever it changes; used instead of admin_token. Unreadable or empty: every request is refused."""
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_body_bytes: int = setting(
+        "controllerHttpMaxBodyBytes",
+        "int",
+        DEFAULT_MAX_BODY_BYTES,
+        minimum=1024,
+        doc="A request body larger than this is refused with 413 `BODY_TOO_LARGE` before it is parsed (ours).",
+    )
     """Largest request body accepted; a larger one is refused with 413 before it is parsed."""
-    max_connections: int = 1000
+    max_connections: int = setting(
+        "controllerHttpMaxConnections",
+        "int",
+        1000,
+        minimum=1,
+        doc="Concurrent HTTP connections and requests served; beyond, 503 at once (uvicorn `limit_concurrency`; ours).",
+    )
     """[controllerHttpMaxConnections] concurrent connections and requests served; beyond, 503 at once."""
-    keep_alive_s: float = 5.0
+    keep_alive_s: float = setting(
+        "controllerHttpKeepAliveSecs",
+        "int",
+        5.0,
+        minimum=1,
+        doc="An idle keep-alive connection is closed after this many seconds (ours).",
+    )
     """[controllerHttpKeepAliveSecs] an idle keep-alive connection is closed after this long."""
     address: str | None = None
     """Metric label `address`; None: the node's raft id (RocketMQ sets it to jRaftServerId in jRaft mode)."""
@@ -40,12 +60,30 @@ class ApiSettings:
     """Metric label `peer_id`; None: the node's raft id."""
     metrics_labels: Mapping[str, str] = field(default_factory=dict)
     """Extra constant labels on every series (RocketMQ's metricsLabel `k:v,k:v` pairs)."""
-    config_black_list: tuple[str, ...] = ("configBlackList", "configStorePath")
+    config_black_list: tuple[str, ...] = setting(
+        "configBlackList",
+        "keys",
+        ("configBlackList", "configStorePath"),
+        type_doc="`;`-separated keys",
+        doc="Keys that `updateControllerConfig` may not change.",
+    )
     """[configBlackList] keys PUT /api/v1/admin/config refuses with 16 NO_PERMISSION (plus ALWAYS_BLACK_LISTED)."""
     local_config: Mapping[str, str] = field(default_factory=dict)
     """This node's node-local effective config as text, secrets redacted (cli.config.effective_items):
     GET /api/v1/admin/config shows it next to the replicated keys."""
-    remoting_max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    remoting_max_frame_bytes: int = setting(
+        "controllerRemotingMaxFrameBytes",
+        "int",
+        DEFAULT_MAX_FRAME_BYTES,
+        minimum=MIN_FRAME_BYTES,
+        maximum=MAX_FRAME_BYTES,
+        default_doc="`16777216` (16 MiB)",
+        doc="The largest RocketMQ remoting frame a node reads (RocketMQ's `com.rocketmq.remoting.frameMaxLength` "
+        "system property, same default). A frame whose length field says more means the stream is out of step: "
+        "that connection is closed with a warning naming the length, others are untouched (docs/remoting.md). A "
+        "frame is buffered whole before it is decoded, hence the 1 GiB ceiling; the floor keeps room for a 1006 "
+        "naming thousands of brokers. Ours as a key.",
+    )
     """[controllerRemotingMaxFrameBytes] a remoting frame whose length field says more closes its connection."""
     max_transfer_lag_entries: int = 100
     """POST /api/v1/raft/transfer-leader refuses a target further behind the leader's log than this."""

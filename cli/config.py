@@ -25,7 +25,7 @@ import ipaddress
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -33,8 +33,19 @@ from typing import Any
 from api.properties import PropertiesError, Property
 from api.properties import parse_properties as _parse_properties
 from api.service import ServiceOptions
-from api.settings import DEFAULT_MAX_FRAME_BYTES, MAX_FRAME_BYTES, MIN_FRAME_BYTES, read_token_file
-from raft.options import LogStorageOptions, NodeOptions, RaftOptions, SnapshotOptions
+from api.settings import ApiSettings, read_token_file
+from raft.options import (
+    NODE_LOCAL,
+    REPLICATED,
+    SETTING,
+    LogStorageOptions,
+    NodeOptions,
+    RaftOptions,
+    Setting,
+    SnapshotOptions,
+    same_setting,
+    setting,
+)
 
 log = logging.getLogger("controllerd.config")
 log.addHandler(logging.NullHandler())
@@ -141,150 +152,209 @@ def parse_properties(text: str, path: str = "<string>") -> list[Property]:
 # Keys
 
 
+def key(name: str, kind: str, default: str | None, **decl: Any) -> Any:
+    """A ControllerConfig field declaring controller.conf key `name` (default: as the file spells it, None:
+    unset) that no lower layer's options declare."""
+    return setting(name, kind, text_default=default, **decl)
+
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
-    key: str
+    """One key of the file and the ControllerConfig field it sets: a view of the key's declaration."""
+
     attr: str
-    kind: str
-    """int | bool | str | addr | addrs | path | keys | secret"""
-    default: str | None
-    """The default as the file would spell it; None means unset."""
-    minimum: int | None = None
-    replicated: bool = False
-    maximum: int | None = None
-    """Largest value of an int; None: a Java int's."""
-    doc: str = ""
+    setting: Setting
+
+    @property
+    def key(self) -> str:
+        return self.setting.key
+
+    @property
+    def kind(self) -> str:
+        """int | bool | str | addr | addrs | path | keys | secret"""
+        return self.setting.kind
+
+    @property
+    def default(self) -> str | None:
+        """The default as the file would spell it; None means unset."""
+        return self.setting.default
+
+    @property
+    def minimum(self) -> int | None:
+        return self.setting.minimum
+
+    @property
+    def maximum(self) -> int | None:
+        """Largest value of an int; None: a Java int's."""
+        return self.setting.maximum
+
+    @property
+    def replicated(self) -> bool:
+        return self.setting.replicated
+
+    @property
+    def doc(self) -> str:
+        return self.setting.doc
 
 
-KEYS: tuple[KeySpec, ...] = (
-    KeySpec("controllerType", "controller_type", "str", JRAFT, doc="only jRaft (the --type jraft flag wins)"),
-    KeySpec("jRaftGroupId", "group_id", "str", "jRaft-Controller", doc="Raft group name"),
-    KeySpec("jRaftServerId", "server_id", "addr", "localhost:9880", doc="this node's raft address host:port"),
-    KeySpec(
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    """The effective config of one node. Build it with `load_config` / `parse_config`, not by hand.
+
+    Each field but `path` and `sources` is one controller.conf key, in the order of docs/config.md's table: its
+    declaration (`raft.options.Setting`: RocketMQ name, kind, default, scope, doc) is the field's metadata,
+    written here (`key(...)`) or, for a key that a lower layer's options read with the same meaning and
+    default, on that options field and only referred to here (`same_setting(...)`)."""
+
+    path: str
+    controller_type: str = key(
+        "controllerType",
+        "str",
+        JRAFT,
+        type_doc="`jRaft`",
+        default_doc="`jRaft` (RocketMQ: `DLedger`)",
+        doc="Controller back end. The `--type jraft` flag wins over the file, with a warning if they differ.",
+    )
+    group_id: str = same_setting(NodeOptions, "group_id")
+    server_id: str = key(
+        "jRaftServerId",
+        "addr",
+        "localhost:9880",
+        doc="This node's raft address and its node id. Must be one of `jRaftInitConf`.",
+    )
+    init_conf: tuple[str, ...] = key(
         "jRaftInitConf",
-        "init_conf",
         "addrs",
         "localhost:9880,localhost:9881,localhost:9882",
-        doc="every raft peer address, comma-separated",
-    ),
-    KeySpec(
+        doc="Every raft peer, this node included.",
+    )
+    rpc_addrs: tuple[str, ...] = key(
         "jRaftControllerRPCAddr",
-        "rpc_addrs",
         "addrs",
         "localhost:9770,localhost:9771,localhost:9772",
-        doc="RocketMQ remoting addresses brokers and mqadmin connect to (controllerAddr), paired with jRaftInitConf",
-    ),
-    KeySpec(
+        doc="As in RocketMQ: the RocketMQ remoting addresses brokers (`controllerAddr`) and mqadmin connect to, paired by position with `jRaftInitConf`; this node listens for remoting on its own entry (docs/remoting.md).",
+    )
+    http_addrs: tuple[str, ...] = key(
         "controllerHttpAddr",
-        "http_addrs",
         "addrs",
         None,
-        doc="HTTP API addresses, paired with jRaftInitConf; unset: each jRaftControllerRPCAddr entry's port - 1000",
-    ),
-    KeySpec("controllerStorePath", "store_path", "path", "", doc="data directory; empty: ~/jRaftController"),
-    KeySpec("jRaftElectionTimeoutMs", "election_timeout_ms", "int", "1000", minimum=20, doc="election timeout"),
-    KeySpec(
+        default_doc="each `jRaftControllerRPCAddr` entry, port - 1000 (`localhost:8770,localhost:8771,localhost:8772`)",
+        doc="Ours: the HTTP API addresses (rmqctl, `/ui/`, `/metrics`, health, the 2007 redirects of HTTP clients), paired by position with `jRaftInitConf`. The default is derived, not fixed, so that a stock RocketMQ `controller.conf` (remoting 9770..9772) runs unchanged with HTTP on 8770..8772, and an operator who knows the remoting address knows the HTTP one. `controllerd check-config` and the boot log line print this node's two addresses; `-p` prints the derived value with the source `default: each jRaftControllerRPCAddr port - 1000`. `make run` sets remoting :10770+ and leaves this key out (HTTP :9770+).",
+    )
+    """controllerHttpAddr, or when unset the derived default (HTTP_PORT_OFFSET; source HTTP_DEFAULT_SOURCE)."""
+    store_path: str = key(
+        "controllerStorePath",
+        "path",
+        "",
+        default_doc="empty, meaning `~/jRaftController`",
+        doc="Data directory (log, raft meta, snapshots). `~` is expanded.",
+    )
+    election_timeout_ms: int = same_setting(RaftOptions, "election_timeout_ms")
+    read_only_option: str = key(
         "jRaftReadOnlyOption",
-        "read_only_option",
         "str",
         "ReadOnlySafe",
-        doc="ReadOnlySafe: every read confirms leadership with a heartbeat round (default); ReadOnlyLeaseBased: "
-        "the leader answers from its lease while it holds, which relies on bounded clock drift",
-    ),
-    KeySpec(
-        "jRaftCheckQuorum",
-        "check_quorum",
-        "bool",
-        "true",
-        doc="a leader that has not heard from a quorum for an election timeout steps down; required by "
-        "ReadOnlyLeaseBased",
-    ),
-    KeySpec(
+        type_doc="`ReadOnlySafe` or `ReadOnlyLeaseBased`",
+        doc='JRaft\'s `ReadOnlyOption`. `ReadOnlySafe`: every linearizable read confirms leadership with a heartbeat round (ReadIndex). `ReadOnlyLeaseBased`: the leader answers from its lease while it holds; the lease lives on the monotonic clock and trusts `jRaftMaxClockDriftPercent` (docs/raft.md, "Reads"). Needs `jRaftCheckQuorum=true`. Ours: RocketMQ has no such key.',
+    )
+    check_quorum: bool = same_setting(RaftOptions, "check_quorum")
+    max_clock_drift_percent: int = key(
         "jRaftMaxClockDriftPercent",
-        "max_clock_drift_percent",
         "int",
         "1",
         minimum=0,
-        doc="bound on any node's clock rate error in percent; shortens the lease of ReadOnlyLeaseBased",
-    ),
-    KeySpec("jRaftScanWaitTimeoutMs", "scan_wait_timeout_ms", "int", "1000", minimum=1, doc="scan commit wait"),
-    KeySpec("jRaftSnapshotIntervalSecs", "snapshot_interval_secs", "int", "3600", minimum=0, doc="0 disables"),
-    KeySpec(
-        "statemachineSnapshotThreshold",
-        "snapshot_threshold",
+        type_doc="int 0..99",
+        doc="Bound on how far any node's clock rate may stray from real time. The lease is `0.9 x jRaftElectionTimeoutMs x (100 - d) / (100 + d)`. Only read with `ReadOnlyLeaseBased`. Ours.",
+    )
+    scan_wait_timeout_ms: int = same_setting(ServiceOptions, "scan_wait_ms")
+    snapshot_interval_secs: int = same_setting(SnapshotOptions, "interval_s")
+    snapshot_threshold: int = same_setting(SnapshotOptions, "threshold_entries")
+    max_snapshot_reserved: int = same_setting(SnapshotOptions, "max_reserved")
+    snapshot_trailing_logs: int = same_setting(SnapshotOptions, "log_margin")
+    scan_not_active_broker_ms: int = same_setting(ServiceOptions, "scan_interval_ms")
+    enable_elect_unclean_master: bool = key(
+        "enableElectUncleanMaster",
+        "bool",
+        "false",
+        scope=REPLICATED,
+        doc="Allow electing a master outside the SyncStateSet.",
+    )
+    elect_master_max_retry_count: int = key(
+        "electMasterMaxRetryCount", "int", "3", minimum=0, scope=REPLICATED, doc="Re-election attempts."
+    )
+    notify_broker_role_changed: bool = key(
+        "notifyBrokerRoleChanged",
+        "bool",
+        "true",
+        scope=REPLICATED,
+        doc="Push role changes (1008) to brokers after an election.",
+    )
+    thread_pool_nums: int = key(
+        "controllerThreadPoolNums", "int", "16", minimum=1, doc="Request worker count (RocketMQ parity)."
+    )
+    request_queue_capacity: int = key(
+        "controllerRequestThreadPoolQueueCapacity",
         "int",
-        "10000",
-        minimum=0,
-        doc="entries applied since the last snapshot that trigger one; 0 disables",
-    ),
-    KeySpec("maxSnapshotReservedNum", "max_snapshot_reserved", "int", "3", minimum=1, doc="snapshots kept"),
-    KeySpec(
-        "jRaftSnapshotTrailingLogs",
-        "snapshot_trailing_logs",
-        "int",
-        "1000",
-        minimum=0,
-        doc="entries kept below a new snapshot for lagging followers",
-    ),
-    KeySpec("scanNotActiveBrokerInterval", "scan_not_active_broker_ms", "int", "5000", minimum=1, doc="ms"),
-    KeySpec("enableElectUncleanMaster", "enable_elect_unclean_master", "bool", "false", replicated=True),
-    KeySpec("electMasterMaxRetryCount", "elect_master_max_retry_count", "int", "3", minimum=0, replicated=True),
-    KeySpec("notifyBrokerRoleChanged", "notify_broker_role_changed", "bool", "true", replicated=True),
-    KeySpec("controllerThreadPoolNums", "thread_pool_nums", "int", "16", minimum=1),
-    KeySpec("controllerRequestThreadPoolQueueCapacity", "request_queue_capacity", "int", "50000", minimum=1),
-    KeySpec("configBlackList", "config_black_list", "keys", "configBlackList;configStorePath"),
-    KeySpec("configStorePath", "config_store_path", "path", "~/controller/controller.properties"),
-    KeySpec("controllerAdminToken", "admin_token", "secret", None, doc="bearer token of admin/raft endpoints"),
-    KeySpec("jRaftClusterSecret", "cluster_secret", "secret", None, doc="secret authenticating peer traffic"),
-    KeySpec(
-        "controllerHttpMaxBodyBytes",
-        "http_max_body_bytes",
-        "int",
-        "262144",
-        minimum=1024,
-        doc="larger request bodies get 413 before they are parsed",
-    ),
-    KeySpec(
-        "controllerHttpMaxConnections",
-        "http_max_connections",
-        "int",
-        "1000",
+        "50000",
         minimum=1,
-        doc="concurrent HTTP connections and requests; beyond, 503 at once",
-    ),
-    KeySpec(
-        "controllerHttpKeepAliveSecs",
-        "http_keep_alive_secs",
-        "int",
-        "5",
-        minimum=1,
-        doc="idle keep-alive connections are closed after this long",
-    ),
-    KeySpec(
+        doc="Bound on queued requests (RocketMQ parity).",
+    )
+    config_black_list: tuple[str, ...] = same_setting(ApiSettings, "config_black_list")
+    config_store_path: str = key(
+        "configStorePath",
+        "path",
+        "~/controller/controller.properties",
+        doc="Where RocketMQ persists runtime config updates.",
+    )
+    admin_token: str | None = key(
+        "controllerAdminToken",
+        "secret",
+        None,
+        doc="Bearer token that the admin and raft HTTP endpoints require (ours).",
+    )
+    cluster_secret: str | None = key(
+        "jRaftClusterSecret",
+        "secret",
+        None,
+        doc="Shared secret that authenticates every raft frame between peers (ours). It must be the same on every node.",
+    )
+    """As configured; None when unset (then `secret_bytes` is the dev secret, loopback only)."""
+    http_max_body_bytes: int = same_setting(ApiSettings, "max_body_bytes")
+    http_max_connections: int = same_setting(ApiSettings, "max_connections")
+    http_keep_alive_secs: int = same_setting(ApiSettings, "keep_alive_s")
+    min_free_disk_mb: int = key(
         "controllerMinFreeDiskMB",
-        "min_free_disk_mb",
         "int",
-        "16",
+        str(LogStorageOptions().min_free_bytes >> 20),
         minimum=0,
-        doc="writes get 503 while the store's file system has less free space (MiB); 0 disables",
-    ),
-    KeySpec(
+        doc="While the file system of `controllerStorePath` has less free space than this many MiB, the leader refuses writes with 503 `UNAVAILABLE` (reads go on), and accepts them again by itself once space is freed; a follower stops taking entries and snapshots from the leader (it stays up, a follower, and answers reads) and catches up by itself once space is freed; 0 disables the check. Running out of space inside a WAL write anyway (less than this reserve left for one batch) stops the node instead (docs/reliability.md).",
+    )
+    admin_token_file: str = key(
         "controllerAdminTokenFile",
-        "admin_token_file",
         "path",
         "",
-        doc="file with the admin token(s), one per line, two during a rotation; re-read when it changes",
-    ),
-    KeySpec(
-        "controllerRemotingMaxFrameBytes",
-        "remoting_max_frame_bytes",
-        "int",
-        str(DEFAULT_MAX_FRAME_BYTES),
-        minimum=MIN_FRAME_BYTES,
-        maximum=MAX_FRAME_BYTES,
-        doc="a remoting frame longer than this closes its connection (RocketMQ's frameMaxLength)",
-    ),
+        default_doc="unset",
+        doc="File holding the admin token instead of `controllerAdminToken` (ours): one token per line, two during a rotation (both accepted), re-read whenever the file changes (replace it atomically: write a temp file, rename it over). Keeps the token out of the config file and the process list. Unreadable or empty later: every protected request gets 401. Setting both keys is an error.",
+    )
+    """controllerAdminTokenFile; "" when unset."""
+    remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """key -> "default", "<file>:<line>" or "--type". (A default only because the key fields above, declared
+    through `key(...)`, look defaulted to mypy; the parser always passes it.)"""
+
+    @property
+    def secret_bytes(self) -> bytes:
+        return self.cluster_secret.encode() if self.cluster_secret is not None else DEV_CLUSTER_SECRET
+
+    def line(self, key: str) -> int | None:
+        src = self.sources.get(key, "default")
+        return int(src.rsplit(":", 1)[1]) if src.startswith(self.path + ":") else None
+
+
+KEYS: tuple[KeySpec, ...] = tuple(
+    KeySpec(f.name, f.metadata[SETTING]) for f in dataclasses.fields(ControllerConfig) if SETTING in f.metadata
 )
+"""Every key, in reference order (docs/config.md's table, `controllerd -p`), derived from the declarations."""
 BY_KEY: Mapping[str, KeySpec] = MappingProxyType({s.key: s for s in KEYS})
 SECRET_KEYS = frozenset(s.key for s in KEYS if s.kind == "secret")
 
@@ -307,58 +377,6 @@ _IGNORED_PREFIX = ("metrics", "RocketMQ metrics exporter key; this controller se
 
 def _shown(key: str, value: str) -> str:
     return REDACTED if key in SECRET_KEYS and value else value
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerConfig:
-    """The effective config of one node. Build it with `load_config` / `parse_config`, not by hand."""
-
-    path: str
-    controller_type: str
-    group_id: str
-    server_id: str
-    init_conf: tuple[str, ...]
-    rpc_addrs: tuple[str, ...]
-    http_addrs: tuple[str, ...]
-    """controllerHttpAddr, or when unset the derived default (HTTP_PORT_OFFSET; source HTTP_DEFAULT_SOURCE)."""
-    store_path: str
-    election_timeout_ms: int
-    read_only_option: str
-    check_quorum: bool
-    max_clock_drift_percent: int
-    scan_wait_timeout_ms: int
-    snapshot_interval_secs: int
-    snapshot_threshold: int
-    max_snapshot_reserved: int
-    snapshot_trailing_logs: int
-    scan_not_active_broker_ms: int
-    enable_elect_unclean_master: bool
-    elect_master_max_retry_count: int
-    notify_broker_role_changed: bool
-    thread_pool_nums: int
-    request_queue_capacity: int
-    config_black_list: tuple[str, ...]
-    config_store_path: str
-    admin_token: str | None
-    cluster_secret: str | None
-    """As configured; None when unset (then `secret_bytes` is the dev secret, loopback only)."""
-    admin_token_file: str
-    """controllerAdminTokenFile; "" when unset."""
-    min_free_disk_mb: int
-    http_max_body_bytes: int
-    http_max_connections: int
-    http_keep_alive_secs: int
-    remoting_max_frame_bytes: int
-    sources: Mapping[str, str] = dataclasses.field(compare=False, repr=False)
-    """key -> "default", "<file>:<line>" or "--type"."""
-
-    @property
-    def secret_bytes(self) -> bytes:
-        return self.cluster_secret.encode() if self.cluster_secret is not None else DEV_CLUSTER_SECRET
-
-    def line(self, key: str) -> int | None:
-        src = self.sources.get(key, "default")
-        return int(src.rsplit(":", 1)[1]) if src.startswith(self.path + ":") else None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -684,6 +702,8 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         data_dir=cfg.store_path,
         peers={a: split_addr(a) for a in cfg.init_conf},
         secret=cfg.secret_bytes,
+        http_addresses=http_addresses(cfg),
+        remoting_addresses=remoting_addresses(cfg),
         raft=RaftOptions(
             election_timeout_ms=cfg.election_timeout_ms,
             check_quorum=cfg.check_quorum,
@@ -709,12 +729,10 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
 
 
 def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
-    """The controller node's options: the raft node's plus the leader's duties and the peers' HTTP addresses."""
+    """The controller node's options: the raft node's (group and peers' addresses included) plus the leader's
+    duties."""
     return ServiceOptions(
         node=to_node_options(cfg),
-        group_id=cfg.group_id,
-        http_addresses=http_addresses(cfg),
-        remoting_addresses=remoting_addresses(cfg),
         scan_interval_ms=cfg.scan_not_active_broker_ms,
         scan_wait_ms=cfg.scan_wait_timeout_ms,
         # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.
@@ -820,9 +838,125 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
     return lines
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Writing a controller.conf (the one writer: `controllerd local-cluster`, tools/cluster.py, the Jepsen harness)
+
+
+def _value_text(spec: KeySpec, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return (";" if spec.kind == "keys" else ",").join(str(v) for v in value)
+    return str(value)
+
+
+def controller_conf(
+    settings: Mapping[str, Any],
+    *,
+    header: Iterable[str] = (),
+    comments: Mapping[str, str] | None = None,
+    separator: str = "=",
+) -> str:
+    """A controller.conf with RocketMQ's key names: `settings` (key -> value: text, int, bool, or a tuple or
+    list of addresses or keys; None leaves the key out) in their order, `header` lines first as comments, and
+    `comments[key]` as a comment line above its key (also above a key left out, as a note). A key that is not
+    declared raises ValueError naming it: a generated file with a misspelt key would keep that setting on its
+    default without a word (RocketMQ ignores unknown keys)."""
+    comments = comments or {}
+    lines = [f"# {h}" for h in header]
+    for key, value in settings.items():
+        spec = BY_KEY.get(key)
+        if spec is None:
+            raise ValueError(f"unknown controller.conf key {key}{_suggest(key)}")
+        if key in comments:
+            lines.append(f"# {comments[key]}")
+        if value is not None:
+            lines.append(f"{key}{separator}{_escape(_value_text(spec, value))}")
+    return "\n".join(lines) + "\n"
+
+
+def conf_settings(text: str) -> dict[str, str]:
+    """The key/values of a .properties text (the last of a repeated key), to merge into `controller_conf`'s
+    settings."""
+    return {p.key: p.value for p in parse_properties(text)}
+
+
+def write_controller_conf(path: str | os.PathLike[str], settings: Mapping[str, Any], **kw: Any) -> str:
+    """`controller_conf(settings, **kw)` written to `path` atomically (a temp file renamed over it); the text."""
+    text = controller_conf(settings, **kw)
+    p = os.fspath(path)
+    tmp = p + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, p)
+    return text
+
+
+# --------------------------------------------------------------------------------------------------------------
+# docs/config.md's key table, generated from the declarations (tests/cli/test_config_doc.py checks the doc)
+
+KEYS_TABLE_HEADER = ("| key | type | default | meaning | scope |", "|---|---|---|---|---|")
+_KIND_TEXT = {
+    "bool": "bool",
+    "addr": "host:port",
+    "addrs": "host:port list",
+    "path": "path",
+    "secret": "secret",
+    "keys": "`;`-separated keys",
+}
+
+
+def _type_text(s: Setting) -> str:
+    if s.type_doc:
+        return s.type_doc
+    if s.kind == "int":
+        return f"int {s.minimum}..{s.maximum}" if s.maximum is not None else f"int >= {s.minimum}"
+    return _KIND_TEXT[s.kind]
+
+
+def keys_table_rows() -> dict[str, str]:
+    """key -> its row of docs/config.md's table, in reference order."""
+    rows = {}
+    for spec in KEYS:
+        s = spec.setting
+        default = s.default_doc or ("unset" if s.default is None else f"`{s.default}`")
+        scope = "**replicated**" if s.scope == REPLICATED else NODE_LOCAL
+        rows[s.key] = f"| `{s.key}` | {_type_text(s)} | {default} | {s.doc} | {scope} |"
+    return rows
+
+
+def keys_table() -> str:
+    """docs/config.md's key table (header included), one line per key."""
+    return "\n".join([*KEYS_TABLE_HEADER, *keys_table_rows().values()])
+
+
+def update_keys_table(doc_path: str) -> bool:
+    """Rewrite the key table of `doc_path` (docs/config.md) from the declarations, keeping the prose around it;
+    True if it changed. `python -m cli.config docs/config.md` runs it."""
+    with open(doc_path) as f:
+        lines = f.read().split("\n")
+    start = lines.index(KEYS_TABLE_HEADER[0])
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    new = lines[:start] + keys_table().split("\n") + lines[end:]
+    if new == lines:
+        return False
+    with open(doc_path, "w") as f:
+        f.write("\n".join(new))
+    return True
+
+
 def _fault_size(env: str, default: int) -> int:
     """Fault injection only (tools.torture): CONTROLLERD_SEGMENT_BYTES makes small WAL segments, so that a short
     run rolls segments often; CONTROLLERD_SNAPSHOT_CHUNK_BYTES small InstallSnapshot chunks, so that one
     download is many chunks."""
     raw = os.environ.get(env)
     return int(raw) if raw else default
+
+
+if __name__ == "__main__":  # python -m cli.config docs/config.md: regenerate the key table
+    import sys
+
+    for doc in sys.argv[1:] or ["docs/config.md"]:
+        print(f"{doc}: {'updated' if update_keys_table(doc) else 'up to date'}")

@@ -1,9 +1,88 @@
-"""Options dataclasses, one per component, each default documented where it is defined."""
+"""Options dataclasses, one per component, each default documented where it is defined.
+
+A field that a RocketMQ `controller.conf` key sets carries that key's declaration (`Setting`: RocketMQ name,
+kind, default, scope, doc) as its field metadata (`setting(...)`), so the key and its default are written
+once: `cli/config.py` derives the parser, `controllerd -p`, `check-config`, the key table of docs/config.md
+and the controller.conf writer from these declarations (and from its own, for keys no layer below reads).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+NODE_LOCAL = "node-local"
+REPLICATED = "replicated"
+SETTING = "rocketmq.setting"
+"""The field-metadata key under which a field's `Setting` is stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One controller.conf key, declared once (docs/config.md's key table is generated from these)."""
+
+    key: str
+    """The RocketMQ name, case-sensitive."""
+    kind: str
+    """int | bool | str | addr | addrs | path | keys | secret"""
+    default: str | None
+    """The default as the file would spell it; None means unset."""
+    minimum: int | None = None
+    maximum: int | None = None
+    """Largest value of an int; None: a Java int's."""
+    scope: str = NODE_LOCAL
+    """NODE_LOCAL, or REPLICATED: the key changes what applying a command decides (statemachine/config.py)."""
+    doc: str = ""
+    """Its meaning (the table's "meaning" column)."""
+    type_doc: str = ""
+    """The table's "type" column when the kind and bounds do not say it well; "" derives it."""
+    default_doc: str = ""
+    """The table's "default" column when the default alone does not say it; "" derives it."""
+
+    @property
+    def replicated(self) -> bool:
+        return self.scope == REPLICATED
+
+
+def file_text(value: Any) -> str:
+    """A typed default as a controller.conf spells it (3600.0 -> 3600, True -> true, a tuple ;-joined)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, tuple):
+        return ";".join(value)
+    return str(value)
+
+
+def setting(key: str, kind: str, default: Any = dataclasses.MISSING, **decl: Any) -> Any:
+    """A dataclass field declaring controller.conf key `key`. With `default` (the typed value) the field
+    has that default and the declaration its file spelling; without it the field is required and
+    `text_default=` gives the file's default (None: unset)."""
+    text = decl.pop("text_default", None) if default is dataclasses.MISSING else file_text(default)
+    meta = {SETTING: Setting(key, kind, text, **decl)}
+    if default is dataclasses.MISSING:
+        return field(metadata=meta)
+    if isinstance(default, (dict, list, set)):
+        raise TypeError("a mutable default needs default_factory")
+    return field(default=default, metadata=meta)
+
+
+def setting_of(cls: type, attr: str) -> Setting:
+    """The declaration on field `attr` of options dataclass `cls` (KeyError when it declares none)."""
+    for f in dataclasses.fields(cls):
+        if f.name == attr:
+            decl: Setting = f.metadata[SETTING]
+            return decl
+    raise KeyError(f"{cls.__name__} has no field {attr}")
+
+
+def same_setting(cls: type, attr: str) -> Any:
+    """A field of a higher layer's dataclass that the declaration on `cls.attr` also sets (no default of
+    its own: the declaration's default is the one)."""
+    return field(metadata={SETTING: setting_of(cls, attr)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +157,13 @@ class TransportOptions:
 class RaftOptions:
     """Consensus timing and flow control (JRaft NodeOptions/RaftOptions names in brackets). Times in ms."""
 
-    election_timeout_ms: int = 1000
+    election_timeout_ms: int = setting(
+        "jRaftElectionTimeoutMs",
+        "int",
+        1000,
+        minimum=20,
+        doc="Election timeout. The heartbeat is a tenth of it, 10 ms at least.",
+    )
     """[electionTimeoutMs] A follower that hears nothing for a random time in [T, 2T) campaigns. RocketMQ's
     jRaftElectionTimeoutMs defaults to 1000."""
     heartbeat_ms: int = 0
@@ -87,7 +172,13 @@ class RaftOptions:
     """Resolution of the core's logical clock; 0 means min(50, heartbeat / 2)."""
     pre_vote: bool = True
     """PreVote: a partitioned node cannot disrupt the cluster by inflating its term."""
-    check_quorum: bool = True
+    check_quorum: bool = setting(
+        "jRaftCheckQuorum",
+        "bool",
+        True,
+        doc="A leader that has not heard from a quorum for an election timeout steps down, and a follower that "
+        "heard from a leader within one ignores (pre)votes. `false` with `ReadOnlyLeaseBased` is refused. Ours.",
+    )
     """A leader that has not heard from a quorum within an election timeout steps down; followers ignore
     (pre)votes while they hear from a leader. Required for lease reads."""
     lease_read: bool = False
@@ -142,19 +233,38 @@ class RaftOptions:
 class SnapshotOptions:
     """Snapshots and InstallSnapshot (RocketMQ controller.conf / JRaft names in brackets)."""
 
-    threshold_entries: int = 10_000
+    threshold_entries: int = setting(
+        "statemachineSnapshotThreshold",
+        "int",
+        10_000,
+        minimum=0,
+        default_doc="**10000**",
+        doc="Entries applied since the last snapshot that trigger one. 0 disables it. RIP-59 suggests 1000. A "
+        "fleet's broker heartbeats are hundreds of commands per second, so 1000 would mean a snapshot every few "
+        "seconds. 10000 keeps the snapshot cost small next to the apply work while bounding replay time.",
+    )
     """[statemachineSnapshotThreshold] take a snapshot once this many entries were applied since the last one.
     RIP-59 suggests 1000; at the heartbeat load of a fleet (hundreds of commands/s) that is a snapshot every
     few seconds, so the default is 10,000. 0 disables the trigger."""
     threshold_log_bytes: int = 64 * 1024 * 1024
     """Take a snapshot once this many bytes of commands were applied since the last one. 0 disables it."""
-    interval_s: float = 3600.0
+    interval_s: float = setting(
+        "jRaftSnapshotIntervalSecs", "int", 3600.0, minimum=0, doc="Time-based snapshot trigger. 0 disables it."
+    )
     """[jRaftSnapshotIntervalSecs] take a snapshot this often if anything was applied. The first firing is
     jittered uniformly in [interval/2, interval) so that replicas started together do not save together.
     0 disables it."""
-    max_reserved: int = 3
+    max_reserved: int = setting("maxSnapshotReservedNum", "int", 3, minimum=1, doc="Snapshots kept on disk.")
     """[maxSnapshotReservedNum] snapshots kept on disk (plus any being sent to a follower)."""
-    log_margin: int = 1000
+    log_margin: int = setting(
+        "jRaftSnapshotTrailingLogs",
+        "int",
+        1000,
+        minimum=0,
+        doc="Entries kept in the log below a new snapshot, so that a follower that lags by fewer catches up from "
+        "the log rather than by InstallSnapshot (hashicorp/raft's `TrailingLogs`, etcd's `SnapshotCatchUpEntries`). "
+        "The log also always reaches back to the previous retained snapshot. Ours: RocketMQ has no such key.",
+    )
     """[jRaftSnapshotTrailingLogs] entries kept below a new snapshot when the log prefix is truncated, so slightly lagging followers
     catch up from the log instead of by InstallSnapshot. The log also always reaches back to the previous
     retained snapshot, so that a corrupt newest snapshot can be replaced by the previous one plus replay."""
@@ -198,7 +308,9 @@ class NodeOptions:
     member's address in the log wins over this (docs/raft.md, "Membership addresses")."""
     secret: bytes
     """The cluster secret authenticating every raft frame."""
-    group_id: str = "jRaft-Controller"
+    group_id: str = setting(
+        "jRaftGroupId", "str", "jRaft-Controller", type_doc="string, no whitespace", doc="Raft group name."
+    )
     """The raft group (jRaftGroupId). With node_id it is written into the data directory's IDENTITY file at
     the first start and checked at every later one (raft/storage/identity.py)."""
     voters: tuple[str, ...] = ()

@@ -45,9 +45,13 @@ def should_load(snap_term: int, snap_index: int, applied_term: int, applied_inde
 
 @dataclass(frozen=True, slots=True)
 class SnapshotTriggers:
-    threshold_entries: int = 10_000  # 0 disables
-    threshold_log_bytes: int = 64 * 1024 * 1024  # 0 disables
-    interval_s: float = 3600.0  # 0 disables
+    """When `due()` asks for a snapshot; 0 disables a trigger. No trigger has a default here: the node builds
+    these from its SnapshotOptions (raft/options.py), where each is declared once with its default and its
+    controller.conf key (statemachineSnapshotThreshold, jRaftSnapshotIntervalSecs)."""
+
+    threshold_entries: int = 0
+    threshold_log_bytes: int = 0
+    interval_s: float = 0.0
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import httpx
 
+from cli.config import conf_settings, write_controller_conf
 from raft.testing.cluster import free_ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
@@ -27,6 +28,7 @@ class ControllerdCluster:
     def __init__(
         self, root: str, n: int = 3, election_ms: int = 500, extra: str = "", stores: list[str] | None = None
     ) -> None:
+        """`extra`: more controller.conf lines (`key=value`), merged into each node's generated file."""
         os.makedirs(root, exist_ok=True)
         self.root = root
         stores = stores or [f"{root}/n{i}" for i in range(n)]
@@ -42,13 +44,16 @@ class ControllerdCluster:
         self.confs = []
         for i in range(n):
             conf = os.path.join(root, f"n{i}.conf")
-            with open(conf, "w") as f:
-                f.write(
-                    f"controllerType=jRaft\njRaftServerId={self.rafts[i]}\njRaftInitConf={','.join(self.rafts)}\n"
-                    f"jRaftControllerRPCAddr={','.join(self.remotings)}\ncontrollerHttpAddr={','.join(self.https)}\n"
-                    f"controllerStorePath={stores[i]}\n"
-                    f"jRaftElectionTimeoutMs={election_ms}\n{extra}"
-                )
+            base = {
+                "controllerType": "jRaft",
+                "jRaftServerId": self.rafts[i],
+                "jRaftInitConf": self.rafts,
+                "jRaftControllerRPCAddr": self.remotings,
+                "controllerHttpAddr": self.https,
+                "controllerStorePath": stores[i],
+                "jRaftElectionTimeoutMs": election_ms,
+            }
+            write_controller_conf(conf, {**base, **conf_settings(extra)})
             self.confs.append(conf)
 
     def log_path(self, i: int) -> str:

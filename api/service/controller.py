@@ -25,7 +25,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from api.service.admin import AdminOperations
@@ -33,7 +33,7 @@ from api.service.errors import NotLeaderError, UnavailableError, outcome_of
 from api.service.history import History
 from raft.core import PeerProgress, Role
 from raft.node import Node, NodeStatus
-from raft.options import NodeOptions
+from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands
@@ -49,14 +49,31 @@ READ_CODES = READ_ONLY_CODES
 @dataclass
 class ServiceOptions:
     """What a controller node needs beyond its Raft options. `cli.config.to_service_options` maps a RocketMQ
-    controller.conf onto this; embedders fill it directly."""
+    controller.conf onto this; embedders fill it directly. The group and the peers' HTTP and remoting
+    addresses are the node's (`node.group_id`, `node.http_addresses`, `node.remoting_addresses`): set once
+    there, read here through the properties below."""
 
     node: NodeOptions
-    group_id: str = "jRaft-Controller"
-    http_addresses: Mapping[str, str] = field(default_factory=dict)  # raft id -> "host:port" of its HTTP API
-    remoting_addresses: Mapping[str, str] = field(default_factory=dict)  # raft id -> its jRaftControllerRPCAddr
-    scan_interval_ms: int = 5000  # scanNotActiveBrokerInterval
-    scan_wait_ms: int = 1000  # jRaftScanWaitTimeoutMs: no scan until this long after the first heartbeat
+    scan_interval_ms: int = setting(
+        "scanNotActiveBrokerInterval",
+        "int",
+        5000,
+        minimum=1,
+        type_doc="int >= 1 (ms)",
+        doc="Period of the leader's inactive-broker scan.",
+    )
+    scan_wait_ms: int = setting(
+        "jRaftScanWaitTimeoutMs",
+        "int",
+        1000,
+        minimum=1,
+        doc="RocketMQ's guard on the inactive-broker scan: a new leader scans only once it has received a broker "
+        "heartbeat and this long has passed since, so that a restarted or failed-over group does not expire every "
+        "broker before they heartbeat again. Until then a dead master stays `master, alive=false` (operations.md). "
+        "Beyond this guard, a new leader's scans judge no broker on heartbeats from before its takeover "
+        '(statemachine.md, "A new leader\'s scans").',
+    )
+    """No scan until this long after the first heartbeat."""
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
     request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
     file_config: Mapping[str, Any] = field(default_factory=dict)  # replicated keys the properties file sets
@@ -66,6 +83,20 @@ class ServiceOptions:
     """Fault injection only (the Jepsen suite's negative control, env CONTROLLERD_UNSAFE_LOCAL_READS=1): every
     node answers reads from its own applied state, with no ReadIndex barrier and in any role, as etcd 0.4
     did. Stale reads become possible; the suite must then find them."""
+
+    @property
+    def group_id(self) -> str:
+        return self.node.group_id
+
+    @property
+    def http_addresses(self) -> Mapping[str, str]:
+        """raft id -> "host:port" of its HTTP API (controllerHttpAddr)."""
+        return self.node.http_addresses
+
+    @property
+    def remoting_addresses(self) -> Mapping[str, str]:
+        """raft id -> its RocketMQ remoting address (jRaftControllerRPCAddr)."""
+        return self.node.remoting_addresses
 
 
 class _Machine(ControllerStateMachine):
@@ -163,12 +194,7 @@ class ControllerService:
         self.opts = options
         self.history = History(options.node.node_id, options.node.data_dir, self.display_name)
         self.sm = _Machine(self)
-        node_opts = replace(options.node, group_id=options.group_id)  # the data dir's IDENTITY names the group
-        if options.http_addresses and not node_opts.http_addresses:
-            node_opts = replace(node_opts, http_addresses=dict(options.http_addresses))
-        if options.remoting_addresses and not node_opts.remoting_addresses:
-            node_opts = replace(node_opts, remoting_addresses=dict(options.remoting_addresses))
-        self.node = Node(node_opts, self.sm)
+        self.node = Node(options.node, self.sm)
         self.node.change_listeners.append(self._raft_changed)
         self.id = options.node.node_id
         self.clock = clock

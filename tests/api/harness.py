@@ -95,11 +95,13 @@ def service_options(
         {i: ("127.0.0.1", p) for i, p in zip(ids, ports, strict=True)},
         b"cluster-secret",
         voters=voters,
+        http_addresses=http,
+        remoting_addresses=kw.pop("remoting_addresses", {}),  # the node's, as cli.config.to_node_options sets them
         raft=raft,
     )
     kw.setdefault("scan_interval_ms", NEVER_MS)
     kw.setdefault("first_scan_delay_ms", NEVER_MS)
-    return ServiceOptions(node, http_addresses=http, **kw)
+    return ServiceOptions(node, **kw)
 
 
 def build(opts: ServiceOptions, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None) -> Node:

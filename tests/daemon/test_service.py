@@ -45,8 +45,8 @@ def make(root: str, n: int = 3, clock: Clock | None = None, **kw: Any) -> dict[s
     peers = {i: ("127.0.0.1", int(i.rsplit(":", 1)[1])) for i in ids}
     out = {}
     for k, i in enumerate(ids):
-        node = NodeOptions(i, f"{root}/n{k}", peers, b"secret", raft=FAST)
-        opts = ServiceOptions(node=node, http_addresses=http, first_scan_delay_ms=3_600_000, request_timeout_s=2, **kw)
+        node = NodeOptions(i, f"{root}/n{k}", peers, b"secret", http_addresses=http, raft=FAST)
+        opts = ServiceOptions(node=node, first_scan_delay_ms=3_600_000, request_timeout_s=2, **kw)
         out[i] = ControllerService(opts, clock=clock or Clock())
     return out
 

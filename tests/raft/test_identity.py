@@ -117,10 +117,9 @@ def test_a_damaged_identity_refuses_the_start_with_the_fix(tmp_path: Path) -> No
 
 
 def test_the_controller_service_writes_its_group(tmp_path: Path) -> None:
-    opts = ServiceOptions(options(tmp_path / "data", group="controller-group-7"), group_id="controller-group-7")
-    assert ControllerService(opts).node.opts.group_id == "controller-group-7"
-    other = ServiceOptions(options(tmp_path / "data"), group_id="from-service")
-    assert ControllerService(other).node.opts.group_id == "from-service"
+    # The group is declared once, on NodeOptions (jRaftGroupId); ServiceOptions reads it from there.
+    opts = ServiceOptions(options(tmp_path / "data", group="controller-group-7"))
+    assert ControllerService(opts).node.opts.group_id == "controller-group-7" == opts.group_id
 
 
 def test_offline_rmqctl_verbs_read_a_data_dir_with_its_identity(tmp_path: Path) -> None:
