@@ -8,9 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from api.http.errors import invalid, validation_error
-from api.remoting.codec import shown
-from api.service import ControllerService
+from api.service import ControllerService, invalid, shown, validation_error
 from api.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands

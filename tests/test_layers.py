@@ -70,3 +70,28 @@ def test_the_front_ends_call_only_the_service_never_its_raft_node() -> None:
     through it into `service.node` would tie a front end to the Raft node's API (docs/request-path.md)."""
     assert node_reaches("api/http") == []
     assert node_reaches("api/remoting") == []
+
+
+def imports_of(where: str, package: str) -> list[tuple[str, str]]:
+    """(file, module) for every import in `where` (a directory or a file) of `package` (dotted) or below it;
+    `from api import http` counts as importing api.http."""
+    path = ROOT / where
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    out = set()
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text(), str(file))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            out |= {(str(file.relative_to(ROOT)), n) for n in names if n == package or n.startswith(package + ".")}
+    return sorted(out)
+
+
+def test_the_front_ends_share_no_module_but_the_service() -> None:
+    """api/http and api/remoting never import each other; what both need (ApiError, the not-leader answer, how
+    an outcome is counted) lives in api/service, and api/rocketmq.py, which both call, imports neither
+    (docs/layout.md)."""
+    assert imports_of("api/http", "api.remoting") == []
+    assert imports_of("api/remoting", "api.http") == []
+    for where in ("api/rocketmq.py", "api/service"):
+        assert imports_of(where, "api.http") + imports_of(where, "api.remoting") == [], where

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.http.errors import ApiError
+from api.service import ApiError
 
 REALM = "controllerd"
 bearer = HTTPBearer(auto_error=False, description="controllerAdminToken", scheme_name="adminToken")

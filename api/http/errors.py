@@ -8,7 +8,9 @@
 * 503 UNAVAILABLE: UnavailableError; the outcome of a proposal is then unknown, like a RocketMQ timeout.
 * NotLeaderError is not an error here: HTTP 200 with the 2007 envelope naming the leader.
 Anything else is a bug: logged with its traceback, answered 500 INTERNAL. The service's errors
-(api/service/errors.py) are what this maps; Raft errors never reach here.
+(api/service/errors.py: ApiError, invalid and validation_error are defined there, beside the others, so that
+api/rocketmq.py and the remoting front end raise them without importing this module) are what this maps;
+Raft errors never reach here.
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.service import CommandArgumentError, MemberNotFoundError, NotLeaderError, RefusedError, UnavailableError
-from statemachine import codes as C
+from api.service import (
+    ApiError,
+    CommandArgumentError,
+    MemberNotFoundError,
+    NotLeaderError,
+    RefusedError,
+    UnavailableError,
+    invalid,
+    not_leader_result,
+    validation_error,
+)
 
 log = logging.getLogger("controllerd.api")
 
@@ -40,27 +51,9 @@ _STATUS_ERRORS = {
 }
 
 
-class ApiError(Exception):
-    """An answer other than an envelope: HTTP `status` with {"error", "message", "errors"?}."""
-
-    def __init__(
-        self,
-        status: int,
-        error: str,
-        message: str,
-        *,
-        errors: list[dict[str, str]] | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error = error
-        self.message = message
-        self.errors = errors
-        self.headers = dict(headers or {})
-
-    def response(self) -> JSONResponse:
-        return error_response(self.status, self.error, self.message, errors=self.errors, headers=self.headers)
+def api_error_response(e: ApiError) -> JSONResponse:
+    """An ApiError's answer: HTTP `status` with {"error", "message", "errors"?}."""
+    return error_response(e.status, e.error, e.message, errors=e.errors, headers=e.headers)
 
 
 def error_response(
@@ -79,23 +72,9 @@ def error_response(
     return JSONResponse(content, status_code=status, headers=dict(headers or {}))
 
 
-def invalid(field: str, message: str, *, location: str = "body", type: str = "value_error") -> ApiError:
-    """A 422 naming one field."""
-    return validation_error([{"field": field, "location": location, "message": message, "type": type}])
-
-
-NOT_LEADER_REMARK = "The controller is not in leader state"  # RocketMQ's remark for 2007
-
-
 def not_leader_envelope(e: NotLeaderError) -> dict[str, Any]:
-    """2007 as RocketMQ answers it: its fixed remark; who leads is in the header (null when unknown)."""
-    return {
-        "code": C.CONTROLLER_NOT_LEADER,
-        "codeName": C.code_name(C.CONTROLLER_NOT_LEADER),
-        "remark": NOT_LEADER_REMARK,
-        "header": {"controllerLeaderId": e.leader_id or None, "controllerLeaderAddress": e.leader_address},
-        "body": None,
-    }
+    """2007 as RocketMQ answers it (api.service.not_leader_result), naming the leader's HTTP address."""
+    return not_leader_result(e, e.leader_address).to_envelope()
 
 
 # Command field names (commands.FIELDS) that differ from the request body's (RocketMQ's heartbeat spelling).
@@ -146,13 +125,6 @@ def field_errors(errors: Iterable[Any], content_type: str = "") -> list[dict[str
     return out
 
 
-def validation_error(errors: list[dict[str, str]]) -> ApiError:
-    """A 422 naming every field in `errors`; the message names the first."""
-    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return ApiError(422, "VALIDATION_ERROR", f"{first['field']}: {first['message']}{more}", errors=errors)
-
-
 # ----------------------------------------------------------------------------------------------- handlers
 
 
@@ -174,7 +146,7 @@ def api_error_answer(gw: Any, request_type: str | None, exc: ApiError) -> JSONRe
         gw.metrics.rejected("unauthorized" if exc.status == 401 else "validation")
     if request_type:
         gw.metrics.observe_request(request_type, "failed")
-    return exc.response()
+    return api_error_response(exc)
 
 
 def argument_answer(gw: Any, request_type: str | None, exc: CommandArgumentError) -> JSONResponse:
@@ -202,12 +174,12 @@ def install_handlers(app: FastAPI) -> None:
         denied = auth.denied(request)  # an unauthenticated caller learns nothing about the schema
         if denied is not None:
             gw.metrics.rejected("unauthorized")
-            return denied.response()
+            return api_error_response(denied)
         gw.metrics.rejected("validation")
         rt = request_type_of(request)
         if rt:
             gw.metrics.observe_request(rt, "failed")
-        return validation_error(field_errors(exc.errors(), request.headers.get("content-type", ""))).response()
+        return api_error_response(validation_error(field_errors(exc.errors(), request.headers.get("content-type", ""))))
 
     async def on_api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)

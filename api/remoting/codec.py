@@ -22,6 +22,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from api.service.errors import shown
 from api.settings import DEFAULT_MAX_FRAME_BYTES
 
 JSON = 0
@@ -59,18 +60,6 @@ _U32 = struct.Struct(">I")
 _FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _PREFIX = struct.Struct(">iI")  # total, headerInfo
 _I16 = struct.Struct(">h")
-
-
-SHOWN = 64  # characters of a refused value that a remark quotes (a frame may carry megabytes of it)
-
-
-def shown(value: object) -> str:
-    """A refused value as a remark quotes it: its repr, a text cut to its first SHOWN characters with its length
-    after (anything else cut in its repr)."""
-    if isinstance(value, str):
-        return repr(value) if len(value) <= SHOWN else f"{value[:SHOWN]!r}... ({len(value)} characters)"
-    r = repr(value)
-    return r if len(r) <= SHOWN else f"{r[:SHOWN]}... ({len(r)} characters)"
 
 
 class FrameError(ValueError):

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from api.remoting.codec import shown
+from api.service.errors import shown
 from statemachine import codes as C
 
 STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"

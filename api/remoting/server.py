@@ -24,14 +24,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from api import rocketmq as R
-from api.http.errors import NOT_LEADER_REMARK, ApiError
 from api.metrics import ControllerMetrics
 from api.properties import PropertiesError, parse_properties
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
-from api.service import CommandArgumentError, ControllerService, NotLeaderError, UnavailableError, checked
+from api.service import (
+    ApiError,
+    CommandArgumentError,
+    ControllerService,
+    NotLeaderError,
+    UnavailableError,
+    checked,
+    not_leader_result,
+    observe,
+)
 from api.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
@@ -180,9 +188,7 @@ class Dispatcher:
         try:
             plan = R.plan_config_update(props, self.settings)
         except ApiError as e:
-            raise RequestError(
-                "; ".join(f"{x['field']}: {x['message']}" for x in e.errors or []) or e.message
-            ) from None
+            raise RequestError(e.remark()) from None
         if isinstance(plan, Result):
             return plan
         try:
@@ -223,33 +229,29 @@ class Dispatcher:
             return cmd.response(C.REQUEST_CODE_NOT_SUPPORTED, not_supported(cmd.code))
         request_type = REQUEST_TYPES[cmd.code]
         t0 = time.perf_counter()
-        status = "failed"
+        error: BaseException | None = None
         try:
             result = await handler(cmd)
-            status = "success"
         except NotLeaderError as e:
-            status = "success"
+            error = e
             lid = e.leader_id or None
-            ext = H.to_ext(
-                {
-                    "controllerLeaderId": lid,
-                    "controllerLeaderAddress": self.service.remoting_address(lid) if lid else None,
-                }
-            )
-            return cmd.response(C.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK, ext)
+            r = not_leader_result(e, self.service.remoting_address(lid) if lid else None)
+            return cmd.response(r.code, r.remark, H.to_ext(r.header))
         except UnavailableError as e:
-            timed_out = time.perf_counter() - t0 >= self.service.opts.request_timeout_s
-            status = "timeout" if timed_out else "failed"
+            error = e
             return cmd.response(C.SYSTEM_ERROR, f"unavailable: {e}")
         except (H.HeaderFieldError, RequestError, CommandArgumentError) as e:
+            error = e
             return cmd.response(C.SYSTEM_ERROR, str(e))
         except Exception as e:  # a bug: answered, logged, never a dropped connection
+            error = e
             log.exception("remoting request %d failed", cmd.code)
             return cmd.response(C.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+        except BaseException as e:  # cancelled: not answered, counted failed
+            error = e
+            raise
         finally:
-            if self.metrics is not None:
-                latency = (time.perf_counter() - t0) * 1e6 if status == "success" else None
-                self.metrics.observe_request(request_type, status, latency)
+            observe(self.metrics, request_type, t0, self.service.opts.request_timeout_s, error)
         body: bytes | None
         if cmd.code == H.GET_CONTROLLER_CONFIG:
             body = properties_text(result.body)

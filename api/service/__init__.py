@@ -5,9 +5,10 @@ leader, apart from any front end.
   hand-over on stop) and ServiceOptions;
 * admin.py: its typed admin operations (`service.admin`: leadership transfer and the transferee choice,
   membership changes, snapshots);
-* errors.py: what it raises instead of a Result, and the one mapping from Raft errors to those.
+* errors.py: what it raises instead of a Result, and the one mapping from Raft errors to those;
+* outcome.py: the one mapping from an outcome to a request's metric status and to RocketMQ's 2007.
 
-Front ends (api/http/ today) call only this package; docs/request-path.md follows one request through.
+Front ends (api/http/, api/remoting/) call only this package and share no other module of theirs; docs/request-path.md follows one request through.
 """
 
 from api.service.admin import AdminOperations, Membership, SnapshotTaken, Transfer, choose_transferee, most_caught_up
@@ -21,16 +22,23 @@ from api.service.controller import (
     wall_ms,
 )
 from api.service.errors import (
+    ApiError,
     CommandArgumentError,
     MemberNotFoundError,
     NotLeaderError,
     RefusedError,
     UnavailableError,
     checked,
+    invalid,
+    shown,
+    validation_error,
 )
+from api.service.outcome import NOT_LEADER_REMARK, not_leader_result, observe, request_status
 
 __all__ = [
+    "NOT_LEADER_REMARK",
     "READ_CODES",
+    "ApiError",
     "AdminOperations",
     "CommandArgumentError",
     "CommitTimeout",
@@ -47,6 +55,12 @@ __all__ = [
     "UnavailableError",
     "checked",
     "choose_transferee",
+    "invalid",
+    "not_leader_result",
+    "observe",
+    "request_status",
+    "shown",
+    "validation_error",
     "most_caught_up",
     "wall_ms",
 ]

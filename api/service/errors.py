@@ -7,14 +7,18 @@
   remove is no member (HTTP 404).
 * CommandArgumentError: a command constructor refused an argument, naming the field; nothing was proposed
   (HTTP 422).
+* ApiError: a request refused before anything is proposed, naming its fields (`invalid`,
+  `validation_error`: HTTP 422 with the fields, a remoting SYSTEM_ERROR whose remark names them).
 
 `outcome_of` is the one mapping from a Raft error (any raft.status.RaftBaseError: a coded RaftException,
-a refused ConfChange, ...) to these.
+a refused ConfChange, ...) to these; `request_status` and `not_leader_result` (outcome.py) the one mapping
+from them to a request's metric status and to RocketMQ's 2007. Neither front end imports the other: both
+take these from here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from raft.core.confchange import ConfChangeError
 from raft.status import RaftBaseError, RaftError, RaftException
@@ -60,6 +64,56 @@ class CommandArgumentError(Exception):
         super().__init__(message)
         self.message = message
         self.field = field
+
+
+class ApiError(Exception):
+    """A request refused before anything is proposed: `status` (the HTTP status), `error` (machine-readable),
+    `message`, `errors` (one {"field", "location", "message", "type"} per offending field) and the headers of
+    the HTTP answer. The remoting front end answers it SYSTEM_ERROR with its fields in the remark."""
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        message: str,
+        *,
+        errors: list[dict[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.errors = errors
+        self.headers = dict(headers or {})
+
+    def remark(self) -> str:
+        """Every field and its message, as one line (a remoting remark)."""
+        return "; ".join(f"{x['field']}: {x['message']}" for x in self.errors or []) or self.message
+
+
+def invalid(field: str, message: str, *, location: str = "body", type: str = "value_error") -> ApiError:
+    """A 422 naming one field."""
+    return validation_error([{"field": field, "location": location, "message": message, "type": type}])
+
+
+def validation_error(errors: list[dict[str, str]]) -> ApiError:
+    """A 422 naming every field in `errors`; the message names the first."""
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ApiError(422, "VALIDATION_ERROR", f"{first['field']}: {first['message']}{more}", errors=errors)
+
+
+SHOWN = 64  # characters of a refused value that a remark quotes (a frame may carry megabytes of it)
+
+
+def shown(value: object) -> str:
+    """A refused value as a remark quotes it: its repr, a text cut to its first SHOWN characters with its length
+    after (anything else cut in its repr)."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= SHOWN else f"{value[:SHOWN]!r}... ({len(value)} characters)"
+    r = repr(value)
+    return r if len(r) <= SHOWN else f"{r[:SHOWN]}... ({len(r)} characters)"
 
 
 def checked(build: Callable[[int], bytes]) -> Callable[[int], bytes]:

@@ -3,7 +3,8 @@
 Route functions only validate (their pydantic models) and build the command; `Gateway.write` / `read`
 do the rest: a command constructor's refusal is a 422 (nothing proposed), NotLeaderError the 2007
 envelope, UnavailableError a 503 (counted `timeout` when it came after the commit wait), a Result its
-envelope with HTTP 200. The Gateway calls only the service (api.service), never the Raft node.
+envelope with HTTP 200. How an outcome is counted is api.service.observe's, shared with the remoting front
+end. The Gateway calls only the service (api.service), never the Raft node.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from fastapi.responses import JSONResponse
 from api import rocketmq as rocketmq_requests
 from api.http.errors import not_leader_envelope
 from api.metrics import ControllerMetrics
-from api.service import ControllerService, NotLeaderError, UnavailableError, checked
+from api.service import ControllerService, NotLeaderError, UnavailableError, checked, observe
 from api.settings import ApiSettings
 from statemachine.result import Result
 
@@ -80,18 +81,17 @@ class Gateway:
         on_result: Callable[[Result], None] | None = None,
     ) -> JSONResponse:
         t0 = time.perf_counter()
+        timeout_s = self.service.opts.request_timeout_s
         try:
             result = await call()
         except NotLeaderError as e:
-            self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
+            observe(self.metrics, request_type, t0, timeout_s, e)
             return JSONResponse(not_leader_envelope(e))
-        except UnavailableError:
-            waited = time.perf_counter() - t0
-            timed_out = waited >= self.service.opts.request_timeout_s
-            self.metrics.observe_request(request_type, "timeout" if timed_out else "failed")
+        except UnavailableError as e:
+            observe(self.metrics, request_type, t0, timeout_s, e)
             raise
         # A CommandArgumentError goes on to its handler: a 422, counted `failed` there.
-        self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
+        observe(self.metrics, request_type, t0, timeout_s)
         if on_result is not None:
             on_result(result)
         return JSONResponse(result.to_envelope())

@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse
 from api.http import documents
 from api.http import models as M
 from api.http.auth import require_admin
-from api.http.errors import invalid
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep
+from api.service import invalid
 from statemachine import codes as C
 from statemachine.result import Result
 
