@@ -1,11 +1,11 @@
-"""RocketMQ's controller requests as commands: the one mapping from a request's fields (named as RocketMQ's
-header classes name them) to the command the service proposes or reads. Both front ends call it: the HTTP
-routes with their validated models, the remoting listener with the decoded extFields."""
+"""RocketMQ's controller config requests (1009 UPDATE_CONTROLLER_CONFIG, 1010 GET_CONTROLLER_CONFIG) as both
+front ends serve them: what 1010 shows and which 1009 changes are accepted. The requests themselves, typed,
+and their commands are api/service/requests.py's."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from api.service import ControllerService, invalid, shown, validation_error
@@ -13,80 +13,6 @@ from api.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
-
-Build = Any  # Callable[[int], bytes]: the command at the leader's now
-Fields = Mapping[str, Any]
-
-
-def heartbeat(h: Fields) -> Build:
-    """904 BROKER_HEARTBEAT, proposed as 1018 with the leader's receive time as lastUpdateTimestamp."""
-    return lambda now: commands.heartbeat(
-        now,
-        h["clusterName"],
-        h["brokerName"],
-        h["brokerAddr"],
-        h["brokerId"],
-        epoch=h["epoch"],
-        max_offset=h["maxOffset"],
-        confirm_offset=h["confirmOffset"],
-        heartbeat_timeout_millis=h["heartbeatTimeoutMills"],
-        election_priority=h["electionPriority"],
-    )
-
-
-def get_next_broker_id(h: Fields) -> Build:
-    return lambda now: commands.get_next_broker_id(now, h["clusterName"], h["brokerName"])
-
-
-def apply_broker_id(h: Fields) -> Build:
-    return lambda now: commands.apply_broker_id(
-        now, h["clusterName"], h["brokerName"], h["appliedBrokerId"], h["registerCheckCode"]
-    )
-
-
-def register_broker(h: Fields) -> Build:
-    return lambda now: commands.register_broker(
-        now, h["clusterName"], h["brokerName"], h["brokerId"], h["brokerAddress"]
-    )
-
-
-def elect_master(cluster: str, broker_name: str, broker_id: int | None, designate: bool) -> Build:
-    """1002 from a broker (own id), the controller (no id: -1 or None) or an admin (designate)."""
-    bid = None if broker_id == -1 else broker_id
-    return lambda now: commands.elect_master(
-        now, broker_name, cluster_name=cluster, broker_id=bid, designate_elect=designate
-    )
-
-
-def alter_sync_state_set(h: Fields, sync_state_set: Iterable[int], sync_state_set_epoch: int) -> Build:
-    """1001: header fields plus the SyncStateSet body the master sends (the epoch it holds)."""
-    return lambda now: commands.alter_sync_state_set(
-        now, h["brokerName"], h["masterBrokerId"], h["masterEpoch"], sync_state_set, sync_state_set_epoch
-    )
-
-
-def get_replica_info(h: Fields) -> Build:
-    return lambda now: commands.get_replica_info(now, h["brokerName"])
-
-
-def get_sync_state_data(broker_names: Iterable[str]) -> Build:
-    return lambda now: commands.get_sync_state_data(now, broker_names)
-
-
-def update_controller_config(changes: Mapping[str, Any]) -> Build:
-    """1009 with the replicated keys `plan_config_update` accepted."""
-    return lambda now: commands.update_controller_config(now, changes)
-
-
-def clean_broker_data(h: Fields) -> Build:
-    return lambda now: commands.clean_broker_data(
-        now,
-        h["brokerName"],
-        cluster_name=h["clusterName"],
-        broker_controller_ids_to_clean=h["brokerControllerIdsToClean"],
-        is_clean_living_broker=h["isCleanLivingBroker"],
-    )
-
 
 # ------------------------------------------------------------------------------- controller config (1009/1010)
 

@@ -4,7 +4,7 @@
 answers a heartbeat itself when the request is the plain well-formed case: POST on exactly that path,
 `Content-Type: application/json`, a Content-Length within the body limit, and a body that is a JSON
 object passing the route's own model (`HeartbeatRequest`, parsed as FastAPI parses it: `json.loads`, then
-the model's validator). Then it does what the route does (`Gateway.write`, the same metrics) and sends the
+the model's validator). Then it does what the route does (`Gateway.submit`, the same metrics) and sends the
 same answer, skipping Starlette's middleware stack, routing, dependency solving and the Request object,
 which held most of a busy leader's CPU (docs/performance.md, "Where the time goes").
 
@@ -27,14 +27,14 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api import rocketmq as requests
 from api.http.errors import argument_answer, internal_error, replaying, unavailable_answer
 from api.http.models import HeartbeatRequest
 from api.http.routes.common import Gateway
 from api.service import CommandArgumentError, UnavailableError
+from api.service import requests as Q
 
 PATH = "/api/v1/controller/heartbeat"
-REQUEST_TYPE = "CONTROLLER_BROKER_HEARTBEAT"
+REQUEST_TYPE = Q.BrokerHeartbeat.REQUEST_TYPE
 # Content-Type values FastAPI parses as JSON that the lean path takes as they are (lower-cased); any other
 # value, JSON or not, goes to FastAPI, whose media-type parsing decides.
 JSON_TYPES = frozenset((b"application/json", b"application/json; charset=utf-8", b"application/json;charset=utf-8"))
@@ -108,7 +108,7 @@ class LeanHeartbeat(ABC):
 
 
 class HeartbeatPath(LeanHeartbeat):
-    """The daemon's: heartbeats through `Gateway.write`, as the FastAPI route sends them."""
+    """The daemon's: heartbeats through `Gateway.submit`, as the FastAPI route sends them."""
 
     def __init__(self, app: FastAPI) -> None:
         self.gateway: Gateway = app.state.gateway
@@ -118,8 +118,7 @@ class HeartbeatPath(LeanHeartbeat):
         """What the route and the exception handlers answer for these fields."""
         gw = self.gateway
         try:
-            gw.service.heartbeat_received()
-            return await gw.write(REQUEST_TYPE, requests.heartbeat(fields))
+            return await gw.submit(Q.of(Q.BrokerHeartbeat, fields))
         except UnavailableError as e:
             return unavailable_answer(e)
         except CommandArgumentError as e:

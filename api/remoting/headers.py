@@ -12,75 +12,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.service.errors import shown
+from api.service.requests import (
+    BOOLEAN,
+    INTEGER,
+    LONG,
+    REQUESTS,
+    STRING,
+    BrokerHeartbeat,
+    Schema,
+    defaults,
+    schema,
+)
 from statemachine import codes as C
 
-STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"
 _RANGES = {LONG: (-(2**63), 2**63 - 1), INTEGER: (-(2**31), 2**31 - 1)}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 
-Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, required: @CFNotNull or STRICTER)
 
-BROKER_HEARTBEAT = 904  # RequestCode.BROKER_HEARTBEAT (a broker's; proposed as 1018)
+BROKER_HEARTBEAT = BrokerHeartbeat.CODE  # RequestCode.BROKER_HEARTBEAT (a broker's; proposed as 1018)
 GET_METADATA_INFO = 1005
 GET_CONTROLLER_CONFIG = 1010
 
-# Request headers by request code. 1005, 1006, 1009 and 1010 carry none (1006 and 1009 have a body).
-REQUEST: dict[int, Schema] = {
-    # BrokerHeartbeatRequestHeader
-    BROKER_HEARTBEAT: (
-        ("clusterName", STRING, True),
-        ("brokerAddr", STRING, True),
-        ("brokerName", STRING, True),
-        ("brokerId", LONG, False),
-        ("epoch", INTEGER, False),
-        ("maxOffset", LONG, False),
-        ("confirmOffset", LONG, False),
-        ("heartbeatTimeoutMills", LONG, False),
-        ("electionPriority", INTEGER, False),
-    ),
-    # AlterSyncStateSetRequestHeader (+ body SyncStateSet)
-    C.ALTER_SYNC_STATE_SET: (
-        ("brokerName", STRING, False),
-        ("masterBrokerId", LONG, False),
-        ("masterEpoch", INTEGER, False),
-        ("invokeTime", LONG, False),
-    ),
-    # ElectMasterRequestHeader
-    C.ELECT_MASTER: (
-        ("clusterName", STRING, True),
-        ("brokerName", STRING, True),
-        ("brokerId", LONG, True),
-        ("designateElect", BOOLEAN, True),
-        ("invokeTime", LONG, False),
-    ),
-    # RegisterBrokerToControllerRequestHeader
-    C.REGISTER_BROKER: (
-        ("clusterName", STRING, False),
-        ("brokerName", STRING, False),
-        ("brokerId", LONG, False),
-        ("brokerAddress", STRING, False),
-        ("invokeTime", LONG, False),
-    ),
-    # GetReplicaInfoRequestHeader
-    C.GET_REPLICA_INFO: (("brokerName", STRING, False),),
-    # CleanControllerBrokerDataRequestHeader
-    C.CLEAN_BROKER_DATA: (
-        ("clusterName", STRING, False),
-        ("brokerName", STRING, True),
-        ("brokerControllerIdsToClean", STRING, False),
-        ("isCleanLivingBroker", BOOLEAN, False),
-        ("invokeTime", LONG, False),
-    ),
-    # GetNextBrokerIdRequestHeader (no @CFNotNull in Java: STRICTER)
-    C.GET_NEXT_BROKER_ID: (("clusterName", STRING, True), ("brokerName", STRING, True)),
-    # ApplyBrokerIdRequestHeader (no @CFNotNull in Java: STRICTER)
-    C.APPLY_BROKER_ID: (
-        ("clusterName", STRING, True),
-        ("brokerName", STRING, True),
-        ("appliedBrokerId", LONG, True),
-        ("registerCheckCode", STRING, True),
-    ),
-}
+# Request headers by request code, derived from the typed requests (api/service/requests.py: each field's Java
+# type and whether it is required). 1005, 1006, 1009 and 1010 carry none (1006 and 1009 have a body).
+REQUEST: dict[int, Schema] = {r.CODE: schema(r) for r in REQUESTS if schema(r)}
 
 # Fields required here that the Java class leaves without @CFNotNull: RocketMQ's controller takes them null and
 # fails inside its state machine (a null map key, an NPE); here the request is refused naming the field. A Java
@@ -93,9 +48,7 @@ STRICTER: dict[int, tuple[str, ...]] = {
 # Initial values of nullable Java fields a request may leave out (a @CFNotNull field must be on the wire even
 # when its Java field has an initializer: Java's client always sends it, and decodeCommandCustomHeader refuses
 # it missing).
-DEFAULTS: dict[int, dict[str, Any]] = {
-    C.CLEAN_BROKER_DATA: {"isCleanLivingBroker": False},
-}
+DEFAULTS: dict[int, dict[str, Any]] = {r.CODE: defaults(r) for r in REQUESTS if defaults(r)}
 
 # Response headers by request code (what a client decodes; 2007's fields are in NOT_LEADER).
 RESPONSE: dict[int, Schema] = {

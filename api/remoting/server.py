@@ -36,10 +36,10 @@ from api.service import (
     ControllerService,
     NotLeaderError,
     UnavailableError,
-    checked,
     not_leader_result,
     observe,
 )
+from api.service import requests as Q
 from api.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
@@ -106,43 +106,28 @@ class Dispatcher:
         self.settings = settings
         self.metrics = metrics
         self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
-            H.BROKER_HEARTBEAT: self._heartbeat,
+            H.BROKER_HEARTBEAT: self._header(Q.BrokerHeartbeat),
             C.ALTER_SYNC_STATE_SET: self._alter,
             C.ELECT_MASTER: self._elect,
-            C.REGISTER_BROKER: self._header_write(R.register_broker),
-            C.GET_REPLICA_INFO: self._header_read(R.get_replica_info),
+            C.REGISTER_BROKER: self._header(Q.RegisterBroker),
+            C.GET_REPLICA_INFO: self._header(Q.GetReplicaInfo),
             H.GET_METADATA_INFO: self._metadata,
             C.GET_SYNC_STATE_DATA: self._sync_state_data,
             C.UPDATE_CONTROLLER_CONFIG: self._update_config,
             H.GET_CONTROLLER_CONFIG: self._get_config,
-            C.CLEAN_BROKER_DATA: self._header_write(R.clean_broker_data),
-            C.GET_NEXT_BROKER_ID: self._header_read(R.get_next_broker_id),
-            C.APPLY_BROKER_ID: self._header_write(R.apply_broker_id),
+            C.CLEAN_BROKER_DATA: self._header(Q.CleanBrokerData),
+            C.GET_NEXT_BROKER_ID: self._header(Q.GetNextBrokerId),
+            C.APPLY_BROKER_ID: self._header(Q.ApplyBrokerId),
         }
 
     def fields(self, cmd: RemotingCommand) -> dict[str, Any]:
         return H.parse(H.REQUEST[cmd.code], cmd.ext_fields, H.DEFAULTS.get(cmd.code))
 
-    # --- the service calls (the HTTP Gateway's write / read / local) ---
+    # --- the service calls (as the HTTP Gateway's submit / local) ---
 
-    def _write(self, cmd: RemotingCommand, build: R.Build) -> Awaitable[Result]:
-        return self.service.write(checked(build), REQUEST_TYPES[cmd.code])
-
-    def _read(self, build: R.Build) -> Awaitable[Result]:
-        return self.service.read(checked(build))
-
-    def _header_write(self, mapping: Callable[[R.Fields], R.Build]) -> Callable[[RemotingCommand], Awaitable[Result]]:
-        return lambda cmd: self._write(cmd, mapping(self.fields(cmd)))
-
-    def _header_read(self, mapping: Callable[[R.Fields], R.Build]) -> Callable[[RemotingCommand], Awaitable[Result]]:
-        return lambda cmd: self._read(mapping(self.fields(cmd)))
-
-    async def _heartbeat(self, cmd: RemotingCommand) -> Result:
-        h = self.fields(cmd)
-        if h["brokerId"] is None:
-            return Result(C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        self.service.heartbeat_received()
-        return await self._write(cmd, R.heartbeat(h))
+    def _header(self, request: type[Q.Request]) -> Callable[[RemotingCommand], Awaitable[Result]]:
+        """A request carried whole by its header: decoded by its class's schema, then `service.submit`."""
+        return lambda cmd: self.service.submit(Q.of(request, self.fields(cmd)))
 
     async def _alter(self, cmd: RemotingCommand) -> Result:
         h = self.fields(cmd)
@@ -151,16 +136,23 @@ class Dispatcher:
         epoch = body.get("syncStateSetEpoch") if isinstance(body, dict) else None
         if not isinstance(ids, list) or type(epoch) is not int:
             raise RequestError('the body must be a SyncStateSet {"syncStateSet":[ids],"syncStateSetEpoch":int}')
-        return await self._write(cmd, R.alter_sync_state_set(h, ids, epoch))
+        return await self.service.submit(
+            Q.AlterSyncStateSet(
+                brokerName=h["brokerName"],
+                masterBrokerId=h["masterBrokerId"],
+                masterEpoch=h["masterEpoch"],
+                invokeTime=h["invokeTime"],
+                syncStateSet=tuple(ids),
+                syncStateSetEpoch=epoch,
+            )
+        )
 
     async def _elect(self, cmd: RemotingCommand) -> Result:
-        h = self.fields(cmd)
-        result = await self._write(
-            cmd, R.elect_master(h["clusterName"], h["brokerName"], h["brokerId"], h["designateElect"])
-        )
+        request = Q.of(Q.ElectMaster, self.fields(cmd))
+        result = await self.service.submit(request)
         if self.metrics is not None:
-            name = h["brokerName"]
-            self.metrics.observe_election(self.metrics.cluster_of(name, h["clusterName"]), name, result.code)
+            name = request.brokerName
+            self.metrics.observe_election(self.metrics.cluster_of(name, request.clusterName), name, result.code)
         return result
 
     async def _metadata(self, cmd: RemotingCommand) -> Result:
@@ -173,7 +165,7 @@ class Dispatcher:
         names = _json_body(cmd, "a JSON array of brokerNames")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise RequestError("the body must be a JSON array of brokerNames")
-        return await self._read(R.get_sync_state_data(names))
+        return await self.service.submit(Q.GetSyncStateData(brokerNames=tuple(names)))
 
     async def _get_config(self, cmd: RemotingCommand) -> Result:
         return Result(C.SUCCESS, body=R.config_view(self.service, self.settings))
@@ -192,7 +184,7 @@ class Dispatcher:
         if isinstance(plan, Result):
             return plan
         try:
-            return await self._write(cmd, R.update_controller_config(plan))
+            return await self.service.submit(Q.UpdateControllerConfig(changes=plan))
         except NotLeaderError as e:
             return await self._forward_config(cmd, e)
 

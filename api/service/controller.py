@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api.service.admin import AdminOperations
-from api.service.errors import NotLeaderError, UnavailableError, outcome_of
+from api.service.errors import NotLeaderError, UnavailableError, checked, outcome_of
 from api.service.history import History
+from api.service.requests import Request
 from raft.core import PeerProgress, Role
 from raft.node import Node, NodeStatus
 from raft.options import NodeOptions, setting
@@ -302,6 +303,22 @@ class ControllerService:
         if not self.started or self.stopping:
             raise UnavailableError("the node is starting or stopping")
         self.require_leader()
+
+    async def submit(self, request: Request) -> Result:
+        """One RocketMQ request from any front end: the one door to consensus for requests
+        (api/service/requests.py). Answered without consensus when the request says so (`refusal`); a broker
+        heartbeat starts the scan guard's clock (`heartbeat_received`); then a read (ReadIndex) or a write,
+        its command built with the leader's time (`request.command(now)`, a refused argument a
+        CommandArgumentError before anything is proposed)."""
+        refusal = request.refusal()
+        if refusal is not None:
+            return refusal
+        if request.HEARTBEAT:
+            self.heartbeat_received()
+        build = checked(request.command)
+        if request.READ:
+            return await self.read(build)
+        return await self.write(build, request.REQUEST_TYPE)
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """Propose `build(leader's now)`; the applied Result. NotLeaderError before proposing on a follower;

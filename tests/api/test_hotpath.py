@@ -237,10 +237,10 @@ async def test_service_errors_after_the_parse_are_answered_alike(pair: Pair) -> 
         answer, took = await pair.compare(body, "application/json")
     assert took and answer.status_code == 422 and answer.json()["error"] == "VALIDATION_ERROR", answer.text
 
-    def broken(fields: Any) -> Any:
+    def broken(*args: Any) -> Any:
         raise KeyError("bug")
 
-    with patched(hotpath.requests, "heartbeat", broken):  # a bug: 500 INTERNAL, logged
+    with patched(hotpath.Q.BrokerHeartbeat, "command", broken):  # a bug: 500 INTERNAL, logged
         answer, took = await pair.compare(body, "application/json")
     assert took and answer.status_code == 500 and answer.json()["error"] == "INTERNAL", answer.text
 

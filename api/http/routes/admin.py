@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api import rocketmq as rocketmq_requests
 from api.http import models as M
 from api.http.auth import require_admin
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep, rocketmq
 from api.rocketmq import config_view, plan_config_update
+from api.service import requests as Q
 from statemachine import codes as C
 from statemachine.result import Result
 
@@ -27,7 +27,7 @@ router = APIRouter(
 )
 async def sync_state_data(req: M.SyncStateDataRequest, gw: GatewayDep) -> Response:
     """1006: masters, epochs and in-sync / not-in-sync replicas of broker sets (a linearizable read)."""
-    return await gw.read("CONTROLLER_GET_SYNC_STATE_DATA", rocketmq_requests.get_sync_state_data(req.brokerNames))
+    return await gw.submit(Q.GetSyncStateData(brokerNames=tuple(req.brokerNames)))
 
 
 @router.get("/broker-sets", response_model=M.SyncStateDataAnswer)
@@ -54,7 +54,7 @@ async def elect_master(req: M.AdminElectMasterRequest, gw: GatewayDep) -> Respon
 )
 async def clean_broker_metadata(req: M.CleanBrokerMetadataRequest, gw: GatewayDep) -> Response:
     """1011: forget a broker set, or some of its ids (brokerControllerIdsToClean "1;2")."""
-    return await gw.write("CONTROLLER_CLEAN_BROKER_DATA", rocketmq_requests.clean_broker_data(vars(req)))
+    return await gw.submit(Q.of(Q.CleanBrokerData, vars(req)))
 
 
 @router.get("/config", response_model=M.ConfigAnswer, openapi_extra=rocketmq(1010, "CONTROLLER_GET_CONTROLLER_CONFIG"))
@@ -75,4 +75,4 @@ async def put_config(req: M.ConfigUpdateRequest, gw: GatewayDep) -> Response:
     plan = plan_config_update(req.root, gw.settings)
     if isinstance(plan, Result):
         return await gw.local("CONTROLLER_UPDATE_CONTROLLER_CONFIG", lambda: plan)
-    return await gw.write("CONTROLLER_UPDATE_CONTROLLER_CONFIG", rocketmq_requests.update_controller_config(plan))
+    return await gw.submit(Q.UpdateControllerConfig(changes=plan))

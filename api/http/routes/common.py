@@ -16,10 +16,10 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
-from api import rocketmq as rocketmq_requests
 from api.http.errors import not_leader_envelope
 from api.metrics import ControllerMetrics
 from api.service import ControllerService, NotLeaderError, UnavailableError, checked, observe
+from api.service import requests as Q
 from api.settings import ApiSettings
 from statemachine.result import Result
 
@@ -47,6 +47,10 @@ class Gateway:
         """Propose the command `build(leader's now)` and answer its applied Result."""
         return await self._run(request_type, lambda: self.service.write(checked(build), request_type), on_result)
 
+    async def submit(self, request: Q.Request, on_result: Callable[[Result], None] | None = None) -> JSONResponse:
+        """A RocketMQ request (api/service/requests.py) through `service.submit`, the remoting front end's door."""
+        return await self._run(request.REQUEST_TYPE, lambda: self.service.submit(request), on_result)
+
     async def read(self, request_type: str, build: Build) -> JSONResponse:
         """A linearizable read (ReadIndex barrier, then the read command on the local state)."""
         return await self._run(request_type, lambda: self.service.read(checked(build)))
@@ -66,9 +70,11 @@ class Gateway:
 
     async def elect(self, cluster: str, broker_name: str, broker_id: int | None, designate: bool) -> JSONResponse:
         """1002 from a broker, the controller or an admin; the outcome counts in election_total."""
-        return await self.write(
-            "CONTROLLER_ELECT_MASTER",
-            rocketmq_requests.elect_master(cluster, broker_name, broker_id, designate),
+        request = Q.ElectMaster(
+            clusterName=cluster, brokerName=broker_name, brokerId=broker_id, designateElect=designate
+        )
+        return await self.submit(
+            request,
             on_result=lambda r: self.metrics.observe_election(
                 self.metrics.cluster_of(broker_name, cluster), broker_name, r.code
             ),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from api import rocketmq as requests
 from api.http import models as M
 from api.http.routes import ERRORS
 from api.http.routes.common import GatewayDep, rocketmq
+from api.service import requests as Q
 from statemachine import codes as C
 from statemachine.result import Result
 
@@ -17,8 +17,7 @@ router = APIRouter(prefix="/api/v1/controller", tags=["controller"], responses=E
 @router.post("/heartbeat", response_model=M.HeartbeatAnswer, openapi_extra=rocketmq(904, "CONTROLLER_BROKER_HEARTBEAT"))
 async def heartbeat(req: M.HeartbeatRequest, gw: GatewayDep) -> Response:
     """904 BROKER_HEARTBEAT, proposed as 1018 with the leader's receive time as lastUpdateTimestamp."""
-    gw.service.heartbeat_received()
-    return await gw.write("CONTROLLER_BROKER_HEARTBEAT", requests.heartbeat(vars(req)))
+    return await gw.submit(Q.of(Q.BrokerHeartbeat, vars(req)))
 
 
 @router.post(
@@ -28,7 +27,7 @@ async def heartbeat(req: M.HeartbeatRequest, gw: GatewayDep) -> Response:
 )
 async def next_broker_id(req: M.NextBrokerIdRequest, gw: GatewayDep) -> Response:
     """1012: the id a new broker should apply for (a linearizable read)."""
-    return await gw.read("CONTROLLER_GET_NEXT_BROKER_ID", requests.get_next_broker_id(vars(req)))
+    return await gw.submit(Q.of(Q.GetNextBrokerId, vars(req)))
 
 
 @router.post(
@@ -36,7 +35,7 @@ async def next_broker_id(req: M.NextBrokerIdRequest, gw: GatewayDep) -> Response
 )
 async def apply_broker_id(req: M.ApplyBrokerIdRequest, gw: GatewayDep) -> Response:
     """1013: claim a broker id with the broker's check code."""
-    return await gw.write("CONTROLLER_APPLY_BROKER_ID", requests.apply_broker_id(vars(req)))
+    return await gw.submit(Q.of(Q.ApplyBrokerId, vars(req)))
 
 
 @router.post(
@@ -46,7 +45,7 @@ async def apply_broker_id(req: M.ApplyBrokerIdRequest, gw: GatewayDep) -> Respon
 )
 async def register_broker(req: M.RegisterBrokerRequest, gw: GatewayDep) -> Response:
     """1003: register (or re-register) an applied broker id with its address; answers the master if alive."""
-    return await gw.write("CONTROLLER_REGISTER_BROKER", requests.register_broker(vars(req)))
+    return await gw.submit(Q.of(Q.RegisterBroker, vars(req)))
 
 
 @router.post(
@@ -65,8 +64,14 @@ async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
 async def alter_sync_state_set(req: M.AlterSyncStateSetRequest, gw: GatewayDep) -> Response:
     """1001: the master reports its new SyncStateSet (fenced by masterEpoch and syncStateSetEpoch)."""
     s = req.syncStateSet
-    return await gw.write(
-        "CONTROLLER_ALTER_SYNC_STATE_SET", requests.alter_sync_state_set(vars(req), s.syncStateSet, s.syncStateSetEpoch)
+    return await gw.submit(
+        Q.AlterSyncStateSet(
+            brokerName=req.brokerName,
+            masterBrokerId=req.masterBrokerId,
+            masterEpoch=req.masterEpoch,
+            syncStateSet=tuple(s.syncStateSet),
+            syncStateSetEpoch=s.syncStateSetEpoch,
+        )
     )
 
 
@@ -75,7 +80,7 @@ async def alter_sync_state_set(req: M.AlterSyncStateSetRequest, gw: GatewayDep) 
 )
 async def replica_info(req: M.ReplicaInfoRequest, gw: GatewayDep) -> Response:
     """1004: the master and SyncStateSet of a broker set (a linearizable read)."""
-    return await gw.read("CONTROLLER_GET_REPLICA_INFO", requests.get_replica_info(vars(req)))
+    return await gw.submit(Q.of(Q.GetReplicaInfo, vars(req)))
 
 
 @router.get("/metadata", response_model=M.MetadataAnswer, openapi_extra=rocketmq(1005, "CONTROLLER_GET_METADATA_INFO"))

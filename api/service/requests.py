@@ -1,0 +1,308 @@
+"""RocketMQ's controller requests, typed: one frozen dataclass per request, the one place its fields are declared.
+
+Each class names its fields as RocketMQ's header class spells them, with their Python types and, for the fields
+that travel in a remoting request's `extFields`, the Java type and whether the header class requires them
+(`header(...)` metadata; fields without it come from the request's body). From a class derive:
+
+* the remoting header schema (`api.remoting.headers.REQUEST`, `schema`) and its defaults (`DEFAULTS`);
+* the command it proposes or reads (`command(now)`, through statemachine.commands);
+* whether it is a read (`READ`), its request type in the metrics (`REQUEST_TYPE`) and whether it is a broker
+  heartbeat (`HEARTBEAT`: the leader's scan guard starts on the first one).
+
+Both front ends build one of these from what they received (the HTTP models' fields, the decoded extFields)
+and hand it to `ControllerService.submit`, which stamps the leader's time and does the heartbeat bookkeeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar, cast
+
+from statemachine import codes as C
+from statemachine import commands
+from statemachine.result import Result
+
+STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"  # Java types of header fields
+
+T = TypeVar("T")
+Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, required)
+
+
+def header(java: str, *, required: bool = False, default: Any = None) -> Any:
+    """A field of the request header: its Java type, and whether it is required (@CFNotNull, or required here
+    where RocketMQ would fail later on a null). A required field has no default."""
+    meta = {"java": java, "required": required}
+    return field(metadata=meta) if required else field(default=default, metadata=meta)
+
+
+def nullable(value: T | None) -> T:
+    """A header field the Java class lets be null, passed on to its command as it came: the command's encoder
+    refuses a None naming the field (a CommandArgumentError, nothing proposed)."""
+    return cast(T, value)
+
+
+class Request:
+    """What every typed request has. Subclasses are frozen, keyword-only dataclasses."""
+
+    __slots__ = ()
+    CODE: ClassVar[int]  # the RocketMQ request code
+    REQUEST_TYPE: ClassVar[str]  # its name in request_total
+    READ: ClassVar[bool] = False  # a linearizable read (ReadIndex), not a proposal
+    HEARTBEAT: ClassVar[bool] = False
+
+    def command(self, now_ms: int) -> bytes:
+        """The command, stamped with the leader's `now_ms`."""
+        raise NotImplementedError
+
+    def refusal(self) -> Result | None:
+        """An answer without consensus when the request cannot be served as it is (None: serve it)."""
+        return None
+
+
+def schema(cls: type[Request]) -> Schema:
+    """The request header's fields in declaration order: (name, Java type, required)."""
+    return tuple(
+        (f.name, f.metadata["java"], f.metadata["required"])
+        for f in dataclasses.fields(cast(Any, cls))
+        if "java" in f.metadata
+    )
+
+
+def defaults(cls: type[Request]) -> dict[str, Any]:
+    """The header fields whose value, when left out, is not null (a Java field's initializer)."""
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(cast(Any, cls))
+        if "java" in f.metadata and f.default is not None and f.default is not dataclasses.MISSING
+    }
+
+
+def of(cls: type[T], values: Mapping[str, Any]) -> T:
+    """`cls` from a mapping holding its fields (a model's, the parsed header's) and perhaps others."""
+    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerHeartbeat(Request):
+    """904 BROKER_HEARTBEAT (BrokerHeartbeatRequestHeader), proposed as 1018 with the leader's receive time as
+    lastUpdateTimestamp. Left-out optional fields take RocketMQ's defaults (statemachine.commands.heartbeat)."""
+
+    CODE: ClassVar[int] = 904  # RequestCode.BROKER_HEARTBEAT
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_BROKER_HEARTBEAT"
+    HEARTBEAT: ClassVar[bool] = True
+
+    clusterName: str = header(STRING, required=True)
+    brokerAddr: str = header(STRING, required=True)
+    brokerName: str = header(STRING, required=True)
+    brokerId: int | None = header(LONG)
+    epoch: int | None = header(INTEGER)
+    maxOffset: int | None = header(LONG)
+    confirmOffset: int | None = header(LONG)
+    heartbeatTimeoutMills: int | None = header(LONG)  # RocketMQ's spelling
+    electionPriority: int | None = header(INTEGER)
+
+    def refusal(self) -> Result | None:
+        if self.brokerId is None:  # RocketMQ's answer (the HTTP model requires brokerId)
+            return Result(C.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        return None
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.heartbeat(
+            now_ms,
+            self.clusterName,
+            self.brokerName,
+            self.brokerAddr,
+            nullable(self.brokerId),
+            epoch=self.epoch,
+            max_offset=self.maxOffset,
+            confirm_offset=self.confirmOffset,
+            heartbeat_timeout_millis=self.heartbeatTimeoutMills,
+            election_priority=self.electionPriority,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterSyncStateSet(Request):
+    """1001 (AlterSyncStateSetRequestHeader, and the SyncStateSet body the master sends: the epoch it holds)."""
+
+    CODE: ClassVar[int] = C.ALTER_SYNC_STATE_SET
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_ALTER_SYNC_STATE_SET"
+
+    brokerName: str | None = header(STRING)
+    masterBrokerId: int | None = header(LONG)
+    masterEpoch: int | None = header(INTEGER)
+    invokeTime: int | None = header(LONG)
+    syncStateSet: tuple[int, ...]  # the body's
+    syncStateSetEpoch: int
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.alter_sync_state_set(
+            now_ms,
+            nullable(self.brokerName),
+            nullable(self.masterBrokerId),
+            nullable(self.masterEpoch),
+            self.syncStateSet,
+            self.syncStateSetEpoch,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectMaster(Request):
+    """1002 (ElectMasterRequestHeader) from a broker (its own id), the controller (no id: -1 or None) or an
+    admin (designateElect)."""
+
+    CODE: ClassVar[int] = C.ELECT_MASTER
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_ELECT_MASTER"
+
+    clusterName: str = header(STRING, required=True)
+    brokerName: str = header(STRING, required=True)
+    brokerId: int | None = header(LONG, required=True)
+    designateElect: bool = header(BOOLEAN, required=True)
+    invokeTime: int | None = header(LONG)
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.elect_master(
+            now_ms,
+            self.brokerName,
+            cluster_name=self.clusterName,
+            broker_id=None if self.brokerId == -1 else self.brokerId,
+            designate_elect=self.designateElect,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBroker(Request):
+    """1003 (RegisterBrokerToControllerRequestHeader)."""
+
+    CODE: ClassVar[int] = C.REGISTER_BROKER
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_REGISTER_BROKER"
+
+    clusterName: str | None = header(STRING)
+    brokerName: str | None = header(STRING)
+    brokerId: int | None = header(LONG)
+    brokerAddress: str | None = header(STRING)
+    invokeTime: int | None = header(LONG)
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.register_broker(
+            now_ms,
+            nullable(self.clusterName),
+            nullable(self.brokerName),
+            nullable(self.brokerId),
+            nullable(self.brokerAddress),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetReplicaInfo(Request):
+    """1004 (GetReplicaInfoRequestHeader), a linearizable read."""
+
+    CODE: ClassVar[int] = C.GET_REPLICA_INFO
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_GET_REPLICA_INFO"
+    READ: ClassVar[bool] = True
+
+    brokerName: str | None = header(STRING)
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.get_replica_info(now_ms, nullable(self.brokerName))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetSyncStateData(Request):
+    """1006: the body is the broker names; a linearizable read."""
+
+    CODE: ClassVar[int] = C.GET_SYNC_STATE_DATA
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_GET_SYNC_STATE_DATA"
+    READ: ClassVar[bool] = True
+
+    brokerNames: tuple[str, ...]
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.get_sync_state_data(now_ms, self.brokerNames)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdateControllerConfig(Request):
+    """1009 with the replicated keys `api.rocketmq.plan_config_update` accepted (typed values)."""
+
+    CODE: ClassVar[int] = C.UPDATE_CONTROLLER_CONFIG
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_UPDATE_CONTROLLER_CONFIG"
+
+    changes: Mapping[str, int | bool]
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.update_controller_config(now_ms, self.changes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanBrokerData(Request):
+    """1011 (CleanControllerBrokerDataRequestHeader)."""
+
+    CODE: ClassVar[int] = C.CLEAN_BROKER_DATA
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_CLEAN_BROKER_DATA"
+
+    clusterName: str | None = header(STRING)
+    brokerName: str = header(STRING, required=True)
+    brokerControllerIdsToClean: str | None = header(STRING)
+    isCleanLivingBroker: bool = header(BOOLEAN, default=False)
+    invokeTime: int | None = header(LONG)
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.clean_broker_data(
+            now_ms,
+            self.brokerName,
+            cluster_name=self.clusterName,
+            broker_controller_ids_to_clean=self.brokerControllerIdsToClean,
+            is_clean_living_broker=self.isCleanLivingBroker,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetNextBrokerId(Request):
+    """1012 (GetNextBrokerIdRequestHeader), a linearizable read. Both fields required here (STRICTER)."""
+
+    CODE: ClassVar[int] = C.GET_NEXT_BROKER_ID
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_GET_NEXT_BROKER_ID"
+    READ: ClassVar[bool] = True
+
+    clusterName: str = header(STRING, required=True)
+    brokerName: str = header(STRING, required=True)
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.get_next_broker_id(now_ms, self.clusterName, self.brokerName)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApplyBrokerId(Request):
+    """1013 (ApplyBrokerIdRequestHeader). Every field required here (STRICTER)."""
+
+    CODE: ClassVar[int] = C.APPLY_BROKER_ID
+    REQUEST_TYPE: ClassVar[str] = "CONTROLLER_APPLY_BROKER_ID"
+
+    clusterName: str = header(STRING, required=True)
+    brokerName: str = header(STRING, required=True)
+    appliedBrokerId: int = header(LONG, required=True)
+    registerCheckCode: str = header(STRING, required=True)
+
+    def command(self, now_ms: int) -> bytes:
+        return commands.apply_broker_id(
+            now_ms, self.clusterName, self.brokerName, self.appliedBrokerId, self.registerCheckCode
+        )
+
+
+REQUESTS: tuple[type[Request], ...] = (
+    BrokerHeartbeat,
+    AlterSyncStateSet,
+    ElectMaster,
+    RegisterBroker,
+    GetReplicaInfo,
+    GetSyncStateData,
+    UpdateControllerConfig,
+    CleanBrokerData,
+    GetNextBrokerId,
+    ApplyBrokerId,
+)
+BY_CODE: dict[int, type[Request]] = {r.CODE: r for r in REQUESTS}
