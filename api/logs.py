@@ -28,11 +28,8 @@ class NodeContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         svc = self.service
-        core = svc.node.core
         record.node_id = svc.id
-        record.role = core.role if core is not None else "starting"
-        record.term = core.term if core is not None else 0
-        record.applied = svc.node.applied_index
+        record.role, record.term, record.applied = svc.log_context()
         return True
 
 

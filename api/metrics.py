@@ -128,8 +128,8 @@ class ControllerMetrics:
             self.observe_election(self.cluster_of(name), name, e.get("code", -1))
 
     def cluster_of(self, broker_name: str, fallback: str = "") -> str:
-        info = self.service.sm.replicas.sets.get(broker_name)
-        return info.cluster_name if info is not None else fallback
+        cluster = self.service.cluster_of(broker_name)
+        return cluster if cluster is not None else fallback
 
     # ---------------------------------------------------------------------------------------- scrape
 
@@ -288,10 +288,10 @@ class _Collector:
         service = self.m.service
         g = family(GaugeMetricFamily, "active_broker_num", "now active brokers num", ("cluster", "broker_set"))
         counts: dict[tuple[str, str], int] = {}
-        for info in service.sm.replicas.sets.values():
-            counts[(info.cluster_name, info.broker_name)] = 0
+        for key in service.broker_set_names():
+            counts[key] = 0
         now = service.now_ms()
-        for row in service.sm.live.table.values():
+        for row in service.heartbeat_rows():
             key = (row[0], row[1])
             counts[key] = counts.get(key, 0) + (1 if row[4] + row[5] >= now else 0)
         for (cluster, name), n in sorted(counts.items()):

@@ -72,6 +72,19 @@ def test_the_front_ends_call_only_the_service_never_its_raft_node() -> None:
     assert node_reaches("api/remoting") == []
 
 
+def test_the_service_is_a_closed_facade_in_api() -> None:
+    """Outside api/service, nothing in api/ (front ends, metrics, logs, the UI) reads a `.node` or `.sm`
+    attribute: ControllerService answers what they need (log_context, cluster_of, heartbeat_rows, ...)."""
+    out = []
+    for path in sorted((ROOT / "api").rglob("*.py")):
+        if path.is_relative_to(ROOT / "api" / "service"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in ("node", "sm"):
+                out.append((str(path.relative_to(ROOT)), node.lineno, ast.unparse(node)))
+    assert out == []
+
+
 def imports_of(where: str, package: str) -> list[tuple[str, str]]:
     """(file, module) for every import in `where` (a directory or a file) of `package` (dotted) or below it;
     `from api import http` counts as importing api.http."""

@@ -38,6 +38,7 @@ from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands
+from statemachine.liveness import LiveRow
 from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, ControllerStateMachine
 from statemachine.result import Result
 
@@ -385,6 +386,40 @@ class ControllerService:
     def _leader_named(self, hint: str) -> tuple[str, str | None]:
         lid = hint or self.node.leader_id()
         return lid, self.http_address(lid) if lid else None
+
+    # ------------------------------------------------------------------ views (metrics, logs, the UI)
+    # What the rest of api/ may know of the node and the state machine: they ask here, never reach
+    # `service.node` or `service.sm` (tests/test_layers.py).
+
+    def log_context(self) -> tuple[Role | str, int, int]:
+        """(role, term, applied index) stamped on log records; the role is "starting" before the node runs."""
+        core = self.node.core
+        if core is None:
+            return "starting", 0, self.node.applied_index
+        return core.role, core.term, self.node.applied_index
+
+    def cluster_of(self, broker_name: str) -> str | None:
+        """The cluster of a broker set the applied state knows, else None."""
+        info = self.sm.replicas.sets.get(broker_name)
+        return info.cluster_name if info is not None else None
+
+    def broker_set_names(self) -> list[tuple[str, str]]:
+        """(cluster, broker set) of every broker set the applied state knows."""
+        return [(info.cluster_name, info.broker_name) for info in self.sm.replicas.sets.values()]
+
+    def heartbeat_rows(self) -> list[LiveRow]:
+        """The applied heartbeat table's rows (statemachine.liveness: cluster, name, id, address, last
+        heartbeat, timeout, epoch, max offset, confirm offset, priority). Read only."""
+        return list(self.sm.live.table.values())
+
+    def applied_clock_ms(self) -> int:
+        """The time of the last applied command (the state machine's clock)."""
+        return self.sm.clock_ms
+
+    def broker_set_table(self, now_ms: int) -> dict[str, Any]:
+        """1006's replicasInfoTable of every broker set, from the applied state at `now_ms` (no barrier)."""
+        table: dict[str, Any] = (self.sm.manager.broker_sets(None, now_ms).body or {}).get("replicasInfoTable") or {}
+        return table
 
     def heartbeat_received(self) -> None:
         """The leader got a broker heartbeat (starts the scan guard's clock)."""

@@ -91,9 +91,8 @@ def node_summary(service: ControllerService) -> dict[str, Any]:
 
 def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
     """Every broker set of the applied state at `now`: 1006's table plus each replica's heartbeat row."""
-    sm = service.sm
-    table = (sm.manager.broker_sets(None, now).body or {}).get("replicasInfoTable") or {}
-    live = {(row[1], row[2]): row for row in sm.live.table.values()}
+    table = service.broker_set_table(now)
+    live = {(row[1], row[2]): row for row in service.heartbeat_rows()}
     out = []
     for name, s in table.items():
         replicas = []
@@ -113,8 +112,7 @@ def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
                     }
                 )
         replicas.sort(key=lambda r: r["brokerId"])
-        info = sm.manager.replicas.sets.get(name)
-        cluster = info.cluster_name if info is not None else None
+        cluster = service.cluster_of(name)
         out.append(
             {
                 "brokerName": name,
@@ -217,7 +215,7 @@ def _follower_view(
         f"(applied index {mine['appliedIndex']}), "
         "which may lag the leader's",
         "nodes": [{**mine, "httpAddress": service.http_address(service.id), "reachable": True}],
-        "brokerSets": broker_sets(service, service.sm.clock_ms),
+        "brokerSets": broker_sets(service, service.applied_clock_ms()),
         "events": merge_events([mine["events"]]),
     }
 
