@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -36,6 +36,9 @@ from api.service import (
     not_leader_result,
     validation_error,
 )
+
+if TYPE_CHECKING:
+    from api.http.routes.common import Gateway  # it imports this module
 
 log = logging.getLogger("controllerd.api")
 
@@ -128,8 +131,9 @@ def field_errors(errors: Iterable[Any], content_type: str = "") -> list[dict[str
 # ----------------------------------------------------------------------------------------------- handlers
 
 
-def _gateway(request: Request) -> Any:
-    return request.app.state.gateway
+def _gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
 
 
 def request_type_of(request: Request) -> str | None:
@@ -139,7 +143,7 @@ def request_type_of(request: Request) -> str | None:
     return extra.get("x-request-type")
 
 
-def api_error_answer(gw: Any, request_type: str | None, exc: ApiError) -> JSONResponse:
+def api_error_answer(gw: Gateway, request_type: str | None, exc: ApiError) -> JSONResponse:
     """An ApiError's answer, counted: a 401 or 422 as a rejection, and `request_type` (when the route serves
     one) as failed."""
     if exc.status in (401, 422):
@@ -149,7 +153,7 @@ def api_error_answer(gw: Any, request_type: str | None, exc: ApiError) -> JSONRe
     return api_error_response(exc)
 
 
-def argument_answer(gw: Any, request_type: str | None, exc: CommandArgumentError) -> JSONResponse:
+def argument_answer(gw: Gateway, request_type: str | None, exc: CommandArgumentError) -> JSONResponse:
     """A command constructor's refusal: the 422 naming the request body's field."""
     return api_error_answer(gw, request_type, argument_error(exc))
 
