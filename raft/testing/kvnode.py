@@ -205,7 +205,7 @@ async def serve(args: argparse.Namespace) -> None:
                 last = max(await asyncio.gather(*futs))
             return {"ok": True, "index": last}
         if op == "wait_download":  # until this node has received `bytes` of snapshot chunks
-            want, dl = int(req["bytes"]), node._downloader
+            want, dl = int(req["bytes"]), node.driver.snapshots.downloader if node.driver.snapshots else None
             assert dl is not None
             await asyncio.wait_for(node._wait_for(lambda: dl.bytes_received >= want), float(req["timeout"]))
             return {"ok": True, "received": dl.bytes_received}
