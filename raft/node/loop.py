@@ -27,8 +27,9 @@ from raft.node.snapshots import SnapshotExecutor
 from raft.node.statemachine import StateMachine
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
-from raft.storage import LogWriter, SegmentLog
-from raft.transport import TcpTransport
+from raft.storage import LogWriter
+from raft.storage.protocols import NodeLog
+from raft.transport import NodeTransport
 
 log = logging.getLogger("raft.node")
 
@@ -44,9 +45,9 @@ class NodeLoop:
         self.disk = DiskGuard(options.data_dir, options.log.min_free_bytes, self._time)
         self.change_listeners = change_listeners
         self.core: RaftCore | None = None
-        self.transport: TcpTransport | None = None
+        self.transport: NodeTransport | None = None
         self.writer: LogWriter | None = None
-        self.log: SegmentLog | None = None
+        self.log: NodeLog | None = None
         self.snapshots: SnapshotExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
@@ -81,7 +82,7 @@ class NodeLoop:
             raise RuntimeError("node not started")
         return self.core
 
-    def _transport(self) -> TcpTransport:
+    def _transport(self) -> NodeTransport:
         assert self.transport is not None
         return self.transport
 

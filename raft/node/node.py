@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,27 +22,24 @@ from typing import Any
 from raft.core import ConfChange, ConfChangeOp, ConfState, RaftCore, Role
 from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
-from raft.node.factory import core_config
+from raft.node.factory import PartsFactory, core_config, open_data_dir
 from raft.node.loop import NodeLoop
 from raft.node.snapshots import SnapshotExecutor
 from raft.node.statemachine import StateMachine
 from raft.node.status import MemberAddresses, NodeStatus
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
-from raft.storage import FileMetaStorage, LogWriter, SegmentLog
-from raft.storage.dirlock import DataDirLock
-from raft.storage.identity import claim_identity
-from raft.storage.layout import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR
-from raft.transport import TcpTransport
+from raft.storage import LogWriter
+from raft.storage.protocols import MetaStorage, NodeLog
+from raft.transport import NodeTransport
 from raft.transport.tcp import Address, format_address
 from snapshot import format as snapshot_format
-from snapshot.storage import SnapshotStorage
 
 log = logging.getLogger("raft.node")
 
 
 class Node:
-    def __init__(self, options: NodeOptions, fsm: StateMachine) -> None:
+    def __init__(self, options: NodeOptions, fsm: StateMachine, open_parts: PartsFactory = open_data_dir) -> None:
         self.opts = options
         self.id = options.node_id
         self.fsm = fsm
@@ -51,8 +47,9 @@ class Node:
         # entry was applied: a cheap hook for whoever records such changes (the service's event history).
         self.change_listeners: list[Callable[[], None]] = []
         self.driver = NodeLoop(options, fsm, self.change_listeners)
-        self._meta: FileMetaStorage | None = None
-        self._lock: DataDirLock | None = None
+        self._open_parts = open_parts
+        self._meta: MetaStorage | None = None
+        self._release: Callable[[], None] = lambda: None  # the data directory's lock, once started
 
     # the driver's parts, for status readers and tests
     @property
@@ -60,7 +57,7 @@ class Node:
         return self.driver.core
 
     @property
-    def transport(self) -> TcpTransport | None:
+    def transport(self) -> NodeTransport | None:
         return self.driver.transport
 
     @property
@@ -83,36 +80,22 @@ class Node:
 
     async def start(self) -> None:
         o, d = self.opts, self.driver
-        self._lock = DataDirLock(o.data_dir)  # DataDirLockedError while another process uses the directory
-        try:  # IdentityError if the directory holds another node's or group's data
-            if claim_identity(o.data_dir, o.group_id, o.node_id):
-                log.info("%s: wrote IDENTITY (node %s, group %s)", o.data_dir, o.node_id, o.group_id)
-        except BaseException:
-            self._lock.release()
-            self._lock = None
-            raise
+        parts = self._open_parts(o, self.fsm)  # takes the data directory (lock, IDENTITY) for the real parts
+        self._release, self._meta, d.log = parts.release, parts.meta, parts.log
         d.loop = loop = asyncio.get_running_loop()
         d.failed = loop.create_future()
-        storage = SnapshotStorage(
-            os.path.join(o.data_dir, SNAPSHOT_DIR),
-            o.snapshot.max_reserved,
-            known_types=getattr(self.fsm, "section_names", None),
-        )
-        d.snapshots = snaps = SnapshotExecutor(d, storage, o.snapshot, os.path.join(o.data_dir, DOWNLOAD_DIR))
-        d.log = lg = SegmentLog(os.path.join(o.data_dir, LOG_DIR), o.log)
-        self._meta = FileMetaStorage(os.path.join(o.data_dir, META_DIR))
-        hs = self._meta.load()
+        d.snapshots = snaps = SnapshotExecutor(d, parts.snapshots, o.snapshot, parts.download_dir)
+        lg = parts.log
+        hs = parts.meta.load()
         snap = snaps.load(lg, o.data_dir)
         lo = max(lg.first_index(), snap.index + 1 if snap else 1)
         entries = lg.entries(lo, lg.last_index() + 1) if lg.last_index() >= lo else []
         voters = o.voters or tuple(sorted(o.peers))
         d.core = core = RaftCore(core_config(o), ConfState(tuple(sorted(voters))), hs, snap, entries, random.Random())
         d.fsm.applied_index = core.log.applied
-        d.writer = LogWriter(lg, self._meta, name=f"raft-log-{self.id}")
+        d.writer = LogWriter(lg, parts.meta, name=f"raft-log-{self.id}")
         d.members.conf = core.conf
-        d.transport = transport = TcpTransport(
-            self.id, o.peers[self.id], d.members.transport_peers(), o.secret, d.on_messages, o.transport
-        )
+        d.transport = transport = parts.transport(d.on_messages, d.members.transport_peers())
         transport.on_snapshot_frame = snaps.on_frame
         transport.on_peer_lost = d.on_peer_lost
         snaps.connect(transport)
@@ -132,7 +115,7 @@ class Node:
             lg.last_index(),
         )
 
-    def _check_skipped(self, lg: SegmentLog) -> None:
+    def _check_skipped(self, lg: NodeLog) -> None:
         """Recovery started at the first live entry (wal_meta's hint) without reading the compacted records
         before it: check them now, off the loop. Damage there costs no data, but it is damage on the disk."""
         damage = lg.check_skipped()
@@ -164,8 +147,7 @@ class Node:
             await loop.run_in_executor(None, d.writer.close)
         if d.log is not None:
             d.log.close()
-        if self._lock is not None:
-            self._lock.release()
+        self._release()
 
     # ------------------------------------------------------------------ public API
 

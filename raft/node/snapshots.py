@@ -28,15 +28,15 @@ from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTrigger
 
 if TYPE_CHECKING:
     from raft.node.loop import NodeLoop
-    from raft.storage import SegmentLog as NodeLog
-    from raft.transport import TcpTransport as SnapshotTransport
-    from snapshot.storage import SnapshotStorage
+    from raft.storage.protocols import NodeLog
+    from raft.transport import NodeTransport
+    from snapshot.protocols import SnapshotStore
 
 log = logging.getLogger("raft.node")
 
 
 class SnapshotExecutor:
-    def __init__(self, driver: NodeLoop, storage: SnapshotStorage, options: SnapshotOptions, download_dir: str) -> None:
+    def __init__(self, driver: NodeLoop, storage: SnapshotStore, options: SnapshotOptions, download_dir: str) -> None:
         self._d = driver
         self.id = driver.id
         self.storage = storage
@@ -52,7 +52,7 @@ class SnapshotExecutor:
         self.save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
         self.installs = 0  # snapshots installed from a leader
 
-    def connect(self, transport: SnapshotTransport) -> None:
+    def connect(self, transport: NodeTransport) -> None:
         """Serve and download through `transport`'s snapshot frames."""
         so = self.options
         send = transport.send_snapshot_frame
