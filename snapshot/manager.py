@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 from snapshot.errors import SnapshotError, SnapshotNotFoundError
 from snapshot.format import SnapshotMeta
+from snapshot.protocols import SnapshotStore
 from snapshot.rw import SnapshotWriter
-from snapshot.storage import Quarantined, SnapshotStorage, StoredSnapshot
+from snapshot.storage import Quarantined, StoredSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class Loaded:
 class SnapshotManager:
     def __init__(
         self,
-        storage: SnapshotStorage,
+        storage: SnapshotStore,
         triggers: SnapshotTriggers | None = None,
         *,
         rng: random.Random | None = None,

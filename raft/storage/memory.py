@@ -18,6 +18,10 @@ class MemoryLogStorage:
         self._first = first_index
         self._entries: list[Entry] = []
         self.appends = 0  # calls that wrote something: the in-memory analogue of fsyncs
+        self.skipped: tuple[str, int] | None = None  # recovery skips nothing here (NodeLog)
+
+    def check_skipped(self) -> Exception | None:
+        return None
 
     def first_index(self) -> int:
         return self._first

@@ -6,6 +6,8 @@ from typing import Protocol
 
 from raft.core.messages import Entry, HardState
 
+Skipped = tuple[str, int]  # (segment, offset) recovery started at, by a start hint
+
 
 class LogStorage(Protocol):
     """A durable, append-only (with suffix and prefix truncation) sequence of entries."""
@@ -28,6 +30,22 @@ class LogStorage(Protocol):
         case first_index() must still report the given first_index afterwards."""
 
     def close(self) -> None: ...
+
+
+class NodeLog(LogStorage, Protocol):
+    """What `raft.node.Node` calls on its log, beyond the LogStorage seam."""
+
+    skipped: Skipped | None
+    """Where recovery started without reading the compacted records before it (None: nothing skipped)."""
+
+    def term(self, index: int) -> int:
+        """Term of the stored entry at index."""
+
+    def reset(self, next_index: int) -> None:
+        """Drop every entry; the log becomes empty with first_index() == next_index (snapshot installed)."""
+
+    def check_skipped(self) -> Exception | None:
+        """The damage, if any, in the records `skipped` passed over (read now, off the event loop)."""
 
 
 class MetaStorage(Protocol):

@@ -27,6 +27,7 @@ from raft.core.messages import Entry
 from raft.node import BaseStateMachine, Node
 from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.status import RaftException
+from raft.transport import TcpTransport
 from snapshot.rw import SnapshotReader, SnapshotWriter, load_managers
 
 KV_SECTION = 1
@@ -205,7 +206,7 @@ async def serve(args: argparse.Namespace) -> None:
                 last = max(await asyncio.gather(*futs))
             return {"ok": True, "index": last}
         if op == "wait_download":  # until this node has received `bytes` of snapshot chunks
-            want, dl = int(req["bytes"]), node._downloader
+            want, dl = int(req["bytes"]), node.driver.snapshots.downloader if node.driver.snapshots else None
             assert dl is not None
             await asyncio.wait_for(node._wait_for(lambda: dl.bytes_received >= want), float(req["timeout"]))
             return {"ok": True, "received": dl.bytes_received}
@@ -214,7 +215,7 @@ async def serve(args: argparse.Namespace) -> None:
             return {"ok": True, "index": meta.last_included_index if meta else None}
         if op == "isolate":  # fault injection: from now on every raft message in or out is dropped
             transport = node.transport
-            assert transport is not None
+            assert isinstance(transport, TcpTransport)
             transport._on_messages = lambda msgs: None
             transport.send = lambda msgs: None  # type: ignore[method-assign]
             return {"ok": True}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from raft.core.messages import Message
@@ -30,9 +30,29 @@ class Transport(Protocol):
     def stats(self) -> dict[str, int]: ...
 
 
+class NodeTransport(Transport, Protocol):
+    """What `raft.node.Node` calls on its transport, beyond the Transport seam: flushing a round's messages
+    at once, InstallSnapshot's frames (raft/node/install.py), and the two callbacks it sets."""
+
+    on_snapshot_frame: Callable[[str, tuple[object, ...]], None] | None
+    on_peer_lost: Callable[[str], None] | None
+
+    def flush(self) -> None:
+        """Write what send() queued in this turn now."""
+
+    def prepare_snapshot_frame(self, body: tuple[object, ...]) -> tuple[bytes, bytes]:
+        """(payload, header) of a snapshot frame, built off the event loop (thread-safe)."""
+
+    def send_snapshot_frame(
+        self, to: str, body: tuple[object, ...], prepared: tuple[bytes, bytes] | None = None
+    ) -> bool:
+        """Queue one InstallSnapshot request or response for `to`; False if dropped."""
+
+
 __all__ = [
     "CodecError",
     "InMemoryTransport",
+    "NodeTransport",
     "TcpTransport",
     "Transport",
     "TransportHub",

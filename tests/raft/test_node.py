@@ -218,18 +218,18 @@ def test_messages_leave_as_soon_as_a_round_is_processed_not_at_the_end_of_the_lo
             await ld.apply(put("warm", 0))  # every connection is up
             left: list[tuple[str, str, int]] = []
             for n in nodes.values():
-                for name in ("_process", "_persisted"):
-                    original = getattr(n, name)
+                for name in ("process", "_persisted"):
+                    original = getattr(n.driver, name)
 
                     def after(*args: object, n: Node = n, name: str = name, original: object = original) -> None:
                         original(*args)  # type: ignore[operator]
                         assert n.transport is not None
                         left.append((n.id, name, n.transport.stats()["pending_bytes"]))
 
-                    setattr(n, name, after)
+                    setattr(n.driver, name, after)
             for i in range(20):
                 await ld.apply(put("k", i))
-            assert {(node, name) for node, name, _ in left} >= {(ld.id, "_process"), (ld.id, "_persisted")}
+            assert {(node, name) for node, name, _ in left} >= {(ld.id, "process"), (ld.id, "_persisted")}
             assert any(node != ld.id and name == "_persisted" for node, name, _ in left)
             assert [x for x in left if x[2]] == []
 

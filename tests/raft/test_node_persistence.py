@@ -67,8 +67,8 @@ async def gated_node(
     gate = Gate(events)
     await node.start()  # nothing is written before the first Ready
     try:
-        assert node._log is not None and node._meta is not None and node.transport is not None
-        node._log.append = gate.wrap(node._log.append, "log durable to", lambda es: es[-1].index)  # type: ignore[method-assign]
+        assert node.driver.log is not None and node._meta is not None and node.transport is not None
+        node.driver.log.append = gate.wrap(node.driver.log.append, "log durable to", lambda es: es[-1].index)  # type: ignore[method-assign]
         node._meta.save = gate.wrap(node._meta.save, "hard state durable", lambda hs: hs)  # type: ignore[method-assign]
         node.transport.send = lambda msgs: events.extend(("send", m) for m in msgs)  # type: ignore[method-assign]
         yield node, gate
@@ -93,7 +93,7 @@ def test_acknowledgements_reach_the_transport_only_after_their_fsync(tmp_path: A
 
             async def exchange(m: Message, ack: MsgType, durable: tuple[str, Any]) -> None:
                 gate.close()
-                node._on_messages([m])
+                node.driver.on_messages([m])
                 assert await loop.run_in_executor(None, gate.entered.wait, 30)
                 # The Ready that submitted the write has been handled in full by now (one loop callback).
                 assert sent(events, ack) == [], f"{ack.name} left before its write was durable"
@@ -125,7 +125,7 @@ def test_an_answer_with_no_write_of_its_own_waits_for_the_write_in_flight(tmp_pa
 
             async def handled(m: Message) -> None:
                 """Step m and let the node handle its Ready (the loop runs callbacks in the order queued)."""
-                node._on_messages([m])
+                node.driver.on_messages([m])
                 done = loop.create_future()
                 loop.call_soon(done.set_result, None)
                 await done
@@ -143,9 +143,9 @@ def test_an_answer_with_no_write_of_its_own_waits_for_the_write_in_flight(tmp_pa
                 gate.close()
                 await handled(m)
                 assert await loop.run_in_executor(None, gate.entered.wait, 30)
-                submitted = len(node._persist_inflight)
+                submitted = len(node.driver.persist_inflight)
                 await handled(m)  # the retry: nothing new to write
-                assert len(node._persist_inflight) == submitted, "the retry wrote something: nothing was tested"
+                assert len(node.driver.persist_inflight) == submitted, "the retry wrote something: nothing was tested"
                 assert sent(events, ack) == [], f"{ack.name} to a retry left before the write it acknowledges"
                 gate.open.set()
                 await asyncio.wait_for(node._wait_for(lambda ack=ack: len(sent(events, ack)) == 2), 30)

@@ -58,14 +58,14 @@ def test_threshold_trigger_truncates_log_and_restart_loads_snapshot(tmp_path: Pa
         await n.wait_for_leader(10)
         for k in range(4):  # one save per 100 entries (the next save waits for the running one)
             await fill(n, k * 100, k * 100 + 100)
-            await n._wait_for(lambda: not n._snapshots_mgr().saving)
+            await n._wait_for(lambda: not n._snapshots().manager.saving)
         await fill(n, 400, 450)
         st = n.status()
         assert st.snapshot.saves == 4
         snaps = [m.last_included_index for m in n.snapshots()]
         assert len(snaps) == 2 and snaps[0] > snaps[1]  # retention keeps 2
         # The log reaches back to the previous snapshot (fallback), but no further.
-        await n._wait_for(lambda: n._log is not None and n._log.first_index() == snaps[1] + 1)
+        await n._wait_for(lambda: n.driver.log is not None and n.driver.log.first_index() == snaps[1] + 1)
         before = dict(kv(n))
         await n.stop()
 
@@ -118,7 +118,9 @@ def test_corrupt_newest_snapshot_falls_back_to_previous_and_replays(tmp_path: Pa
         newest = await n.snapshot()
         await fill(n, 200, 230)
         assert older and newest
-        await n._wait_for(lambda: n._log is not None and n._log.first_index() == older.last_included_index + 1)
+        await n._wait_for(
+            lambda: n.driver.log is not None and n.driver.log.first_index() == older.last_included_index + 1
+        )
         before, commit = dict(kv(n)), n.status().commit
         await n.stop()
 
@@ -149,7 +151,7 @@ def test_refuses_to_start_when_no_snapshot_loads_and_log_was_truncated(tmp_path:
             metas.append(await n.snapshot())
         assert metas[1] is not None
         first = metas[1].last_included_index + 1  # the log reaches back to the previous snapshot
-        await n._wait_for(lambda: n._log is not None and n._log.first_index() == first)
+        await n._wait_for(lambda: n.driver.log is not None and n.driver.log.first_index() == first)
         await n.stop()
         for meta in n.snapshots():
             corrupt_data(tmp_path, meta.last_included_index)
@@ -172,8 +174,7 @@ def test_crash_at_each_save_step_keeps_a_loadable_snapshot_and_every_entry(tmp_p
         await fill(n, 0, 60)
         first = await n.snapshot()
         await fill(n, 60, 120)
-        assert n._storage is not None
-        n._storage._fail_at = point
+        n._snapshots().storage._fail_at = point
         try:
             await n.snapshot()
         except SimulatedCrash:
@@ -229,7 +230,8 @@ def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
             assert kv(nodes[victim])["after"] == 1
             # The transfer ended and released its pin on the leader's snapshot.
             await asyncio.wait_for(ld._wait_for(lambda: ld.status().snapshot.sending == {}), 5)
-            assert ld._storage is not None and all(ld._storage.refcount(i) == 0 for i in ld._storage.list())
+            storage = ld._snapshots().storage
+            assert all(storage.refcount(i) == 0 for i in storage.list())
         finally:
             for n in nodes.values():
                 await n.stop()

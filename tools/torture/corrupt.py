@@ -44,7 +44,7 @@ from tools.torture.crash import CONF, ENV, Writers
 
 MUTATIONS = ("flip", "zero", "truncate")
 KINDS = ("wal", "wal_meta", "raft_meta", "snapshot_data", "snapshot_meta")
-LOST = "lost acknowledged entries"  # raft/node/node.py _report_lost
+LOST = "lost acknowledged entries"  # raft/node/loop.py _report_lost
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,59 @@
+"""The snapshot store seam: what the Raft node (its SnapshotExecutor, the snapshot manager, InstallSnapshot's
+server and downloader) calls on a snapshot storage. `snapshot.storage.SnapshotStorage` is the on-disk one."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from snapshot.format import SnapshotMeta
+
+if TYPE_CHECKING:
+    from snapshot.storage import PendingSnapshot, Quarantined, StoredSnapshot
+
+
+class SnapshotStore(Protocol):
+    def path(self, index: int) -> Path:
+        """The directory of the committed snapshot at `index`."""
+
+    def list(self) -> builtins.list[int]:
+        """Indexes of the committed snapshots, newest first."""
+
+    def create(
+        self,
+        index: int,
+        term: int,
+        voters: Sequence[str],
+        learners: Sequence[str] = (),
+        *,
+        created_at: float,
+        user_meta: Mapping[str, Any] | None = None,
+        addresses: Sequence[tuple[str, str, str, str]] = (),
+    ) -> PendingSnapshot:
+        """Start writing a snapshot of the state up to `index`."""
+
+    def adopt(self, source: str | os.PathLike[str], *, verify: bool = True) -> SnapshotMeta:
+        """Move a complete downloaded snapshot directory in, as a committed snapshot."""
+
+    def read_meta(self, index: int) -> SnapshotMeta: ...
+
+    def open(self, index: int, *, verify: bool = True) -> StoredSnapshot:
+        """Open a committed snapshot (holding a reference until closed)."""
+
+    def check_older(self, newest: int, verify: bool, quarantined: builtins.list[Quarantined]) -> None: ...
+
+    def ref(self, index: int) -> None:
+        """Protect a committed snapshot from retention."""
+
+    def unref(self, index: int) -> None: ...
+
+    def reference(self, index: int) -> contextlib.AbstractContextManager[Path]: ...
+
+    def refcount(self, index: int) -> int: ...
+
+    def quarantine(self, index: int, reason: str) -> Path:
+        """Move a snapshot that failed verification aside (never delete it)."""
