@@ -374,6 +374,9 @@ def broker_conf(
         "syncControllerMetadataPeriod": 2000,
         "controllerHeartBeatTimeoutMills": 4000,
         "brokerHeartbeatInterval": 1000,
+        # A slave learns its new master's HA address only from a NameServer registration answer, so after a
+        # master change it may wait a whole period for it: the shortest RocketMQ allows (default 30 s).
+        "registerNameServerPeriod": 10000,
         "mappedFileSizeCommitLog": 16 * 1024 * 1024,
         "mappedFileSizeConsumeQueue": 60000,
         "maxHashSlotNum": 10000,

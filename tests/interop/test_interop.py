@@ -114,7 +114,7 @@ class World:
         joining the new master's SyncStateSet. Such a slave, seen in its store.log, is restarted as an operator
         would; every other way of not settling fails."""
         try:
-            return self.settled(name, timeout=30)
+            return self.settled(name, timeout=45)
         except AssertionError:
             stuck = ha_race_stuck(self.sets[name], old, marks)
             if not stuck:

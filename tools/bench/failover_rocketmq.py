@@ -244,7 +244,7 @@ def broker_round(ours: Ours, brokers: list[Broker], how: str, k: int, round_s: f
         else:  # it learns the newer epoch and turns slave
             victim.wait_log(r"Change broker \[id:\d+\].* to SLAVE", mark, rnd.left())
         try:
-            back = ours.settled(Round(f"{rnd.what}: settle", min(30.0, rnd.left())))
+            back = ours.settled(Round(f"{rnd.what}: settle", min(45.0, rnd.left())))
         except RoundTimeout:
             stuck = ha_race_stuck(brokers, victim, marks)  # RocketMQ's HA race: restart the slave it caught
             if not stuck:
