@@ -24,7 +24,7 @@ from raft.node.status import SnapshotDownloads, SnapshotSending, SnapshotStatus
 from raft.options import SnapshotOptions
 from raft.status import RaftError, RaftException
 from snapshot import format as snapshot_format
-from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
+from snapshot.manager import SnapshotBusyError, SnapshotManager
 
 if TYPE_CHECKING:
     from raft.node.loop import NodeLoop
@@ -45,8 +45,7 @@ class SnapshotExecutor:
         fsm = driver.fsm.fsm
         # A state machine keeping BaseStateMachine's snapshot methods is rebuilt from the whole log.
         self.can_snapshot = getattr(type(fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
-        triggers = SnapshotTriggers(options.threshold_entries, options.threshold_log_bytes, options.interval_s)
-        self.manager = SnapshotManager(storage, triggers, name=f"snapshot-save-{self.id}")
+        self.manager = SnapshotManager(storage, options, name=f"snapshot-save-{self.id}")
         self.server: SnapshotServer | None = None
         self.downloader: SnapshotDownloader | None = None
         self.save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
