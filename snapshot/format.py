@@ -22,13 +22,14 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import lz4.frame
 import msgpack
 from google_crc32c import value as crc32c
 
+from raft.leaf.snapmeta import ConfState, FileMeta, SnapshotMeta
 from snapshot.errors import SnapshotFormatError
 
 FORMAT_VERSION = 1
@@ -302,38 +303,6 @@ META_HEAD_SIZE = _META_HEAD.size  # 16
 META_FILE = "__raft_snapshot_meta"
 
 
-@dataclass(frozen=True, slots=True)
-class FileMeta:
-    """A file of a snapshot directory, as the meta records it."""
-
-    name: str
-    size: int
-    crc32c: int  # CRC32C of the whole file
-
-
-@dataclass(frozen=True)
-class SnapshotMeta:
-    """What `__raft_snapshot_meta` holds: the Raft position and configuration the snapshot covers, and a
-    size and CRC per file. `created_at` is whatever clock the caller used (seconds; never read here)."""
-
-    last_included_index: int
-    last_included_term: int
-    voters: tuple[str, ...] = ()
-    learners: tuple[str, ...] = ()
-    files: tuple[FileMeta, ...] = ()
-    created_at: float = 0.0
-    user_meta: Mapping[str, Any] = field(default_factory=dict)
-    addresses: tuple[tuple[str, str, str, str], ...] = ()
-    """(id, raft address, HTTP address, remoting address or "") of the members whose addresses the log carried
-    at that index."""
-
-    def file(self, name: str) -> FileMeta:
-        for f in self.files:
-            if f.name == name:
-                return f
-        raise KeyError(f"snapshot {self.last_included_index} has no file {name!r}")
-
-
 def check_file_name(name: object) -> str | None:
     """Why `name` cannot be a file of a snapshot directory, or None. Names come from the network too
     (InstallSnapshot copies the files a leader's meta lists), so nothing may escape the directory."""
@@ -445,13 +414,17 @@ def _meta_from(doc: object) -> SnapshotMeta:
         raise ValueError(
             "field 'addresses' is not a list of [id, raft address, http address(, remoting address)] strings"
         )
+    index, term = get("last_included_index", int), get("last_included_term", int)
+    conf = ConfState(  # ValueError, a bad meta body, for a configuration that cannot be (ConfState's rules)
+        strings("voters"),
+        strings("learners"),
+        tuple((a[0], a[1], a[2], a[3] if len(a) == 4 else "") for a in addresses),
+    )
     return SnapshotMeta(
-        last_included_index=get("last_included_index", int),
-        last_included_term=get("last_included_term", int),
-        voters=strings("voters"),
-        learners=strings("learners"),
+        index=index,
+        term=term,
+        conf=conf,
         files=tuple(files),
         created_at=float(get("created_at", (float, int))),
         user_meta=user_meta,
-        addresses=tuple((a[0], a[1], a[2], a[3] if len(a) == 4 else "") for a in addresses),
     )

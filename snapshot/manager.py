@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from snapshot.errors import SnapshotError, SnapshotNotFoundError
 from snapshot.format import SnapshotMeta
-from snapshot.protocols import SnapshotStore
+from snapshot.protocols import SnapshotStore, SnapshotTriggers
 from snapshot.rw import SnapshotWriter
 from snapshot.storage import Quarantined, StoredSnapshot
 
@@ -42,17 +42,6 @@ def should_load(snap_term: int, snap_index: int, applied_term: int, applied_inde
     """RIP-59: load a snapshot only if it is ahead of the applied state, comparing the term first and then
     the index. An equal (term, index) is already the state: loading it again would be wasted work."""
     return (snap_term, snap_index) > (applied_term, applied_index)
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotTriggers:
-    """When `due()` asks for a snapshot; 0 disables a trigger. No trigger has a default here: the node builds
-    these from its SnapshotOptions (raft/options.py), where each is declared once with its default and its
-    controller.conf key (statemachineSnapshotThreshold, jRaftSnapshotIntervalSecs)."""
-
-    threshold_entries: int = 0
-    threshold_log_bytes: int = 0
-    interval_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -92,7 +81,8 @@ class SnapshotManager:
         name: str = "snapshot-save",
     ) -> None:
         self.storage = storage
-        self.triggers = triggers or SnapshotTriggers()
+        self.triggers = triggers
+        """The node's SnapshotOptions (anything with its three trigger fields); None: only on demand."""
         self._rng = rng or random.Random()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._lock = threading.Lock()
@@ -107,7 +97,7 @@ class SnapshotManager:
 
     def start_clock(self, now: float) -> None:
         """Arm the periodic trigger: the first firing is jittered uniformly in [interval/2, interval)."""
-        if self.triggers.interval_s > 0:
+        if self.triggers is not None and self.triggers.interval_s > 0:
             self._due_at = now + self.triggers.interval_s * self._rng.uniform(0.5, 1.0)
 
     def on_applied(self, entries: int, nbytes: int) -> None:
@@ -121,9 +111,9 @@ class SnapshotManager:
 
     def due(self, now: float) -> str | None:
         """Why a snapshot should be taken now, or None (also None while one is being saved)."""
-        if self.saving:
-            return None
         t = self.triggers
+        if self.saving or t is None:
+            return None
         if t.threshold_entries and self.applied_since >= t.threshold_entries:
             return f"{self.applied_since} entries applied since the last snapshot"
         if t.threshold_log_bytes and self.bytes_since >= t.threshold_log_bytes:
@@ -180,7 +170,7 @@ class SnapshotManager:
             raise
         stall = time.perf_counter() - t0
         self.applied_since = self.bytes_since = 0
-        if self.triggers.interval_s > 0:
+        if self.triggers is not None and self.triggers.interval_s > 0:
             self._due_at = now + self.triggers.interval_s
 
         def write() -> SnapshotMeta:

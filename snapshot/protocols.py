@@ -1,5 +1,6 @@
-"""The snapshot store seam: what the Raft node (its SnapshotExecutor, the snapshot manager, InstallSnapshot's
-server and downloader) calls on a snapshot storage. `snapshot.storage.SnapshotStorage` is the on-disk one."""
+"""The snapshot seams: what the Raft node (its SnapshotExecutor, the snapshot manager, InstallSnapshot's
+server and downloader) calls on a snapshot storage (`snapshot.storage.SnapshotStorage` is the on-disk one),
+and what the snapshot manager reads of the node's snapshot options (`SnapshotTriggers`)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,21 @@ class SnapshotStore(Protocol):
 
     def quarantine(self, index: int, reason: str) -> Path:
         """Move a snapshot that failed verification aside (never delete it)."""
+
+
+class SnapshotTriggers(Protocol):
+    """When `SnapshotManager.due()` asks for a snapshot; 0 disables a trigger. `raft.options.SnapshotOptions`
+    is the one declaration of these (with their defaults and controller.conf keys: statemachineSnapshotThreshold,
+    jRaftSnapshotIntervalSecs); this package may not import it, so it names only what it reads."""
+
+    @property
+    def threshold_entries(self) -> int:
+        """Entries applied since the last snapshot that trigger one."""
+
+    @property
+    def threshold_log_bytes(self) -> int:
+        """Command bytes applied since the last snapshot that trigger one."""
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between time-triggered snapshots (the first jittered)."""

@@ -24,7 +24,7 @@ import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,6 +32,7 @@ from google_crc32c import extend as crc32c_extend
 
 from raft.leaf import failpoint
 from raft.leaf.durable import ensure_dir, fsync_dir, write_file
+from raft.leaf.snapmeta import ConfState
 from snapshot.errors import SnapshotError, SnapshotExistsError, SnapshotFormatError, SnapshotNotFoundError
 from snapshot.format import (
     CODEC_LZ4,
@@ -179,6 +180,7 @@ class PendingSnapshot:
         self.voters = tuple(voters)
         self.learners = tuple(learners)
         self.addresses = tuple(addresses)
+        self.conf = ConfState(self.voters, self.learners, self.addresses)  # ValueError: no configuration
         self.created_at = created_at
         self.user_meta: dict[str, Any] = dict(user_meta or {})
         self.path = storage.directory / TEMP_DIR / snapshot_dir_name(index)
@@ -239,11 +241,7 @@ class PendingSnapshot:
             for name in self._files:
                 size, crc = _crc_and_sync(self.path / name)
                 files.append(FileMeta(name, size, crc))
-            meta = SnapshotMeta(
-                self.index, self.term, self.voters, self.learners, tuple(files), self.created_at, dict(self.user_meta)
-            )
-            if self.addresses:
-                meta = replace(meta, addresses=self.addresses)
+            meta = SnapshotMeta(self.index, self.term, self.conf, tuple(files), self.created_at, dict(self.user_meta))
             st._step("before_meta")
             write_file(self.path / META_FILE, encode_meta(meta), exclusive=True)
             st._step("before_dir_fsync")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from raft.core import ConfChange, ConfChangeOp, ConfState, RaftCore, Role
+from raft.core import ConfChange, ConfChangeOp, ConfState, RaftCore, Role, SnapshotMeta
 from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
 from raft.node.factory import PartsFactory, core_config, open_data_dir
@@ -33,7 +33,6 @@ from raft.storage import LogWriter
 from raft.storage.protocols import MetaStorage, NodeLog
 from raft.transport import NodeTransport
 from raft.transport.tcp import Address, format_address
-from snapshot import format as snapshot_format
 
 log = logging.getLogger("raft.node")
 
@@ -197,12 +196,12 @@ class Node:
         await asyncio.wait_for(self._wait_for(lambda: self.applied_index >= index), timeout)
         return self.applied_index
 
-    async def snapshot(self) -> snapshot_format.SnapshotMeta | None:
+    async def snapshot(self) -> SnapshotMeta | None:
         """Take a snapshot now (on demand) and return its committed meta. If one is being saved, waits for
         that one instead; if nothing was applied since the latest snapshot, returns None."""
         return await self._snapshots().snapshot()
 
-    def snapshots(self) -> list[snapshot_format.SnapshotMeta]:
+    def snapshots(self) -> list[SnapshotMeta]:
         """The committed snapshots on disk, newest first."""
         return self._snapshots().snapshots()
 

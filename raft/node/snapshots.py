@@ -15,7 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from raft.core import ConfState, Message, MsgType, RaftCore, Role, SnapshotMeta
+from raft.core import Message, MsgType, RaftCore, Role, SnapshotMeta
 from raft.core.progress import ProgressState
 from raft.node.download import SnapshotDownloader
 from raft.node.install import GET, SnapshotServer
@@ -23,8 +23,7 @@ from raft.node.statemachine import BaseStateMachine
 from raft.node.status import SnapshotDownloads, SnapshotSending, SnapshotStatus
 from raft.options import SnapshotOptions
 from raft.status import RaftError, RaftException
-from snapshot import format as snapshot_format
-from snapshot.manager import SnapshotBusyError, SnapshotManager, SnapshotTriggers
+from snapshot.manager import SnapshotBusyError, SnapshotManager
 
 if TYPE_CHECKING:
     from raft.node.loop import NodeLoop
@@ -45,11 +44,10 @@ class SnapshotExecutor:
         fsm = driver.fsm.fsm
         # A state machine keeping BaseStateMachine's snapshot methods is rebuilt from the whole log.
         self.can_snapshot = getattr(type(fsm), "on_snapshot_save", None) is not BaseStateMachine.on_snapshot_save
-        triggers = SnapshotTriggers(options.threshold_entries, options.threshold_log_bytes, options.interval_s)
-        self.manager = SnapshotManager(storage, triggers, name=f"snapshot-save-{self.id}")
+        self.manager = SnapshotManager(storage, options, name=f"snapshot-save-{self.id}")
         self.server: SnapshotServer | None = None
         self.downloader: SnapshotDownloader | None = None
-        self.save_future: asyncio.Future[snapshot_format.SnapshotMeta] | None = None
+        self.save_future: asyncio.Future[SnapshotMeta] | None = None
         self.installs = 0  # snapshots installed from a leader
 
     def connect(self, transport: NodeTransport) -> None:
@@ -76,7 +74,7 @@ class SnapshotExecutor:
         damaged ones, falling back to older ones), or refuse to start if the state cannot be rebuilt."""
         has_log = lg.last_index() >= lg.first_index()
 
-        def usable(meta: snapshot_format.SnapshotMeta) -> str | None:
+        def usable(meta: SnapshotMeta) -> str | None:
             s = meta.last_included_index
             if has_log and lg.first_index() > s + 1:
                 return f"the log starts at index {lg.first_index()}, so entries {s + 1}..{lg.first_index() - 1} are missing"
@@ -102,7 +100,7 @@ class SnapshotExecutor:
         if lg.last_index() < s or (lg.first_index() <= s and lg.term(s) != t):
             # The log ends before the snapshot, or holds another (never committed) branch at its index.
             lg.reset(s + 1)
-        return SnapshotMeta(s, t, ConfState(tuple(m.voters), tuple(m.learners), m.addresses))
+        return m
 
     # ------------------------------------------------------------------ save and compact
 
@@ -111,7 +109,7 @@ class SnapshotExecutor:
         if self.can_snapshot and self.manager.due(now) is not None:
             self.save("threshold")
 
-    async def snapshot(self) -> snapshot_format.SnapshotMeta | None:
+    async def snapshot(self) -> SnapshotMeta | None:
         if self.save_future is not None and not self.save_future.done():
             return await asyncio.shield(self.save_future)
         fut = self.save("on demand")
@@ -119,7 +117,7 @@ class SnapshotExecutor:
             return None
         return await asyncio.shield(fut)
 
-    def save(self, reason: str) -> asyncio.Future[snapshot_format.SnapshotMeta] | None:
+    def save(self, reason: str) -> asyncio.Future[SnapshotMeta] | None:
         """Snapshot the applied state: encode now (this thread), write on the manager's thread, then
         truncate the log prefix. None if nothing was applied since the latest snapshot."""
         core = self._d.core_()
@@ -153,7 +151,7 @@ class SnapshotExecutor:
         self.save_future = fut
         return fut
 
-    def _saved(self, meta: SnapshotMeta, fut: asyncio.Future[snapshot_format.SnapshotMeta]) -> None:
+    def _saved(self, meta: SnapshotMeta, fut: asyncio.Future[SnapshotMeta]) -> None:
         if fut.cancelled():
             return
         exc = fut.exception()
@@ -170,7 +168,7 @@ class SnapshotExecutor:
         self._d.truncate_log_prefix(keep_from)
         log.info("node %s: snapshot %d committed; log kept from %d", self.id, meta.index, keep_from)
 
-    def snapshots(self) -> list[snapshot_format.SnapshotMeta]:
+    def snapshots(self) -> list[SnapshotMeta]:
         """The committed snapshots on disk, newest first."""
         out = []
         for i in self.storage.list():

@@ -117,6 +117,9 @@ class InMemoryTransport:
         self._flush_handle: asyncio.Handle | None = None
         self._started = False
         self._closed = False
+        # NodeTransport's callbacks (raft.node sets them): InstallSnapshot frames, a peer's link lost.
+        self.on_snapshot_frame: Callable[[str, tuple[object, ...]], None] | None = None
+        self.on_peer_lost: Callable[[str], None] | None = None
 
     async def start(self) -> None:
         self._hub._attach(self)
@@ -157,6 +160,32 @@ class InMemoryTransport:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush()
+
+    def prepare_snapshot_frame(self, body: tuple[object, ...]) -> tuple[bytes, bytes]:
+        """Nothing to build ahead: the body travels as it is (NodeTransport)."""
+        return b"", b""
+
+    def send_snapshot_frame(
+        self, to: str, body: tuple[object, ...], prepared: tuple[bytes, bytes] | None = None
+    ) -> bool:
+        """Deliver one InstallSnapshot frame to `to`'s on_snapshot_frame in a later loop turn; False (counted
+        as dropped) when the link is cut or `to` is not attached (NodeTransport)."""
+        dest = self._hub._nodes.get(to)
+        if (
+            not self._started
+            or self._closed
+            or dest is None
+            or (self.node_id, to) in self._hub._cut
+            or (self._peers is not None and to not in self._peers)
+        ):
+            self._counters["dropped"] += 1
+            return False
+        asyncio.get_running_loop().call_soon(dest._receive_snapshot_frame, self.node_id, body)
+        return True
+
+    def _receive_snapshot_frame(self, sender: str, body: tuple[object, ...]) -> None:
+        if not self._closed and self.on_snapshot_frame is not None:
+            self.on_snapshot_frame(sender, body)
 
     def _flush(self) -> None:
         self._flush_handle = None

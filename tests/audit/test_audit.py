@@ -226,7 +226,7 @@ def test_snapshot_meta_lies_about_its_term(spark: Any, data: tuple[Path, dict[st
     index = marks["first"]
     meta_path = root / "n1" / "snapshot" / f"snapshot_{index:020d}" / META_FILE
     meta = decode_meta(meta_path.read_bytes(), str(meta_path))
-    meta_path.write_bytes(encode_meta(dataclasses.replace(meta, last_included_term=meta.last_included_term + 1)))
+    meta_path.write_bytes(encode_meta(dataclasses.replace(meta, term=meta.term + 1)))
     r = audit(spark, root, tmp_path / "out")
     (f,) = r.findings
     assert (f["check"], f["node"], f["snapshot_index"], f["field"]) == (

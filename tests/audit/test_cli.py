@@ -33,7 +33,7 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     marks = build_cluster_data(tmp_path / "data")
     meta_path = tmp_path / "data" / "n2" / "snapshot" / f"snapshot_{marks['second']:020d}" / META_FILE
     meta = decode_meta(meta_path.read_bytes(), str(meta_path))
-    meta_path.write_bytes(encode_meta(dataclasses.replace(meta, last_included_term=meta.last_included_term + 3)))
+    meta_path.write_bytes(encode_meta(dataclasses.replace(meta, term=meta.term + 3)))
     spark_submit = Path(sys.executable).parent / "spark-submit"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     out = tmp_path / "out"

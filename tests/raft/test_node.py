@@ -1,4 +1,5 @@
-"""The asyncio Node over real TCP transports and WALs, three (or four) nodes in one event loop."""
+"""The asyncio Node, three (or four) nodes in one event loop: an in-process group (in-memory transport, log and
+meta store) or, where a test builds its own nodes, real TCP transports and WALs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from raft.node import MemberAddresses, Node
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.testing.cluster import free_ports
+from raft.testing.group import InProcessGroup
 from raft.testing.kvnode import KvStateMachine
 from tests.raft.helpers import FAST, put, run
 
@@ -30,9 +32,18 @@ class Recorder(KvStateMachine):
         self.stopped_terms.append(term)
 
 
+GROUPS: dict[str, InProcessGroup] = {}
+
+
 def make(root: str, ids: list[str], ports: dict[str, int], voters: tuple[str, ...] = ()) -> dict[str, Node]:
+    """Nodes in one in-process group (raft/testing/group.py): in-memory transport, log and meta store. The
+    group of a root is kept, as the disk under it would be: making the nodes again restarts them."""
+    group = GROUPS.setdefault(root, InProcessGroup())
     peers = {i: ("127.0.0.1", ports[i]) for i in ports}
-    return {i: Node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder()) for i in ids}
+    return {
+        i: Node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder(), group.parts)
+        for i in ids
+    }
 
 
 @asynccontextmanager

@@ -22,6 +22,7 @@ from google_crc32c import value as crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raft.leaf.snapmeta import ConfState
 from snapshot import (
     CODEC_LZ4,
     CODEC_RAW,
@@ -466,10 +467,9 @@ def test_managers_round_trip_and_decode_errors(scratch: Path) -> None:
 # --- the meta file ------------------------------------------------------------------------------------------
 
 META = SnapshotMeta(
-    last_included_index=12345,
-    last_included_term=7,
-    voters=("n1", "n2", "n3"),
-    learners=("n4",),
+    index=12345,
+    term=7,
+    conf=ConfState(voters=("n1", "n2", "n3"), learners=("n4",)),
     files=(FileMeta("data", 1000, 0xDEADBEEF), FileMeta("extra", 0, 0)),
     created_at=1_700_000_000.25,
     user_meta={"controller": "jraft", "threshold": 10000, "blob": b"\x00\x01"},
@@ -490,7 +490,8 @@ META = SnapshotMeta(
 )
 def test_meta_round_trip(index, term, voters, learners, sizes, created_at, user_meta) -> None:
     files = tuple(FileMeta(f"file-{i}", s, c) for i, (s, c) in enumerate(sizes))
-    meta = SnapshotMeta(index, term, tuple(voters), tuple(learners), files, created_at, user_meta)
+    learners = [x for x in learners if x not in voters]  # a configuration: no node both voter and learner
+    meta = SnapshotMeta(index, term, ConfState(tuple(voters), tuple(learners)), files, created_at, user_meta)
     assert decode_meta(encode_meta(meta), "m") == meta
 
 
@@ -556,9 +557,8 @@ def test_meta_member_addresses_round_trip_and_are_optional() -> None:
     """Issue 12, bug 5: the configuration's member addresses ride in the optional `addresses` key; a meta
     without them is byte for byte the layout before the key existed, and such a meta still loads. A member's
     remoting address (issue 17) is a fourth string, written only when known."""
-    with_addrs = replace(
-        META, addresses=(("n1", "10.0.0.1:9880", "10.0.0.1:8770", "10.0.0.1:9770"), ("n4", "10.0.0.4:9880", "", ""))
-    )
+    addresses = (("n1", "10.0.0.1:9880", "10.0.0.1:8770", "10.0.0.1:9770"), ("n4", "10.0.0.4:9880", "", ""))
+    with_addrs = replace(META, conf=replace(META.conf, addresses=addresses))
     raw = encode_meta(with_addrs)
     assert decode_meta(raw, "m") == with_addrs
     assert msgpack.unpackb(raw[META_HEAD_SIZE:-4])["addresses"] == [

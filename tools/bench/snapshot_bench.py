@@ -42,7 +42,7 @@ from raft.node import Node
 from raft.options import NodeOptions, RaftOptions, SnapshotOptions
 from raft.testing.cluster import ProcessCluster, free_ports
 from raft.testing.kvnode import KV_SECTION, KvStateMachine
-from snapshot.manager import SnapshotManager, SnapshotTriggers
+from snapshot.manager import SnapshotManager
 from snapshot.rw import SnapshotReader
 from snapshot.storage import DATA_FILE, SnapshotStorage
 
@@ -205,7 +205,7 @@ def apply_loop(fsm: KvStateMachine, batches: list[list[Entry]], stop: Callable[[
 
 def bench_stall(fsm: KvStateMachine, root: Path, saves: int) -> dict[str, Any]:
     storage = SnapshotStorage(root / "stall", max_reserved=3, known_types={KV_SECTION: "kv"})
-    mgr = SnapshotManager(storage, SnapshotTriggers(0, 0, 0), name="bench-save")
+    mgr = SnapshotManager(storage, None, name="bench-save")  # saves only on demand
     rng = random.Random(2)
     keys = list(fsm.data)
     index = fsm.applied
