@@ -65,7 +65,7 @@ PROGRAMS: dict[str, Program] = {
             "tests/daemon/test_demo.py: the status page through Playwright",
             ("/usr/bin/chromium",),
         ),
-        Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/test_bench_all_smoke.py)"),
+        Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/tools/bench/test_all_smoke.py)"),
         Program("pgrep", ("procps",), True, "tests", "tests/cli/test_localcluster.py"),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
         Program("java", ("openjdk-17-jre-headless",), False, "base", "PySpark (tools/audit and its tests); interop"),
