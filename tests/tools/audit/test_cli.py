@@ -14,7 +14,7 @@ import pytest
 
 from raft.storage.identity import read_identity
 from snapshot.format import META_FILE, decode_meta, encode_meta
-from tests.tools.audit.cluster_data import build_cluster_data
+from tests.testdata.cluster_data import build_cluster_data
 from tools.audit.job import main
 from tools.audit.model import EXIT_CORRUPT, EXIT_USAGE
 
