@@ -462,13 +462,13 @@ def held(d: Path) -> Iterator[None]:
 
 def test_lock_data_dir_excludes_a_second_holder_and_names_the_pid(tmp_path: Path) -> None:
     d = tmp_path / "fresh"
-    assert not is_locked(d / "absent") and not (d / "absent").exists()
+    assert not is_locked(str(d / "absent")) and not (d / "absent").exists()
     with held(d):
-        assert is_locked(d) and (d / "LOCK").read_text() == f"{os.getpid()}\n" and probe(d) == (True, os.getpid())
+        assert is_locked(str(d)) and (d / "LOCK").read_text() == f"{os.getpid()}\n" and probe(d) == (True, os.getpid())
         with pytest.raises(DataDirLockedError) as e:
             lock_data_dir(d)
         assert str(d) in str(e.value) and f"process {os.getpid()}" in str(e.value)
-    assert not is_locked(d) and probe(d) == (False, None)
+    assert not is_locked(str(d)) and probe(d) == (False, None)
     lock_data_dir(d).release()  # free again
 
 

@@ -66,7 +66,7 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     assert [c["check"] for c in summary["checks"] if c["findings"]] == ["snapshot.meta"]
     (row,) = summary["topFindings"]
     assert (row["node"], row["snapshot_index"], row["path"]) == (
-        ids["n2"].node,
-        marks["second"],  # type: ignore[union-attr]
+        ids["n2"].node,  # type: ignore[union-attr]
+        marks["second"],
         f"file://{meta_path.parent}",
     )
