@@ -50,7 +50,7 @@ interop: setup rocketmq
 
 # More simulation seeds than CI runs: make sim SEEDS=10000
 sim: setup
-	RAFT_SIM_SEEDS=$(or $(SEEDS),5000) $(BIN)/python -m pytest -q -n 2 tests/raft/test_sim.py
+	RAFT_SIM_SEEDS=$(or $(SEEDS),5000) $(BIN)/python -m pytest -q -n 2 tests/raft/testing/test_sim.py
 
 # Every figure of issue 14 in one run (docs/performance.md), ~25 min on 2 cores; HTTP load from wrk (C), installed with
 # apt-get when missing (sh tools/setup.sh bench). make bench BENCH_ARGS='--quick' for a smoke run.

@@ -65,17 +65,17 @@ PROGRAMS: dict[str, Program] = {
             "tests/daemon/test_demo.py: the status page through Playwright",
             ("/usr/bin/chromium",),
         ),
-        Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/test_bench_all_smoke.py)"),
+        Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/tools/bench/test_all_smoke.py)"),
         Program("pgrep", ("procps",), True, "tests", "tests/cli/test_localcluster.py"),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
-        Program("java", ("openjdk-17-jre-headless",), False, "base", "PySpark (tools/audit, tests/audit); interop"),
+        Program("java", ("openjdk-17-jre-headless",), False, "base", "PySpark (tools/audit and its tests); interop"),
         Program("javac", ("openjdk-17-jdk-headless",), False, "base", "the RocketMQ interop suite"),
         Program("mvn", ("maven",), False, "base", "the RocketMQ interop suite: RocketMQ from Maven Central"),
         Program("sh", ("dash",), False, "base", "tests/cli/test_localcluster.py; tools/programs.py (apt-install.sh)"),
         Program("env", ("coreutils",), False, "base", "jepsen/db.py: `ip netns exec NS env VAR=... python`"),
         Program("cp", ("coreutils",), False, "base", "tools/bench/snapshot_bench.py: sparse copies"),
-        Program("mount", ("mount",), False, "base", "tests/torture/test_disk_full.py: small tmpfs disks"),
-        Program("umount", ("mount",), False, "base", "tests/torture/test_disk_full.py"),
+        Program("mount", ("mount",), False, "base", "tests/tools/torture/test_disk_full.py: small tmpfs disks"),
+        Program("umount", ("mount",), False, "base", "tests/tools/torture/test_disk_full.py"),
     )
 }
 GROUPS = sorted({p.group for p in PROGRAMS.values() if p.installed})

@@ -72,7 +72,7 @@ class Pair:
                 self.fell_through += 1
             await inner(scope, receive, send)
 
-        self.path.app = counting  # type: ignore[assignment]
+        self.path.app = counting
         self.lean = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.path), base_url="http://c.test")
         # Starlette re-raises a bug's exception after its 500 is sent (for the server to log): answers only here.
         plain = httpx.ASGITransport(app=node.app, raise_app_exceptions=False)

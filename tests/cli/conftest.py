@@ -1,4 +1,5 @@
-"""Fixtures of the rmqctl tests (plain helpers in helpers.py, offline data directories in rmqctl_fixtures.py)."""
+"""Fixtures of the rmqctl tests (plain helpers in helpers.py, offline data directories in
+tests/testdata/rmqctl_fixtures.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """rmqctl offline verbs (`snapshot inspect|verify|diff`, `log info|dump|replay`) in every output mode, the
 exit codes, corrupt input named by file and byte offset, the data-dir lock and --copy, and the output
-helpers. Data dirs are written by the real storage code (rmqctl_fixtures.py); paths are normalised to <tmp>.
+helpers. Data dirs are written by the real storage code (tests/testdata/rmqctl_fixtures.py); paths are
+normalised to <tmp>.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from raft.storage import SegmentLog
 from snapshot.rw import SnapshotReader
 from statemachine.inspection import decode_sections
 from tests.cli import helpers
-from tests.cli.rmqctl_fixtures import Fixture, build, write_snapshot
+from tests.testdata.rmqctl_fixtures import Fixture, build, write_snapshot
 
 S16 = "snapshot/snapshot_00000000000000000016"
 SEG1 = "log/00000000000000000009-0000000000000002.wal"
@@ -461,13 +462,13 @@ def held(d: Path) -> Iterator[None]:
 
 def test_lock_data_dir_excludes_a_second_holder_and_names_the_pid(tmp_path: Path) -> None:
     d = tmp_path / "fresh"
-    assert not is_locked(d / "absent") and not (d / "absent").exists()
+    assert not is_locked(str(d / "absent")) and not (d / "absent").exists()
     with held(d):
-        assert is_locked(d) and (d / "LOCK").read_text() == f"{os.getpid()}\n" and probe(d) == (True, os.getpid())
+        assert is_locked(str(d)) and (d / "LOCK").read_text() == f"{os.getpid()}\n" and probe(d) == (True, os.getpid())
         with pytest.raises(DataDirLockedError) as e:
             lock_data_dir(d)
         assert str(d) in str(e.value) and f"process {os.getpid()}" in str(e.value)
-    assert not is_locked(d) and probe(d) == (False, None)
+    assert not is_locked(str(d)) and probe(d) == (False, None)
     lock_data_dir(d).release()  # free again
 
 
@@ -526,7 +527,7 @@ def test_a_real_node_data_dir(tmp_path: Path) -> None:
     from raft.options import NodeOptions, RaftOptions, SnapshotOptions
     from raft.testing.cluster import free_ports
     from statemachine import ControllerStateMachine
-    from tests.cli.rmqctl_fixtures import controller_commands
+    from tests.testdata.rmqctl_fixtures import controller_commands
 
     data = tmp_path / "n1"
     sm = ControllerStateMachine()

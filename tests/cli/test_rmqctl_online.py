@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import Result
+from pydantic import BaseModel
 
 from api.http import models as M
 from cli.rmqctl import client as client_module
@@ -594,7 +595,7 @@ def test_the_verb_level_output_flag_works_like_the_global_one(leader: Cluster) -
 
 def test_the_canned_answers_follow_the_api_models() -> None:
     """The fakes answer what the real routes answer (api/http/models.py), so the goldens test the real contract."""
-    answers = {
+    answers: dict[type[BaseModel], list[Any]] = {
         M.MetadataAnswer: [META],
         M.SyncStateDataAnswer: [SYNC],
         M.ElectMasterAnswer: [ELECT],

@@ -175,9 +175,9 @@ def test_a_client_follows_the_leader_through_sigkill_and_acknowledged_writes_sur
         acked[f"k{k}"] = f"v{k}"
     cluster.start(leader)  # the killed node comes back with its data directory
     cluster.wait_ready()
-    for k, v in acked.items():
-        env = follow(cluster, "GET", f"/api/v1/kv/ns/{k}")
-        assert env["code"] == 0 and env["body"] == {"value": v}, (k, env)
+    for key, v in acked.items():
+        env = follow(cluster, "GET", f"/api/v1/kv/ns/{key}")
+        assert env["code"] == 0 and env["body"] == {"value": v}, (key, env)
 
 
 def test_a_second_process_on_the_same_data_directory_is_refused(cluster: ControllerdCluster) -> None:

@@ -398,7 +398,7 @@ def test_broker_failover_loses_no_acknowledged_message(world: World) -> None:
     # the slaves copy the topic config from the master (SlaveSynchronize) before either is promoted
     for b in world.sets["broker-a"]:
         if b.identity() != s["masterBrokerId"]:
-            wait_until(f"{b.name} has InteropA", lambda b=b: "InteropA" in _topics_json(b), 60)
+            wait_until(f"{b.name} has InteropA", lambda b=b: "InteropA" in _topics_json(b), 60)  # type: ignore[misc]
     producer = Producer(world, "InteropA", 240)
     try:
         producer.wait_acked(200)

@@ -120,6 +120,7 @@ def register_history(
             invoked += 1
             k = f"k{rng.randrange(keys)}"
             roll = rng.random()
+            v: Any
             if roll < 0.4:
                 f, v = "read", None
             elif roll < 0.4 + delete_rate:

@@ -16,7 +16,7 @@ from jepsen.history import write_history
 from tests.jepsen import HOp, pathological, r, records, register_history, w
 
 ROOT = Path(__file__).resolve().parents[2]
-NEMESIS = [
+NEMESIS: list[dict[str, Any]] = [
     {"process": "nemesis", "type": "info", "f": "start", "value": "partition-random-halves", "time": 12},
     {"process": "nemesis", "type": "info", "f": "stop", "value": None, "time": 18},
 ]
@@ -24,7 +24,8 @@ NEMESIS = [
 
 def write(tmp_path: Path, rows: list[dict[str, Any]], name: str = "history.jsonl") -> Path:
     path = tmp_path / name
-    write_history(path, sorted(rows, key=lambda d: d["time"]))
+    ordered: list[dict[str, Any]] = sorted(rows, key=lambda d: d["time"])
+    write_history(path, ordered)
     return path
 
 

@@ -34,7 +34,7 @@ class Fakes:
             raise self.exc
 
     def parts(self) -> Parts:
-        return Parts(net=self.net, cluster=self.cluster, driver=self.driver, runner=self.runner)  # type: ignore[arg-type]
+        return Parts(net=self.net, cluster=self.cluster, driver=self.driver, runner=self.runner)
 
     def net(self, n: int) -> Any:
         fakes = self

@@ -58,6 +58,7 @@ def random_calls(rng: random.Random, n: int) -> list[Call]:
         start = rng.randint(0, 12)
         end: float = start + rng.randint(0, 8)
         kind = rng.choice([READ, READ, WRITE, WRITE, CAS, DELETE, CAS_NOT_APPLIED])
+        action: tuple[Any, Any, Any]
         if kind == DELETE:
             action = (DELETE, rng.choice([None, True, False]), None)
         elif kind == CAS_NOT_APPLIED:  # an ok cas whose precondition failed, with or without the value it saw

@@ -35,7 +35,7 @@ def client(handler: Handler, *, op_timeout: float = 0.3, hint: LeaderHint | None
     )
 
 
-def raises(exc: type[httpx.HTTPError]) -> Handler:
+def raises(exc: type[httpx.RequestError]) -> Handler:
     def handler(request: httpx.Request) -> httpx.Response:
         raise exc("boom", request=request)
 
@@ -214,7 +214,7 @@ def test_register_history_is_well_formed_and_linearizable(tmp_path: Path) -> Non
     h = read_history(tmp_path / "history.jsonl")
     res = check_history(h)
     assert res["verdict"] == "valid", res
-    per_key: dict[str, set[int]] = {}
+    per_key: dict[Any, set[int]] = {}
     for op in h.ops:
         per_key.setdefault(op.key, set()).add(op.process)
     assert all(len(p) <= 10 for p in per_key.values())
@@ -415,7 +415,7 @@ def test_a_mix_of_workloads_writes_one_history_that_each_checker_judges(tmp_path
     h = read_history(tmp_path / "history.jsonl")
     owners: dict[int, set[str]] = {}
     for op in h.ops:
-        owners.setdefault(op.process, set()).add("set" if op.key.startswith("s") else "register")
+        owners.setdefault(op.process, set()).add("set" if str(op.key).startswith("s") else "register")
     assert all(len(o) == 1 for o in owners.values()), "a process belongs to one workload"
     res = check_history(h)
     assert res["workloads"] == ["register", "set"]

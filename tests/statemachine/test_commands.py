@@ -162,8 +162,8 @@ def test_each_command_decodes_into_a_named_tuple_of_its_fields(code: int) -> Non
 @pytest.mark.parametrize(
     ("build", "field"),
     [
-        (lambda: cmd.kv_put(T, "ns", "k", 1), "value"),
-        (lambda: cmd.heartbeat(T, "c", "b", "a", 1, heartbeat_timeout_millis="x"), "heartbeatTimeoutMillis"),
+        (lambda: cmd.kv_put(T, "ns", "k", 1), "value"),  # type: ignore[arg-type]
+        (lambda: cmd.heartbeat(T, "c", "b", "a", 1, heartbeat_timeout_millis="x"), "heartbeatTimeoutMillis"),  # type: ignore[arg-type]
         (lambda: cmd.alter_sync_state_set(T, "b", 1, 1, [2**63], 1), "syncStateSet"),
         (lambda: cmd.register_broker(T, "c", "b", True, "a:1"), "brokerId"),
         (lambda: cmd.update_controller_config(T, {"enableElectUncleanMaster": 1}), "config"),

@@ -300,7 +300,7 @@ def test_matches_model(script: list[tuple[str, int, int]], segment_bytes: int) -
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(dir=shm) as d:  # tmpfs if possible: many fsyncs, the disk is not under test
         log = SegmentLog(d, opts)
-        first, model = 1, []  # model: entries first..first+len-1
+        first, model = 1, list[Entry]()  # model: entries first..first+len-1
         term = 1
         try:
             for op, a, b in script:

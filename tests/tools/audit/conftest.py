@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.audit.cluster_data import build_cluster_data
+from tests.testdata.cluster_data import build_cluster_data
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import RunBench
+from tests.tools.bench.conftest import RunBench
 
 
 def test_statemachine_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:

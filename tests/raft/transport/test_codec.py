@@ -324,7 +324,7 @@ def test_arbitrary_msgpack_is_rejected_unless_valid(obj: object) -> None:
 
 def _leaves(x: object, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], object]]:
     if type(x) is list:
-        return [leaf for k, v in enumerate(x) for leaf in _leaves(v, (*path, k))]  # type: ignore[arg-type]
+        return [leaf for k, v in enumerate(x) for leaf in _leaves(v, (*path, k))]
     return [(path, x)]
 
 

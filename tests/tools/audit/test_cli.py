@@ -14,11 +14,11 @@ import pytest
 
 from raft.storage.identity import read_identity
 from snapshot.format import META_FILE, decode_meta, encode_meta
-from tests.audit.cluster_data import build_cluster_data
+from tests.testdata.cluster_data import build_cluster_data
 from tools.audit.job import main
 from tools.audit.model import EXIT_CORRUPT, EXIT_USAGE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_missing_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,7 +66,7 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     assert [c["check"] for c in summary["checks"] if c["findings"]] == ["snapshot.meta"]
     (row,) = summary["topFindings"]
     assert (row["node"], row["snapshot_index"], row["path"]) == (
-        ids["n2"].node,
-        marks["second"],  # type: ignore[union-attr]
+        ids["n2"].node,  # type: ignore[union-attr]
+        marks["second"],
         f"file://{meta_path.parent}",
     )

@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package."""
+"""The fixture of the benchmarks' smoke tests (tools/bench: `python -m tools.bench SECTION`)."""
 
 from __future__ import annotations
 

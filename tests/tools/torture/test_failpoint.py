@@ -15,7 +15,7 @@ from raft.leaf import failpoint
 from raft.storage import FileMetaStorage, SegmentLog
 from raft.storage.wal import LogStorageFailedError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 @pytest.fixture(autouse=True)

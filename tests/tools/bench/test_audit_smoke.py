@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import RunBench
+from tests.tools.bench.conftest import RunBench
 
 
 @pytest.mark.slow

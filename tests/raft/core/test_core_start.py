@@ -29,7 +29,7 @@ def test_a_sole_voter_leads_at_start_without_a_tick_and_its_term_goes_to_disk_fi
     ids=["one of three voters", "learner", "sole voter with lease reads"],
 )
 def test_nobody_else_campaigns_at_start(conf: ConfState, cfg: dict[str, bool]) -> None:
-    a = RaftCore(CoreConfig(id="a", **cfg), conf)  # type: ignore[arg-type]
+    a = RaftCore(CoreConfig(id="a", **cfg), conf)
     assert not a.campaign_if_sole_voter()
     assert a.role == Role.FOLLOWER and a.term == 0 and not a.has_ready()
 

@@ -71,7 +71,7 @@ def test_disk_full_503_reads_go_on_no_half_snapshot_and_recovery(tmp_path, mount
         with httpx.Client(timeout=10) as client:
             assert _put(client, c, leader, "before").json()["code"] == 0
             _fill(disk, 4 << 20)  # below the 8 MiB reserve
-            answers = []  # free space is re-read every 100 ms: write until the refusals start
+            answers: list[httpx.Response] = []  # free space is re-read every 100 ms: write until the refusals start
             while len(answers) < 2000 and (not answers or answers[-1].status_code == 200):
                 answers.append(_put(client, c, leader, f"full{len(answers)}"))
             answers += [_put(client, c, leader, f"full{len(answers)}") for _ in range(5)]

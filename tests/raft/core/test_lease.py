@@ -53,7 +53,7 @@ def test_lease_lasts_ratio_times_election_timeout_less_the_drift_bound() -> None
 def test_the_lease_runs_from_the_send_time_of_the_confirmed_round() -> None:
     net, a = leased()
     held: list[Message] = []
-    net.filter = lambda m: not (m.type == MsgType.HEARTBEAT and held.append(m) is None)
+    net.filter = lambda m: not (m.type == MsgType.HEARTBEAT and held.append(m) is None)  # type: ignore[func-returns-value]
     net.tick("a")  # a round leaves now...
     sent = net.clock
     net.deliver()
@@ -81,7 +81,7 @@ def test_an_abandoned_transfer_never_renews_the_lease() -> None:
     net, a = leased()
     held: list[Message] = []
     net.filter = lambda m: m.type != MsgType.TIMEOUT_NOW and not (
-        m.type == MsgType.HEARTBEAT_RESP and held.append(m) is None
+        m.type == MsgType.HEARTBEAT_RESP and held.append(m) is None  # type: ignore[func-returns-value]
     )
     a.transfer_leader("b")  # b never gets the TimeoutNow: the transfer times out
     assert not a.lease_valid(net.clock)

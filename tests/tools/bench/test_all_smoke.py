@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import RunBench
+from tests.tools.bench.conftest import RunBench
 
 
 @pytest.mark.slow
