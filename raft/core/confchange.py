@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import msgpack
 
-from raft.core.messages import ConfState, Member, member
+from raft.core.messages import NO_CONTEXT, ConfState, Context, Member, member
 from raft.status import RaftBaseError
 
 
@@ -28,14 +28,13 @@ class ConfChange:
     raft_address: str = ""
     """The node's raft address host:port (an add), stored in the CONF entry so that every member learns it
     from the log; "" keeps what the configuration has."""
-    http_address: str = ""
-    """The node's HTTP address host:port, stored alongside (for 2007 redirects and the metadata answer)."""
-    remoting_address: str = ""
-    """The node's RocketMQ remoting address host:port (its jRaftControllerRPCAddr entry), stored alongside (for
-    1005 and the 2007 answers brokers read)."""
+    context: Context = NO_CONTEXT
+    """The node's context (an add), stored alongside its raft address and returned as it came: opaque to the
+    core (etcd's `ConfChange.Context`; the node layer keeps the HTTP and remoting addresses there)."""
     known: tuple[Member, ...] = ()
-    """Addresses the proposer knows (its own configuration) for members the configuration has none for; the
-    change records them too, so that nodes configured with fewer peers learn them."""
+    """Records (raft address and context) the proposer knows (its own configuration) for members the
+    configuration has none for; the change records them too, so that nodes configured with fewer peers learn
+    them."""
 
 
 class ConfChangeError(RaftBaseError, ValueError):
@@ -62,24 +61,27 @@ def apply_change(conf: ConfState, change: ConfChange) -> ConfState:
         if not voters:
             raise ConfChangeError("cannot remove the last voter")
     members = voters | learners
-    addresses = {a[0]: a for a in conf.addresses if a[0] in members}
+    records = {a[0]: a for a in conf.addresses if a[0] in members}
     if change.op is not ConfChangeOp.REMOVE and change.raft_address:
-        addresses[node] = (node, change.raft_address, change.http_address, change.remoting_address)
+        records[node] = (node, change.raft_address, *change.context)
     for a in change.known:
-        have = addresses.get(a[0])
+        have = records.get(a[0])
         if a[0] not in members or not a[1]:
             continue
         if have is None:
-            addresses[a[0]] = a
-        elif not have[3] and a[3] and have[1] == a[1]:  # a log written before remoting addresses were carried
-            addresses[a[0]] = (*have[:3], a[3])
-    return ConfState(tuple(sorted(voters)), tuple(sorted(learners)), tuple(addresses[i] for i in sorted(addresses)))
+            records[a[0]] = a
+        elif not have[3] and a[3] and have[1] == a[1]:
+            # Slot 1 of the context came with CONF version 3: a record without it (as a version 2 entry wrote
+            # every one) takes the proposer's, if both agree on the raft address. Slot 0 is never overridden.
+            records[a[0]] = (*have[:3], a[3])
+    return ConfState(tuple(sorted(voters)), tuple(sorted(learners)), tuple(records[i] for i in sorted(records)))
 
 
-# CONF entry data (docs/log-format.md): version 1 [1, voters, learners]; version 2 adds the member
-# addresses, [2, voters, learners, [[id, raft, http], ...]]; version 3 adds each member's remoting address,
-# [3, voters, learners, [[id, raft, http, remoting], ...]]. The oldest version that holds the configuration is
-# written, so that a log without the newer information stays readable by older nodes.
+# CONF entry data (docs/log-format.md): version 1 [1, voters, learners]; version 2 adds the member records,
+# [2, voters, learners, [[id, raft, ctx0], ...]]; version 3 adds the context's second slot,
+# [3, voters, learners, [[id, raft, ctx0, ctx1], ...]]. The oldest version that holds the configuration is
+# written, so that a log without the newer information stays readable by older nodes. The context slots are
+# opaque here (the node layer writes the HTTP and remoting addresses there).
 
 
 def encode_conf(conf: ConfState) -> bytes:
@@ -101,16 +103,16 @@ def decode_conf(data: bytes) -> ConfState:
     if len(doc) != (3 if version == 1 else 4):
         raise ValueError(f"conf entry version {version} has {len(doc)} items, expected {3 if version == 1 else 4}")
     voters, learners = doc[1], doc[2]
-    addresses = doc[3] if version > 1 else []
+    records = doc[3] if version > 1 else []
     for ids in (voters, learners):
         if type(ids) is not list or not all(type(x) is str for x in ids):
             raise ValueError(f"conf entry voters and learners must be arrays of strings, got {ids!r:.100}")
     width = _MEMBER_LEN.get(version, 0)
-    if type(addresses) is not list or not all(type(a) is list and len(a) == width for a in addresses):
-        names = "[id, raft, http]" if width == 3 else "[id, raft, http, remoting]"
-        raise ValueError(f"conf entry version {version} addresses must be {names} strings, got {addresses!r:.100}")
+    if type(records) is not list or not all(type(a) is list and len(a) == width for a in records):
+        names = "[id, raft, ctx0]" if width == 3 else "[id, raft, ctx0, ctx1]"
+        raise ValueError(f"conf entry version {version} members must be {names} strings, got {records!r:.100}")
     try:
-        members = tuple(member(a) for a in addresses)
+        members = tuple(member(a) for a in records)
     except ValueError as e:
         raise ValueError(f"conf entry version {version}: {e}") from None
     return ConfState(tuple(voters), tuple(learners), members)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from raft.leaf.snapmeta import ConfState, Member, SnapshotMeta, member, member_fields
+from raft.leaf.snapmeta import NO_CONTEXT, ConfState, Context, Member, SnapshotMeta, context_of, member, member_fields
 
 __all__ = [
+    "NO_CONTEXT",
     "ConfState",
+    "Context",
     "Entry",
     "EntryType",
     "HardState",
@@ -21,6 +23,7 @@ __all__ = [
     "Message",
     "MsgType",
     "SnapshotMeta",
+    "context_of",
     "member",
     "member_fields",
 ]

@@ -9,29 +9,43 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+Context = tuple[str, str]
+"""A member's context: two strings the core stores with the member and returns, never reads (as etcd's
+`ConfChange.Context`); "" for an empty slot. The node layer gives them their meaning (raft/node/members.py:
+the HTTP and RocketMQ remoting addresses). Slot 1 came with CONF version 3 (docs/log-format.md)."""
+
 Member = tuple[str, str, str, str]
-"""(node id, raft address "host:port", HTTP address, RocketMQ remoting address); "" for an unknown address."""
+"""(node id, raft address "host:port" or "", context slot 0, context slot 1): a member's record, the id and raft
+address followed by its `Context`."""
+
+NO_CONTEXT: Context = ("", "")
 
 
 def member(fields: tuple[str, ...] | list[str]) -> Member:
-    """A member from its stored form: [id, raft, http] (written before remoting addresses were carried) or
-    [id, raft, http, remoting]. ValueError for anything else."""
+    """A member from its stored form: [id, raft, ctx0] (written before the context had a second slot) or
+    [id, raft, ctx0, ctx1]. ValueError for anything else."""
     if len(fields) not in (3, 4) or not all(type(x) is str for x in fields):
-        raise ValueError(f"a member must be [id, raft, http(, remoting)] strings, got {fields!r:.100}")
+        raise ValueError(f"a member must be [id, raft, ctx0(, ctx1)] strings, got {fields!r:.100}")
     return (fields[0], fields[1], fields[2], fields[3] if len(fields) == 4 else "")
 
 
 def member_fields(m: Member) -> list[str]:
-    """The stored form of a member: its remoting address only when known, so that a member without one is
-    written exactly as before (older readers take [id, raft, http])."""
+    """The stored form of a member: its context's second slot only when not empty, so that a member without
+    one is written exactly as before (older readers take [id, raft, ctx0])."""
     return list(m) if m[3] else list(m[:3])
+
+
+def context_of(m: Member) -> Context:
+    """The context of a member record."""
+    return (m[2], m[3])
 
 
 @dataclass(slots=True, frozen=True)
 class ConfState:
-    """A cluster configuration: voters and non-voting learners, node ids as strings, and the addresses of the
-    members the log has them for (ascending by id). A member without one is reached at the address the
-    node's own configuration gives it (the bootstrap members: jRaftInitConf)."""
+    """A cluster configuration: voters and non-voting learners, node ids as strings, and the records (raft
+    address and opaque context, `Member`) of the members the log has them for, ascending by id. A member
+    without one is reached at the address the node's own configuration gives it (the bootstrap members:
+    jRaftInitConf)."""
 
     voters: tuple[str, ...] = ()
     learners: tuple[str, ...] = ()
@@ -43,20 +57,25 @@ class ConfState:
         if self.addresses:
             ids = [a[0] for a in self.addresses]
             if ids != sorted(set(ids)):
-                raise ValueError(f"member addresses must be ascending by id without repeats, got {ids}")
+                raise ValueError(f"member records must be ascending by id without repeats, got {ids}")
             strangers = set(ids) - set(self.voters) - set(self.learners)
             if strangers:
-                raise ValueError(f"addresses of nodes that are not members: {sorted(strangers)}")
+                raise ValueError(f"records of nodes that are not members: {sorted(strangers)}")
 
     def members(self) -> tuple[str, ...]:
         return tuple(sorted(set(self.voters) | set(self.learners)))
 
     def address(self, node: str) -> Member | None:
-        """`node`'s (id, raft, HTTP, remoting) addresses as the log has them, or None."""
+        """`node`'s record (id, raft address, context) as the log has it, or None."""
         for a in self.addresses:
             if a[0] == node:
                 return a
         return None
+
+    def context(self, node: str) -> Context | None:
+        """`node`'s context as the log has it (opaque here), or None."""
+        a = self.address(node)
+        return None if a is None else context_of(a)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +120,7 @@ class SnapshotMeta:
 
     @property
     def addresses(self) -> tuple[Member, ...]:
-        """(id, raft address, HTTP address, remoting address or "") of the members whose addresses the log
-        carried at that index."""
+        """The member records (id, raft address, context) the configuration carried at that index."""
         return self.conf.addresses
 
     def file(self, name: str) -> FileMeta:

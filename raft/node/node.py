@@ -24,6 +24,7 @@ from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
 from raft.node.factory import PartsFactory, core_config, open_data_dir
 from raft.node.loop import NodeLoop
+from raft.node.members import member_context
 from raft.node.snapshots import SnapshotExecutor
 from raft.node.statemachine import StateMachine
 from raft.node.status import MemberAddresses, NodeStatus
@@ -219,7 +220,9 @@ class Node:
         if not self.is_leader():
             raise RaftException(RaftError.EPERM, "not leader", self.leader_id())
         await self._conf_change(
-            ConfChange(ConfChangeOp.ADD_LEARNER, peer, format_address(address), http_address, remoting_address)
+            ConfChange(
+                ConfChangeOp.ADD_LEARNER, peer, format_address(address), member_context(http_address, remoting_address)
+            )
         )
         margin = self.opts.raft.catchup_margin
 

@@ -1,5 +1,7 @@
-"""Membership changes carry member addresses (issue 12, bug 5; the remoting address: issue 17): what a CONF
-entry holds, byte by byte (docs/log-format.md), and how a change updates the addresses."""
+"""Membership changes carry member records (issue 12, bug 5; the context's second slot: issue 17; the context
+made opaque: issue 26): what a CONF entry holds, byte by byte (docs/log-format.md), and how a change updates
+the records. The core stores each member's raft address and a two-slot context it never reads; the tests
+fill the slots with addresses, as the node layer does."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ BOOT = ConfState(("n1", "n2", "n3"))
 
 def test_an_add_records_the_new_members_addresses_and_a_removal_forgets_them() -> None:
     n4 = ("n4", "10.0.0.4:9880", "10.0.0.4:8770", "10.0.0.4:9770")
-    c = apply_change(BOOT, ConfChange(ADD_LEARNER, *n4))
+    c = apply_change(BOOT, ConfChange(ADD_LEARNER, "n4", n4[1], (n4[2], n4[3])))
     assert c == ConfState(("n1", "n2", "n3"), ("n4",), (n4,))
     c = apply_change(c, ConfChange(ADD_LEARNER, "n5", "10.0.0.5:9880"))  # a second add keeps the first's
     assert c.address("n4") == n4 and c.address("n5") == ("n5", "10.0.0.5:9880", "", "")
@@ -27,7 +29,7 @@ def test_an_add_records_the_new_members_addresses_and_a_removal_forgets_them() -
 
 def test_known_addresses_fill_in_members_without_one_and_never_override_the_log() -> None:
     known = (("n1", "h1:1", "h1:2", "h1:3"), ("n4", "stale:1", "", ""), ("n9", "h9:1", "", ""))
-    c = apply_change(BOOT, ConfChange(ADD_LEARNER, "n4", "h4:1", "h4:2", "h4:3", known))
+    c = apply_change(BOOT, ConfChange(ADD_LEARNER, "n4", "h4:1", ("h4:2", "h4:3"), known))
     # n1 comes from `known`, n4 from the change itself, n9 is no member; n2, n3 stay without.
     assert c.addresses == (("n1", "h1:1", "h1:2", "h1:3"), ("n4", "h4:1", "h4:2", "h4:3"))
     c2 = apply_change(c, ConfChange(ADD_VOTER, "n4", known=(("n1", "other:1", "", "other:3"),)))
@@ -78,3 +80,12 @@ def test_conf_entry_bytes_version_1_without_addresses_2_with_and_3_with_remoting
 def test_damaged_conf_entries_are_refused(doc: object) -> None:
     with pytest.raises(ValueError):
         decode_conf(msgpack.packb(doc))
+
+
+def test_the_context_is_stored_and_returned_as_it_came() -> None:
+    """The core never reads a member's context (issue 26): any two strings go in and come back, through an
+    entry of either version."""
+    for ctx in (("", ""), ("any", ""), ("", "thing"), ("\x00 opaque", "ünïcode")):
+        c = apply_change(BOOT, ConfChange(ADD_LEARNER, "n4", "h4:1", ctx))
+        assert c.context("n4") == ctx and decode_conf(encode_conf(c)).context("n4") == ctx
+    assert BOOT.context("n1") is None
