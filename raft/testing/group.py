@@ -56,6 +56,11 @@ class InProcessGroup:
         n = self.nodes[o.node_id] = Node(o, fsm, self.parts)
         return n
 
+    def wipe(self, node_id: str) -> None:
+        """Node `node_id` loses its log and meta store, as a wiped disk would (its directory is the caller's)."""
+        self.logs.pop(node_id, None)
+        self.metas.pop(node_id, None)
+
     # ------------------------------------------------------------------ the controllable clock
 
     def _manual(self) -> ManualClock:
