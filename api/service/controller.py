@@ -33,7 +33,7 @@ from api.service.errors import NotLeaderError, UnavailableError, checked, outcom
 from api.service.history import History
 from api.service.requests import Request
 from raft.core import PeerProgress, Role
-from raft.node import Node, NodeStatus
+from raft.node import Node, NodeStatus, PartsFactory, open_data_dir
 from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
 from statemachine import codes as C
@@ -192,11 +192,15 @@ class Deadlines:
 class ControllerService:
     """One controller node. `await start()`, serve, `await stop()`. All methods run on the node's loop."""
 
-    def __init__(self, options: ServiceOptions, clock: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self, options: ServiceOptions, clock: Callable[[], int] = wall_ms, open_parts: PartsFactory = open_data_dir
+    ) -> None:
+        """`open_parts` builds the node's log, meta store, snapshot store and transport (raft/node/factory.py):
+        the data directory's, or a test's in-process group (raft/testing/group.py)."""
         self.opts = options
         self.history = History(options.node.node_id, options.node.data_dir, self.display_name)
         self.sm = _Machine(self)
-        self.node = Node(options.node, self.sm)
+        self.node = Node(options.node, self.sm, open_parts)
         self.node.change_listeners.append(self._raft_changed)
         self.id = options.node.node_id
         self.clock = clock

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from raft.core import CoreConfig, Message
+from raft.node.clock import Clock
 from raft.node.statemachine import StateMachine
 from raft.options import NodeOptions
 from raft.storage import FileMetaStorage, SegmentLog
@@ -39,6 +40,7 @@ class NodeParts:
     download_dir: str  # where InstallSnapshot downloads land before the snapshot store adopts them
     transport: TransportFactory
     release: Callable[[], None] = lambda: None  # called last when the node stops (the directory lock)
+    clock: Clock | None = None  # ticks and timestamps; None: the event loop's (raft/node/clock.py)
 
 
 log = logging.getLogger("raft.node")

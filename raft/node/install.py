@@ -117,7 +117,8 @@ class SnapshotServer:
         limit = self.options.idle_timeout_s
         return [p for p, t in self.transfers.items() if now - t.last_activity > limit]
 
-    def handle_get(self, peer: str, body: tuple[object, ...], loop: asyncio.AbstractEventLoop) -> None:
+    def handle_get(self, peer: str, body: tuple[object, ...], loop: asyncio.AbstractEventLoop, now: float) -> None:
+        """Answer a GET on `loop`'s executor; `now` is the node's clock (the transfer's idle timer)."""
         if len(body) != 8:
             return
         _, req_id, term, index, _snap_term, name, offset, length = body
@@ -132,7 +133,7 @@ class SnapshotServer:
             return
         t = self.transfers.get(peer)
         if t is not None and t.index == index:
-            t.last_activity = loop.time()
+            t.last_activity = now
         bad = None if name == META_FILE else check_file_name(name)
         if bad or offset < 0 or length <= 0:
             self._send(peer, (ERR, req_id, term, index, bad or f"bad range offset={offset} length={length}"))

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from raft.core import HardState, Message, MsgType, RaftCore, Ready, Role
+from raft.node.clock import Clock, Timer
 from raft.node.diskguard import DiskGuard
 from raft.node.fsmcaller import FSMCaller, fail
 from raft.node.members import Members
@@ -50,12 +51,13 @@ class NodeLoop:
         self.log: NodeLog | None = None
         self.snapshots: SnapshotExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.clock: Clock | None = None  # set by Node.start: the parts' clock, else the loop's
         self.proposals: list[tuple[bytes, asyncio.Future[Any]]] = []
         self.reads: list[asyncio.Future[int]] = []
         # per write in flight: messages waiting for it, its last (index, term), its hard state
         self.persist_inflight: deque[tuple[list[Message], tuple[int, int] | None, HardState | None]] = deque()
         self._scheduled = False
-        self._tick_handle: asyncio.TimerHandle | None = None
+        self._tick_handle: Timer | None = None
         self._tick_s = options.raft.tick() / 1000.0
         self._next_tick = 0.0
         self._ticks = 0  # timer ticks so far (the clock of the unsafe_tick_lease fault injection)
@@ -75,7 +77,13 @@ class NodeLoop:
         return self.loop
 
     def _time(self) -> float:
-        return self.aio().time()
+        if self.clock is None:
+            raise RuntimeError("node not started")
+        return self.clock.time()
+
+    def now(self) -> float:
+        """The node's clock (monotonic seconds)."""
+        return self._time()
 
     def core_(self) -> RaftCore:
         if self.core is None:
@@ -179,9 +187,9 @@ class NodeLoop:
     # ------------------------------------------------------------------ the clock
 
     def start_ticking(self) -> None:
-        loop = self.aio()
-        self._next_tick = loop.time() + self._tick_s
-        self._tick_handle = loop.call_at(self._next_tick, self._tick)
+        assert self.clock is not None
+        self._next_tick = self.clock.time() + self._tick_s
+        self._tick_handle = self.clock.call_at(self._next_tick, self._tick)
 
     def stop_ticking(self) -> None:
         if self._tick_handle is not None:
@@ -190,22 +198,23 @@ class NodeLoop:
     def _tick(self) -> None:
         if self.stopped:
             return
-        loop = self.aio()
+        clock = self.clock
+        assert clock is not None
         self._ticks += 1
         self.core_().tick(self.clock_ms())
         self.process()
         if self.live():
             try:
                 assert self.snapshots is not None
-                self.snapshots.housekeeping(self.core_(), loop.time())
+                self.snapshots.housekeeping(self.core_(), clock.time())
             except Exception as exc:  # noqa: BLE001 - fatal, like any failure in the loop
                 self.fatal(exc)
         # Schedule against the ideal grid so ticks do not drift under load.
         self._next_tick += self._tick_s
-        now = loop.time()
+        now = clock.time()
         if self._next_tick < now:
             self._next_tick = now + self._tick_s
-        self._tick_handle = loop.call_at(self._next_tick, self._tick)
+        self._tick_handle = clock.call_at(self._next_tick, self._tick)
 
     def clock_ms(self) -> float:
         """The monotonic clock the core measures the leader lease on (ms). Under the fault-injection switch

@@ -22,6 +22,7 @@ from typing import Any
 from raft.core import ConfChange, ConfChangeOp, ConfState, RaftCore, Role, SnapshotMeta
 from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
+from raft.node.clock import LoopClock
 from raft.node.factory import PartsFactory, core_config, open_data_dir
 from raft.node.loop import NodeLoop
 from raft.node.members import member_context
@@ -84,6 +85,7 @@ class Node:
         self._release, self._meta, d.log = parts.release, parts.meta, parts.log
         d.loop = loop = asyncio.get_running_loop()
         d.failed = loop.create_future()
+        d.clock = parts.clock or LoopClock(loop)
         d.snapshots = snaps = SnapshotExecutor(d, parts.snapshots, o.snapshot, parts.download_dir)
         lg = parts.log
         hs = parts.meta.load()
@@ -100,7 +102,7 @@ class Node:
         transport.on_peer_lost = d.on_peer_lost
         snaps.connect(transport)
         await transport.start()
-        snaps.manager.start_clock(loop.time())
+        snaps.manager.start_clock(d.now())
         d.start_ticking()
         if core.campaign_if_sole_voter():
             d.process()

@@ -139,7 +139,7 @@ class SnapshotExecutor:
                 conf.voters,
                 conf.learners,
                 fsm.on_snapshot_save,
-                now=loop.time(),
+                now=self._d.now(),
                 created_at=time.time(),
                 addresses=conf.addresses,
             )
@@ -220,7 +220,7 @@ class SnapshotExecutor:
             return
         if body[0] == GET:
             assert self.server is not None
-            self.server.handle_get(sender, body, self._d.aio())
+            self.server.handle_get(sender, body, self._d.aio(), self._d.now())
         else:
             assert self.downloader is not None
             self.downloader.on_response(sender, body)
@@ -234,7 +234,7 @@ class SnapshotExecutor:
                 continue
             assert m.snapshot is not None and self.server is not None
             loop = self._d.aio()
-            if not self.server.begin(m.to, m.snapshot.index, loop.time()):
+            if not self.server.begin(m.to, m.snapshot.index, self._d.now()):
                 log.error("node %s: snapshot %d to send to %s is gone", self.id, m.snapshot.index, m.to)
                 loop.call_soon(core.report_snapshot, m.to, False)
 

@@ -73,6 +73,10 @@ class TransportHub:
     def _detach(self, t: InMemoryTransport) -> None:
         if self._nodes.get(t.node_id) is t:
             del self._nodes[t.node_id]
+            # As TcpTransport when a sender's connection closes: each node it could reach hears it is lost.
+            for other in self._nodes.values():
+                if other.on_peer_lost is not None and (t.node_id, other.node_id) not in self._cut:
+                    asyncio.get_running_loop().call_soon(other._peer_lost, t.node_id)
 
     def _deliver(self, src: InMemoryTransport, to: str, batch: list[Message] | list[bytes]) -> None:
         dest = self._nodes.get(to)
@@ -131,6 +135,10 @@ class InMemoryTransport:
         self._flush()  # like TCP: what was sent before close still leaves
         self._closed = True
         self._hub._detach(self)
+
+    def _peer_lost(self, peer: str) -> None:
+        if not self._closed and self.on_peer_lost is not None:
+            self.on_peer_lost(peer)
 
     def update_peers(self, peers: Mapping[str, object]) -> None:
         """Restrict sending to these ids (the values, addresses for TCP, are ignored)."""

@@ -25,7 +25,7 @@ from raft.core.confchange import ConfChangeError
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
 from raft.storage.segment import LogCorruptionError
-from raft.testing.cluster import free_ports
+from raft.testing.group import InProcessGroup
 from statemachine import codes as C
 from statemachine import commands
 from tests.raft.helpers import FAST, run
@@ -39,7 +39,18 @@ class Clock:
         return self.t
 
 
+def free_ports(n: int) -> list[int]:
+    """Port numbers for the members' addresses: nothing listens on them in an in-process group."""
+    return [next(PORTS) for _ in range(n)]
+
+
+PORTS = iter(range(21001, 60000))
+
+
 def make(root: str, n: int = 3, clock: Clock | None = None, **kw: Any) -> dict[str, ControllerService]:
+    """`n` services whose nodes run in one in-process group (raft/testing/group.py): in-memory log, meta store
+    and transport, no ports."""
+    group = InProcessGroup()
     ids = [f"127.0.0.1:{p}" for p in free_ports(n)]
     http = dict(zip(ids, [f"127.0.0.1:{p}" for p in free_ports(n)], strict=True))
     peers = {i: ("127.0.0.1", int(i.rsplit(":", 1)[1])) for i in ids}
@@ -47,7 +58,7 @@ def make(root: str, n: int = 3, clock: Clock | None = None, **kw: Any) -> dict[s
     for k, i in enumerate(ids):
         node = NodeOptions(i, f"{root}/n{k}", peers, b"secret", http_addresses=http, raft=FAST)
         opts = ServiceOptions(node=node, first_scan_delay_ms=3_600_000, request_timeout_s=2, **kw)
-        out[i] = ControllerService(opts, clock=clock or Clock())
+        out[i] = ControllerService(opts, clock=clock or Clock(), open_parts=group.parts)
     return out
 
 

@@ -1,5 +1,6 @@
 """The asyncio Node, three (or four) nodes in one event loop: an in-process group (in-memory transport, log and
-meta store) or, where a test builds its own nodes, real TCP transports and WALs."""
+meta store, a ManualClock: elections happen when the test advances time) or, where a test builds its own
+nodes, real TCP transports and WALs on the event loop's clock."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from raft.core import Role
 from raft.node import MemberAddresses, Node
 from raft.options import NodeOptions
 from raft.status import RaftError, RaftException
+from raft.testing.clock import ManualClock
 from raft.testing.cluster import free_ports
 from raft.testing.group import InProcessGroup
 from raft.testing.kvnode import KvStateMachine
@@ -36,14 +38,20 @@ GROUPS: dict[str, InProcessGroup] = {}
 
 
 def make(root: str, ids: list[str], ports: dict[str, int], voters: tuple[str, ...] = ()) -> dict[str, Node]:
-    """Nodes in one in-process group (raft/testing/group.py): in-memory transport, log and meta store. The
-    group of a root is kept, as the disk under it would be: making the nodes again restarts them."""
-    group = GROUPS.setdefault(root, InProcessGroup())
+    """Nodes in one in-process group (raft/testing/group.py): in-memory transport, log and meta store, one
+    ManualClock. The group of a root is kept, as the disk under it would be: making the nodes again restarts
+    them."""
+    group = GROUPS.setdefault(root, InProcessGroup(clock=ManualClock()))
     peers = {i: ("127.0.0.1", ports[i]) for i in ports}
     return {
-        i: Node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder(), group.parts)
+        i: group.node(NodeOptions(i, f"{root}/{i}", peers, b"secret", voters=voters, raft=FAST), Recorder())
         for i in ids
     }
+
+
+def group_of(nodes: dict[str, Node]) -> InProcessGroup | None:
+    n = next(iter(nodes.values()))
+    return next((g for g in GROUPS.values() if g.nodes.get(n.id) is n), None)
 
 
 @asynccontextmanager
@@ -58,6 +66,18 @@ async def running(nodes: dict[str, Node]) -> AsyncIterator[dict[str, Node]]:
 
 
 async def leader_of(nodes: dict[str, Node]) -> Node:
+    """The one leader all of `nodes` know. In an in-process group, the clock advances a tick at a time until
+    they know one (an election takes what the clock says, not what the machine's load makes it)."""
+    group = group_of(nodes)
+    if group is not None:
+
+        def agreed() -> bool:  # as wait_for_leader: a leader whose term has a committed entry, on every node
+            cores = [n.core for n in nodes.values()]
+            return all(c is not None and c.leader and c.log.term(c.log.committed) == c.term for c in cores) and (
+                len({c.leader for c in cores if c is not None}) == 1
+            )
+
+        await group.advance_until(agreed, 10)
     leaders = await asyncio.gather(*(n.wait_for_leader(10) for n in nodes.values()))
     assert len(set(leaders)) == 1, leaders
     return nodes[leaders[0]]

@@ -1,5 +1,7 @@
 """Snapshots in the running Node: triggers, log truncation, loading at start with fallback, refusing to
-start, crashes at each step of a save, and InstallSnapshot to a wiped follower (in one event loop)."""
+start, crashes at each step of a save, and InstallSnapshot to a wiped follower (in one event loop, an in-process
+group: in-memory log, meta store and transport, whose hub carries the InstallSnapshot frames; the snapshot
+stores on disk under tmp_path, as the crash and corruption tests need). The ports are only addresses."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from raft.node import Node
 from raft.options import NodeOptions, SnapshotOptions
-from raft.testing.cluster import free_ports
+from raft.testing.group import InProcessGroup
 from raft.testing.kvnode import KvStateMachine
 from snapshot.storage import CRASH_POINTS, SimulatedCrash
 from tests.raft.helpers import FAST, put, run
@@ -24,10 +26,24 @@ def snap_opts(**kw: Any) -> SnapshotOptions:
     return SnapshotOptions(**{**base, **kw})
 
 
+GROUPS: dict[Path, InProcessGroup] = {}
+
+
+def group(root: Path) -> InProcessGroup:
+    """The in-process group under `root`, kept as the disk would be: making a node again restarts it."""
+    return GROUPS.setdefault(root, InProcessGroup())
+
+
+def free_ports(n: int) -> list[int]:
+    """Port numbers for the members' addresses: nothing listens on them in an in-process group."""
+    return list(range(20001, 20001 + n))
+
+
 def make(root: Path, ids: list[str], ports: dict[str, int], snap: SnapshotOptions) -> dict[str, Node]:
     peers = {i: ("127.0.0.1", ports[i]) for i in ports}
+    g = group(root)
     return {
-        i: Node(NodeOptions(i, str(root / i), peers, b"s", raft=FAST, snapshot=snap), KvStateMachine()) for i in ids
+        i: g.node(NodeOptions(i, str(root / i), peers, b"s", raft=FAST, snapshot=snap), KvStateMachine()) for i in ids
     }
 
 
@@ -211,6 +227,7 @@ def test_install_snapshot_to_wiped_follower(tmp_path: Path) -> None:
             victim = next(i for i in ids if i != ld.id)
             await nodes[victim].stop()
             shutil.rmtree(tmp_path / victim)  # the follower loses everything
+            group(tmp_path).wipe(victim)
             await fill(ld, 0, 1000)
             await ld._wait_for(lambda: ld.status().first_index > 1)
             nodes[victim] = make(tmp_path, [victim], ports, opts)[victim]
@@ -251,7 +268,7 @@ def test_a_new_member_installed_from_a_snapshot_learns_the_addresses_it_carries(
 
     def node(i: str, known: tuple[str, ...]) -> Node:
         peers = {p: addr[p] for p in known}
-        return Node(
+        return group(tmp_path).node(
             NodeOptions(i, str(tmp_path / i), peers, b"s", voters=boot, raft=FAST, snapshot=opts), KvStateMachine()
         )
 
