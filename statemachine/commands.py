@@ -16,10 +16,9 @@ is the apply-side check: it never trusts the bytes.
 
 from __future__ import annotations
 
-from collections import namedtuple
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -46,51 +45,212 @@ CONFIG_KEYS: dict[str, int] = {
     "notifyBrokerRoleChanged": BOOL,
 }
 
-FIELDS: dict[int, tuple[tuple[str, int], ...]] = {
-    C.ALTER_SYNC_STATE_SET: (
-        ("brokerName", STR),
-        ("masterBrokerId", INT),
-        ("masterEpoch", INT),
-        ("syncStateSet", INT_LIST),
-        ("syncStateSetEpoch", INT),
-    ),
-    C.ELECT_MASTER: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT), ("designateElect", BOOL)),
-    C.REGISTER_BROKER: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT), ("brokerAddress", STR)),
-    C.GET_REPLICA_INFO: (("brokerName", STR),),
-    C.GET_SYNC_STATE_DATA: (("brokerNames", STR_LIST),),
-    C.UPDATE_CONTROLLER_CONFIG: (("config", CONFIG),),
-    C.CLEAN_BROKER_DATA: (
-        ("clusterName", OPT_STR),
-        ("brokerName", STR),
-        ("brokerControllerIdsToClean", OPT_STR),
-        ("isCleanLivingBroker", BOOL),
-    ),
-    C.GET_NEXT_BROKER_ID: (("clusterName", STR), ("brokerName", STR)),
-    C.APPLY_BROKER_ID: (
-        ("clusterName", STR),
-        ("brokerName", STR),
-        ("appliedBrokerId", INT),
-        ("registerCheckCode", STR),
-    ),
-    C.BROKER_CLOSE_CHANNEL: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT)),
-    # aliveSinceMillis: the proposing leader's clock when it took leadership (optional: see OPTIONAL_TRAILING).
-    C.CHECK_NOT_ACTIVE_BROKER: (("aliveSinceMillis", INT),),
-    C.GET_BROKER_LIVE_INFO: (("brokerIdentity", OPT_IDENTITY),),
-    C.BROKER_HEARTBEAT: (
-        ("clusterName", STR),
-        ("brokerName", STR),
-        ("brokerAddr", STR),
-        ("brokerId", INT),
-        ("epoch", INT),
-        ("maxOffset", INT),
-        ("confirmOffset", INT),
-        ("heartbeatTimeoutMillis", INT),
-        ("electionPriority", INT),
-    ),
-    C.KV_PUT: (("namespace", STR), ("key", STR), ("value", STR)),
-    C.KV_GET: (("namespace", STR), ("key", STR)),
-    C.KV_DELETE: (("namespace", STR), ("key", STR)),
-    C.KV_CAS: (("namespace", STR), ("key", STR), ("expect", OPT_STR), ("value", STR)),
+# Config values as 1009 carries them (CONFIG_KEYS says which kind each key has).
+ConfigValues = dict[str, "int | bool"]
+# A broker identity as 1016 carries it: [clusterName, brokerName, brokerId] (a msgpack array).
+WireIdentity = list["str | int"]
+
+
+# One typed NamedTuple per code, the one declaration of its fields: the header (version, code, timeMillis),
+# then the fields in wire order, named as RocketMQ spells them. A checked array becomes its code's class with
+# `tuple.__new__` (no copy, no per-field work), and the state machine's handlers take it typed, so mypy checks
+# every `c.brokerName`. FIELDS, the kinds the checks use and the arities all derive from these annotations
+# (KIND_OF: an annotation outside that table fails at import).
+
+
+class AlterSyncStateSet(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerName: str
+    masterBrokerId: int
+    masterEpoch: int
+    syncStateSet: list[int]
+    syncStateSetEpoch: int
+
+
+class ElectMaster(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerId: int
+    designateElect: bool
+
+
+class RegisterBroker(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerId: int
+    brokerAddress: str
+
+
+class GetReplicaInfo(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerName: str
+
+
+class GetSyncStateData(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerNames: list[str]
+
+
+class UpdateControllerConfig(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    config: ConfigValues
+
+
+class CleanBrokerData(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str | None
+    brokerName: str
+    brokerControllerIdsToClean: str | None
+    isCleanLivingBroker: bool
+
+
+class GetNextBrokerId(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+
+
+class ApplyBrokerId(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    appliedBrokerId: int
+    registerCheckCode: str
+
+
+class BrokerCloseChannel(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerId: int
+
+
+class CheckNotActiveBroker(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    # The proposing leader's clock when it took leadership; an optional trailing field (OPTIONAL_TRAILING):
+    # None when the entry was written without it.
+    aliveSinceMillis: int | None
+
+
+class GetBrokerLiveInfo(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerIdentity: WireIdentity | None
+
+
+class BrokerHeartbeat(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerAddr: str
+    brokerId: int
+    epoch: int
+    maxOffset: int
+    confirmOffset: int
+    heartbeatTimeoutMillis: int
+    electionPriority: int
+
+
+class KvPut(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+    value: str
+
+
+class KvGet(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+
+
+class KvDelete(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+
+
+class KvCas(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+    expect: str | None
+    value: str
+
+
+AnyCommand = (
+    AlterSyncStateSet
+    | ElectMaster
+    | RegisterBroker
+    | GetReplicaInfo
+    | GetSyncStateData
+    | UpdateControllerConfig
+    | CleanBrokerData
+    | GetNextBrokerId
+    | ApplyBrokerId
+    | BrokerCloseChannel
+    | CheckNotActiveBroker
+    | GetBrokerLiveInfo
+    | BrokerHeartbeat
+    | KvPut
+    | KvGet
+    | KvDelete
+    | KvCas
+)
+# code -> its command class.
+NAMED: dict[int, type[AnyCommand]] = {
+    C.ALTER_SYNC_STATE_SET: AlterSyncStateSet,
+    C.ELECT_MASTER: ElectMaster,
+    C.REGISTER_BROKER: RegisterBroker,
+    C.GET_REPLICA_INFO: GetReplicaInfo,
+    C.GET_SYNC_STATE_DATA: GetSyncStateData,
+    C.UPDATE_CONTROLLER_CONFIG: UpdateControllerConfig,
+    C.CLEAN_BROKER_DATA: CleanBrokerData,
+    C.GET_NEXT_BROKER_ID: GetNextBrokerId,
+    C.APPLY_BROKER_ID: ApplyBrokerId,
+    C.BROKER_CLOSE_CHANNEL: BrokerCloseChannel,
+    C.CHECK_NOT_ACTIVE_BROKER: CheckNotActiveBroker,
+    C.GET_BROKER_LIVE_INFO: GetBrokerLiveInfo,
+    C.BROKER_HEARTBEAT: BrokerHeartbeat,
+    C.KV_PUT: KvPut,
+    C.KV_GET: KvGet,
+    C.KV_DELETE: KvDelete,
+    C.KV_CAS: KvCas,
 }
 
 # What timeMillis means for each code, for docs and inspection.
@@ -100,14 +260,41 @@ TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK
 # checked command always has every field (None for one left out); `decode` omits the ones left out.
 OPTIONAL_TRAILING: dict[int, int] = {C.CHECK_NOT_ACTIVE_BROKER: 1}
 
+# The kind each field annotation checks as (an optional trailing field's `| None` is its absence, not a value).
+KIND_OF: dict[str, int] = {
+    "int": INT,
+    "str": STR,
+    "bool": BOOL,
+    "str | None": OPT_STR,
+    "list[int]": INT_LIST,
+    "list[str]": STR_LIST,
+    "WireIdentity | None": OPT_IDENTITY,
+    "ConfigValues": CONFIG,
+}
+
+
+def _fields_of(code: int) -> tuple[tuple[str, int], ...]:
+    cls = NAMED[code]
+    notes = cls.__annotations__
+    names = cls._fields[HEADER_FIELDS:]
+    assert cls._fields[:HEADER_FIELDS] == HEADER, cls
+    optional = set(names[len(names) - OPTIONAL_TRAILING.get(code, 0) :])
+    kinds = []
+    for name in names:
+        note = getattr(notes[name], "__forward_arg__", notes[name])  # a ForwardRef on some Pythons
+        if name in optional:
+            note = note.removesuffix(" | None")
+        kinds.append((name, KIND_OF[note]))
+    return tuple(kinds)
+
+
+# code -> ((field, kind), ...) in wire order, from the classes above.
+FIELDS: dict[int, tuple[tuple[str, int], ...]] = {code: _fields_of(code) for code in NAMED}
+
 _ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
 _MIN_ARITY = {code: n - OPTIONAL_TRAILING.get(code, 0) for code, n in _ARITY.items()}
 _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
 HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
-# One named tuple type per code, generated from FIELDS: (version, code, timeMillis, field...) by name.
-NAMED: dict[int, type[Any]] = {
-    code: namedtuple(C.REQUEST_NAMES[code], (*HEADER, *(name for name, _ in fields))) for code, fields in FIELDS.items()
-}
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
 _new_tuple = tuple.__new__
@@ -185,8 +372,8 @@ def parse(data: bytes) -> list:
     return check(_unpack(data))
 
 
-def named(c: list) -> Any:
-    """A checked command array as its code's named tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
+def named(c: list[Any]) -> AnyCommand:
+    """A checked command array as its code's typed tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
 
 
