@@ -281,7 +281,7 @@ def _fields_of(code: int) -> tuple[tuple[str, int], ...]:
     optional = set(names[len(names) - OPTIONAL_TRAILING.get(code, 0) :])
     kinds = []
     for name in names:
-        note = getattr(notes[name], "__forward_arg__", notes[name])  # a ForwardRef on some Pythons
+        note = str(getattr(notes[name], "__forward_arg__", notes[name]))  # a ForwardRef on some Pythons
         if name in optional:
             note = note.removesuffix(" | None")
         kinds.append((name, KIND_OF[note]))
@@ -574,19 +574,41 @@ def heartbeat(
 ) -> bytes:
     """1018, the replicated form of a broker's 904 heartbeat; `now_ms` becomes lastUpdateTimestamp.
     Missing optional fields take RocketMQ's defaults here, so the log always holds concrete values."""
-    return encode(
-        C.BROKER_HEARTBEAT,
+    return heartbeat_of(
         now_ms,
-        cluster_name,
-        broker_name,
-        broker_addr,
-        broker_id,
-        DEFAULT_EPOCH if epoch is None else epoch,
-        DEFAULT_MAX_OFFSET if max_offset is None else max_offset,
-        DEFAULT_CONFIRM_OFFSET if confirm_offset is None else confirm_offset,
-        DEFAULT_HEARTBEAT_TIMEOUT_MILLIS if heartbeat_timeout_millis is None else heartbeat_timeout_millis,
-        DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
+        {
+            "clusterName": cluster_name,
+            "brokerName": broker_name,
+            "brokerAddr": broker_addr,
+            "brokerId": broker_id,
+            "epoch": epoch,
+            "maxOffset": max_offset,
+            "confirmOffset": confirm_offset,
+            "heartbeatTimeoutMillis": heartbeat_timeout_millis,
+            "electionPriority": election_priority,
+        },
     )
+
+
+# The values a heartbeat field left out takes (RocketMQ's defaults), by command field name.
+HEARTBEAT_DEFAULTS: dict[str, int] = {
+    "epoch": DEFAULT_EPOCH,
+    "maxOffset": DEFAULT_MAX_OFFSET,
+    "confirmOffset": DEFAULT_CONFIRM_OFFSET,
+    "heartbeatTimeoutMillis": DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
+    "electionPriority": DEFAULT_ELECTION_PRIORITY,
+}
+_HEARTBEAT_NAMES = BrokerHeartbeat._fields[HEADER_FIELDS:]
+
+
+def heartbeat_of(now_ms: int, fields: Mapping[str, str | int | bool | None]) -> bytes:
+    """`heartbeat` from the fields by their BrokerHeartbeat names (other keys ignored); a field left out or None
+    takes its HEARTBEAT_DEFAULTS value (a required one without a default is refused, naming it)."""
+    values = []
+    for name in _HEARTBEAT_NAMES:
+        v = fields.get(name)
+        values.append(HEARTBEAT_DEFAULTS.get(name) if v is None else v)
+    return encode(C.BROKER_HEARTBEAT, now_ms, *values)
 
 
 def kv_put(now_ms: int, namespace: str, key: str, value: str) -> bytes:

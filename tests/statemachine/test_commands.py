@@ -191,8 +191,9 @@ def test_check_not_active_broker_has_two_forms_and_both_parse() -> None:
     raw = msgpack.unpackb(legacy)
     checked = check(raw)
     assert checked == [FORMAT_VERSION, C.CHECK_NOT_ACTIVE_BROKER, T, None] and raw == checked[:3]  # not padded in place
-    assert cmd.named(checked).aliveSinceMillis is None
-    assert cmd.named(check(msgpack.unpackb(floored))).aliveSinceMillis == T - 3_000
+    short, full = cmd.named(checked), cmd.named(check(msgpack.unpackb(floored)))
+    assert isinstance(short, cmd.CheckNotActiveBroker) and short.aliveSinceMillis is None
+    assert isinstance(full, cmd.CheckNotActiveBroker) and full.aliveSinceMillis == T - 3_000
     assert decode(legacy).fields == {} and decode(floored).fields == {"aliveSinceMillis": T - 3_000}
     for data in (legacy, floored):
         r = ControllerStateMachine().apply(data)
