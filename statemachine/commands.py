@@ -46,7 +46,7 @@ CONFIG_KEYS: dict[str, int] = {
 }
 
 # Config values as 1009 carries them (CONFIG_KEYS says which kind each key has).
-ConfigValues = dict[str, "int | bool"]
+ConfigValues = dict[str, "int | bool"]  # by key; CONFIG_KEYS has each kind
 # A broker identity as 1016 carries it: [clusterName, brokerName, brokerId] (a msgpack array).
 WireIdentity = list["str | int"]
 
@@ -213,7 +213,7 @@ class KvCas(NamedTuple):
     value: str
 
 
-AnyCommand = (
+TypedCommand = (
     AlterSyncStateSet
     | ElectMaster
     | RegisterBroker
@@ -233,7 +233,7 @@ AnyCommand = (
     | KvCas
 )
 # code -> its command class.
-NAMED: dict[int, type[AnyCommand]] = {
+NAMED: dict[int, type[TypedCommand]] = {
     C.ALTER_SYNC_STATE_SET: AlterSyncStateSet,
     C.ELECT_MASTER: ElectMaster,
     C.REGISTER_BROKER: RegisterBroker,
@@ -314,7 +314,7 @@ class CommandTypeError(CommandError, TypeError):
     """A constructor got a value of the wrong type for a field (still a TypeError, as Python has it)."""
 
 
-def _kind_ok(kind: int, v: Any) -> bool:
+def _kind_ok(kind: int, v: object) -> bool:
     if kind == INT:
         return type(v) is int
     if kind == STR:
@@ -336,10 +336,10 @@ def _kind_ok(kind: int, v: Any) -> bool:
     return False
 
 
-def config_value_ok(key: str, v: Any) -> bool:
+def config_value_ok(key: str, v: object) -> bool:
     if not _kind_ok(CONFIG_KEYS[key], v):
         return False
-    return key != "electMasterMaxRetryCount" or v >= 0
+    return key != "electMasterMaxRetryCount" or (type(v) is int and v >= 0)
 
 
 def heartbeat_ok(c: list) -> bool:
@@ -372,7 +372,7 @@ def parse(data: bytes) -> list:
     return check(_unpack(data))
 
 
-def named(c: list[Any]) -> AnyCommand:
+def named(c: list[Any]) -> TypedCommand:
     """A checked command array as its code's typed tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
 
@@ -507,7 +507,7 @@ def get_sync_state_data(now_ms: int, broker_names: Iterable[str]) -> bytes:
     return encode(C.GET_SYNC_STATE_DATA, now_ms, list(broker_names))
 
 
-def update_controller_config(now_ms: int, config: Mapping[str, Any]) -> bytes:
+def update_controller_config(now_ms: int, config: Mapping[str, object]) -> bytes:
     """1009 with the replicated (decision-affecting) keys only; see CONFIG_KEYS."""
     unknown = sorted(k for k in config if k not in CONFIG_KEYS)
     if unknown:

@@ -211,7 +211,7 @@ class ControllerStateMachine:
         """The time of the last applied command (ms): the earliest time the next one can apply at."""
         return self.live.clock
 
-    def config_values(self) -> dict[str, Any]:
+    def config_values(self) -> dict[str, int | bool]:
         """The replicated controller config in force (for GET config, 1010; a local, non-linearizable read)."""
         return self.config.values()
 
