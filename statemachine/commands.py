@@ -16,10 +16,9 @@ is the apply-side check: it never trusts the bytes.
 
 from __future__ import annotations
 
-from collections import namedtuple
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -46,51 +45,212 @@ CONFIG_KEYS: dict[str, int] = {
     "notifyBrokerRoleChanged": BOOL,
 }
 
-FIELDS: dict[int, tuple[tuple[str, int], ...]] = {
-    C.ALTER_SYNC_STATE_SET: (
-        ("brokerName", STR),
-        ("masterBrokerId", INT),
-        ("masterEpoch", INT),
-        ("syncStateSet", INT_LIST),
-        ("syncStateSetEpoch", INT),
-    ),
-    C.ELECT_MASTER: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT), ("designateElect", BOOL)),
-    C.REGISTER_BROKER: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT), ("brokerAddress", STR)),
-    C.GET_REPLICA_INFO: (("brokerName", STR),),
-    C.GET_SYNC_STATE_DATA: (("brokerNames", STR_LIST),),
-    C.UPDATE_CONTROLLER_CONFIG: (("config", CONFIG),),
-    C.CLEAN_BROKER_DATA: (
-        ("clusterName", OPT_STR),
-        ("brokerName", STR),
-        ("brokerControllerIdsToClean", OPT_STR),
-        ("isCleanLivingBroker", BOOL),
-    ),
-    C.GET_NEXT_BROKER_ID: (("clusterName", STR), ("brokerName", STR)),
-    C.APPLY_BROKER_ID: (
-        ("clusterName", STR),
-        ("brokerName", STR),
-        ("appliedBrokerId", INT),
-        ("registerCheckCode", STR),
-    ),
-    C.BROKER_CLOSE_CHANNEL: (("clusterName", STR), ("brokerName", STR), ("brokerId", INT)),
-    # aliveSinceMillis: the proposing leader's clock when it took leadership (optional: see OPTIONAL_TRAILING).
-    C.CHECK_NOT_ACTIVE_BROKER: (("aliveSinceMillis", INT),),
-    C.GET_BROKER_LIVE_INFO: (("brokerIdentity", OPT_IDENTITY),),
-    C.BROKER_HEARTBEAT: (
-        ("clusterName", STR),
-        ("brokerName", STR),
-        ("brokerAddr", STR),
-        ("brokerId", INT),
-        ("epoch", INT),
-        ("maxOffset", INT),
-        ("confirmOffset", INT),
-        ("heartbeatTimeoutMillis", INT),
-        ("electionPriority", INT),
-    ),
-    C.KV_PUT: (("namespace", STR), ("key", STR), ("value", STR)),
-    C.KV_GET: (("namespace", STR), ("key", STR)),
-    C.KV_DELETE: (("namespace", STR), ("key", STR)),
-    C.KV_CAS: (("namespace", STR), ("key", STR), ("expect", OPT_STR), ("value", STR)),
+# Config values as 1009 carries them (CONFIG_KEYS says which kind each key has).
+ConfigValues = dict[str, "int | bool"]  # by key; CONFIG_KEYS has each kind
+# A broker identity as 1016 carries it: [clusterName, brokerName, brokerId] (a msgpack array).
+WireIdentity = list["str | int"]
+
+
+# One typed NamedTuple per code, the one declaration of its fields: the header (version, code, timeMillis),
+# then the fields in wire order, named as RocketMQ spells them. A checked array becomes its code's class with
+# `tuple.__new__` (no copy, no per-field work), and the state machine's handlers take it typed, so mypy checks
+# every `c.brokerName`. FIELDS, the kinds the checks use and the arities all derive from these annotations
+# (KIND_OF: an annotation outside that table fails at import).
+
+
+class AlterSyncStateSet(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerName: str
+    masterBrokerId: int
+    masterEpoch: int
+    syncStateSet: list[int]
+    syncStateSetEpoch: int
+
+
+class ElectMaster(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerId: int
+    designateElect: bool
+
+
+class RegisterBroker(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerId: int
+    brokerAddress: str
+
+
+class GetReplicaInfo(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerName: str
+
+
+class GetSyncStateData(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerNames: list[str]
+
+
+class UpdateControllerConfig(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    config: ConfigValues
+
+
+class CleanBrokerData(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str | None
+    brokerName: str
+    brokerControllerIdsToClean: str | None
+    isCleanLivingBroker: bool
+
+
+class GetNextBrokerId(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+
+
+class ApplyBrokerId(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    appliedBrokerId: int
+    registerCheckCode: str
+
+
+class BrokerCloseChannel(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerId: int
+
+
+class CheckNotActiveBroker(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    # The proposing leader's clock when it took leadership; an optional trailing field (OPTIONAL_TRAILING):
+    # None when the entry was written without it.
+    aliveSinceMillis: int | None
+
+
+class GetBrokerLiveInfo(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    brokerIdentity: WireIdentity | None
+
+
+class BrokerHeartbeat(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    clusterName: str
+    brokerName: str
+    brokerAddr: str
+    brokerId: int
+    epoch: int
+    maxOffset: int
+    confirmOffset: int
+    heartbeatTimeoutMillis: int
+    electionPriority: int
+
+
+class KvPut(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+    value: str
+
+
+class KvGet(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+
+
+class KvDelete(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+
+
+class KvCas(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    namespace: str
+    key: str
+    expect: str | None
+    value: str
+
+
+TypedCommand = (
+    AlterSyncStateSet
+    | ElectMaster
+    | RegisterBroker
+    | GetReplicaInfo
+    | GetSyncStateData
+    | UpdateControllerConfig
+    | CleanBrokerData
+    | GetNextBrokerId
+    | ApplyBrokerId
+    | BrokerCloseChannel
+    | CheckNotActiveBroker
+    | GetBrokerLiveInfo
+    | BrokerHeartbeat
+    | KvPut
+    | KvGet
+    | KvDelete
+    | KvCas
+)
+# code -> its command class.
+NAMED: dict[int, type[TypedCommand]] = {
+    C.ALTER_SYNC_STATE_SET: AlterSyncStateSet,
+    C.ELECT_MASTER: ElectMaster,
+    C.REGISTER_BROKER: RegisterBroker,
+    C.GET_REPLICA_INFO: GetReplicaInfo,
+    C.GET_SYNC_STATE_DATA: GetSyncStateData,
+    C.UPDATE_CONTROLLER_CONFIG: UpdateControllerConfig,
+    C.CLEAN_BROKER_DATA: CleanBrokerData,
+    C.GET_NEXT_BROKER_ID: GetNextBrokerId,
+    C.APPLY_BROKER_ID: ApplyBrokerId,
+    C.BROKER_CLOSE_CHANNEL: BrokerCloseChannel,
+    C.CHECK_NOT_ACTIVE_BROKER: CheckNotActiveBroker,
+    C.GET_BROKER_LIVE_INFO: GetBrokerLiveInfo,
+    C.BROKER_HEARTBEAT: BrokerHeartbeat,
+    C.KV_PUT: KvPut,
+    C.KV_GET: KvGet,
+    C.KV_DELETE: KvDelete,
+    C.KV_CAS: KvCas,
 }
 
 # What timeMillis means for each code, for docs and inspection.
@@ -100,14 +260,41 @@ TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK
 # checked command always has every field (None for one left out); `decode` omits the ones left out.
 OPTIONAL_TRAILING: dict[int, int] = {C.CHECK_NOT_ACTIVE_BROKER: 1}
 
+# The kind each field annotation checks as (an optional trailing field's `| None` is its absence, not a value).
+KIND_OF: dict[str, int] = {
+    "int": INT,
+    "str": STR,
+    "bool": BOOL,
+    "str | None": OPT_STR,
+    "list[int]": INT_LIST,
+    "list[str]": STR_LIST,
+    "WireIdentity | None": OPT_IDENTITY,
+    "ConfigValues": CONFIG,
+}
+
+
+def _fields_of(code: int) -> tuple[tuple[str, int], ...]:
+    cls = NAMED[code]
+    notes = cls.__annotations__
+    names = cls._fields[HEADER_FIELDS:]
+    assert cls._fields[:HEADER_FIELDS] == HEADER, cls
+    optional = set(names[len(names) - OPTIONAL_TRAILING.get(code, 0) :])
+    kinds = []
+    for name in names:
+        note = str(getattr(notes[name], "__forward_arg__", notes[name]))  # a ForwardRef on some Pythons
+        if name in optional:
+            note = note.removesuffix(" | None")
+        kinds.append((name, KIND_OF[note]))
+    return tuple(kinds)
+
+
+# code -> ((field, kind), ...) in wire order, from the classes above.
+FIELDS: dict[int, tuple[tuple[str, int], ...]] = {code: _fields_of(code) for code in NAMED}
+
 _ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
 _MIN_ARITY = {code: n - OPTIONAL_TRAILING.get(code, 0) for code, n in _ARITY.items()}
 _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
 HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
-# One named tuple type per code, generated from FIELDS: (version, code, timeMillis, field...) by name.
-NAMED: dict[int, type[Any]] = {
-    code: namedtuple(C.REQUEST_NAMES[code], (*HEADER, *(name for name, _ in fields))) for code, fields in FIELDS.items()
-}
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
 _new_tuple = tuple.__new__
@@ -127,7 +314,7 @@ class CommandTypeError(CommandError, TypeError):
     """A constructor got a value of the wrong type for a field (still a TypeError, as Python has it)."""
 
 
-def _kind_ok(kind: int, v: Any) -> bool:
+def _kind_ok(kind: int, v: object) -> bool:
     if kind == INT:
         return type(v) is int
     if kind == STR:
@@ -149,10 +336,10 @@ def _kind_ok(kind: int, v: Any) -> bool:
     return False
 
 
-def config_value_ok(key: str, v: Any) -> bool:
+def config_value_ok(key: str, v: object) -> bool:
     if not _kind_ok(CONFIG_KEYS[key], v):
         return False
-    return key != "electMasterMaxRetryCount" or v >= 0
+    return key != "electMasterMaxRetryCount" or (type(v) is int and v >= 0)
 
 
 def heartbeat_ok(c: list) -> bool:
@@ -185,8 +372,8 @@ def parse(data: bytes) -> list:
     return check(_unpack(data))
 
 
-def named(c: list) -> Any:
-    """A checked command array as its code's named tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
+def named(c: list[Any]) -> TypedCommand:
+    """A checked command array as its code's typed tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
 
 
@@ -320,7 +507,7 @@ def get_sync_state_data(now_ms: int, broker_names: Iterable[str]) -> bytes:
     return encode(C.GET_SYNC_STATE_DATA, now_ms, list(broker_names))
 
 
-def update_controller_config(now_ms: int, config: Mapping[str, Any]) -> bytes:
+def update_controller_config(now_ms: int, config: Mapping[str, object]) -> bytes:
     """1009 with the replicated (decision-affecting) keys only; see CONFIG_KEYS."""
     unknown = sorted(k for k in config if k not in CONFIG_KEYS)
     if unknown:
@@ -387,19 +574,41 @@ def heartbeat(
 ) -> bytes:
     """1018, the replicated form of a broker's 904 heartbeat; `now_ms` becomes lastUpdateTimestamp.
     Missing optional fields take RocketMQ's defaults here, so the log always holds concrete values."""
-    return encode(
-        C.BROKER_HEARTBEAT,
+    return heartbeat_of(
         now_ms,
-        cluster_name,
-        broker_name,
-        broker_addr,
-        broker_id,
-        DEFAULT_EPOCH if epoch is None else epoch,
-        DEFAULT_MAX_OFFSET if max_offset is None else max_offset,
-        DEFAULT_CONFIRM_OFFSET if confirm_offset is None else confirm_offset,
-        DEFAULT_HEARTBEAT_TIMEOUT_MILLIS if heartbeat_timeout_millis is None else heartbeat_timeout_millis,
-        DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
+        {
+            "clusterName": cluster_name,
+            "brokerName": broker_name,
+            "brokerAddr": broker_addr,
+            "brokerId": broker_id,
+            "epoch": epoch,
+            "maxOffset": max_offset,
+            "confirmOffset": confirm_offset,
+            "heartbeatTimeoutMillis": heartbeat_timeout_millis,
+            "electionPriority": election_priority,
+        },
     )
+
+
+# The values a heartbeat field left out takes (RocketMQ's defaults), by command field name.
+HEARTBEAT_DEFAULTS: dict[str, int] = {
+    "epoch": DEFAULT_EPOCH,
+    "maxOffset": DEFAULT_MAX_OFFSET,
+    "confirmOffset": DEFAULT_CONFIRM_OFFSET,
+    "heartbeatTimeoutMillis": DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
+    "electionPriority": DEFAULT_ELECTION_PRIORITY,
+}
+_HEARTBEAT_NAMES = BrokerHeartbeat._fields[HEADER_FIELDS:]
+
+
+def heartbeat_of(now_ms: int, fields: Mapping[str, str | int | bool | None]) -> bytes:
+    """`heartbeat` from the fields by their BrokerHeartbeat names (other keys ignored); a field left out or None
+    takes its HEARTBEAT_DEFAULTS value (a required one without a default is refused, naming it)."""
+    values = []
+    for name in _HEARTBEAT_NAMES:
+        v = fields.get(name)
+        values.append(HEARTBEAT_DEFAULTS.get(name) if v is None else v)
+    return encode(C.BROKER_HEARTBEAT, now_ms, *values)
 
 
 def kv_put(now_ms: int, namespace: str, key: str, value: str) -> bytes:

@@ -16,7 +16,9 @@ from statemachine import _body as B
 from statemachine.commands import CONFIG_KEYS, config_value_ok
 from statemachine.sections import SECTION_CONTROLLER_CONFIG
 
-DEFAULTS: dict[str, Any] = {
+ConfigValue = int | bool  # a replicated key's value (CONFIG_KEYS says which)
+
+DEFAULTS: dict[str, ConfigValue] = {
     "enableElectUncleanMaster": False,
     "electMasterMaxRetryCount": 3,
     "notifyBrokerRoleChanged": True,
@@ -27,22 +29,22 @@ class ReplicatedConfig:
     """A SnapshotAbleMetadataManager. The section stores only the keys set through the log."""
 
     def __init__(self) -> None:
-        self.explicit: dict[str, Any] = {}
+        self.explicit: dict[str, ConfigValue] = {}
         self._refresh()
 
     def _refresh(self) -> None:
         # Plain attributes: read on every election, so no dict lookups there.
         values = {**DEFAULTS, **self.explicit}
-        self.enable_elect_unclean_master: bool = values["enableElectUncleanMaster"]
-        self.elect_master_max_retry_count: int = values["electMasterMaxRetryCount"]
-        self.notify_broker_role_changed: bool = values["notifyBrokerRoleChanged"]
+        self.enable_elect_unclean_master = bool(values["enableElectUncleanMaster"])
+        self.elect_master_max_retry_count = int(values["electMasterMaxRetryCount"])
+        self.notify_broker_role_changed = bool(values["notifyBrokerRoleChanged"])
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, ConfigValue]:
         """Every replicated key with its current value (defaults included), sorted by key."""
         merged = {**DEFAULTS, **self.explicit}
         return {k: merged[k] for k in sorted(merged)}
 
-    def update(self, changes: Mapping[str, Any]) -> None:
+    def update(self, changes: Mapping[str, ConfigValue]) -> None:
         """Apply a checked 1009 body (commands.parse vouches for keys and types)."""
         self.explicit.update(changes)
         self._refresh()
@@ -55,7 +57,7 @@ class ReplicatedConfig:
 
     def load_snapshot(self, body: bytes) -> None:
         (rows,) = B.unpack(SECTION_CONTROLLER_CONFIG, body, 1)
-        explicit: dict[str, Any] = {}
+        explicit: dict[str, ConfigValue] = {}
         for key, value in B.rows(rows, 2, "controllerConfig"):
             B.check(B.is_str(key) and key in CONFIG_KEYS, "controllerConfig: unknown key {!r}", key)
             B.check(config_value_ok(key, value), "controllerConfig {}: bad value {!r}", key, value)

@@ -16,6 +16,7 @@ import msgpack
 
 from snapshot.rw import SnapshotAbleMetadataManager, SnapshotReader, SnapshotWriter, load_managers, save_managers
 from statemachine import codes as C
+from statemachine import commands as K
 from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
 from statemachine.heartbeat import BrokerHeartbeatManager
@@ -62,35 +63,27 @@ class ControllerStateMachine:
         self.replicas, self.sync, self.live, self.kv, self.config = replicas, sync, live, kv, config
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
-        m, h = self.manager, self.heartbeats
-        # code -> handler(the command as its commands.NAMED tuple: fields by their FIELDS names).
+        # code -> handler(the command as its commands.NAMED class: typed fields by their wire names).
         self._handlers: dict[int, Callable[[Any], Result]] = {
-            C.ALTER_SYNC_STATE_SET: lambda c: m.alter_sync_state_set(
-                c.brokerName, c.masterBrokerId, c.masterEpoch, c.syncStateSet, c.syncStateSetEpoch, c.timeMillis
-            ),
-            C.ELECT_MASTER: lambda c: m.elect_master(c.brokerName, c.brokerId, c.designateElect, c.timeMillis),
-            C.REGISTER_BROKER: lambda c: m.register_broker(
-                c.clusterName, c.brokerName, c.brokerId, c.brokerAddress, c.timeMillis
-            ),
-            C.GET_REPLICA_INFO: lambda c: m.get_replica_info(c.brokerName),
-            C.GET_SYNC_STATE_DATA: lambda c: m.get_sync_state_data(c.brokerNames, c.timeMillis),
+            C.ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
+            C.ELECT_MASTER: self._elect_master,
+            C.REGISTER_BROKER: self._register_broker,
+            C.GET_REPLICA_INFO: self._get_replica_info,
+            C.GET_SYNC_STATE_DATA: self._get_sync_state_data,
             C.UPDATE_CONTROLLER_CONFIG: self._update_config,
-            C.CLEAN_BROKER_DATA: lambda c: m.clean_broker_data(
-                c.clusterName, c.brokerName, c.brokerControllerIdsToClean, c.isCleanLivingBroker, c.timeMillis
-            ),
-            C.GET_NEXT_BROKER_ID: lambda c: m.get_next_broker_id(c.clusterName, c.brokerName),
-            C.APPLY_BROKER_ID: lambda c: m.apply_broker_id(
-                c.clusterName, c.brokerName, c.appliedBrokerId, c.registerCheckCode
-            ),
-            C.BROKER_CLOSE_CHANNEL: lambda c: h.close_channel(c.clusterName, c.brokerName, c.brokerId, c.timeMillis),
-            C.CHECK_NOT_ACTIVE_BROKER: lambda c: h.check_not_active_broker(c.timeMillis, c.aliveSinceMillis),
-            C.GET_BROKER_LIVE_INFO: lambda c: h.get_broker_live_info(c.brokerIdentity),
+            C.CLEAN_BROKER_DATA: self._clean_broker_data,
+            C.GET_NEXT_BROKER_ID: self._get_next_broker_id,
+            C.APPLY_BROKER_ID: self._apply_broker_id,
+            C.BROKER_CLOSE_CHANNEL: self._close_channel,
+            C.CHECK_NOT_ACTIVE_BROKER: self._check_not_active_broker,
+            C.GET_BROKER_LIVE_INFO: self._get_broker_live_info,
             C.BROKER_HEARTBEAT: self._heartbeat,
-            C.KV_PUT: lambda c: kv.put(c.namespace, c.key, c.value),
-            C.KV_GET: lambda c: kv.get(c.namespace, c.key),
-            C.KV_DELETE: lambda c: kv.delete(c.namespace, c.key),
-            C.KV_CAS: lambda c: kv.cas(c.namespace, c.key, c.expect, c.value),
+            C.KV_PUT: self._kv_put,
+            C.KV_GET: self._kv_get,
+            C.KV_DELETE: self._kv_delete,
+            C.KV_CAS: self._kv_cas,
         }
+        assert self._handlers.keys() == NAMED.keys()
 
     def managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
         """One per snapshot section, in section order."""
@@ -147,13 +140,64 @@ class ControllerStateMachine:
         apply = self.apply
         return [apply(e.data) for e in entries]
 
-    def _heartbeat(self, c: Any) -> Result:
+    # --- handlers: one per code, each taking its typed command (commands.NAMED) -------------------------
+
+    def _alter_sync_state_set(self, c: K.AlterSyncStateSet) -> Result:
+        return self.manager.alter_sync_state_set(
+            c.brokerName, c.masterBrokerId, c.masterEpoch, c.syncStateSet, c.syncStateSetEpoch, c.timeMillis
+        )
+
+    def _elect_master(self, c: K.ElectMaster) -> Result:
+        return self.manager.elect_master(c.brokerName, c.brokerId, c.designateElect, c.timeMillis)
+
+    def _register_broker(self, c: K.RegisterBroker) -> Result:
+        return self.manager.register_broker(c.clusterName, c.brokerName, c.brokerId, c.brokerAddress, c.timeMillis)
+
+    def _get_replica_info(self, c: K.GetReplicaInfo) -> Result:
+        return self.manager.get_replica_info(c.brokerName)
+
+    def _get_sync_state_data(self, c: K.GetSyncStateData) -> Result:
+        return self.manager.get_sync_state_data(c.brokerNames, c.timeMillis)
+
+    def _update_config(self, c: K.UpdateControllerConfig) -> Result:
+        self.config.update(c.config)
+        return Result(C.SUCCESS)
+
+    def _clean_broker_data(self, c: K.CleanBrokerData) -> Result:
+        return self.manager.clean_broker_data(
+            c.clusterName, c.brokerName, c.brokerControllerIdsToClean, c.isCleanLivingBroker, c.timeMillis
+        )
+
+    def _get_next_broker_id(self, c: K.GetNextBrokerId) -> Result:
+        return self.manager.get_next_broker_id(c.clusterName, c.brokerName)
+
+    def _apply_broker_id(self, c: K.ApplyBrokerId) -> Result:
+        return self.manager.apply_broker_id(c.clusterName, c.brokerName, c.appliedBrokerId, c.registerCheckCode)
+
+    def _close_channel(self, c: K.BrokerCloseChannel) -> Result:
+        return self.heartbeats.close_channel(c.clusterName, c.brokerName, c.brokerId, c.timeMillis)
+
+    def _check_not_active_broker(self, c: K.CheckNotActiveBroker) -> Result:
+        return self.heartbeats.check_not_active_broker(c.timeMillis, c.aliveSinceMillis)
+
+    def _get_broker_live_info(self, c: K.GetBrokerLiveInfo) -> Result:
+        return self.heartbeats.get_broker_live_info(c.brokerIdentity)
+
+    def _heartbeat(self, c: K.BrokerHeartbeat) -> Result:
         self.live.apply_heartbeat(list(c))  # unreached while heartbeat_ok and check agree (a test holds them)
         return HEARTBEAT_OK
 
-    def _update_config(self, c: Any) -> Result:
-        self.config.update(c.config)
-        return Result(C.SUCCESS)
+    def _kv_put(self, c: K.KvPut) -> Result:
+        return self.kv.put(c.namespace, c.key, c.value)
+
+    def _kv_get(self, c: K.KvGet) -> Result:
+        return self.kv.get(c.namespace, c.key)
+
+    def _kv_delete(self, c: K.KvDelete) -> Result:
+        return self.kv.delete(c.namespace, c.key)
+
+    def _kv_cas(self, c: K.KvCas) -> Result:
+        return self.kv.cas(c.namespace, c.key, c.expect, c.value)
 
     # --- for the daemon -------------------------------------------------------------------------------
 
@@ -167,7 +211,7 @@ class ControllerStateMachine:
         """The time of the last applied command (ms): the earliest time the next one can apply at."""
         return self.live.clock
 
-    def config_values(self) -> dict[str, Any]:
+    def config_values(self) -> dict[str, int | bool]:
         """The replicated controller config in force (for GET config, 1010; a local, non-linearizable read)."""
         return self.config.values()
 

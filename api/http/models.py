@@ -8,9 +8,12 @@ models: the routes answer `Result.to_envelope()` as is, and the tests validate a
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, TypeVar
+import dataclasses
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, cast
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, create_model
+
+from api.service import requests as Q
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
@@ -35,18 +38,34 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------------------------------- requests
 
 
-class HeartbeatRequest(Strict):
-    """904 BROKER_HEARTBEAT (proposed as 1018). Left-out optional fields take RocketMQ's defaults."""
+def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
+    """The strict HTTP request model of a typed request (api/service/requests.py): its header fields, a Java
+    String as Text, a Long or Integer as Long, a Boolean as bool; required where the header requires them or
+    `http_required`; an optional one None by default, described by its `doc`. Its description is the class's
+    HTTP_DOC, its field order HTTP_ORDER's names first, then the rest as the class declares them."""
+    specs: dict[str, Any] = {}
+    for f in dataclasses.fields(cast(Any, cls)):
+        meta = f.metadata
+        if "java" not in meta:
+            continue
+        base: Any = _HTTP_TYPE[meta["java"]]
+        if meta["required"] or meta["http_required"]:
+            specs[f.name] = (base, ...)
+        else:
+            specs[f.name] = (base | None, Field(None, description=meta["doc"]))
+    order: tuple[str, ...] = getattr(cls, "HTTP_ORDER", ())
+    fields = {name: specs[name] for name in (*order, *(n for n in specs if n not in order))}
+    model = create_model(name, __base__=Strict, __doc__=getattr(cls, "HTTP_DOC", None), __module__=__name__, **fields)
+    return model
 
-    clusterName: Text
-    brokerName: Text
-    brokerAddr: Text
-    brokerId: Long
-    epoch: Long | None = Field(None, description="default -1")
-    maxOffset: Long | None = Field(None, description="default -1")
-    confirmOffset: Long | None = Field(None, description="default -1")
-    heartbeatTimeoutMills: Long | None = Field(None, description="RocketMQ's spelling; default 10000 ms")
-    electionPriority: Long | None = Field(None, description="lower wins; default Integer.MAX_VALUE")
+
+_HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
+
+# 904 BROKER_HEARTBEAT, generated from api.service.requests.BrokerHeartbeat (its fields declared there only).
+if TYPE_CHECKING:  # to mypy, a Strict model (its fields are BrokerHeartbeat's, which mypy checks)
+    HeartbeatRequest = Strict
+else:
+    HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
 
 
 class NextBrokerIdRequest(Strict):

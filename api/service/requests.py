@@ -28,13 +28,34 @@ STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"  # Java 
 
 T = TypeVar("T")
 Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, required)
+HeaderValue = str | int | bool | None  # a header field's value, as decoded from extFields
 
 
-def header(java: str, *, required: bool = False, default: Any = None) -> Any:
+def header(
+    java: str,
+    *,
+    required: bool = False,
+    default: HeaderValue = None,
+    doc: str | None = None,
+    http_required: bool = False,
+    command: str | None = None,
+) -> Any:  # the field's declared type, as dataclasses.field has it
     """A field of the request header: its Java type, and whether it is required (@CFNotNull, or required here
-    where RocketMQ would fail later on a null). A required field has no default."""
-    meta = {"java": java, "required": required}
+    where RocketMQ would fail later on a null). A required field has no default. For the HTTP model generated
+    from the class (api.http.models.http_model): `doc`, the field's description there, and `http_required`, a
+    field the HTTP API requires though the remoting header may leave it out. `command`: the command field's name
+    where it differs from this one (statemachine.commands spelling)."""
+    meta = {"java": java, "required": required, "doc": doc, "http_required": http_required, "command": command}
     return field(metadata=meta) if required else field(default=default, metadata=meta)
+
+
+def command_fields(request: Request) -> dict[str, HeaderValue]:
+    """The header fields of `request` by their command names (the `command` metadata, else the same name)."""
+    return {
+        f.metadata.get("command") or f.name: getattr(request, f.name)
+        for f in dataclasses.fields(cast(Any, request))
+        if "java" in f.metadata
+    }
 
 
 def nullable(value: T | None) -> T:
@@ -70,7 +91,7 @@ def schema(cls: type[Request]) -> Schema:
     )
 
 
-def defaults(cls: type[Request]) -> dict[str, Any]:
+def defaults(cls: type[Request]) -> dict[str, HeaderValue]:
     """The header fields whose value, when left out, is not null (a Java field's initializer)."""
     return {
         f.name: f.default
@@ -97,12 +118,20 @@ class BrokerHeartbeat(Request):
     clusterName: str = header(STRING, required=True)
     brokerAddr: str = header(STRING, required=True)
     brokerName: str = header(STRING, required=True)
-    brokerId: int | None = header(LONG)
-    epoch: int | None = header(INTEGER)
-    maxOffset: int | None = header(LONG)
-    confirmOffset: int | None = header(LONG)
-    heartbeatTimeoutMills: int | None = header(LONG)  # RocketMQ's spelling
-    electionPriority: int | None = header(INTEGER)
+    brokerId: int | None = header(LONG, http_required=True)
+    epoch: int | None = header(INTEGER, doc="default -1")
+    maxOffset: int | None = header(LONG, doc="default -1")
+    confirmOffset: int | None = header(LONG, doc="default -1")
+    heartbeatTimeoutMills: int | None = header(
+        LONG, doc="RocketMQ's spelling; default 10000 ms", command="heartbeatTimeoutMillis"
+    )
+    electionPriority: int | None = header(INTEGER, doc="lower wins; default Integer.MAX_VALUE")
+
+    # The HTTP model's description and field order (api.http.models.HeartbeatRequest, generated from this class).
+    HTTP_DOC: ClassVar[str] = (
+        "904 BROKER_HEARTBEAT (proposed as 1018). Left-out optional fields take RocketMQ's defaults."
+    )
+    HTTP_ORDER: ClassVar[tuple[str, ...]] = ("clusterName", "brokerName", "brokerAddr")
 
     def refusal(self) -> Result | None:
         if self.brokerId is None:  # RocketMQ's answer (the HTTP model requires brokerId)
@@ -110,18 +139,9 @@ class BrokerHeartbeat(Request):
         return None
 
     def command(self, now_ms: int) -> bytes:
-        return commands.heartbeat(
-            now_ms,
-            self.clusterName,
-            self.brokerName,
-            self.brokerAddr,
-            nullable(self.brokerId),
-            epoch=self.epoch,
-            max_offset=self.maxOffset,
-            confirm_offset=self.confirmOffset,
-            heartbeat_timeout_millis=self.heartbeatTimeoutMills,
-            election_priority=self.electionPriority,
-        )
+        """Every header field by its command name (statemachine.commands.BrokerHeartbeat): a new field is
+        declared here and there, nowhere else."""
+        return commands.heartbeat_of(now_ms, command_fields(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import struct
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -439,3 +440,18 @@ def test_an_http_request_line_is_recognised_and_can_never_be_a_frame(head: bytes
     if target is not None:  # as a frame length, above the largest allowed maximum (1 GiB): a broken stream
         with pytest.raises(FrameError, match="exceeds the maximum"):
             FrameDecoder(max_frame=MAX_FRAME_BYTES).feed(head)
+
+
+def test_the_heartbeat_is_declared_in_two_places_and_the_rest_derives() -> None:
+    """A heartbeat field is declared in api/service/requests.py (header, HTTP) and statemachine/commands.py (the
+    command): the request's header fields by their command names are the command's fields, the HTTP model's
+    fields are the header's, and a request with only the required fields encodes with RocketMQ's defaults."""
+    from api.http.models import HeartbeatRequest
+    from api.service import requests as Q
+    from statemachine import commands as K
+
+    req = Q.BrokerHeartbeat(clusterName="c", brokerAddr="a:1", brokerName="b", brokerId=1)
+    assert set(Q.command_fields(req)) == set(K.BrokerHeartbeat._fields[3:])
+    assert set(HeartbeatRequest.model_fields) == {name for name, _, _ in H.REQUEST[H.BROKER_HEARTBEAT]}
+    assert req.command(5) == K.heartbeat(5, "c", "b", "a:1", 1)
+    assert tuple(msgpack.unpackb(req.command(5))[3:]) == ("c", "b", "a:1", 1, *K.HEARTBEAT_DEFAULTS.values())
