@@ -46,7 +46,7 @@ async def caught_up(nodes: list[Node]) -> Node:
     return leader
 
 
-WRITES: list[tuple[str, str, dict[str, Any]]] = [
+WRITES: list[tuple[str, str, dict[str, Any] | None]] = [
     (
         "POST",
         "/api/v1/controller/heartbeat",
@@ -168,7 +168,11 @@ async def test_add_and_remove_a_peer(trio: list[Node], tmp_path: Path) -> None:
         assert peer in status["peers"]
         # Issue 12, bug 5: the followers' configuration never named it; they learn both addresses from the log.
         for n in trio:
-            await until(n, lambda n=n: new.id in n.service.node.status().voters)
+
+            def knows_new(n: Node = n) -> bool:
+                return new.id in n.service.node.status().voters
+
+            await until(n, knows_new)
             status = (await n.ok("GET", "/api/v1/raft/status", token=True))["body"]
             assert peer in status["peers"], n.id
             rows = (await n.ok("GET", "/api/v1/raft/peers", token=True))["body"]["peers"]

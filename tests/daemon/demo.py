@@ -56,7 +56,11 @@ class Demo:
                 if left <= 0:
                     raise AssertionError(f"{what}: not within {timeout:g}s; last events: {self.events[-8:]}")
                 # Woken by the next event, or re-checked after 0.1 s (writes get acknowledged without events).
-                self._changed.wait_for(lambda seen=seen: len(self.events) > seen, min(left, 0.1))
+
+                def grown(seen: int = seen) -> bool:
+                    return len(self.events) > seen
+
+                self._changed.wait_for(grown, min(left, 0.1))
 
     def group(self, name: str) -> Any:
         return self.sim.sets[name]

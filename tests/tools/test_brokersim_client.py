@@ -5,6 +5,7 @@ the reason (a broker never exits on an unreachable controller)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import httpx
 import pytest
@@ -37,14 +38,17 @@ async def test_a_2007_is_followed_to_the_named_leader_and_a_dead_node_is_skipped
 
     client = AsyncControllerClient([A, C, B], transport=httpx.MockTransport(handler))
     try:
-        assert (await client.post("/api/v1/controller/heartbeat", {})).node == B
+        reply = await client.post("/api/v1/controller/heartbeat", {})
+        assert reply is not None and reply.node == B
         assert asked == [A, B] and client.leader == B
         asked.clear()
-        assert (await client.post("/api/v1/controller/heartbeat", {})).node == B
+        reply = await client.post("/api/v1/controller/heartbeat", {})
+        assert reply is not None and reply.node == B
         assert asked == [B]  # the leader is asked first
         asked.clear()
         leader["now"] = A  # a new leader: B answers 2007 naming it
-        assert (await client.post("/api/v1/controller/heartbeat", {})).node == A
+        reply = await client.post("/api/v1/controller/heartbeat", {})
+        assert reply is not None and reply.node == A
         assert asked == [B, A]
     finally:
         await client.aclose()
@@ -69,7 +73,7 @@ async def test_the_remoting_client_follows_a_2007_skips_a_dead_node_and_sends_ja
     servers = []
     leader_port = [0]
 
-    def serve(name: str) -> object:
+    def serve(name: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             decoder = codec.FrameDecoder()
             while data := await reader.read(65536):

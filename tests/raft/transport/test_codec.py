@@ -106,6 +106,7 @@ def test_decoded_types_are_exact() -> None:
     (d,) = decode_messages(encode_messages([m]))
     assert d.type is MsgType.SNAP
     assert d.reject is True and d.force is False
+    assert d.snapshot is not None
     assert d.snapshot == m.snapshot and type(d.snapshot.conf.voters) is tuple
     assert type(d.entries) is list
 

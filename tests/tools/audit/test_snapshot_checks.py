@@ -9,13 +9,14 @@ from typing import Any
 from tools.audit.model import Finding
 from tools.audit.pipeline import _snapshot_checks
 
+Confs = list[tuple[int, int, tuple[str, ...], tuple[str, ...]]]
 
-def checks(
-    snapshot: Any, terms: dict[int, int], confs: list[tuple[int, int, tuple[str, ...], tuple[str, ...]]]
-) -> list[Finding]:
+
+def checks(snapshot: Any, terms: dict[int, int], confs: Confs) -> list[Finding]:
     """Node 1 (n1, group g) holds `snapshot` at index 10; its log has `terms` (node -> term) at index 10 and the
     CONF entries `confs` (index, term, voters, learners)."""
     findings: list[Finding] = []
+    scan: Any = SimpleNamespace(confs=confs)  # a ScanOut as far as the checks read one
     _snapshot_checks(
         [],
         {1: "n1", 2: "n2", 3: "n3"},
@@ -23,7 +24,7 @@ def checks(
         {(1, 10): snapshot},
         {("g", 10): terms},
         {},
-        {1: [SimpleNamespace(confs=confs)]},
+        {1: [scan]},
         findings,
     )
     return findings
@@ -33,7 +34,7 @@ def snap(term: int = 2, voters: tuple[str, ...] = ("a", "b", "c"), learners: tup
     return SimpleNamespace(uri="/d/n1/snapshot/s10", term=term, voters=voters, learners=learners, digests={})
 
 
-ABC = [(5, 2, ("c", "b", "a"), ())]
+ABC: Confs = [(5, 2, ("c", "b", "a"), ())]
 
 
 def test_a_meta_that_agrees_with_the_log_is_no_finding() -> None:
@@ -58,7 +59,7 @@ def test_without_its_own_entry_the_majority_of_the_others_is_the_basis() -> None
 
 
 def test_a_meta_whose_configuration_differs_from_the_conf_entry_in_force() -> None:
-    later = [*ABC, (8, 2, ("a", "b"), ("c",)), (12, 2, ("a",), ())]  # 12 is past the snapshot: not in force
+    later: Confs = [*ABC, (8, 2, ("a", "b"), ("c",)), (12, 2, ("a",), ())]  # 12 is past the snapshot: not in force
     (f,) = checks(snap(), {1: 2}, later)
     assert (f.check, f.node, f.snapshot_index, f.snapshot_term, f.log_index) == ("snapshot.meta", "n1", 10, 2, 8)
     assert (f.field, f.snapshot_value, f.replayed_value) == (

@@ -89,8 +89,10 @@ def test_damage_in_a_sealed_segment_names_file_offset_and_index(tmp_path: Path) 
     scans, live = scan_dir(d)
     damaged = [s for s in scans if s.damage is not None]
     assert len(damaged) == 1 and damaged[0].path == str(path)
-    assert (damaged[0].damage.offset, damaged[0].damage.index) == (offsets[35 - victim.lo], 35)
-    assert "sealed" in damaged[0].damage.reason
+    damage = damaged[0].damage
+    assert damage is not None
+    assert (damage.offset, damage.index) == (offsets[35 - victim.lo], 35)
+    assert "sealed" in damage.reason
     # Entries before the damage are live, the later segments are still read, the gap is tied to the damage.
     held = [i for i, _ in terms_of(scans, live)]
     assert 30 in held and 35 not in held and 90 in held
