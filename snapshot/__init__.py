@@ -27,10 +27,10 @@ from snapshot.rw import (
 )
 from snapshot.storage import (
     DATA_FILE,
+    FileSnapshotStorage,
     LoadResult,
     PendingSnapshot,
     Quarantined,
-    SnapshotStorage,
     StoredSnapshot,
 )
 
@@ -53,7 +53,7 @@ __all__ = [
     "SnapshotMeta",
     "SnapshotNotFoundError",
     "SnapshotReader",
-    "SnapshotStorage",
+    "FileSnapshotStorage",
     "SnapshotWriter",
     "StoredSnapshot",
     "WrittenFile",

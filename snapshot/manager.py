@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from snapshot.errors import SnapshotError, SnapshotNotFoundError
 from snapshot.format import SnapshotMeta
-from snapshot.protocols import SnapshotStore, SnapshotTriggers
+from snapshot.protocols import SnapshotStorage, SnapshotTriggers
 from snapshot.rw import SnapshotWriter
 from snapshot.storage import Quarantined, StoredSnapshot
 
@@ -74,7 +74,7 @@ class Loaded:
 class SnapshotManager:
     def __init__(
         self,
-        storage: SnapshotStore,
+        storage: SnapshotStorage,
         triggers: SnapshotTriggers | None = None,
         *,
         rng: random.Random | None = None,

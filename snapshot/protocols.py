@@ -1,5 +1,5 @@
 """The snapshot seams: what the Raft node (its SnapshotExecutor, the snapshot manager, InstallSnapshot's
-server and downloader) calls on a snapshot storage (`snapshot.storage.SnapshotStorage` is the on-disk one),
+server and downloader) calls on a snapshot storage (`snapshot.storage.FileSnapshotStorage` is the on-disk one),
 and what the snapshot manager reads of the node's snapshot options (`SnapshotTriggers`)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from snapshot.storage import PendingSnapshot, Quarantined, StoredSnapshot
 
 
-class SnapshotStore(Protocol):
+class SnapshotStorage(Protocol):
     def path(self, index: int) -> Path:
         """The directory of the committed snapshot at `index`."""
 

@@ -308,7 +308,7 @@ def load_managers(
     reader: SnapshotReader, managers: Iterable[SnapshotAbleMetadataManager], *, allow_missing: bool = False
 ) -> None:
     """Feed each manager its section. A section the manager cannot decode becomes a SnapshotFormatError
-    (so `SnapshotStorage.load_newest` can quarantine the snapshot and fall back). A missing section is a
+    (so `FileSnapshotStorage.load_newest` can quarantine the snapshot and fall back). A missing section is a
     KeyError unless `allow_missing` (then that manager is left as it is)."""
     seen: dict[int, str] = {}
     for m in managers:

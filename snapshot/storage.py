@@ -1,4 +1,4 @@
-"""SnapshotStorage: snapshot directories on disk, committed atomically, verified on open, kept N deep.
+"""FileSnapshotStorage: snapshot directories on disk, committed atomically, verified on open, kept N deep.
 
 Layout (docs/snapshot-format.md):
 
@@ -58,7 +58,7 @@ SNAPSHOT_NAME = re.compile(SNAPSHOT_PREFIX + r"(\d{20})(\.corrupt-\d+)?")
 _DELETING = ".deleting"
 _READ_CHUNK = 8 << 20
 
-# Test hook: the steps of a save, in order. Setting `SnapshotStorage._fail_at` to one of them makes the
+# Test hook: the steps of a save, in order. Setting `FileSnapshotStorage._fail_at` to one of them makes the
 # save raise SimulatedCrash there, leaving the disk exactly as a process killed at that point would.
 CRASH_POINTS = (
     "before_fsync",  # files written (maybe not yet durable), no meta
@@ -135,8 +135,8 @@ class StoredSnapshot(SnapshotReader):
     Holds a reference in the storage until `close()`, so retention never deletes it while it is read.
     """
 
-    def __init__(self, storage: SnapshotStorage, index: int, meta: SnapshotMeta, known_types: SectionNames | None):
-        self.storage: SnapshotStorage | None = None  # set last: close() must not unref what it did not ref
+    def __init__(self, storage: FileSnapshotStorage, index: int, meta: SnapshotMeta, known_types: SectionNames | None):
+        self.storage: FileSnapshotStorage | None = None  # set last: close() must not unref what it did not ref
         self.index = index
         self.meta = meta
         self.dir = storage.directory / snapshot_dir_name(index)
@@ -165,7 +165,7 @@ class PendingSnapshot:
 
     def __init__(
         self,
-        storage: SnapshotStorage,
+        storage: FileSnapshotStorage,
         index: int,
         term: int,
         voters: Sequence[str],
@@ -286,7 +286,7 @@ class PendingSnapshot:
         self.abort()
 
 
-class SnapshotStorage:
+class FileSnapshotStorage:
     """The snapshot directories under `directory` (JRaft's LocalSnapshotStorage, hardened).
 
     Opening (unless `read_only`) creates the directory, removes leftover temp and half-deleted dirs, and

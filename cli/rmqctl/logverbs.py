@@ -28,7 +28,7 @@ from raft.core.messages import Entry, EntryType
 from raft.storage.layout import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR
 from raft.storage.meta import read_hard_state
 from snapshot.errors import SnapshotExistsError, SnapshotFormatError
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 from statemachine import ControllerStateMachine
 from statemachine import codes as C
 from statemachine.commands import CommandError, decode
@@ -349,7 +349,7 @@ def _write(
             "pass --voter ID for each voter"
         )
     # No retention here: the operator's directory keeps every snapshot written to it.
-    st = SnapshotStorage(root, max_reserved=1 << 30, known_types=SECTION_NAMES)
+    st = FileSnapshotStorage(root, max_reserved=1 << 30, known_types=SECTION_NAMES)
     user_meta = {"writtenBy": "rmqctl log replay", "source": doc["path"], "fromSnapshot": doc["fromSnapshot"]}
     try:
         pending = st.create(

@@ -17,7 +17,7 @@ from cli.rmqctl.state import Section, read_sections, state_blocks, tables_of
 from cli.rmqctl.store import Source, open_source, storage
 from raft.storage.layout import SNAPSHOT_DIR
 from snapshot.errors import SnapshotFormatError
-from snapshot.storage import SnapshotStorage, StoredSnapshot
+from snapshot.storage import FileSnapshotStorage, StoredSnapshot
 from statemachine.inspection import diff_values
 
 path_argument = click.argument("path", type=click.Path(exists=True, file_okay=False))
@@ -37,7 +37,7 @@ def _snapshots_of(src: Source) -> list[int]:
     return src.snapshot_indexes()
 
 
-def _pick(src: Source, index: int | None) -> tuple[SnapshotStorage, int]:
+def _pick(src: Source, index: int | None) -> tuple[FileSnapshotStorage, int]:
     """The snapshot to read: `index`, or the newest in scope."""
     indexes = _snapshots_of(src)
     root = src.snapshot_root()

@@ -10,7 +10,7 @@ temporary directory (in an order that keeps the copy consistent, see `_copy_log`
 path the user sees, in output and in errors, is mapped back from the copy to the original.
 
 Nothing here writes into the source directory: no SegmentLog (its recovery truncates torn tails), no
-writable SnapshotStorage (it removes temp dirs and reaps).
+writable FileSnapshotStorage (it removes temp dirs and reaps).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from raft.storage.walscan import list_segments
 from snapshot.errors import SnapshotError, SnapshotFormatError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
-from snapshot.storage import SNAPSHOT_NAME, SnapshotStorage, snapshot_dir_name
+from snapshot.storage import SNAPSHOT_NAME, FileSnapshotStorage, snapshot_dir_name
 from statemachine.sections import SECTION_NAMES
 
 
@@ -120,10 +120,10 @@ def classify(path: str | os.PathLike[str]) -> Source:
     raise BadUsage(f"{p}: not a data dir, snapshot root, snapshot_<N> dir or log dir{hint}")
 
 
-def storage(root: Path) -> SnapshotStorage:
+def storage(root: Path) -> FileSnapshotStorage:
     """Read-only (creates, removes and renames nothing); the section registry makes an unknown section an
     error, as dropping a table silently would make replicas diverge."""
-    return SnapshotStorage(root, read_only=True, known_types=SECTION_NAMES)
+    return FileSnapshotStorage(root, read_only=True, known_types=SECTION_NAMES)
 
 
 @contextlib.contextmanager
@@ -152,7 +152,7 @@ def open_source(path: str | os.PathLike[str], *, copy: bool, parts: tuple[str, .
 
 def _stage(src: Source, tmp: Path, copy: bool, parts: tuple[str, ...]) -> Source:
     """The Source to read: the original, a copy under `tmp`, or (for a quarantined snapshot_<N>.corrupt-<k>
-    dir, which SnapshotStorage cannot open by name) a canonical name under `tmp` pointing at it."""
+    dir, which FileSnapshotStorage cannot open by name) a canonical name under `tmp` pointing at it."""
     if src.kind == "snapdir" and src.given.name != snapshot_dir_name(snapshot_index(src.given)):
         target = tmp / SNAPSHOT_DIR / snapshot_dir_name(snapshot_index(src.given))
         target.parent.mkdir()

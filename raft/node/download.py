@@ -26,7 +26,7 @@ from raft.leaf.durable import atomic_write, ensure_dir, fsync_dir
 from raft.node.install import DATA, ERR, GET, PROGRESS_FILE, DownloadError, SendFrame
 from raft.options import SnapshotOptions
 from snapshot.format import META_FILE, decode_meta
-from snapshot.protocols import SnapshotStore
+from snapshot.protocols import SnapshotStorage
 
 log = logging.getLogger("raft.install")
 
@@ -57,7 +57,7 @@ class SnapshotDownloader:
     """Follower side: at most one download at a time, resumable across restarts."""
 
     def __init__(
-        self, root: str | os.PathLike[str], storage: SnapshotStore, send: SendFrame, options: SnapshotOptions
+        self, root: str | os.PathLike[str], storage: SnapshotStorage, send: SendFrame, options: SnapshotOptions
     ) -> None:
         self.root = ensure_dir(root)
         self.storage = storage

@@ -24,8 +24,8 @@ from raft.storage.layout import DOWNLOAD_DIR, LOG_DIR, META_DIR, SNAPSHOT_DIR
 from raft.storage.protocols import MetaStorage, NodeLog
 from raft.transport import NodeTransport, TcpTransport
 from raft.transport.tcp import Address
-from snapshot.protocols import SnapshotStore
-from snapshot.storage import SnapshotStorage
+from snapshot.protocols import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 
 OnMessages = Callable[[list[Message]], None]
 # (on_messages, where each peer listens) -> a transport, not yet started
@@ -36,7 +36,7 @@ TransportFactory = Callable[[OnMessages, Mapping[str, Address]], NodeTransport]
 class NodeParts:
     log: NodeLog
     meta: MetaStorage
-    snapshots: SnapshotStore
+    snapshots: SnapshotStorage
     download_dir: str  # where InstallSnapshot downloads land before the snapshot store adopts them
     transport: TransportFactory
     release: Callable[[], None] = lambda: None  # called last when the node stops (the directory lock)
@@ -56,7 +56,9 @@ def open_data_dir(o: NodeOptions, fsm: StateMachine) -> NodeParts:
         if claim_identity(o.data_dir, o.group_id, o.node_id):
             log.info("%s: wrote IDENTITY (node %s, group %s)", o.data_dir, o.node_id, o.group_id)
         known = getattr(fsm, "section_names", None)
-        snapshots = SnapshotStorage(os.path.join(o.data_dir, SNAPSHOT_DIR), o.snapshot.max_reserved, known_types=known)
+        snapshots = FileSnapshotStorage(
+            os.path.join(o.data_dir, SNAPSHOT_DIR), o.snapshot.max_reserved, known_types=known
+        )
         lg = SegmentLog(os.path.join(o.data_dir, LOG_DIR), o.log)
         meta = FileMetaStorage(os.path.join(o.data_dir, META_DIR))
     except BaseException:

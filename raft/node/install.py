@@ -36,7 +36,7 @@ from raft.options import SnapshotOptions
 from raft.status import RaftBaseError
 from snapshot.errors import SnapshotNotFoundError
 from snapshot.format import META_FILE, check_file_name
-from snapshot.protocols import SnapshotStore
+from snapshot.protocols import SnapshotStorage
 
 log = logging.getLogger("raft.install")
 
@@ -70,7 +70,7 @@ class SnapshotServer:
 
     def __init__(
         self,
-        storage: SnapshotStore,
+        storage: SnapshotStorage,
         send: SendFrame,
         options: SnapshotOptions,
         prepare: PrepareFrame | None = None,
@@ -197,7 +197,7 @@ class SnapshotServer:
         self._io.shutdown(wait=True)
 
 
-def _read_chunk(storage: SnapshotStore, index: int, path: Path, offset: int, length: int) -> tuple[bytes, int]:
+def _read_chunk(storage: SnapshotStorage, index: int, path: Path, offset: int, length: int) -> tuple[bytes, int]:
     with storage.reference(index):
         fd = os.open(path, os.O_RDONLY)
         try:

@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     from raft.node.loop import NodeLoop
     from raft.storage.protocols import NodeLog
     from raft.transport import NodeTransport
-    from snapshot.protocols import SnapshotStore
+    from snapshot.protocols import SnapshotStorage
 
 log = logging.getLogger("raft.node")
 
 
 class SnapshotExecutor:
-    def __init__(self, driver: NodeLoop, storage: SnapshotStore, options: SnapshotOptions, download_dir: str) -> None:
+    def __init__(self, driver: NodeLoop, storage: SnapshotStorage, options: SnapshotOptions, download_dir: str) -> None:
         self._d = driver
         self.id = driver.id
         self.storage = storage

@@ -27,7 +27,7 @@ from raft.storage.memory import MemoryLogStorage, MemoryMetaStorage
 from raft.testing.clock import ManualClock
 from raft.transport import InMemoryTransport, NodeTransport, TransportHub
 from raft.transport.tcp import Address
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 
 
 class InProcessGroup:
@@ -44,7 +44,9 @@ class InProcessGroup:
         lg = self.logs.setdefault(o.node_id, MemoryLogStorage())
         meta = self.metas.setdefault(o.node_id, MemoryMetaStorage())
         known = getattr(fsm, "section_names", None)
-        snapshots = SnapshotStorage(os.path.join(o.data_dir, SNAPSHOT_DIR), o.snapshot.max_reserved, known_types=known)
+        snapshots = FileSnapshotStorage(
+            os.path.join(o.data_dir, SNAPSHOT_DIR), o.snapshot.max_reserved, known_types=known
+        )
 
         def transport(on_messages: OnMessages, peers: Mapping[str, Address]) -> NodeTransport:
             return InMemoryTransport(o.node_id, self.hub, on_messages, peers=peers)

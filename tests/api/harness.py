@@ -1,5 +1,7 @@
-"""Harness of the API tests: real ControllerServices (one node, or groups in one event loop on loopback
-ports, data under tmp dirs) behind create_app, talked to in-process through httpx's ASGI transport."""
+"""Harness of the API tests: real ControllerServices (one node, or groups in one event loop, data under tmp
+dirs) behind create_app, talked to in-process through httpx's ASGI transport. Raft runs on
+`raft.testing.group.InProcessGroup` parts (in-memory log, meta store and transport; one group per root dir,
+so a service rebuilt on the same options finds its log); the remoting and HTTP listeners stay real."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from api.service import ControllerService, ServiceOptions
 from api.settings import ApiSettings
 from raft.options import NodeOptions, RaftOptions
 from raft.testing.cluster import free_ports
+from raft.testing.group import InProcessGroup
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -104,8 +107,21 @@ def service_options(
     return ServiceOptions(node, **kw)
 
 
+_GROUPS: dict[Path, InProcessGroup] = {}
+
+
+def in_process(opts: ServiceOptions) -> InProcessGroup:
+    """The in-process Raft group of the services whose data dirs share `opts`' root (kept across restarts)."""
+    root = Path(opts.node.data_dir).parent
+    return _GROUPS.setdefault(root, InProcessGroup())
+
+
 def build(opts: ServiceOptions, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None) -> Node:
-    service = ControllerService(opts, clock) if clock is not None else ControllerService(opts)
+    parts = in_process(opts).parts
+    if clock is not None:
+        service = ControllerService(opts, clock, open_parts=parts)
+    else:
+        service = ControllerService(opts, open_parts=parts)
     app = create_app(service, settings if settings is not None else SETTINGS)
     # What the daemon serves (api.server): the heartbeat's lean path in front of the FastAPI app.
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=HeartbeatPath(app)), base_url="http://controller.test")
@@ -146,10 +162,13 @@ async def group(root: Path, n: int = 3, raft: RaftOptions = GROUP_RAFT, **kw: An
 
 
 def joiner(root: Path, members: list[Node]) -> Node:
-    """A new node for `members`' group (not started): it knows them, they learn of it by POST /raft/peers."""
+    """A new node for `members`' group (not started): it knows them, they learn of it by POST /raft/peers.
+    Its data dir is under `root`, its Raft on the members' in-process group."""
     ports = [int(n.id.rsplit(":", 1)[1]) for n in members] + free_ports(1)
     voters = tuple(n.id for n in members)
-    return build(service_options(root, ports, len(members), GROUP_RAFT, voters=voters))
+    opts = service_options(root, ports, len(members), GROUP_RAFT, voters=voters)
+    _GROUPS[root] = in_process(members[0].service.opts)
+    return build(opts)
 
 
 async def settled(nodes: list[Node]) -> Node:

@@ -13,7 +13,7 @@ from snapshot.errors import SnapshotFormatError
 from snapshot.format import META_FILE
 from snapshot.manager import SnapshotBusyError, SnapshotManager, should_load
 from snapshot.rw import SnapshotWriter
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 
 
 def triggers(threshold_entries: int = 0, threshold_log_bytes: int = 0, interval_s: float = 0.0) -> SnapshotOptions:
@@ -24,7 +24,7 @@ def triggers(threshold_entries: int = 0, threshold_log_bytes: int = 0, interval_
 
 
 def manager(tmp_path: Path, **kw: float) -> SnapshotManager:
-    return SnapshotManager(SnapshotStorage(tmp_path / "snap"), triggers(**kw), rng=random.Random(7))  # type: ignore[arg-type]
+    return SnapshotManager(FileSnapshotStorage(tmp_path / "snap"), triggers(**kw), rng=random.Random(7))  # type: ignore[arg-type]
 
 
 def fill(body: bytes):  # noqa: ANN201
@@ -54,7 +54,7 @@ def test_entry_and_byte_thresholds(tmp_path: Path) -> None:
 def test_interval_first_firing_is_jittered_and_waits_for_new_entries(tmp_path: Path) -> None:
     firsts = set()
     for seed in range(20):
-        m = SnapshotManager(SnapshotStorage(tmp_path / f"s{seed}"), triggers(0, 0, 100.0), rng=random.Random(seed))
+        m = SnapshotManager(FileSnapshotStorage(tmp_path / f"s{seed}"), triggers(0, 0, 100.0), rng=random.Random(seed))
         m.start_clock(1000.0)
         m.on_applied(1, 1)
         t = next(t for t in range(1000, 1101) if m.due(float(t)) is not None)
@@ -108,7 +108,7 @@ def test_failed_fill_leaves_nothing_and_allows_the_next_save(tmp_path: Path) -> 
 
 
 def test_load_quarantines_damaged_skips_unusable_and_falls_back(tmp_path: Path) -> None:
-    m = SnapshotManager(SnapshotStorage(tmp_path / "snap", max_reserved=4), None, rng=random.Random(7))
+    m = SnapshotManager(FileSnapshotStorage(tmp_path / "snap", max_reserved=4), None, rng=random.Random(7))
     for i in (10, 20, 30, 40):
         m.save(i, 1, ("a",), (), fill(f"state-{i}".encode()), now=0.0, created_at=0.0).result(10)
     meta = m.storage.path(40) / META_FILE  # 40: its meta is damaged; 30: its data; 20: its loader refuses it

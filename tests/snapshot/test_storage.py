@@ -1,4 +1,4 @@
-"""SnapshotStorage: commit, list, open and verify, retention with references, leftovers, quarantine with
+"""FileSnapshotStorage: commit, list, open and verify, retention with references, leftovers, quarantine with
 fallback, and a crash at every step of a save (reopen must find the old snapshots or the new one, whole)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pytest
 from snapshot import (
     DATA_FILE,
     META_FILE,
+    FileSnapshotStorage,
     SnapshotError,
     SnapshotExistsError,
     SnapshotFormatError,
     SnapshotNotFoundError,
-    SnapshotStorage,
     StoredSnapshot,
     load_managers,
 )
@@ -46,7 +46,7 @@ def body(index: int) -> bytes:
     return msgpack.packb({"index": index, "brokers": [f"broker-{i}" for i in range(index % 7 + 1)]})
 
 
-def save(st: SnapshotStorage, index: int, term: int = 1, **kw: object) -> None:
+def save(st: FileSnapshotStorage, index: int, term: int = 1, **kw: object) -> None:
     with st.create(index, term, VOTERS, ["n4"], created_at=1000.0 + index, **kw) as p:
         w = p.writer(known_types=NAMES)
         w.add_section(1, body(index))
@@ -55,7 +55,7 @@ def save(st: SnapshotStorage, index: int, term: int = 1, **kw: object) -> None:
         p.commit()
 
 
-def check_loads(st: SnapshotStorage, index: int) -> None:
+def check_loads(st: FileSnapshotStorage, index: int) -> None:
     with st.open(index) as snap:
         assert snap.meta.last_included_index == index
         assert snap.section(1) == body(index) and snap.section(2) == b"liveness-%d" % index
@@ -68,7 +68,7 @@ def damage(path: Path, pos: int) -> None:
 
 
 def test_commit_list_open(root: Path) -> None:
-    st = SnapshotStorage(root, known_types=NAMES)
+    st = FileSnapshotStorage(root, known_types=NAMES)
     assert st.list() == [] and (root).is_dir()
     save(st, 7, term=3, user_meta={"by": "test"})
     save(st, 12, term=4)
@@ -94,11 +94,11 @@ def test_commit_list_open(root: Path) -> None:
     assert st.refcount(7) == 0
     assert st.read_meta(12).last_included_term == 4
     # a second handle on the same directory sees the same snapshots
-    assert SnapshotStorage(root).list() == [12, 7]
+    assert FileSnapshotStorage(root).list() == [12, 7]
 
 
 def test_snapshots_are_never_replaced(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 5)
     with pytest.raises(SnapshotExistsError):
         st.create(5, 1, VOTERS, created_at=0.0)
@@ -112,7 +112,7 @@ def test_snapshots_are_never_replaced(root: Path) -> None:
 
 
 def test_pending_snapshot_rules(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     with st.create(1, 1, VOTERS, created_at=0.0) as p:
         w = p.writer()
         w.add_section(1, b"x")
@@ -146,7 +146,7 @@ def test_pending_snapshot_rules(root: Path) -> None:
 
 
 def test_finish_and_commit_on_a_writer_thread(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     p = st.create(9, 2, VOTERS, created_at=0.0)
     w = p.writer()
     w.add_section(1, body(9))  # apply thread: cheap
@@ -171,19 +171,19 @@ def test_finish_and_commit_on_a_writer_thread(root: Path) -> None:
 
 
 def test_retention_keeps_the_newest(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     for i in range(1, 7):
         save(st, i * 10)
         assert st.list() == [i * 10 for i in range(i, max(0, i - 3), -1)]
     assert sorted(p.name for p in root.iterdir()) == [snapshot_dir_name(i) for i in (40, 50, 60)] + [TEMP_DIR]
-    st1 = SnapshotStorage(root, max_reserved=1)  # a smaller setting applies at open
+    st1 = FileSnapshotStorage(root, max_reserved=1)  # a smaller setting applies at open
     assert st1.list() == [60]
     with pytest.raises(ValueError):
-        SnapshotStorage(root, max_reserved=0)
+        FileSnapshotStorage(root, max_reserved=0)
 
 
 def test_a_referenced_snapshot_survives_retention_until_unref(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     for i in (1, 2, 3):
         save(st, i)
     st.ref(1)
@@ -206,7 +206,7 @@ def test_a_referenced_snapshot_survives_retention_until_unref(root: Path) -> Non
 
 
 def test_leftovers_are_removed_at_open(root: Path, caplog: pytest.LogCaptureFixture) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     half = st.create(2, 1, VOTERS, created_at=0.0)
     (half.path / DATA_FILE).write_bytes(b"RMQSNAP\x00half")  # the process died here
@@ -214,9 +214,9 @@ def test_leftovers_are_removed_at_open(root: Path, caplog: pytest.LogCaptureFixt
     deleting = root / (snapshot_dir_name(0) + ".deleting")
     deleting.mkdir()
     (deleting / DATA_FILE).write_bytes(b"x")
-    assert SnapshotStorage(root, read_only=True).list() == [1] and half.path.exists()  # read-only touches nothing
+    assert FileSnapshotStorage(root, read_only=True).list() == [1] and half.path.exists()  # read-only touches nothing
     with caplog.at_level(logging.WARNING, logger="snapshot.storage"):
-        st2 = SnapshotStorage(root)
+        st2 = FileSnapshotStorage(root)
     assert os.listdir(root / TEMP_DIR) == [] and not deleting.exists()
     assert "unfinished snapshot" in caplog.text
     assert st2.list() == [1]
@@ -225,7 +225,7 @@ def test_leftovers_are_removed_at_open(root: Path, caplog: pytest.LogCaptureFixt
 
 
 def test_listing_ignores_foreign_names(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 3)
     (root / "snapshot_3").mkdir()  # not 20 digits
     (root / snapshot_dir_name(4)).write_bytes(b"a file, not a directory")
@@ -238,7 +238,7 @@ def test_listing_ignores_foreign_names(root: Path) -> None:
 
 
 def test_open_names_the_damage(root: Path) -> None:
-    st = SnapshotStorage(root, known_types=NAMES)
+    st = FileSnapshotStorage(root, known_types=NAMES)
     save(st, 1)
     sdir = root / snapshot_dir_name(1)
     data = sdir / DATA_FILE
@@ -272,7 +272,7 @@ def test_open_names_the_damage(root: Path) -> None:
 
 
 def test_size_and_crc_are_checked_against_the_meta(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     with st.create(1, 1, VOTERS, created_at=0.0) as p:
         (p.path / "extra").write_bytes(b"0123456789")
         p.add_file("extra")
@@ -295,7 +295,7 @@ def test_size_and_crc_are_checked_against_the_meta(root: Path) -> None:
 
 
 def test_meta_index_must_match_the_directory(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     save(st, 2)
     shutil.copy(root / snapshot_dir_name(1) / META_FILE, root / snapshot_dir_name(2) / META_FILE)
@@ -317,7 +317,7 @@ def test_meta_index_must_match_the_directory(root: Path) -> None:
     ids=["body", "magic", "truncated", "meta", "no-meta", "no-data"],
 )
 def test_corrupt_newest_is_quarantined_and_the_previous_loads(root: Path, corrupt, caplog) -> None:
-    st = SnapshotStorage(root, known_types=NAMES)
+    st = FileSnapshotStorage(root, known_types=NAMES)
     for i in (1, 2, 3):
         save(st, i)
     newest = root / snapshot_dir_name(3)
@@ -341,7 +341,7 @@ def test_corrupt_newest_is_quarantined_and_the_previous_loads(root: Path, corrup
 
 
 def test_fallback_goes_as_far_as_it_must(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     for i in (1, 2, 3):
         save(st, i)
     damage(root / snapshot_dir_name(3) / DATA_FILE, 0)
@@ -355,7 +355,7 @@ def test_fallback_goes_as_far_as_it_must(root: Path) -> None:
 
 
 def test_all_bad_returns_none_and_reports(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     save(st, 2)
     damage(root / snapshot_dir_name(2) / DATA_FILE, 0)
@@ -363,7 +363,7 @@ def test_all_bad_returns_none_and_reports(root: Path) -> None:
     meta, snap, q = st.load_newest()
     assert meta is None and snap is None and [x.index for x in q] == [2, 1]
     assert st.list() == [] and len(st.quarantined()) == 2
-    assert SnapshotStorage(root).load_newest() == (None, None, [])
+    assert FileSnapshotStorage(root).load_newest() == (None, None, [])
 
 
 def test_a_section_the_state_machine_cannot_decode_falls_back(root: Path) -> None:
@@ -379,7 +379,7 @@ def test_a_section_the_state_machine_cannot_decode_falls_back(root: Path) -> Non
         def load_snapshot(self, raw: bytes) -> None:
             self.rows = msgpack.unpackb(raw)
 
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     with st.create(2, 1, VOTERS, created_at=0.0) as p:
         w = p.writer()
@@ -401,11 +401,11 @@ def test_a_section_the_state_machine_cannot_decode_falls_back(root: Path) -> Non
 
 
 def test_read_only_storage_reports_without_renaming(root: Path) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     save(st, 2)
     damage(root / snapshot_dir_name(2) / DATA_FILE, 0)
-    ro = SnapshotStorage(root, read_only=True)
+    ro = FileSnapshotStorage(root, read_only=True)
     meta, snap, q = ro.load_newest()
     assert meta.last_included_index == 1 and q[0].index == 2 and q[0].moved_to is None
     snap.close()
@@ -420,7 +420,7 @@ def test_read_only_storage_reports_without_renaming(root: Path) -> None:
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_crash_at_every_step_of_a_save(root: Path, point: str) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     for i in (10, 20, 30):
         save(st, i)
     st._fail_at = point
@@ -436,7 +436,7 @@ def test_crash_at_every_step_of_a_save(root: Path, point: str) -> None:
     if point == "during_reap":
         assert (root / (snapshot_dir_name(10) + ".deleting")).is_dir()
     # the process is gone; a new one opens the directory
-    st2 = SnapshotStorage(root)
+    st2 = FileSnapshotStorage(root)
     assert st2.list() == ([40, 30, 20] if committed else [30, 20, 10])
     for i in st2.list():
         check_loads(st2, i)
@@ -450,7 +450,7 @@ def test_crash_at_every_step_of_a_save(root: Path, point: str) -> None:
 
 
 def test_crash_while_writing_the_data_file(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     p = st.create(2, 1, VOTERS, created_at=0.0)
     w = p.writer()
@@ -470,7 +470,7 @@ def test_crash_while_writing_the_data_file(root: Path, monkeypatch: pytest.Monke
         w.finish()
     monkeypatch.undo()
     assert (p.path / DATA_FILE).read_bytes()[:8] == bytes(8)  # left behind, and no header: it is written last
-    st2 = SnapshotStorage(root)
+    st2 = FileSnapshotStorage(root)
     assert st2.list() == [1] and os.listdir(root / TEMP_DIR) == []
     check_loads(st2, 1)
 
@@ -479,7 +479,7 @@ def test_crash_while_writing_the_data_file(root: Path, monkeypatch: pytest.Monke
 def test_io_errors_during_commit_leave_the_storage_as_it_was(
     root: Path, monkeypatch: pytest.MonkeyPatch, victim: str
 ) -> None:
-    st = SnapshotStorage(root)
+    st = FileSnapshotStorage(root)
     save(st, 1)
     p = st.create(2, 1, VOTERS, created_at=0.0)
     w = p.writer()
@@ -503,7 +503,7 @@ def test_io_errors_during_commit_leave_the_storage_as_it_was(
 def test_a_damaged_older_snapshot_is_found_at_load_not_when_it_is_needed(root: Path, name, caplog) -> None:
     """The corruption sweep found older retained snapshots unchecked at start: their damage stayed silent until
     the newest failed and the fallback was needed. They are verified (and quarantined) when the newest loads."""
-    st = SnapshotStorage(root, known_types=NAMES)
+    st = FileSnapshotStorage(root, known_types=NAMES)
     for i in (1, 2, 3):
         save(st, i)
     damage(root / snapshot_dir_name(2) / name, 20)

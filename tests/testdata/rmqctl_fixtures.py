@@ -1,5 +1,5 @@
 """Data directories for the rmqctl offline tests, written by the real storage code (no binary fixtures):
-the WAL through SegmentLog, term/vote through FileMetaStorage, snapshots through SnapshotStorage and the
+the WAL through SegmentLog, term/vote through FileMetaStorage, snapshots through FileSnapshotStorage and the
 ControllerStateMachine's own save path, in the layout a Node uses (`log/`, `meta/`, `snapshot/`).
 
 Everything is deterministic: command times come from the state machine test harness's clock, snapshot
@@ -15,7 +15,7 @@ from raft.core.confchange import encode_conf
 from raft.core.messages import ConfState, Entry, EntryType, HardState
 from raft.options import LogStorageOptions
 from raft.storage import FileMetaStorage, SegmentLog
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 from statemachine import ControllerStateMachine
 from statemachine import commands as cmd
 from statemachine.sections import SECTION_NAMES
@@ -85,7 +85,7 @@ def write_snapshot(
     root: Path, sm: ControllerStateMachine, index: int, term: int, voters: tuple[str, ...] = VOTERS
 ) -> Path:
     """A snapshot of `sm` at (index, term) under the snapshot root `root`, as the node's save path makes it."""
-    st = SnapshotStorage(root, max_reserved=100, known_types=SECTION_NAMES)
+    st = FileSnapshotStorage(root, max_reserved=100, known_types=SECTION_NAMES)
     pending = st.create(index, term, voters, (), created_at=CREATED_AT)
     writer = pending.writer()
     sm.on_snapshot_save(writer)

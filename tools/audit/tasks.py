@@ -40,7 +40,7 @@ from raft.storage.walscan import (
     scan_segment_bytes,
 )
 from snapshot.errors import SnapshotError
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 from statemachine import codes as C
 from statemachine.sections import SECTION_NAMES
 from tools.audit.model import Buckets, split_state
@@ -556,7 +556,7 @@ def snapshot_task(
         else:
             sdir = Path(local)
         out = SnapshotOut(task.nid, task.index, task.uri)
-        st = SnapshotStorage(sdir.parent, read_only=True, known_types=SECTION_NAMES)
+        st = FileSnapshotStorage(sdir.parent, read_only=True, known_types=SECTION_NAMES)
         slices: dict[int, bytes] = {}
         try:
             meta = st.read_meta(task.index)

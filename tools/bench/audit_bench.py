@@ -42,7 +42,7 @@ from raft.leaf.durable import atomic_write
 from raft.storage import SegmentLog
 from raft.storage.identity import IDENTITY_FILE, DataDirIdentity, encode_identity
 from raft.storage.layout import LOG_DIR, SNAPSHOT_DIR
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 from statemachine import SECTION_NAMES, ControllerStateMachine
 from statemachine import codes as C
 from statemachine import commands as cmd
@@ -94,7 +94,7 @@ def build(root: Path, entries: int, sets: int | None = None) -> dict[str, Any]:
     sm = ControllerStateMachine()
     marks = sorted({max(3, indexes // 2), max(4, indexes * 9 // 10)})
     node0 = root / NODES[0]
-    snaps = SnapshotStorage(node0 / SNAPSHOT_DIR, max_reserved=1 << 30, known_types=SECTION_NAMES)
+    snaps = FileSnapshotStorage(node0 / SNAPSHOT_DIR, max_reserved=1 << 30, known_types=SECTION_NAMES)
     heartbeats, unpackb = 0, msgpack.unpackb
     start = time.perf_counter()
     with SegmentLog(node0 / LOG_DIR) as log:

@@ -4,7 +4,7 @@ Snapshot benchmarks on the real code paths, fsync on, with the test state machin
 (raft.testing.kvnode.KvStateMachine: a dict of key -> ~1 KiB text values that lz4 compresses to about
 half). Sizes are the raw state in MiB; MB/s is 10^6 raw (msgpack) bytes per second.
 
-1. save and load of the snapshot subsystem (SnapshotStorage: create, fill, finish, commit; open with
+1. save and load of the snapshot subsystem (FileSnapshotStorage: create, fill, finish, commit; open with
    CRC verification, then decode into a fresh state machine), page cache warm and dropped;
 2. the apply stall of a save (SnapshotManager.save hand-over, p99 over several saves) and the gaps
    between apply batches on the calling thread while the save runs on its own thread, versus idle;
@@ -44,7 +44,7 @@ from raft.testing.cluster import ProcessCluster, free_ports
 from raft.testing.kvnode import KV_SECTION, KvStateMachine
 from snapshot.manager import SnapshotManager
 from snapshot.rw import SnapshotReader
-from snapshot.storage import DATA_FILE, SnapshotStorage
+from snapshot.storage import DATA_FILE, FileSnapshotStorage
 
 MiB = 1 << 20
 MB = 1_000_000
@@ -123,7 +123,7 @@ def drop_cache(path: Path) -> None:
 
 
 def bench_save_load(fsm: KvStateMachine, root: Path, reps: int) -> dict[str, Any]:
-    storage = SnapshotStorage(root / "save-load", max_reserved=3, known_types={KV_SECTION: "kv"})
+    storage = FileSnapshotStorage(root / "save-load", max_reserved=3, known_types={KV_SECTION: "kv"})
     runs: list[dict[str, float]] = []
     raw = disk = 0
     for rep in range(reps):
@@ -204,7 +204,7 @@ def apply_loop(fsm: KvStateMachine, batches: list[list[Entry]], stop: Callable[[
 
 
 def bench_stall(fsm: KvStateMachine, root: Path, saves: int) -> dict[str, Any]:
-    storage = SnapshotStorage(root / "stall", max_reserved=3, known_types={KV_SECTION: "kv"})
+    storage = FileSnapshotStorage(root / "stall", max_reserved=3, known_types={KV_SECTION: "kv"})
     mgr = SnapshotManager(storage, None, name="bench-save")  # saves only on demand
     rng = random.Random(2)
     keys = list(fsm.data)

@@ -17,7 +17,7 @@ from raft.storage import SegmentLog
 from raft.storage.identity import IDENTITY_FILE, read_identity
 from raft.storage.walscan import LiveLog, list_segments, merge_scans, run_arrays, scan_segment_bytes
 from snapshot.format import META_FILE, decode_meta, encode_meta
-from snapshot.storage import SnapshotStorage
+from snapshot.storage import FileSnapshotStorage
 from statemachine import ControllerStateMachine
 from statemachine.sections import SECTION_NAMES
 from tools.audit.job import LOCAL_JVM_OPTIONS
@@ -141,7 +141,7 @@ def test_snapshot_with_one_wrong_value(spark: Any, data: tuple[Path, dict[str, i
     root, marks = data
     index = marks["second"]
     snap_root = root / "n0" / "snapshot"
-    st = SnapshotStorage(snap_root, read_only=True, known_types=SECTION_NAMES)
+    st = FileSnapshotStorage(snap_root, read_only=True, known_types=SECTION_NAMES)
     sm = ControllerStateMachine()
     with st.open(index) as snap:
         sm.on_snapshot_load(snap)
@@ -149,7 +149,7 @@ def test_snapshot_with_one_wrong_value(spark: Any, data: tuple[Path, dict[str, i
     assert sm.kv.table["ns1"]["key-3"] == "v2-3"
     sm.kv.table["ns1"]["key-3"] = "tampered"
     tmp_root = tmp_path / "rewritten"
-    out = SnapshotStorage(tmp_root, known_types=SECTION_NAMES)
+    out = FileSnapshotStorage(tmp_root, known_types=SECTION_NAMES)
     pending = out.create(index, meta.last_included_term, meta.voters, meta.learners, created_at=meta.created_at)
     writer = pending.writer()
     sm.on_snapshot_save(writer)
