@@ -41,18 +41,21 @@ class Strict(BaseModel):
 def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
     """The strict HTTP request model of a typed request (api/service/requests.py): its header fields, a Java
     String as Text, a Long or Integer as Long, a Boolean as bool; required where the header requires them or
-    `http_required`; an optional one None by default, described by its `doc`. Its description is the class's
-    HTTP_DOC, its field order HTTP_ORDER's names first, then the rest as the class declares them."""
+    `http_required`; an optional one takes the field's default (None: nullable), all described by their `doc`;
+    a field declared `http=False` is left out. Its description is the class's HTTP_DOC, its field order
+    HTTP_ORDER's names first, then the rest as the class declares them."""
     specs: dict[str, Any] = {}
     for f in dataclasses.fields(cast(Any, cls)):
         meta = f.metadata
-        if "java" not in meta:
+        if "java" not in meta or not meta["http"]:
             continue
         base: Any = _HTTP_TYPE[meta["java"]]
         if meta["required"] or meta["http_required"]:
-            specs[f.name] = (base, ...)
-        else:
+            specs[f.name] = (base, Field(description=meta["doc"]) if meta["doc"] else ...)
+        elif f.default is None:
             specs[f.name] = (base | None, Field(None, description=meta["doc"]))
+        else:
+            specs[f.name] = (base, Field(f.default, description=meta["doc"]))
     order: tuple[str, ...] = getattr(cls, "HTTP_ORDER", ())
     fields = {name: specs[name] for name in (*order, *(n for n in specs if n not in order))}
     model = create_model(name, __base__=Strict, __doc__=getattr(cls, "HTTP_DOC", None), __module__=__name__, **fields)
@@ -61,18 +64,14 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
-# 904 BROKER_HEARTBEAT, generated from api.service.requests.BrokerHeartbeat (its fields declared there only).
-if TYPE_CHECKING:  # to mypy, a Strict model (its fields are BrokerHeartbeat's, which mypy checks)
+# Generated from the typed requests of api.service.requests (their fields declared there only): 904
+# BROKER_HEARTBEAT, 1012.
+if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
+    NextBrokerIdRequest = Strict
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
-
-
-class NextBrokerIdRequest(Strict):
-    """1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."""
-
-    clusterName: Text
-    brokerName: Text
+    NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
 
 
 class ApplyBrokerIdRequest(Strict):

@@ -38,14 +38,23 @@ def header(
     default: HeaderValue = None,
     doc: str | None = None,
     http_required: bool = False,
+    http: bool = True,
     command: str | None = None,
 ) -> Any:  # the field's declared type, as dataclasses.field has it
     """A field of the request header: its Java type, and whether it is required (@CFNotNull, or required here
     where RocketMQ would fail later on a null). A required field has no default. For the HTTP model generated
     from the class (api.http.models.http_model): `doc`, the field's description there, and `http_required`, a
-    field the HTTP API requires though the remoting header may leave it out. `command`: the command field's name
-    where it differs from this one (statemachine.commands spelling)."""
-    meta = {"java": java, "required": required, "doc": doc, "http_required": http_required, "command": command}
+    field the HTTP API requires though the remoting header may leave it out; `http=False`, a field the HTTP model
+    leaves out. `command`: the command field's name where it differs from this one (statemachine.commands
+    spelling)."""
+    meta = {
+        "java": java,
+        "required": required,
+        "doc": doc,
+        "http_required": http_required,
+        "http": http,
+        "command": command,
+    }
     return field(metadata=meta) if required else field(default=default, metadata=meta)
 
 
@@ -290,6 +299,8 @@ class GetNextBrokerId(Request):
 
     clusterName: str = header(STRING, required=True)
     brokerName: str = header(STRING, required=True)
+
+    HTTP_DOC: ClassVar[str] = "1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."
 
     def command(self, now_ms: int) -> bytes:
         return commands.get_next_broker_id(now_ms, self.clusterName, self.brokerName)
