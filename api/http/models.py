@@ -65,22 +65,15 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
 # Generated from the typed requests of api.service.requests (their fields declared there only): 904
-# BROKER_HEARTBEAT, 1012.
+# BROKER_HEARTBEAT, 1012, 1013.
 if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
     NextBrokerIdRequest = Strict
+    ApplyBrokerIdRequest = Strict
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
     NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
-
-
-class ApplyBrokerIdRequest(Strict):
-    """1013 CONTROLLER_APPLY_BROKER_ID."""
-
-    clusterName: Text
-    brokerName: Text
-    appliedBrokerId: Long
-    registerCheckCode: Text = Field(description='"<brokerAddress>;<timestamp>" as brokers send it')
+    ApplyBrokerIdRequest = http_model(Q.ApplyBrokerId, "ApplyBrokerIdRequest")
 
 
 class RegisterBrokerRequest(Strict):

@@ -316,7 +316,9 @@ class ApplyBrokerId(Request):
     clusterName: str = header(STRING, required=True)
     brokerName: str = header(STRING, required=True)
     appliedBrokerId: int = header(LONG, required=True)
-    registerCheckCode: str = header(STRING, required=True)
+    registerCheckCode: str = header(STRING, required=True, doc='"<brokerAddress>;<timestamp>" as brokers send it')
+
+    HTTP_DOC: ClassVar[str] = "1013 CONTROLLER_APPLY_BROKER_ID."
 
     def command(self, now_ms: int) -> bytes:
         return commands.apply_broker_id(
