@@ -65,15 +65,17 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
 # Generated from the typed requests of api.service.requests (their fields declared there only): 904
-# BROKER_HEARTBEAT, 1012, 1013.
+# BROKER_HEARTBEAT, 1004, 1012, 1013.
 if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
     NextBrokerIdRequest = Strict
     ApplyBrokerIdRequest = Strict
+    ReplicaInfoRequest = Strict
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
     NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
     ApplyBrokerIdRequest = http_model(Q.ApplyBrokerId, "ApplyBrokerIdRequest")
+    ReplicaInfoRequest = http_model(Q.GetReplicaInfo, "ReplicaInfoRequest")
 
 
 class RegisterBrokerRequest(Strict):
@@ -107,12 +109,6 @@ class AlterSyncStateSetRequest(Strict):
     masterBrokerId: Long
     masterEpoch: Long
     syncStateSet: SyncStateSetModel
-
-
-class ReplicaInfoRequest(Strict):
-    """1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."""
-
-    brokerName: Text
 
 
 class SyncStateDataRequest(Strict):

@@ -233,7 +233,9 @@ class GetReplicaInfo(Request):
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_GET_REPLICA_INFO"
     READ: ClassVar[bool] = True
 
-    brokerName: str | None = header(STRING)
+    brokerName: str | None = header(STRING, http_required=True)
+
+    HTTP_DOC: ClassVar[str] = "1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."
 
     def command(self, now_ms: int) -> bytes:
         return commands.get_replica_info(now_ms, nullable(self.brokerName))
