@@ -65,26 +65,19 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
 # Generated from the typed requests of api.service.requests (their fields declared there only): 904
-# BROKER_HEARTBEAT, 1004, 1012, 1013.
+# BROKER_HEARTBEAT, 1003, 1004, 1012, 1013.
 if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
     NextBrokerIdRequest = Strict
     ApplyBrokerIdRequest = Strict
     ReplicaInfoRequest = Strict
+    RegisterBrokerRequest = Strict
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
     NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
     ApplyBrokerIdRequest = http_model(Q.ApplyBrokerId, "ApplyBrokerIdRequest")
     ReplicaInfoRequest = http_model(Q.GetReplicaInfo, "ReplicaInfoRequest")
-
-
-class RegisterBrokerRequest(Strict):
-    """1003 CONTROLLER_REGISTER_BROKER."""
-
-    clusterName: Text
-    brokerName: Text
-    brokerId: Long
-    brokerAddress: Text
+    RegisterBrokerRequest = http_model(Q.RegisterBroker, "RegisterBrokerRequest")
 
 
 class ElectMasterRequest(Strict):

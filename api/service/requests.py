@@ -209,11 +209,13 @@ class RegisterBroker(Request):
     CODE: ClassVar[int] = C.REGISTER_BROKER
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_REGISTER_BROKER"
 
-    clusterName: str | None = header(STRING)
-    brokerName: str | None = header(STRING)
-    brokerId: int | None = header(LONG)
-    brokerAddress: str | None = header(STRING)
-    invokeTime: int | None = header(LONG)
+    clusterName: str | None = header(STRING, http_required=True)
+    brokerName: str | None = header(STRING, http_required=True)
+    brokerId: int | None = header(LONG, http_required=True)
+    brokerAddress: str | None = header(STRING, http_required=True)
+    invokeTime: int | None = header(LONG, http=False)
+
+    HTTP_DOC: ClassVar[str] = "1003 CONTROLLER_REGISTER_BROKER."
 
     def command(self, now_ms: int) -> bytes:
         return commands.register_broker(
