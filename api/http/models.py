@@ -65,19 +65,21 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
 # Generated from the typed requests of api.service.requests (their fields declared there only): 904
-# BROKER_HEARTBEAT, 1003, 1004, 1012, 1013.
+# BROKER_HEARTBEAT, 1003, 1004, 1011, 1012, 1013.
 if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
     NextBrokerIdRequest = Strict
     ApplyBrokerIdRequest = Strict
     ReplicaInfoRequest = Strict
     RegisterBrokerRequest = Strict
+    CleanBrokerMetadataRequest = Strict
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
     NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
     ApplyBrokerIdRequest = http_model(Q.ApplyBrokerId, "ApplyBrokerIdRequest")
     ReplicaInfoRequest = http_model(Q.GetReplicaInfo, "ReplicaInfoRequest")
     RegisterBrokerRequest = http_model(Q.RegisterBroker, "RegisterBrokerRequest")
+    CleanBrokerMetadataRequest = http_model(Q.CleanBrokerData, "CleanBrokerMetadataRequest")
 
 
 class ElectMasterRequest(Strict):
@@ -117,15 +119,6 @@ class AdminElectMasterRequest(Strict):
     clusterName: Text
     brokerName: Text
     brokerId: Long
-
-
-class CleanBrokerMetadataRequest(Strict):
-    """1011 CLEAN_BROKER_DATA."""
-
-    clusterName: Text | None = None
-    brokerName: Text
-    brokerControllerIdsToClean: Text | None = Field(None, description='broker ids as "1;2;3"; none: the whole set')
-    isCleanLivingBroker: bool = False
 
 
 class ConfigUpdateRequest(RootModel[dict[Text, Any]]):

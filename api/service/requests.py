@@ -279,9 +279,11 @@ class CleanBrokerData(Request):
 
     clusterName: str | None = header(STRING)
     brokerName: str = header(STRING, required=True)
-    brokerControllerIdsToClean: str | None = header(STRING)
+    brokerControllerIdsToClean: str | None = header(STRING, doc='broker ids as "1;2;3"; none: the whole set')
     isCleanLivingBroker: bool = header(BOOLEAN, default=False)
-    invokeTime: int | None = header(LONG)
+    invokeTime: int | None = header(LONG, http=False)
+
+    HTTP_DOC: ClassVar[str] = "1011 CLEAN_BROKER_DATA."
 
     def command(self, now_ms: int) -> bytes:
         return commands.clean_broker_data(
