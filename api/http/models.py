@@ -65,7 +65,9 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
 # Generated from the typed requests of api.service.requests (their fields declared there only): 904
-# BROKER_HEARTBEAT, 1003, 1004, 1011, 1012, 1013.
+# BROKER_HEARTBEAT, 1003, 1004, 1011, 1012, 1013. Written out below, as their HTTP shape is not the typed
+# request's: 1002 (HTTP defaults where the header requires a value, and a second, admin model), 1001 (the body
+# nested as syncStateSet), 1006 (a body list, at least one name) and 1009 (a JSON object of any keys).
 if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
     NextBrokerIdRequest = Strict
