@@ -109,7 +109,7 @@ def defaults(cls: type[Request]) -> dict[str, HeaderValue]:
     }
 
 
-def of(cls: type[T], values: Mapping[str, Any]) -> T:
+def of(cls: type[T], values: Mapping[str, object]) -> T:
     """`cls` from a mapping holding its fields (a model's, the parsed header's) and perhaps others."""
     names = {f.name for f in dataclasses.fields(cast(Any, cls))}
     return cls(**{k: v for k, v in values.items() if k in names})
