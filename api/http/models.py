@@ -15,6 +15,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, cr
 
 from api.service import requests as Q
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
@@ -45,7 +48,7 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
     a field declared `http=False` is left out. Its description is the class's HTTP_DOC, its field order
     HTTP_ORDER's names first, then the rest as the class declares them."""
     specs: dict[str, Any] = {}
-    for f in dataclasses.fields(cast(Any, cls)):
+    for f in dataclasses.fields(cast("type[DataclassInstance]", cls)):
         meta = f.metadata
         if "java" not in meta or not meta["http"]:
             continue

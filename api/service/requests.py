@@ -18,11 +18,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"  # Java types of header fields
 
@@ -62,7 +65,7 @@ def command_fields(request: Request) -> dict[str, HeaderValue]:
     """The header fields of `request` by their command names (the `command` metadata, else the same name)."""
     return {
         f.metadata.get("command") or f.name: getattr(request, f.name)
-        for f in dataclasses.fields(cast(Any, request))
+        for f in dataclasses.fields(cast("DataclassInstance", request))
         if "java" in f.metadata
     }
 
@@ -95,7 +98,7 @@ def schema(cls: type[Request]) -> Schema:
     """The request header's fields in declaration order: (name, Java type, required)."""
     return tuple(
         (f.name, f.metadata["java"], f.metadata["required"])
-        for f in dataclasses.fields(cast(Any, cls))
+        for f in dataclasses.fields(cast("type[DataclassInstance]", cls))
         if "java" in f.metadata
     )
 
@@ -104,14 +107,14 @@ def defaults(cls: type[Request]) -> dict[str, HeaderValue]:
     """The header fields whose value, when left out, is not null (a Java field's initializer)."""
     return {
         f.name: f.default
-        for f in dataclasses.fields(cast(Any, cls))
+        for f in dataclasses.fields(cast("type[DataclassInstance]", cls))
         if "java" in f.metadata and f.default is not None and f.default is not dataclasses.MISSING
     }
 
 
 def of(cls: type[T], values: Mapping[str, object]) -> T:
     """`cls` from a mapping holding its fields (a model's, the parsed header's) and perhaps others."""
-    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
+    names = {f.name for f in dataclasses.fields(cast("type[DataclassInstance]", cls))}
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
