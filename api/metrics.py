@@ -28,6 +28,7 @@ from statemachine.result import Result
 if TYPE_CHECKING:
     from api.service import ControllerService
     from raft.node import NodeStatus
+    from snapshot.format import SnapshotMeta
 
 log = logging.getLogger("controllerd.api")
 
@@ -93,7 +94,7 @@ class ControllerMetrics:
         self.latency: dict[str, _Histogram] = {}
         self.elections: dict[tuple[str, str, str], int] = defaultdict(int)
         self.rejections: dict[str, int] = defaultdict(int)
-        self._snapshot_cache: tuple[Any, Any] = (None, None)
+        self._snapshot_cache: tuple[tuple[int, int, int] | None, SnapshotMeta | None] = (None, None)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -136,7 +137,7 @@ class ControllerMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def _newest_snapshot(self, st: NodeStatus) -> Any:
+    def _newest_snapshot(self, st: NodeStatus) -> SnapshotMeta | None:
         """The newest snapshot's meta on disk, re-read only when a save or an install happened."""
         snap = st.snapshot
         key = (snap.index, snap.saves, snap.installs)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from api.service import ControllerService, invalid, shown, validation_error
 from api.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
+from statemachine.config import ConfigValue
 from statemachine.result import Result
 
 # ------------------------------------------------------------------------------- controller config (1009/1010)
@@ -21,7 +21,7 @@ _INT = re.compile(r"[+-]?[0-9]+")
 BLACK_LISTED = Result(C.NO_PERMISSION, "Can not update config in black list.")  # RocketMQ's answer
 
 
-def _text(v: Any) -> str:
+def _text(v: object) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else str(v)
 
 
@@ -33,7 +33,7 @@ def config_view(service: ControllerService, settings: ApiSettings) -> dict[str, 
     return dict(sorted(out.items()))
 
 
-def _parse(kind: int, raw: Any) -> Any:
+def _parse(kind: int, raw: object) -> ConfigValue | None:
     """A replicated key's value from properties text or the JSON value of its type; None if neither."""
     if kind == commands.BOOL:
         if type(raw) is bool:
@@ -48,7 +48,7 @@ def _parse(kind: int, raw: Any) -> Any:
     return None
 
 
-def plan_config_update(body: Mapping[str, Any], settings: ApiSettings) -> dict[str, Any] | Result:
+def plan_config_update(body: Mapping[str, object], settings: ApiSettings) -> dict[str, ConfigValue] | Result:
     """The 1009 changes of a config update, or RocketMQ's 16 answer for a black-listed key. Raises ApiError
     (a 422 over HTTP) naming every key that is unknown, node-local (not changeable at runtime) or has a bad value."""
     if any(k in settings.black_list() for k in body):
@@ -56,7 +56,7 @@ def plan_config_update(body: Mapping[str, Any], settings: ApiSettings) -> dict[s
     if not body:
         raise invalid("body", "no config key given", type="missing")
     runtime = ", ".join(sorted(commands.CONFIG_KEYS))
-    changes: dict[str, Any] = {}
+    changes: dict[str, ConfigValue] = {}
     errors: list[dict[str, str]] = []
     for key, raw in body.items():
         kind = commands.CONFIG_KEYS.get(key)
@@ -68,8 +68,8 @@ def plan_config_update(body: Mapping[str, Any], settings: ApiSettings) -> dict[s
             errors.append({"field": key, "location": "body", "message": why, "type": "config_key"})
             continue
         value = _parse(kind, raw)
-        in_range = value is not None and (kind != commands.INT or 0 <= value <= JAVA_INT_MAX)
-        if not in_range or not commands.config_value_ok(key, value):
+        out_of_range = kind == commands.INT and value is not None and not 0 <= value <= JAVA_INT_MAX
+        if value is None or out_of_range or not commands.config_value_ok(key, value):
             want = '"true" or "false"' if kind == commands.BOOL else f"an integer from 0 to {JAVA_INT_MAX}"
             errors.append(
                 {

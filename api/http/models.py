@@ -15,6 +15,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, cr
 
 from api.service import requests as Q
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
@@ -41,18 +44,21 @@ class Strict(BaseModel):
 def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
     """The strict HTTP request model of a typed request (api/service/requests.py): its header fields, a Java
     String as Text, a Long or Integer as Long, a Boolean as bool; required where the header requires them or
-    `http_required`; an optional one None by default, described by its `doc`. Its description is the class's
-    HTTP_DOC, its field order HTTP_ORDER's names first, then the rest as the class declares them."""
+    `http_required`; an optional one takes the field's default (None: nullable), all described by their `doc`;
+    a field declared `http=False` is left out. Its description is the class's HTTP_DOC, its field order
+    HTTP_ORDER's names first, then the rest as the class declares them."""
     specs: dict[str, Any] = {}
-    for f in dataclasses.fields(cast(Any, cls)):
+    for f in dataclasses.fields(cast("type[DataclassInstance]", cls)):
         meta = f.metadata
-        if "java" not in meta:
+        if "java" not in meta or not meta["http"]:
             continue
         base: Any = _HTTP_TYPE[meta["java"]]
         if meta["required"] or meta["http_required"]:
-            specs[f.name] = (base, ...)
-        else:
+            specs[f.name] = (base, Field(description=meta["doc"]) if meta["doc"] else ...)
+        elif f.default is None:
             specs[f.name] = (base | None, Field(None, description=meta["doc"]))
+        else:
+            specs[f.name] = (base, Field(f.default, description=meta["doc"]))
     order: tuple[str, ...] = getattr(cls, "HTTP_ORDER", ())
     fields = {name: specs[name] for name in (*order, *(n for n in specs if n not in order))}
     model = create_model(name, __base__=Strict, __doc__=getattr(cls, "HTTP_DOC", None), __module__=__name__, **fields)
@@ -61,36 +67,24 @@ def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
 
 _HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
 
-# 904 BROKER_HEARTBEAT, generated from api.service.requests.BrokerHeartbeat (its fields declared there only).
-if TYPE_CHECKING:  # to mypy, a Strict model (its fields are BrokerHeartbeat's, which mypy checks)
+# Generated from the typed requests of api.service.requests (their fields declared there only): 904
+# BROKER_HEARTBEAT, 1003, 1004, 1011, 1012, 1013. Written out below, as their HTTP shape is not the typed
+# request's: 1002 (HTTP defaults where the header requires a value, and a second, admin model), 1001 (the body
+# nested as syncStateSet), 1006 (a body list, at least one name) and 1009 (a JSON object of any keys).
+if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
+    NextBrokerIdRequest = Strict
+    ApplyBrokerIdRequest = Strict
+    ReplicaInfoRequest = Strict
+    RegisterBrokerRequest = Strict
+    CleanBrokerMetadataRequest = Strict
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
-
-
-class NextBrokerIdRequest(Strict):
-    """1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."""
-
-    clusterName: Text
-    brokerName: Text
-
-
-class ApplyBrokerIdRequest(Strict):
-    """1013 CONTROLLER_APPLY_BROKER_ID."""
-
-    clusterName: Text
-    brokerName: Text
-    appliedBrokerId: Long
-    registerCheckCode: Text = Field(description='"<brokerAddress>;<timestamp>" as brokers send it')
-
-
-class RegisterBrokerRequest(Strict):
-    """1003 CONTROLLER_REGISTER_BROKER."""
-
-    clusterName: Text
-    brokerName: Text
-    brokerId: Long
-    brokerAddress: Text
+    NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
+    ApplyBrokerIdRequest = http_model(Q.ApplyBrokerId, "ApplyBrokerIdRequest")
+    ReplicaInfoRequest = http_model(Q.GetReplicaInfo, "ReplicaInfoRequest")
+    RegisterBrokerRequest = http_model(Q.RegisterBroker, "RegisterBrokerRequest")
+    CleanBrokerMetadataRequest = http_model(Q.CleanBrokerData, "CleanBrokerMetadataRequest")
 
 
 class ElectMasterRequest(Strict):
@@ -117,12 +111,6 @@ class AlterSyncStateSetRequest(Strict):
     syncStateSet: SyncStateSetModel
 
 
-class ReplicaInfoRequest(Strict):
-    """1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."""
-
-    brokerName: Text
-
-
 class SyncStateDataRequest(Strict):
     """1006 CONTROLLER_GET_SYNC_STATE_DATA (a linearizable read)."""
 
@@ -136,15 +124,6 @@ class AdminElectMasterRequest(Strict):
     clusterName: Text
     brokerName: Text
     brokerId: Long
-
-
-class CleanBrokerMetadataRequest(Strict):
-    """1011 CLEAN_BROKER_DATA."""
-
-    clusterName: Text | None = None
-    brokerName: Text
-    brokerControllerIdsToClean: Text | None = Field(None, description='broker ids as "1;2;3"; none: the whole set')
-    isCleanLivingBroker: bool = False
 
 
 class ConfigUpdateRequest(RootModel[dict[Text, Any]]):

@@ -103,7 +103,7 @@ class RemotingClient(asyncio.Protocol):
         self.transport.write(data)
 
     def request_nowait(
-        self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, oneway: bool = False
+        self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None, oneway: bool = False
     ) -> asyncio.Future[RemotingCommand]:
         opaque = next(self.opaques)
         fields = {
@@ -121,7 +121,7 @@ class RemotingClient(asyncio.Protocol):
         return fut
 
     async def request(
-        self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, timeout: float = 10.0
+        self, code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None, timeout: float = 10.0
     ) -> RemotingCommand:
         return await asyncio.wait_for(self.request_nowait(code, ext, body), timeout)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from api.service.errors import shown
 from api.service.requests import (
@@ -19,6 +18,7 @@ from api.service.requests import (
     REQUESTS,
     STRING,
     BrokerHeartbeat,
+    HeaderValue,
     Schema,
     defaults,
     schema,
@@ -48,7 +48,7 @@ STRICTER: dict[int, tuple[str, ...]] = {
 # Initial values of nullable Java fields a request may leave out (a @CFNotNull field must be on the wire even
 # when its Java field has an initializer: Java's client always sends it, and decodeCommandCustomHeader refuses
 # it missing).
-DEFAULTS: dict[int, dict[str, Any]] = {r.CODE: defaults(r) for r in REQUESTS if defaults(r)}
+DEFAULTS: dict[int, dict[str, HeaderValue]] = {r.CODE: defaults(r) for r in REQUESTS if defaults(r)}
 
 # Response headers by request code (what a client decodes; 2007's fields are in NOT_LEADER).
 RESPONSE: dict[int, Schema] = {
@@ -92,14 +92,14 @@ NOT_LEADER: Schema = (("controllerLeaderId", STRING, False), ("controllerLeaderA
 # them, the zero value where the controller set nothing. AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is
 # an `int`: RocketMQ answers every refused 1001 (2000-2003, 2006, 2013) with newSyncStateSetEpoch "0"
 # (tests/interop/test_differential.py). GetMetaDataResponseHeader.isLeader is a `boolean`, always set here.
-PRIMITIVE_ZERO: dict[int, dict[str, Any]] = {C.ALTER_SYNC_STATE_SET: {"newSyncStateSetEpoch": 0}}
+PRIMITIVE_ZERO: dict[int, dict[str, HeaderValue]] = {C.ALTER_SYNC_STATE_SET: {"newSyncStateSetEpoch": 0}}
 
 
 class HeaderFieldError(ValueError):
     """A header field is missing or not of its Java type; the message names it (RocketMQ's remark text)."""
 
 
-def _convert(name: str, kind: str, text: str) -> Any:
+def _convert(name: str, kind: str, text: str) -> HeaderValue:
     if kind == STRING:
         return text
     if kind == BOOLEAN:
@@ -114,9 +114,11 @@ def _convert(name: str, kind: str, text: str) -> Any:
     return v
 
 
-def parse(schema: Schema, ext: Mapping[str, str], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def parse(
+    schema: Schema, ext: Mapping[str, str], defaults: Mapping[str, HeaderValue] | None = None
+) -> dict[str, HeaderValue]:
     """The typed fields of a header (None where absent and nullable)."""
-    out: dict[str, Any] = dict(defaults or {})
+    out: dict[str, HeaderValue] = dict(defaults or {})
     for name, kind, required in schema:
         text = ext.get(name)
         if text is None:
@@ -128,7 +130,7 @@ def parse(schema: Schema, ext: Mapping[str, str], defaults: Mapping[str, Any] | 
     return out
 
 
-def to_ext(header: Mapping[str, Any] | None, code: int | None = None) -> dict[str, str]:
+def to_ext(header: Mapping[str, object] | None, code: int | None = None) -> dict[str, str]:
     """A response header as extFields: Java's toString of each non-null field. With the request `code`, a null
     field of a primitive Java type (PRIMITIVE_ZERO) is sent as its zero value, as Java does."""
     if not header:
@@ -144,7 +146,7 @@ def to_ext(header: Mapping[str, Any] | None, code: int | None = None) -> dict[st
     return out
 
 
-def typed(schema: Schema, ext: Mapping[str, str]) -> dict[str, Any]:
+def typed(schema: Schema, ext: Mapping[str, str]) -> dict[str, HeaderValue]:
     """A client's view of a response header: the schema's fields converted, unknown fields kept as text."""
     kinds = {name: kind for name, kind, _ in schema}
     return {k: _convert(k, kinds[k], v) if k in kinds else v for k, v in ext.items()}

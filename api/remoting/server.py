@@ -120,7 +120,7 @@ class Dispatcher:
             C.APPLY_BROKER_ID: self._header(Q.ApplyBrokerId),
         }
 
-    def fields(self, cmd: RemotingCommand) -> dict[str, Any]:
+    def fields(self, cmd: RemotingCommand) -> dict[str, Q.HeaderValue]:
         return H.parse(H.REQUEST[cmd.code], cmd.ext_fields, H.DEFAULTS.get(cmd.code))
 
     # --- the service calls (as the HTTP Gateway's submit / local) ---
@@ -136,16 +136,8 @@ class Dispatcher:
         epoch = body.get("syncStateSetEpoch") if isinstance(body, dict) else None
         if not isinstance(ids, list) or type(epoch) is not int:
             raise RequestError('the body must be a SyncStateSet {"syncStateSet":[ids],"syncStateSetEpoch":int}')
-        return await self.service.submit(
-            Q.AlterSyncStateSet(
-                brokerName=h["brokerName"],
-                masterBrokerId=h["masterBrokerId"],
-                masterEpoch=h["masterEpoch"],
-                invokeTime=h["invokeTime"],
-                syncStateSet=tuple(ids),
-                syncStateSetEpoch=epoch,
-            )
-        )
+        request = Q.of(Q.AlterSyncStateSet, {**h, "syncStateSet": tuple(ids), "syncStateSetEpoch": epoch})
+        return await self.service.submit(request)
 
     async def _elect(self, cmd: RemotingCommand) -> Result:
         request = Q.of(Q.ElectMaster, self.fields(cmd))

@@ -38,6 +38,7 @@ from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands
+from statemachine.config import ConfigValue
 from statemachine.liveness import LiveRow
 from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, ControllerStateMachine
 from statemachine.result import Result
@@ -78,7 +79,7 @@ class ServiceOptions:
     """No scan until this long after the first heartbeat."""
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
     request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
-    file_config: Mapping[str, Any] = field(default_factory=dict)  # replicated keys the properties file sets
+    file_config: Mapping[str, ConfigValue] = field(default_factory=dict)  # replicated keys the properties file sets
     ready_apply_lag: int = 1000  # /readyz: applied must be within this many entries of commit
     transfer_on_stop_s: float = 5.0  # how long stop() waits for a leadership transfer
     unsafe_local_reads: bool = False
@@ -379,7 +380,7 @@ class ControllerService:
         """Every broker set (or those of `cluster`) as 1006 answers them, a linearizable read."""
         return await self.read_state(lambda now: self.sm.manager.broker_sets(cluster, now))
 
-    def replicated_config(self) -> dict[str, Any]:
+    def replicated_config(self) -> dict[str, ConfigValue]:
         """The replicated controller config as this node applied it (local, like RocketMQ's 1010)."""
         return self.sm.config_values()
 

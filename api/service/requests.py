@@ -18,11 +18,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"  # Java types of header fields
 
@@ -38,14 +41,23 @@ def header(
     default: HeaderValue = None,
     doc: str | None = None,
     http_required: bool = False,
+    http: bool = True,
     command: str | None = None,
 ) -> Any:  # the field's declared type, as dataclasses.field has it
     """A field of the request header: its Java type, and whether it is required (@CFNotNull, or required here
     where RocketMQ would fail later on a null). A required field has no default. For the HTTP model generated
     from the class (api.http.models.http_model): `doc`, the field's description there, and `http_required`, a
-    field the HTTP API requires though the remoting header may leave it out. `command`: the command field's name
-    where it differs from this one (statemachine.commands spelling)."""
-    meta = {"java": java, "required": required, "doc": doc, "http_required": http_required, "command": command}
+    field the HTTP API requires though the remoting header may leave it out; `http=False`, a field the HTTP model
+    leaves out. `command`: the command field's name where it differs from this one (statemachine.commands
+    spelling)."""
+    meta = {
+        "java": java,
+        "required": required,
+        "doc": doc,
+        "http_required": http_required,
+        "http": http,
+        "command": command,
+    }
     return field(metadata=meta) if required else field(default=default, metadata=meta)
 
 
@@ -53,7 +65,7 @@ def command_fields(request: Request) -> dict[str, HeaderValue]:
     """The header fields of `request` by their command names (the `command` metadata, else the same name)."""
     return {
         f.metadata.get("command") or f.name: getattr(request, f.name)
-        for f in dataclasses.fields(cast(Any, request))
+        for f in dataclasses.fields(cast("DataclassInstance", request))
         if "java" in f.metadata
     }
 
@@ -86,7 +98,7 @@ def schema(cls: type[Request]) -> Schema:
     """The request header's fields in declaration order: (name, Java type, required)."""
     return tuple(
         (f.name, f.metadata["java"], f.metadata["required"])
-        for f in dataclasses.fields(cast(Any, cls))
+        for f in dataclasses.fields(cast("type[DataclassInstance]", cls))
         if "java" in f.metadata
     )
 
@@ -95,14 +107,14 @@ def defaults(cls: type[Request]) -> dict[str, HeaderValue]:
     """The header fields whose value, when left out, is not null (a Java field's initializer)."""
     return {
         f.name: f.default
-        for f in dataclasses.fields(cast(Any, cls))
+        for f in dataclasses.fields(cast("type[DataclassInstance]", cls))
         if "java" in f.metadata and f.default is not None and f.default is not dataclasses.MISSING
     }
 
 
-def of(cls: type[T], values: Mapping[str, Any]) -> T:
+def of(cls: type[T], values: Mapping[str, object]) -> T:
     """`cls` from a mapping holding its fields (a model's, the parsed header's) and perhaps others."""
-    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
+    names = {f.name for f in dataclasses.fields(cast("type[DataclassInstance]", cls))}
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
@@ -200,11 +212,13 @@ class RegisterBroker(Request):
     CODE: ClassVar[int] = C.REGISTER_BROKER
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_REGISTER_BROKER"
 
-    clusterName: str | None = header(STRING)
-    brokerName: str | None = header(STRING)
-    brokerId: int | None = header(LONG)
-    brokerAddress: str | None = header(STRING)
-    invokeTime: int | None = header(LONG)
+    clusterName: str | None = header(STRING, http_required=True)
+    brokerName: str | None = header(STRING, http_required=True)
+    brokerId: int | None = header(LONG, http_required=True)
+    brokerAddress: str | None = header(STRING, http_required=True)
+    invokeTime: int | None = header(LONG, http=False)
+
+    HTTP_DOC: ClassVar[str] = "1003 CONTROLLER_REGISTER_BROKER."
 
     def command(self, now_ms: int) -> bytes:
         return commands.register_broker(
@@ -224,7 +238,9 @@ class GetReplicaInfo(Request):
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_GET_REPLICA_INFO"
     READ: ClassVar[bool] = True
 
-    brokerName: str | None = header(STRING)
+    brokerName: str | None = header(STRING, http_required=True)
+
+    HTTP_DOC: ClassVar[str] = "1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."
 
     def command(self, now_ms: int) -> bytes:
         return commands.get_replica_info(now_ms, nullable(self.brokerName))
@@ -266,9 +282,11 @@ class CleanBrokerData(Request):
 
     clusterName: str | None = header(STRING)
     brokerName: str = header(STRING, required=True)
-    brokerControllerIdsToClean: str | None = header(STRING)
+    brokerControllerIdsToClean: str | None = header(STRING, doc='broker ids as "1;2;3"; none: the whole set')
     isCleanLivingBroker: bool = header(BOOLEAN, default=False)
-    invokeTime: int | None = header(LONG)
+    invokeTime: int | None = header(LONG, http=False)
+
+    HTTP_DOC: ClassVar[str] = "1011 CLEAN_BROKER_DATA."
 
     def command(self, now_ms: int) -> bytes:
         return commands.clean_broker_data(
@@ -291,6 +309,8 @@ class GetNextBrokerId(Request):
     clusterName: str = header(STRING, required=True)
     brokerName: str = header(STRING, required=True)
 
+    HTTP_DOC: ClassVar[str] = "1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."
+
     def command(self, now_ms: int) -> bytes:
         return commands.get_next_broker_id(now_ms, self.clusterName, self.brokerName)
 
@@ -305,7 +325,9 @@ class ApplyBrokerId(Request):
     clusterName: str = header(STRING, required=True)
     brokerName: str = header(STRING, required=True)
     appliedBrokerId: int = header(LONG, required=True)
-    registerCheckCode: str = header(STRING, required=True)
+    registerCheckCode: str = header(STRING, required=True, doc='"<brokerAddress>;<timestamp>" as brokers send it')
+
+    HTTP_DOC: ClassVar[str] = "1013 CONTROLLER_APPLY_BROKER_ID."
 
     def command(self, now_ms: int) -> bytes:
         return commands.apply_broker_id(
