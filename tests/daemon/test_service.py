@@ -88,10 +88,17 @@ def hb(name: str, broker_id: int, timeout_ms: int = 10_000) -> Callable[[int], b
 async def register(leader: ControllerService, name: str, ids: list[int]) -> None:
     for b in ids:
         r = await leader.read(lambda now: commands.get_next_broker_id(now, "c1", name))
-        assert r.header["nextBrokerId"] == b, r
-        r = await leader.write(lambda now, b=b: commands.apply_broker_id(now, "c1", name, b, f"code-{b}"))
+        assert r.header is not None and r.header["nextBrokerId"] == b, r
+
+        def apply_id(now: int, b: int = b) -> bytes:
+            return commands.apply_broker_id(now, "c1", name, b, f"code-{b}")
+
+        def register_broker(now: int, b: int = b) -> bytes:
+            return commands.register_broker(now, "c1", name, b, f"10.0.0.{b}:10911")
+
+        r = await leader.write(apply_id)
         assert r.ok, r
-        r = await leader.write(lambda now, b=b: commands.register_broker(now, "c1", name, b, f"10.0.0.{b}:10911"))
+        r = await leader.write(register_broker)
         assert r.ok, r
 
 
@@ -119,7 +126,11 @@ def test_reads_see_every_acknowledged_write_and_never_enter_the_log(tmp_path: An
         async with running(make(str(tmp_path))) as svcs:
             leader = await leader_of(svcs)
             for i in range(5):
-                await leader.write(lambda now, i=i: commands.kv_put(now, "ns", "k", f"v{i}"))
+
+                def put(now: int, i: int = i) -> bytes:
+                    return commands.kv_put(now, "ns", "k", f"v{i}")
+
+                await leader.write(put)
                 last = leader.node.status().last_index
                 r = await leader.read(lambda now: commands.kv_get(now, "ns", "k"))
                 assert r.body == {"value": f"v{i}"}
@@ -166,7 +177,7 @@ def test_scan_waits_for_a_heartbeat_then_expires_with_the_leaders_time(tmp_path:
             leader.heartbeat_received()
             await leader.write(hb("b1", 2))
             r = await leader.write(lambda now: commands.elect_master(now, "b1", cluster_name="c1", broker_id=1))
-            assert r.ok and r.header["masterBrokerId"] == 1
+            assert r.ok and r.header is not None and r.header["masterBrokerId"] == 1
             h = r.header
             r = await leader.write(
                 lambda now: commands.alter_sync_state_set(
@@ -182,11 +193,11 @@ def test_scan_waits_for_a_heartbeat_then_expires_with_the_leaders_time(tmp_path:
             await leader.write(hb("b1", 2))
             clock.t += 2
             assert leader.scan_due(clock.t)
-            r = await leader.scan_once()
-            assert r is not None and r.ok
-            assert r.body["checkTimeMillis"] == clock.t
-            assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 1}]
-            assert r.body["newMasters"][0]["masterBrokerId"] == 2
+            scan = await leader.scan_once()
+            assert scan is not None and scan.ok
+            assert scan.body["checkTimeMillis"] == clock.t
+            assert scan.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 1}]
+            assert scan.body["newMasters"][0]["masterBrokerId"] == 2
             # Every replica decided the same from the entry: same master everywhere once applied.
             idx = leader.node.status().commit
             for s in svcs.values():
@@ -380,6 +391,7 @@ def test_a_new_leader_does_not_expire_a_broker_for_the_failovers_gap(tmp_path: A
                 assert (await old.write(hb(name, b, timeout_ms=timeout))).ok
             old.heartbeat_received()
             r = await old.write(lambda now: commands.elect_master(now, "b1", cluster_name="c1", broker_id=1))
+            assert r.header is not None, r
             h = r.header
             r = await old.write(
                 lambda now: commands.alter_sync_state_set(
@@ -408,10 +420,10 @@ def test_a_new_leader_does_not_expire_a_broker_for_the_failovers_gap(tmp_path: A
             clock.t = t0 + 5_000  # X and Y are past their timeout by their last heartbeat; V by the takeover too
             assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok
             assert new.scan_due(clock.t)
-            r = await new.scan_once()  # the new leader's first scan: V only
-            assert r is not None and r.ok and r.body["aliveSinceMillis"] == t0 + 3_000
-            assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b2", "brokerId": 2}]
-            assert r.body["elections"] == []
+            scan = await new.scan_once()  # the new leader's first scan: V only
+            assert scan is not None and scan.ok and scan.body["aliveSinceMillis"] == t0 + 3_000
+            assert scan.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b2", "brokerId": 2}]
+            assert scan.body["elections"] == []
             assert not new.scan_due(clock.t)
 
             clock.t = t0 + 6_500  # X reaches the new leader, within its timeout of the takeover
@@ -423,10 +435,10 @@ def test_a_new_leader_does_not_expire_a_broker_for_the_failovers_gap(tmp_path: A
             clock.t = t0 + 7_001
             assert (await new.write(hb("b2", 1, timeout_ms=4000))).ok
             assert new.scan_due(clock.t)
-            r = await new.scan_once()
-            assert r is not None and r.ok
-            assert r.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 2}]
-            assert r.body["elections"] == []  # X, the master, alive all along: nobody re-elected
+            scan = await new.scan_once()
+            assert scan is not None and scan.ok
+            assert scan.body["inactiveBrokers"] == [{"clusterName": "c1", "brokerName": "b1", "brokerId": 2}]
+            assert scan.body["elections"] == []  # X, the master, alive all along: nobody re-elected
             idx = new.node.status().commit
             for s in rest.values():
                 await s.node.wait_applied(idx, 10)

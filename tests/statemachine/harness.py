@@ -3,6 +3,8 @@ would propose) at the harness's current time and applies it, so tests exercise t
 
 from __future__ import annotations
 
+from typing import Any
+
 from statemachine import ControllerStateMachine, Result
 from statemachine import commands as cmd
 
@@ -21,6 +23,18 @@ def tables(sm: ControllerStateMachine) -> dict[int, bytes]:
         return sm.encode_sections()
     finally:
         sm.live.clock = clock
+
+
+def header(r: Result) -> dict[str, Any]:
+    """`r.header`, which the command under test is known to send (a None fails here, naming the result)."""
+    assert r.header is not None, r
+    return r.header
+
+
+def remark(r: Result) -> str:
+    """`r.remark`, which the command under test is known to send (a None fails here, naming the result)."""
+    assert r.remark is not None, r
+    return r.remark
 
 
 class Ctl:
@@ -99,7 +113,7 @@ class Ctl:
         """RocketMQ's three registration steps (spec §8), each asserted to succeed; returns the new id."""
         nxt = self.next_id(name, cluster)
         assert nxt.ok, nxt
-        broker_id = nxt.header["nextBrokerId"]
+        broker_id = header(nxt)["nextBrokerId"]
         applied = self.apply_id(broker_id, addr, name, cluster)
         assert applied.ok, applied
         registered = self.register(broker_id, addr, name, cluster)
@@ -120,4 +134,5 @@ class Ctl:
         """(masterBrokerId, masterEpoch, SyncStateSet, syncStateSetEpoch) read through the log."""
         r = self.info(name)
         assert r.ok, r
-        return r.header["masterBrokerId"], r.header["masterEpoch"], r.body["syncStateSet"], r.body["syncStateSetEpoch"]
+        h = header(r)
+        return h["masterBrokerId"], h["masterEpoch"], r.body["syncStateSet"], r.body["syncStateSetEpoch"]

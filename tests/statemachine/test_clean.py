@@ -7,7 +7,7 @@ import pytest
 from statemachine import codes as C
 from statemachine.manager import parse_broker_ids
 
-from .harness import BROKER, CLUSTER, IPS, Ctl
+from .harness import BROKER, CLUSTER, IPS, Ctl, header, remark
 
 REFUSED = C.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
 
@@ -55,7 +55,7 @@ def test_cleaning_every_id_removes_the_set() -> None:
     ctl = dead_group()
     assert ctl.clean(ids="1;2;3").ok
     assert ctl.info().code == C.CONTROLLER_BROKER_METADATA_NOT_EXIST
-    assert ctl.next_id().header["nextBrokerId"] == 1
+    assert header(ctl.next_id())["nextBrokerId"] == 1
 
 
 def test_unknown_set() -> None:
@@ -89,7 +89,7 @@ def test_a_null_cluster_still_protects_living_brokers() -> None:
     ctl = Ctl()
     ctl.group(3)
     r = ctl.clean(ids="2", cluster=None)
-    assert r.code == REFUSED and "still alive" in r.remark
+    assert r.code == REFUSED and "still alive" in remark(r)
 
 
 def test_emptying_the_sync_state_set_makes_the_set_unknown() -> None:
@@ -98,7 +98,7 @@ def test_emptying_the_sync_state_set_makes_the_set_unknown() -> None:
         ctl.register_new(ip)
     assert ctl.clean(ids="2").ok  # never elected: the SyncStateSet was empty, so its record goes (spec §4.8)
     assert ctl.register(1, IPS[0]).code == C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
-    assert ctl.next_id().header["nextBrokerId"] == 3  # the replica table still answers getNextBrokerId
+    assert header(ctl.next_id())["nextBrokerId"] == 3  # the replica table still answers getNextBrokerId
     assert ctl.apply_id(1, IPS[0]).ok  # re-applying recreates the set
     assert ctl.register(1, IPS[0]).ok
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from statemachine import codes as C
 
-from .harness import BROKER, CLUSTER, IPS, Ctl
+from .harness import BROKER, CLUSTER, IPS, Ctl, header
 
 DEAD = -10_000  # a heartbeat timeout that makes the broker dead at once
 
@@ -63,7 +63,7 @@ def test_alive_master_is_kept_for_every_trigger() -> None:
 def test_broker_trigger_elects_the_only_alive_in_sync_broker() -> None:
     ctl = live_group(b1={"heartbeat_timeout_millis": DEAD}, b2={"heartbeat_timeout_millis": DEAD})
     r = ctl.elect(3)
-    assert r.ok and r.header["masterBrokerId"] == 3 and r.header["masterAddress"] == IPS[2]
+    assert r.ok and header(r)["masterBrokerId"] == 3 and header(r)["masterAddress"] == IPS[2]
     table = ctl.data().body["replicasInfoTable"][BROKER]
     assert (table["masterBrokerId"], table["masterEpoch"], table["syncStateSetEpoch"]) == (3, 2, 3)
     assert len(table["inSyncReplicas"]) == 1 and len(table["notInSyncReplicas"]) == 2
@@ -86,7 +86,7 @@ def test_prefers_higher_offset_when_epochs_are_equal() -> None:
         b3={"epoch": 1, "max_offset": 3},
     )
     r = ctl.elect(None)
-    assert (r.header["masterBrokerId"], r.header["masterAddress"], r.header["masterEpoch"]) == (3, IPS[2], 2)
+    assert (header(r)["masterBrokerId"], header(r)["masterAddress"], header(r)["masterEpoch"]) == (3, IPS[2], 2)
 
 
 def test_prefers_lower_priority_value_when_epoch_and_offset_are_equal() -> None:
@@ -96,7 +96,7 @@ def test_prefers_lower_priority_value_when_epoch_and_offset_are_equal() -> None:
         b3={"epoch": 1, "max_offset": 3, "election_priority": 1},
     )
     r = ctl.elect(None)
-    assert r.header["masterBrokerId"] == 3 and r.header["masterEpoch"] == 2
+    assert header(r)["masterBrokerId"] == 3 and header(r)["masterEpoch"] == 2
 
 
 def test_exact_ties_go_to_the_lowest_id_and_extreme_values_do_not_overflow() -> None:
@@ -105,20 +105,20 @@ def test_exact_ties_go_to_the_lowest_id_and_extreme_values_do_not_overflow() -> 
         b2={"epoch": 5, "max_offset": 2**62, "election_priority": -(2**31)},
         b3={"epoch": 5, "max_offset": 2**62, "election_priority": -(2**31)},
     )
-    assert ctl.elect(None).header["masterBrokerId"] == 2
+    assert header(ctl.elect(None))["masterBrokerId"] == 2
     ctl = live_group(b1={"heartbeat_timeout_millis": DEAD}, b2={"max_offset": -(2**62)}, b3={"max_offset": 2**62})
-    assert ctl.elect(None).header["masterBrokerId"] == 3  # Java's (int) (o2 - o1) would overflow here
+    assert header(ctl.elect(None))["masterBrokerId"] == 3  # Java's (int) (o2 - o1) would overflow here
 
 
 def test_admin_designated_election() -> None:
     ctl = live_group(b1={"heartbeat_timeout_millis": DEAD})
     r = ctl.elect(None)  # controller trigger: 1 is dead, 2 wins the tie
-    assert r.ok and r.header["masterBrokerId"] == 2 and r.header["masterEpoch"] == 2
+    assert r.ok and header(r)["masterBrokerId"] == 2 and header(r)["masterEpoch"] == 2
     assert ctl.alter(2, 2, {2, 3}, 3).ok
     # the admin wants 1, which is not alive: nothing changes
     r = ctl.elect(1, designate=True)
     assert (r.code, r.remark) == (C.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
-    assert r.header["masterBrokerId"] is None and ctl.state() == (2, 2, [2, 3], 4)
+    assert header(r)["masterBrokerId"] is None and ctl.state() == (2, 2, [2, 3], 4)
     # the admin designates the current master: kept
     assert ctl.elect(2, designate=True).code == C.CONTROLLER_MASTER_STILL_EXIST
     # 1 is back and in sync: the admin moves the master to it even though the old master is alive
@@ -134,7 +134,7 @@ def test_designated_broker_outside_the_sync_state_set_needs_unclean_election() -
     assert ctl.elect(3, designate=True).code == C.CONTROLLER_ELECT_MASTER_FAILED
     assert ctl.config(enableElectUncleanMaster=True).ok
     r = ctl.elect(3, designate=True)
-    assert r.ok and r.header["masterBrokerId"] == 3 and ctl.state() == (3, 2, [3], 4)
+    assert r.ok and header(r)["masterBrokerId"] == 3 and ctl.state() == (3, 2, [3], 4)
 
 
 def test_all_replicas_shut_down_then_the_last_master_restarts() -> None:
@@ -153,7 +153,7 @@ def test_all_replicas_shut_down_then_the_last_master_restarts() -> None:
     assert ctl.state() == (None, 2, [1], 3)
     ctl.hb(1)  # the old master restarts
     r = ctl.elect(2)
-    assert r.ok and r.header["masterBrokerId"] == 1 and ctl.state() == (1, 3, [1], 4)
+    assert r.ok and header(r)["masterBrokerId"] == 1 and ctl.state() == (1, 3, [1], 4)
 
 
 def test_unclean_election_is_replicated_config() -> None:
@@ -163,7 +163,7 @@ def test_unclean_election_is_replicated_config() -> None:
     assert ctl.elect(2).code == C.CONTROLLER_ELECT_MASTER_FAILED
     assert ctl.config(enableElectUncleanMaster=True).ok
     r = ctl.elect(3)  # any alive registered replica now; broker trigger does not prefer itself
-    assert r.ok and r.header["masterBrokerId"] == 2 and ctl.state() == (2, 2, [2], 4)
+    assert r.ok and header(r)["masterBrokerId"] == 2 and ctl.state() == (2, 2, [2], 4)
 
 
 def test_successful_election_notifies_the_alive_members() -> None:

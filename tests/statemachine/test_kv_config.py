@@ -9,6 +9,8 @@ from statemachine import CONFIG_DEFAULTS, ControllerStateMachine, Result
 from statemachine import codes as C
 from statemachine import commands as cmd
 
+from .harness import remark
+
 T = 1_000
 
 
@@ -79,5 +81,5 @@ def test_bad_config_never_reaches_the_state(config: dict) -> None:
     sm = ControllerStateMachine()
     before = sm.encode_sections()
     r = sm.apply(msgpack.packb([cmd.FORMAT_VERSION, C.UPDATE_CONTROLLER_CONFIG, T, config]))
-    assert r.code == C.CONTROLLER_JRAFT_INTERNAL_ERROR and "'config'" in r.remark
+    assert r.code == C.CONTROLLER_JRAFT_INTERNAL_ERROR and "'config'" in remark(r)
     assert sm.encode_sections() == before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from statemachine import codes as C
 
-from .harness import BROKER, CLUSTER, IPS, T0, Ctl
+from .harness import BROKER, CLUSTER, IPS, T0, Ctl, header
 
 
 def test_next_broker_id_of_an_unknown_set_is_1() -> None:
@@ -15,7 +15,7 @@ def test_next_broker_id_of_an_unknown_set_is_1() -> None:
 def test_three_step_registration_assigns_ids_in_sequence() -> None:
     ctl = Ctl()
     assert [ctl.register_new(ip) for ip in IPS] == [1, 2, 3]
-    assert ctl.next_id().header["nextBrokerId"] == 4
+    assert header(ctl.next_id())["nextBrokerId"] == 4
     body = ctl.data().body["replicasInfoTable"][BROKER]
     assert body["masterBrokerId"] is None and body["inSyncReplicas"] == []
     assert [(r["brokerId"], r["brokerAddress"], r["alive"]) for r in body["notInSyncReplicas"]] == [
@@ -48,7 +48,7 @@ def test_apply_retry_with_the_same_check_code_is_idempotent() -> None:
     before = ctl.sm.encode_sections()
     assert ctl.apply_id(1, IPS[0]).ok  # the broker retries after a timeout
     assert ctl.sm.encode_sections() == before  # in particular nextAssignBrokerId did not move
-    assert ctl.next_id().header["nextBrokerId"] == 2
+    assert header(ctl.next_id())["nextBrokerId"] == 2
 
 
 def test_address_is_the_check_code_up_to_the_first_semicolon() -> None:
@@ -65,7 +65,7 @@ def test_any_unused_id_is_accepted_and_next_id_skips_taken_ones() -> None:
     assert ctl.apply_id(3, IPS[2]).ok  # out of sequence
     assert ctl.sm.replicas.sets[BROKER].next_assign_broker_id == 3  # 1 + ids ever added (spec §2.1)
     # RocketMQ would answer 3 (taken) and the next broker would loop on 2014; we answer the first free id.
-    assert ctl.next_id().header["nextBrokerId"] == 4
+    assert header(ctl.next_id())["nextBrokerId"] == 4
     assert ctl.register_new(IPS[1]) == 4
 
 
@@ -76,7 +76,7 @@ def test_register_unknown_set_or_id() -> None:
         C.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
         f"Broker-set: {BROKER} hasn't been registered in controller",
     )
-    assert r.header["clusterName"] == CLUSTER and r.header["masterBrokerId"] is None
+    assert header(r)["clusterName"] == CLUSTER and header(r)["masterBrokerId"] is None
     ctl.register_new(IPS[0])
     r = ctl.register(5, IPS[1])
     assert (r.code, r.remark) == (
@@ -90,7 +90,7 @@ def test_register_never_elects_and_reports_no_master_before_an_election() -> Non
     ctl.register_new(IPS[0])
     ctl.hb(1)
     r = ctl.register(1, IPS[0])
-    assert r.ok and r.header["masterBrokerId"] is None and r.header["masterEpoch"] is None
+    assert r.ok and header(r)["masterBrokerId"] is None and header(r)["masterEpoch"] is None
     assert r.body == {"syncStateSet": [], "syncStateSetEpoch": 0}
     assert ctl.state() == (None, 0, [], 0)
 
@@ -126,10 +126,10 @@ def test_register_hides_a_master_that_is_not_alive_at_the_command_time() -> None
     ctl.hb(1, heartbeat_timeout_millis=3000)
     assert ctl.elect(1).ok
     ctl.advance(3000)  # last + timeout >= t: still alive at the boundary
-    assert ctl.register(2, IPS[1]).header["masterBrokerId"] == 1
+    assert header(ctl.register(2, IPS[1]))["masterBrokerId"] == 1
     ctl.advance(1)
     r = ctl.register(2, IPS[1])
-    assert r.ok and r.header["masterBrokerId"] is None and r.header["masterAddress"] is None
+    assert r.ok and header(r)["masterBrokerId"] is None and header(r)["masterAddress"] is None
     assert r.body == {"syncStateSet": [1], "syncStateSetEpoch": 1}
 
 
@@ -139,7 +139,7 @@ def test_register_with_a_new_address_updates_it_and_keeps_the_check_code() -> No
     ctl.hb(1)
     assert ctl.elect(1).ok
     assert ctl.register(1, "10.9.9.9:10911").ok
-    assert ctl.info().header["masterAddress"] == "10.9.9.9:10911"
+    assert header(ctl.info())["masterAddress"] == "10.9.9.9:10911"
     assert ctl.apply_id(1, IPS[0], code=f"{IPS[0]};{T0}").ok  # the original check code still matches
 
 

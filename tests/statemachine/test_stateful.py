@@ -14,7 +14,7 @@ from statemachine import ControllerStateMachine, Result, decode_section
 from statemachine import codes as C
 from statemachine import commands as cmd
 from statemachine.liveness import LAST, TIMEOUT
-from tests.statemachine.harness import tables
+from tests.statemachine.harness import header, tables
 
 T0 = 1_700_000_000_000
 CLUSTER = "c"
@@ -95,7 +95,7 @@ class Replicas(RuleBasedStateMachine):
     @rule(name=names)
     def next_id(self, name: str) -> None:
         r = self.run(cmd.get_next_broker_id(self.now, CLUSTER, name))
-        assert r.ok and r.header["nextBrokerId"] >= 1
+        assert r.ok and header(r)["nextBrokerId"] >= 1
 
     @rule(name=names, broker_id=ids, variant=st.integers(0, 1))
     def apply_id(self, name: str, broker_id: int, variant: int) -> None:
@@ -126,7 +126,7 @@ class Replicas(RuleBasedStateMachine):
     @rule(name=names, variant=st.integers(0, 1))
     def join(self, name: str, variant: int) -> None:
         """A broker's whole registration (spec §8), so that sets fill up often enough for elections."""
-        broker_id = self.run(cmd.get_next_broker_id(self.now, CLUSTER, name)).header["nextBrokerId"]
+        broker_id = header(self.run(cmd.get_next_broker_id(self.now, CLUSTER, name)))["nextBrokerId"]
         code = f"{addr(broker_id)};{variant}"
         if self.run(cmd.apply_broker_id(self.now, CLUSTER, name, broker_id, code)).ok:
             self.applied.append((name, broker_id, code))
@@ -157,7 +157,7 @@ class Replicas(RuleBasedStateMachine):
         )
         if r.ok:  # the new master is alive, or this was the first election (no liveness check)
             state = self.a.sync.sets[name]
-            assert r.header["masterBrokerId"] == state.master_broker_id and state.sync_state_set == {
+            assert header(r)["masterBrokerId"] == state.master_broker_id and state.sync_state_set == {
                 state.master_broker_id
             }
 

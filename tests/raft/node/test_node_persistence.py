@@ -148,7 +148,11 @@ def test_an_answer_with_no_write_of_its_own_waits_for_the_write_in_flight(tmp_pa
                 assert len(node.driver.persist_inflight) == submitted, "the retry wrote something: nothing was tested"
                 assert sent(events, ack) == [], f"{ack.name} to a retry left before the write it acknowledges"
                 gate.open.set()
-                await asyncio.wait_for(node._wait_for(lambda ack=ack: len(sent(events, ack)) == 2), 30)
+
+                def both_acked(ack: MsgType = ack) -> bool:
+                    return len(sent(events, ack)) == 2
+
+                await asyncio.wait_for(node._wait_for(both_acked), 30)
                 for k in sent(events, ack):
                     assert_durable_before(events, durable, k)
 
