@@ -11,7 +11,7 @@ import shutil
 import struct
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -188,6 +188,7 @@ def test_every_flipped_byte_is_detected_in_memory() -> None:
                 assert e.offset == body_start - 4 and "section table CRC" in e.reason, (pos, e)
             else:
                 t = section_at(data, pos)
+                assert t is not None
                 assert e.section == t and e.section_name == NAMES[t], (pos, e)
                 assert f"section {t} ({NAMES[t]})" in str(e)
 
@@ -256,7 +257,7 @@ def test_random_damage_never_passes(
 
 
 def craft(
-    entries: list[tuple[int, int, int, int, int, int | None]],
+    entries: Sequence[tuple[int, int, int, int, int, int | None]],
     bodies: bytes,
     *,
     version: int = FORMAT_VERSION,

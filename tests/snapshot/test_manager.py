@@ -128,6 +128,7 @@ def test_load_quarantines_damaged_skips_unusable_and_falls_back(tmp_path: Path) 
     res = m.load(loader, usable=lambda meta: None)
     assert res.meta is not None and res.meta.last_included_index == 10 and loaded_bodies == [b"state-10"]
     assert [i for i, _ in res.quarantined] == [40, 30, 20]
+    assert isinstance(m.storage, FileSnapshotStorage)
     assert len(m.storage.quarantined()) == 3 and m.base_index == 10
     res.snapshot.close()  # type: ignore[union-attr]
 

@@ -10,6 +10,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
@@ -46,7 +47,7 @@ def body(index: int) -> bytes:
     return msgpack.packb({"index": index, "brokers": [f"broker-{i}" for i in range(index % 7 + 1)]})
 
 
-def save(st: FileSnapshotStorage, index: int, term: int = 1, **kw: object) -> None:
+def save(st: FileSnapshotStorage, index: int, term: int = 1, **kw: Any) -> None:
     with st.create(index, term, VOTERS, ["n4"], created_at=1000.0 + index, **kw) as p:
         w = p.writer(known_types=NAMES)
         w.add_section(1, body(index))
@@ -138,6 +139,7 @@ def test_pending_snapshot_rules(root: Path) -> None:
         w.add_section(1, b"x")
         w.finish()
         meta = p.commit()
+    assert w.result is not None
     assert [(f.name, f.size) for f in meta.files] == [("extra.bin", 7), (DATA_FILE, w.result.size)]
     with st.open(1) as snap:
         assert snap.file_path("extra.bin").read_bytes() == b"payload"
@@ -347,6 +349,7 @@ def test_fallback_goes_as_far_as_it_must(root: Path) -> None:
     damage(root / snapshot_dir_name(3) / DATA_FILE, 0)
     damage(root / snapshot_dir_name(2) / META_FILE, 0)
     meta, snap, q = st.load_newest()
+    assert meta is not None and snap is not None
     assert meta.last_included_index == 1 and [x.index for x in q] == [3, 2]
     snap.close()
     damage(root / snapshot_dir_name(1) / DATA_FILE, 0)
@@ -388,6 +391,7 @@ def test_a_section_the_state_machine_cannot_decode_falls_back(root: Path) -> Non
         p.commit()
     m = Replicas()
     meta, snap, q = st.load_newest(loader=lambda s: load_managers(s, [m]))
+    assert meta is not None and snap is not None
     assert meta.last_included_index == 1 and m.rows == msgpack.unpackb(body(1))
     assert q[0].index == 2 and "load_snapshot cannot decode" in q[0].reason
     snap.close()
@@ -407,6 +411,7 @@ def test_read_only_storage_reports_without_renaming(root: Path) -> None:
     damage(root / snapshot_dir_name(2) / DATA_FILE, 0)
     ro = FileSnapshotStorage(root, read_only=True)
     meta, snap, q = ro.load_newest()
+    assert meta is not None and snap is not None
     assert meta.last_included_index == 1 and q[0].index == 2 and q[0].moved_to is None
     snap.close()
     assert ro.list() == [2, 1]
@@ -443,6 +448,7 @@ def test_crash_at_every_step_of_a_save(root: Path, point: str) -> None:
     assert os.listdir(root / TEMP_DIR) == []
     assert sorted(p.name for p in root.iterdir()) == sorted([snapshot_dir_name(i) for i in st2.list()] + [TEMP_DIR])
     meta, snap, q = st2.load_newest()
+    assert meta is not None and snap is not None
     assert q == [] and meta.last_included_index == st2.list()[0]
     snap.close()
     save(st2, 50)  # and life goes on

@@ -17,7 +17,7 @@ from raft.node import Node
 from raft.options import NodeOptions, SnapshotOptions
 from raft.testing.group import InProcessGroup
 from raft.testing.kvnode import KvStateMachine
-from snapshot.storage import CRASH_POINTS, SimulatedCrash
+from snapshot.storage import CRASH_POINTS, FileSnapshotStorage, SimulatedCrash
 from tests.raft.helpers import FAST, put, run
 
 
@@ -190,7 +190,9 @@ def test_crash_at_each_save_step_keeps_a_loadable_snapshot_and_every_entry(tmp_p
         await fill(n, 0, 60)
         first = await n.snapshot()
         await fill(n, 60, 120)
-        n._snapshots().storage._fail_at = point
+        storage = n._snapshots().storage
+        assert isinstance(storage, FileSnapshotStorage)
+        storage._fail_at = point
         try:
             await n.snapshot()
         except SimulatedCrash:
