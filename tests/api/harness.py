@@ -19,6 +19,7 @@ from api.http.app import create_app
 from api.http.hotpath import HeartbeatPath
 from api.service import ControllerService, ServiceOptions
 from api.settings import ApiSettings
+from raft.node.factory import open_data_dir
 from raft.options import NodeOptions, RaftOptions
 from raft.testing.cluster import free_ports
 from raft.testing.group import InProcessGroup
@@ -116,8 +117,15 @@ def in_process(opts: ServiceOptions) -> InProcessGroup:
     return _GROUPS.setdefault(root, InProcessGroup())
 
 
-def build(opts: ServiceOptions, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None) -> Node:
-    parts = in_process(opts).parts
+def build(
+    opts: ServiceOptions,
+    settings: ApiSettings | None = None,
+    clock: Callable[[], int] | None = None,
+    on_disk: bool = False,
+) -> Node:
+    """A service on the in-process Raft group of its root, or with `on_disk` on the real data directory (WAL,
+    meta, snapshots, TCP transport: what tests/testdata/cluster_data.py hands the audit)."""
+    parts = open_data_dir if on_disk else in_process(opts).parts
     if clock is not None:
         service = ControllerService(opts, clock, open_parts=parts)
     else:
@@ -152,10 +160,12 @@ async def solo(
 
 
 @asynccontextmanager
-async def group(root: Path, n: int = 3, raft: RaftOptions = GROUP_RAFT, **kw: Any) -> AsyncIterator[list[Node]]:
-    """A started n-node group whose every node knows the leader."""
+async def group(
+    root: Path, n: int = 3, raft: RaftOptions = GROUP_RAFT, on_disk: bool = False, **kw: Any
+) -> AsyncIterator[list[Node]]:
+    """A started n-node group whose every node knows the leader (`on_disk`: real data directories, see build)."""
     ports = free_ports(n)
-    nodes = [build(service_options(root, ports, i, raft, **kw)) for i in range(n)]
+    nodes = [build(service_options(root, ports, i, raft, **kw), on_disk=on_disk) for i in range(n)]
     async with running(nodes):
         await settled(nodes)
         yield nodes

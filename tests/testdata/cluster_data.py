@@ -70,7 +70,7 @@ async def _traffic(leader: Node, round_: int) -> None:
 
 
 async def _build(root: Path) -> dict[str, int]:
-    async with group(root) as nodes:
+    async with group(root, on_disk=True) as nodes:
         leader = next(n for n in nodes if n.service.node.status().role is Role.LEADER)
         await _traffic(leader, 0)
         first = await _snapshot_all(nodes, leader)
