@@ -195,19 +195,21 @@ class Group:
 
     async def leader(self) -> str:
         """The leader's remoting address, as a broker's controller client finds it: 1005's
-        controllerLeaderAddress, confirmed by that node's own 1005 (isLeader)."""
+        controllerLeaderAddress, confirmed by that node's own 1005 (isLeader), once every node names it (a
+        follower that has not heard from the new leader yet answers with no leader, on both sides)."""
         if self.leader_addr:
             return self.leader_addr
 
         async def find() -> str | None:
+            named = set()
             for a in self.remotings:
                 r = await self.ask(a, H.GET_METADATA_INFO)
-                named = r.ext_fields.get("controllerLeaderAddress")
-                if named:
-                    mine = await self.ask(named, H.GET_METADATA_INFO)
-                    if mine.ext_fields.get("isLeader") == "true":
-                        return named
-            return None
+                named.add(r.ext_fields.get("controllerLeaderAddress") or "")
+            if len(named) != 1 or "" in named:
+                return None
+            leader = named.pop()
+            mine = await self.ask(leader, H.GET_METADATA_INFO)
+            return leader if mine.ext_fields.get("isLeader") == "true" else None
 
         self.leader_addr = await poll(f"{self.side}: a leader", find, 60)
         return self.leader_addr
