@@ -25,8 +25,22 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def free_port_base(offsets: tuple[int, ...], low: int = 20000, high: int = 60000) -> int:
-    """A base port such that base + each offset is free on 127.0.0.1 (a node's or a broker's port family)."""
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (outgoing connections take their local port from it)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port_base(offsets: tuple[int, ...], low: int = 20000, high: int | None = None) -> int:
+    """A base port such that base + each offset is free on 127.0.0.1 (a node's or a broker's port family).
+
+    The range ends below the kernel's ephemeral range: a process restarted on its port must find it free, and
+    an outgoing connection may take any ephemeral port as its local port while the listener is down."""
+    if high is None:
+        high = max(low + 1000, ephemeral_low() - max(offsets, default=0) - 1)
     for _ in range(200):
         base = random.randrange(low, high)
         socks = []

@@ -364,7 +364,11 @@ def consume_all(world: World, topic: str) -> set[str]:
     d = world.rmq
     out = os.path.join(world.root, f"consumed-{topic}")
     c = d.java_client("interop.Consumer", d.namesrv_addr, topic, out, "5000", "120", name=f"consumer-{topic}").start()
-    c.wait_line("consumer done", 150)
+    try:
+        c.wait_line("consumer done", 150)
+    except AssertionError as e:
+        owners = {b.addr: f"{b.name} ({'up' if b.running() else 'down'})" for bs in world.sets.values() for b in bs}
+        raise AssertionError(f"{e}\nbroker addresses: {owners}") from None
     c.wait(30)
     with open(out) as f:
         return {line.split()[0] for line in f}

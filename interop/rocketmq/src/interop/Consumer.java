@@ -25,10 +25,23 @@ public final class Consumer {
         consumer.setAutoCommit(false);
         consumer.setPollTimeoutMillis(500);
         consumer.start();
-        Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
-        consumer.assign(queues);
-        for (MessageQueue q : queues) {
-            consumer.seek(q, 0);
+        // Seeking asks each queue's broker for its offsets. A route just after a failover may still name an
+        // address whose connection is going away; a client retries, and says so on stdout.
+        for (int attempt = 1; ; attempt++) {
+            try {
+                Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+                consumer.assign(queues);
+                for (MessageQueue q : queues) {
+                    consumer.seek(q, 0);
+                }
+                break;
+            } catch (Exception e) {
+                System.out.println("consumer retry " + attempt + ": " + e);
+                if (attempt >= 20 || System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(1000);
+            }
         }
         long n = 0, last = System.currentTimeMillis();
         try (PrintWriter out = new PrintWriter(new FileWriter(outFile, StandardCharsets.UTF_8))) {
