@@ -600,6 +600,12 @@ HEARTBEAT_DEFAULTS: dict[str, int] = {
 }
 _HEARTBEAT_NAMES = BrokerHeartbeat._fields[HEADER_FIELDS:]
 
+# The heartbeat fields the live table keeps besides RocketMQ's BrokerLiveInfo ones (liveness.BASE_FIELDS), by
+# command field name: each is appended to the broker's row in this order and holds the latest heartbeat's value.
+# A kept field needs a HEARTBEAT_DEFAULTS value (what a row from an older snapshot loads with). Keeping one
+# widens the live table's snapshot rows (docs/snapshot-format.md): a deliberate format change.
+LIVE_KEPT: tuple[str, ...] = ()
+
 
 def heartbeat_of(now_ms: int, fields: Mapping[str, str | int | bool | None]) -> bytes:
     """`heartbeat` from the fields by their BrokerHeartbeat names (other keys ignored); a field left out or None

@@ -19,19 +19,22 @@ of brokers, building fresh rows would take most of the save's time on the apply 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from statemachine import _body as B
+from statemachine import commands as K
 from statemachine.sections import SECTION_BROKER_LIVE_TABLE, SECTION_VERSION
 
 Identity = tuple[str, str, int]  # (clusterName, brokerName, brokerId): BrokerIdentityInfo
 # [clusterName, brokerName, brokerId, brokerAddr, lastUpdateTimestamp, heartbeatTimeoutMillis, epoch,
-#  maxOffset, confirmOffset, electionPriority]: BrokerLiveInfo with its identity, without a channel.
+#  maxOffset, confirmOffset, electionPriority, *LIVE_KEPT]: BrokerLiveInfo with its identity, without a channel,
+# then the heartbeat fields commands.LIVE_KEPT names (none today).
 LiveRow = list[Any]
 ADDR, LAST, TIMEOUT, EPOCH, MAX_OFFSET, CONFIRM, PRIORITY = range(3, 10)
-ROW_FIELDS = (
+BASE_FIELDS = (
     "clusterName",
     "brokerName",
     "brokerId",
@@ -43,6 +46,54 @@ ROW_FIELDS = (
     "confirmOffset",
     "electionPriority",
 )
+ROW_FIELDS = BASE_FIELDS + K.LIVE_KEPT
+BASE_WIDTH, ROW_WIDTH = len(BASE_FIELDS), len(ROW_FIELDS)
+# What a row written before a kept field existed loads with (the field's RocketMQ default).
+_KEPT_DEFAULTS = [K.HEARTBEAT_DEFAULTS[name] for name in K.LIVE_KEPT]
+
+# The hot path, generated from the heartbeat command's fields (commands.BrokerHeartbeat) as dataclasses
+# generate __init__: one tuple unpack of the whole command, names as the command spells them, so that a new
+# heartbeat field needs nothing here (and a field the table keeps, only its name in commands.LIVE_KEPT). A
+# slice or an index per field is measurably slower. The address is kept from the first heartbeat; progress
+# (epoch, offsets) only moves forward; the timeout, the priority and every kept field are the latest's.
+_APPLY_HEARTBEAT = """
+def apply_heartbeat(self, c):
+    _, _, t, {fields} = c
+    key = (clusterName, brokerName, brokerId)
+    row = self.table.get(key)
+    if row is None:
+        self.table[key] = [
+            clusterName, brokerName, brokerId, brokerAddr, t, heartbeatTimeoutMillis, epoch, maxOffset,
+            confirmOffset, electionPriority, {kept}
+        ]
+    else:
+        row[4] = t
+        row[5] = heartbeatTimeoutMillis
+        row[9] = electionPriority{kept_updates}
+        if epoch > row[6] or (epoch == row[6] and maxOffset > row[7]):
+            row[6] = epoch
+            row[7] = maxOffset
+            row[8] = confirmOffset
+    if t + heartbeatTimeoutMillis < self.deadline_floor:
+        self.deadline_floor = t + heartbeatTimeoutMillis
+"""
+
+
+def _apply_heartbeat() -> Callable[[BrokerLiveTable, list[Any]], None]:
+    names = K.BrokerHeartbeat._fields[K.HEADER_FIELDS :]
+    assert set(BASE_FIELDS) - {"lastUpdateTimestamp"} <= set(names), names
+    assert set(K.LIVE_KEPT) <= set(names) - set(BASE_FIELDS), K.LIVE_KEPT
+    source = _APPLY_HEARTBEAT.format(
+        fields=", ".join(names),
+        kept=", ".join(K.LIVE_KEPT),
+        kept_updates="".join(f"\n        row[{BASE_WIDTH + i}] = {n}" for i, n in enumerate(K.LIVE_KEPT)),
+    )
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<{__name__}.apply_heartbeat>", "exec"), scope)  # noqa: S102  our own template
+    fn: Callable[[BrokerLiveTable, list[Any]], None] = scope["apply_heartbeat"]
+    fn.__doc__ = "Merge a checked heartbeat command (commands.BrokerHeartbeat's fields, as a list) into its row."
+    return fn
+
 
 _INF = float("inf")
 LIVE_VERSION = 2  # section 3's body layout: [2, live, reelect, clock]; version 1 ([1, live, reelect]) still loads
@@ -68,25 +119,13 @@ class BrokerLiveTable:
     def section_type(self) -> int:
         return SECTION_BROKER_LIVE_TABLE
 
-    def apply_heartbeat(self, c: list) -> None:
-        """Merge a checked heartbeat command [v, code, t, cluster, name, addr, id, epoch, maxOffset,
-        confirmOffset, timeout, priority] (spec §2.3). The hot path: keep it lean."""
-        _, _, t, cluster, name, addr, bid, epoch, max_offset, confirm, timeout, priority = c
-        key = (cluster, name, bid)
-        row = self.table.get(key)
-        if row is None:
-            self.table[key] = [cluster, name, bid, addr, t, timeout, epoch, max_offset, confirm, priority]
-        else:
-            # The address is kept from the first heartbeat; progress (epoch, offsets) only moves forward.
-            row[4] = t
-            row[5] = timeout
-            row[9] = priority
-            if epoch > row[6] or (epoch == row[6] and max_offset > row[7]):
-                row[6] = epoch
-                row[7] = max_offset
-                row[8] = confirm
-        if t + timeout < self.deadline_floor:
-            self.deadline_floor = t + timeout
+    if TYPE_CHECKING:
+
+        def apply_heartbeat(self, c: list) -> None:
+            """Merge a checked heartbeat command (commands.BrokerHeartbeat's fields, as a list) into its row."""
+
+    else:
+        apply_heartbeat = _apply_heartbeat()  # generated from commands.BrokerHeartbeat: see below
 
     def alive_row(
         self, cluster: str | None, name: str, broker_id: int, t: int, since: int | None = None
@@ -155,9 +194,13 @@ class BrokerLiveTable:
             live, reelect = B.unpack(SECTION_BROKER_LIVE_TABLE, body, 2)
             clock = None  # written before the clock was kept: the latest heartbeat time is a lower bound
         table: dict[Identity, LiveRow] = {}
-        for row in B.rows(live, 10, "brokerLiveTable"):
+        if _KEPT_DEFAULTS and all(type(r) is list and len(r) == BASE_WIDTH for r in live):
+            live = [[*r, *_KEPT_DEFAULTS] for r in live]  # rows written before the kept fields were kept
+        for row in B.rows(live, ROW_WIDTH, "brokerLiveTable"):
             ok = type(row[0]) is str and type(row[1]) is str and type(row[2]) is int and type(row[3]) is str
-            B.check(ok and all(type(n) is int for n in row[4:]), "brokerLiveTable {!r}: types", row[:3])
+            ok = ok and all(type(n) is int for n in row[4:BASE_WIDTH])
+            ok = ok and all(type(v) is type(d) for v, d in zip(row[BASE_WIDTH:], _KEPT_DEFAULTS, strict=True))
+            B.check(ok, "brokerLiveTable {!r}: types", row[:3])
             table[(row[0], row[1], row[2])] = row
         B.ascending([(r[0], r[1], r[2]) for r in live], "brokerLiveTable identities")
         retries: dict[str, int] = {}
