@@ -1,4 +1,5 @@
-"""The controller node and its front ends: `api.service` (the node and its leader's duties, no transport),
-`api.http` (the FastAPI front end over it), `api.server.ControllerServer` (both, embeddable), plus what any
-front end shares: settings.py, metrics.py, logs.py. A remoting front end would sit beside http/ on the same
-service."""
+"""The controller node and its front ends: `api.service` (the node and its leader's duties, and everything the
+front ends share: typed requests, errors, outcomes, settings, metrics, the config requests' rules, the
+properties parser), `api.http` (the FastAPI front end), `api.remoting` (the RocketMQ remoting front end),
+`api.server.ControllerServer` (all of them, embeddable) and `api.logs` (the daemon's log setup). The two front
+ends import, of `api`, only `api.service` (tests/test_layers.py)."""

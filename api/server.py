@@ -28,7 +28,7 @@ from api.http.app import create_app
 from api.http.hotpath import HeartbeatPath
 from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
-from api.settings import ApiSettings
+from api.service.settings import ApiSettings
 
 log = logging.getLogger("controllerd")
 

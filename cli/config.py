@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from api.properties import PropertiesError, Property
-from api.properties import parse_properties as _parse_properties
 from api.service import ServiceOptions
-from api.settings import ApiSettings, read_token_file
+from api.service.properties import PropertiesError, Property
+from api.service.properties import parse_properties as _parse_properties
+from api.service.settings import ApiSettings, read_token_file
 from raft.options import (
     NODE_LOCAL,
     REPLICATED,
@@ -137,7 +137,7 @@ class ConfigErrors(ConfigError):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# java.util.Properties syntax (api/properties.py), its errors as ConfigError
+# java.util.Properties syntax (api/service/properties.py), its errors as ConfigError
 
 
 def parse_properties(text: str, path: str = "<string>") -> list[Property]:

@@ -182,7 +182,7 @@ def run_node(
     named in the boot line (the last start-up line)."""
     from api.logs import install
     from api.server import ControllerServer, settle_gc
-    from api.settings import ApiSettings
+    from api.service.settings import ApiSettings
 
     host, port = http_address(cfg)
     server = ControllerServer(

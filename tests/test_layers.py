@@ -100,11 +100,62 @@ def imports_of(where: str, package: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+FRONT_ENDS = ("api/http", "api/remoting")
+
+
+def front_end_reaches(front_end: str, root: Path = ROOT) -> list[tuple[str, str]]:
+    """(file, module) for every module of `api` that `front_end` (api/http or api/remoting) imports outside its
+    own package and api/service. `from api import logs` counts as importing api.logs; a relative import is
+    resolved against the file's package."""
+    own = front_end.replace("/", ".")
+    out = set()
+    for file in sorted((root / front_end).rglob("*.py")):
+        package = ".".join(file.relative_to(root).parent.parts)
+        for node in ast.walk(ast.parse(file.read_text(), str(file))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                names = [f"{base}.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] != "api":
+                    continue
+                if not any(name == p or name.startswith(p + ".") for p in (own, "api.service")):
+                    out.add((str(file.relative_to(root)), name))
+    return sorted(out)
+
+
 def test_the_front_ends_share_no_module_but_the_service() -> None:
-    """api/http and api/remoting never import each other; what both need (ApiError, the not-leader answer, how
-    an outcome is counted) lives in api/service, and api/rocketmq.py, which both call, imports neither
-    (docs/layout.md)."""
-    assert imports_of("api/http", "api.remoting") == []
-    assert imports_of("api/remoting", "api.http") == []
-    for where in ("api/rocketmq.py", "api/service"):
-        assert imports_of(where, "api.http") + imports_of(where, "api.remoting") == [], where
+    """api/http and api/remoting import, of `api`, only their own package and api/service: not each other, not
+    api/server.py or api/logs.py. What both need (the typed requests, ApiError, the not-leader answer, how an
+    outcome is counted, the settings, the metrics, the config requests' rules, the properties parser) lives in
+    api/service, which imports neither front end (docs/layout.md)."""
+    for front_end in FRONT_ENDS:
+        assert front_end_reaches(front_end) == [], front_end
+    for module in ("api.http", "api.remoting", "api.server", "api.logs"):
+        assert imports_of("api/service", module) == [], module
+
+
+def test_the_front_end_rule_refuses_each_way_out(tmp_path: Path) -> None:
+    """The rule above on a made-up front end: its own package and the service pass; the other front end, a
+    module of api/ outside the service (absolute, `from api import`, or relative) is named."""
+    (tmp_path / "api/http/routes").mkdir(parents=True)
+    (tmp_path / "api/http/routes/x.py").write_text(
+        "import api.http.models\n"
+        "from api.http.routes import common\n"
+        "from api.service.metrics import ControllerMetrics\n"
+        "from api.service import ControllerService\n"
+        "from . import kv\n"
+        "from api.remoting import codec\n"
+        "from api import logs\n"
+        "from api.server import ControllerServer\n"
+        "from ...logs import install\n"
+    )
+    assert front_end_reaches("api/http", tmp_path) == [
+        ("api/http/routes/x.py", "api.logs"),
+        ("api/http/routes/x.py", "api.logs.install"),
+        ("api/http/routes/x.py", "api.remoting.codec"),
+        ("api/http/routes/x.py", "api.server.ControllerServer"),
+    ]

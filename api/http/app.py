@@ -16,9 +16,9 @@ from api.http.models import LONG_MAX, LONG_MIN
 from api.http.routes import admin, controller, health, kv, raft
 from api.http.routes.common import Gateway
 from api.http.ui import make_router as ui_router
-from api.metrics import ControllerMetrics
 from api.service import ControllerService
-from api.settings import ApiSettings
+from api.service.metrics import ControllerMetrics
+from api.service.settings import ApiSettings
 
 __all__ = ["ApiSettings", "create_app", "metric_labels"]
 

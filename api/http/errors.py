@@ -9,7 +9,7 @@
 * NotLeaderError is not an error here: HTTP 200 with the 2007 envelope naming the leader.
 Anything else is a bug: logged with its traceback, answered 500 INTERNAL. The service's errors
 (api/service/errors.py: ApiError, invalid and validation_error are defined there, beside the others, so that
-api/rocketmq.py and the remoting front end raise them without importing this module) are what this maps;
+api/service/config_requests.py and the remoting front end raise them without importing this module) are what this maps;
 Raft errors never reach here.
 """
 

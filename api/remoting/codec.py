@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass, field
 
 from api.service.errors import shown
-from api.settings import DEFAULT_MAX_FRAME_BYTES
+from api.service.settings import DEFAULT_MAX_FRAME_BYTES
 
 JSON = 0
 ROCKETMQ = 1

@@ -1,7 +1,7 @@
 """The remoting listener: RocketMQ's RemotingCommand protocol over TCP, beside the HTTP API in the same loop.
 
 Brokers and mqadmin connect to a node's jRaftControllerRPCAddr entry (docs/remoting.md). Every request goes
-through the same ControllerService calls and the same command builders (api.rocketmq) as the HTTP routes;
+through the same ControllerService calls and the same command builders (api.service.config_requests) as the HTTP routes;
 only the framing differs. A connection may carry many requests at once: each is answered (same opaque, the
 response flag set, the request's header serialization) as soon as its result is ready, in any order;
 oneway requests are served and not answered.
@@ -23,9 +23,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from api import rocketmq as R
-from api.metrics import ControllerMetrics
-from api.properties import PropertiesError, parse_properties
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient
@@ -39,8 +36,11 @@ from api.service import (
     not_leader_result,
     observe,
 )
+from api.service import config_requests as R
 from api.service import requests as Q
-from api.settings import ApiSettings
+from api.service.metrics import ControllerMetrics
+from api.service.properties import PropertiesError, parse_properties
+from api.service.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result

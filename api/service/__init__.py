@@ -6,9 +6,13 @@ leader, apart from any front end.
 * admin.py: its typed admin operations (`service.admin`: leadership transfer and the transferee choice,
   membership changes, snapshots);
 * errors.py: what it raises instead of a Result, and the one mapping from Raft errors to those;
-* outcome.py: the one mapping from an outcome to a request's metric status and to RocketMQ's 2007.
+* outcome.py: the one mapping from an outcome to a request's metric status and to RocketMQ's 2007;
+* requests.py: one frozen dataclass per RocketMQ request;
+* settings.py (ApiSettings), metrics.py (ControllerMetrics), config_requests.py (the 1009/1010 rules),
+  properties.py (java.util.Properties syntax): what both front ends need beyond the service itself.
 
-Front ends (api/http/, api/remoting/) call only this package and share no other module of theirs; docs/request-path.md follows one request through.
+Front ends (api/http/, api/remoting/) import, of api/, only this package and their own (tests/test_layers.py);
+docs/request-path.md follows one request through.
 """
 
 from api.service.admin import AdminOperations, Membership, SnapshotTaken, Transfer, choose_transferee, most_caught_up

@@ -24,7 +24,7 @@ NOT_LEADER_REMARK = "The controller is not in leader state"  # RocketMQ's remark
 
 
 class RequestObserver(Protocol):
-    """What counts requests (api.metrics.ControllerMetrics)."""
+    """What counts requests (api.service.metrics.ControllerMetrics)."""
 
     def observe_request(self, request_type: str, status: str, latency_us: float | None = None) -> None: ...
 

@@ -262,7 +262,7 @@ class GetSyncStateData(Request):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateControllerConfig(Request):
-    """1009 with the replicated keys `api.rocketmq.plan_config_update` accepted (typed values)."""
+    """1009 with the replicated keys `api.service.config_requests.plan_config_update` accepted (typed values)."""
 
     CODE: ClassVar[int] = C.UPDATE_CONTROLLER_CONFIG
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_UPDATE_CONTROLLER_CONFIG"

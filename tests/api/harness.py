@@ -18,7 +18,7 @@ from api.http import models as M
 from api.http.app import create_app
 from api.http.hotpath import HeartbeatPath
 from api.service import ControllerService, ServiceOptions
-from api.settings import ApiSettings
+from api.service.settings import ApiSettings
 from raft.node.factory import open_data_dir
 from raft.options import NodeOptions, RaftOptions
 from raft.testing.cluster import free_ports

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from api.http.app import create_app
-from api.settings import ApiSettings
+from api.service.settings import ApiSettings
 from tests.api.harness import TOKEN, Node, assert_rejected
 
 pytestmark = pytest.mark.anyio

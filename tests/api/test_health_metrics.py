@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from api.metrics import LATENCY_BUCKETS_US
+from api.service.metrics import LATENCY_BUCKETS_US
 from raft.testing.cluster import free_ports as ports
 from statemachine import codes as C
 from tests.api.harness import (

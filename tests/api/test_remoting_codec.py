@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.codec import FrameDecoder, FrameError, HeaderError, RemotingCommand
-from api.settings import MAX_FRAME_BYTES
+from api.service.settings import MAX_FRAME_BYTES
 from statemachine import codes as C
 
 # One request per code the controller serves, extFields exactly as the Java header classes name them.

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from api.http.app import create_app
-from api.settings import ApiSettings, read_token_file
+from api.service.settings import ApiSettings, read_token_file
 from cli.config import ConfigError, parse_config
 from tests.api.harness import Node
 

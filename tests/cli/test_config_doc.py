@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from api.service import ServiceOptions
-from api.settings import ApiSettings
+from api.service.settings import ApiSettings
 from cli.config import KEYS, KEYS_TABLE_HEADER, ControllerConfig, controller_conf, keys_table_rows, parse_config
 from raft.options import SETTING, NodeOptions, RaftOptions, SnapshotOptions, file_text
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.types import Scope
 
 from api.http.hotpath import LeanHeartbeat
-from api.settings import DEFAULT_MAX_BODY_BYTES
+from api.service.settings import DEFAULT_MAX_BODY_BYTES
 
 
 class Heartbeat(BaseModel):

@@ -10,8 +10,8 @@ from api.http import models as M
 from api.http.auth import require_admin
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep, rocketmq
-from api.rocketmq import config_view, plan_config_update
 from api.service import requests as Q
+from api.service.config_requests import config_view, plan_config_update
 from statemachine import codes as C
 from statemachine.result import Result
 

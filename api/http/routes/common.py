@@ -17,10 +17,10 @@ from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
 
 from api.http.errors import not_leader_envelope
-from api.metrics import ControllerMetrics
 from api.service import ControllerService, NotLeaderError, UnavailableError, checked, observe
 from api.service import requests as Q
-from api.settings import ApiSettings
+from api.service.metrics import ControllerMetrics
+from api.service.settings import ApiSettings
 from statemachine.result import Result
 
 Build = Callable[[int], bytes]

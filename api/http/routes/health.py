@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from api.http import models as M
 from api.http.errors import error_response
 from api.http.routes.common import Gateway, GatewayDep
-from api.metrics import CONTENT_TYPE
+from api.service.metrics import CONTENT_TYPE
 
 router = APIRouter(tags=["health"])
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from api.service import ControllerService, invalid, shown, validation_error
-from api.settings import ApiSettings
+from api.service.controller import ControllerService
+from api.service.errors import invalid, shown, validation_error
+from api.service.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.config import ConfigValue
