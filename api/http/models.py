@@ -32,6 +32,8 @@ def _utf8(s: str) -> str:
 Long = Annotated[int, Field(ge=LONG_MIN, le=LONG_MAX)]
 """A Java long."""
 Text = Annotated[str, AfterValidator(_utf8)]
+JSON = Any
+"""Any JSON value (a body the route checks itself)."""
 
 
 class Strict(BaseModel):
@@ -41,36 +43,84 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------------------------------- requests
 
 
-def http_model(cls: type[Q.Request], name: str) -> type[Strict]:
-    """The strict HTTP request model of a typed request (api/service/requests.py): its header fields, a Java
-    String as Text, a Long or Integer as Long, a Boolean as bool; required where the header requires them or
-    `http_required`; an optional one takes the field's default (None: nullable), all described by their `doc`;
-    a field declared `http=False` is left out. Its description is the class's HTTP_DOC, its field order
-    HTTP_ORDER's names first, then the rest as the class declares them."""
+def http_model(
+    cls: type[Q.Request],
+    name: str,
+    *,
+    only: tuple[str, ...] | None = None,
+    required: bool = False,
+    doc: str | None = None,
+) -> type[Strict]:
+    """The strict HTTP request model of a typed request (api/service/requests.py). Its header fields: a Java
+    String as Text, a Long or Integer as Long, a Boolean as bool; required where the header requires them (unless
+    the field gives an `http_default`) or `http_required`; an optional one takes the field's default (None:
+    nullable), all described by their `doc`; a field declared `http=False` is left out. Its body fields: a list as
+    a list (at least `min_items`), always required, nested in a model of their own when the class names one
+    (HTTP_NESTED). The model's description is the class's HTTP_DOC, its field order HTTP_ORDER's names first, then
+    the rest as the class declares them. `only`, `required`, `doc`: a second model of the same request (these
+    fields only, every one required, this description)."""
     specs: dict[str, Any] = {}
+    body: dict[str, Any] = {}
     for f in dataclasses.fields(cast("type[DataclassInstance]", cls)):
         meta = f.metadata
+        if only is not None and f.name not in only:
+            continue
+        if "body" in meta:
+            kind: Any = _HTTP_TYPE[meta["body"]]
+            constraints = {} if meta["min_items"] is None else {"min_length": meta["min_items"]}
+            body[f.name] = (kind, Field(description=meta["doc"], **constraints) if meta["doc"] or constraints else ...)
+            continue
         if "java" not in meta or not meta["http"]:
             continue
         base: Any = _HTTP_TYPE[meta["java"]]
-        if meta["required"] or meta["http_required"]:
+        if required or ((meta["required"] and "http_default" not in meta) or meta["http_required"]):
             specs[f.name] = (base, Field(description=meta["doc"]) if meta["doc"] else ...)
-        elif f.default is None:
-            specs[f.name] = (base | None, Field(None, description=meta["doc"]))
         else:
-            specs[f.name] = (base, Field(f.default, description=meta["doc"]))
-    order: tuple[str, ...] = getattr(cls, "HTTP_ORDER", ())
+            default = meta.get("http_default", f.default)
+            specs[f.name] = (base if default is not None else base | None, Field(default, description=meta["doc"]))
+    if cls.HTTP_NESTED is not None and body:
+        key, model_name = cls.HTTP_NESTED
+        nested = create_model(model_name, __base__=Strict, __module__=__name__, **body)
+        specs[key], body = (nested, ...), {}
+    specs.update(body)
+    order = cls.HTTP_ORDER
     fields = {name: specs[name] for name in (*order, *(n for n in specs if n not in order))}
-    model = create_model(name, __base__=Strict, __doc__=getattr(cls, "HTTP_DOC", None), __module__=__name__, **fields)
+    model = create_model(name, __base__=Strict, __doc__=doc or cls.HTTP_DOC, __module__=__name__, **fields)
     return model
 
 
-_HTTP_TYPE: dict[str, Any] = {Q.STRING: Text, Q.LONG: Long, Q.INTEGER: Long, Q.BOOLEAN: bool}
+def http_values(model: BaseModel) -> dict[str, Any]:
+    """The fields of a model http_model made, flat (a nested body model's fields at the top) and with lists as
+    tuples: what `requests.of` takes to build the typed request."""
+    out: dict[str, Any] = {}
+    for k, v in vars(model).items():
+        if isinstance(v, BaseModel):
+            out.update(http_values(v))
+        else:
+            out[k] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+_HTTP_TYPE: dict[str, Any] = {
+    Q.STRING: Text,
+    Q.LONG: Long,
+    Q.INTEGER: Long,
+    Q.BOOLEAN: bool,
+    Q.LIST_LONG: list[Long],
+    Q.LIST_STRING: list[Text],
+}
+
+
+class _ConfigKeys(RootModel[dict[Text, JSON]]):
+    """1009's body: the keys as sent, each value properties text or a JSON boolean or integer; the route checks
+    each key (api.service.config_requests.plan_config_update), whose accepted changes make the typed request."""
+
+    model_config = ConfigDict(strict=True)
+
 
 # Generated from the typed requests of api.service.requests (their fields declared there only): 904
-# BROKER_HEARTBEAT, 1003, 1004, 1011, 1012, 1013. Written out below, as their HTTP shape is not the typed
-# request's: 1002 (HTTP defaults where the header requires a value, and a second, admin model), 1001 (the body
-# nested as syncStateSet), 1006 (a body list, at least one name) and 1009 (a JSON object of any keys).
+# BROKER_HEARTBEAT, 1001, 1002 (and its admin form), 1003, 1004, 1006, 1011, 1012, 1013; 1009, whose body is the
+# keys as sent, takes only its description from there.
 if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests', which mypy checks)
     HeartbeatRequest = Strict
     NextBrokerIdRequest = Strict
@@ -78,6 +128,11 @@ if TYPE_CHECKING:  # to mypy, Strict models (their fields are the typed requests
     ReplicaInfoRequest = Strict
     RegisterBrokerRequest = Strict
     CleanBrokerMetadataRequest = Strict
+    ElectMasterRequest = Strict
+    AdminElectMasterRequest = Strict
+    AlterSyncStateSetRequest = Strict
+    SyncStateDataRequest = Strict
+    ConfigUpdateRequest = _ConfigKeys
 else:
     HeartbeatRequest = http_model(Q.BrokerHeartbeat, "HeartbeatRequest")
     NextBrokerIdRequest = http_model(Q.GetNextBrokerId, "NextBrokerIdRequest")
@@ -85,52 +140,19 @@ else:
     ReplicaInfoRequest = http_model(Q.GetReplicaInfo, "ReplicaInfoRequest")
     RegisterBrokerRequest = http_model(Q.RegisterBroker, "RegisterBrokerRequest")
     CleanBrokerMetadataRequest = http_model(Q.CleanBrokerData, "CleanBrokerMetadataRequest")
-
-
-class ElectMasterRequest(Strict):
-    """1002 CONTROLLER_ELECT_MASTER. A broker sends its own id; without brokerId (or with -1) it is the
-    controller trigger."""
-
-    clusterName: Text = ""
-    brokerName: Text
-    brokerId: Long | None = None
-    designateElect: bool = False
-
-
-class SyncStateSetModel(Strict):
-    syncStateSet: list[Long]
-    syncStateSetEpoch: Long = Field(description="the SyncStateSet epoch the requesting master holds")
-
-
-class AlterSyncStateSetRequest(Strict):
-    """1001 CONTROLLER_ALTER_SYNC_STATE_SET."""
-
-    brokerName: Text
-    masterBrokerId: Long
-    masterEpoch: Long
-    syncStateSet: SyncStateSetModel
-
-
-class SyncStateDataRequest(Strict):
-    """1006 CONTROLLER_GET_SYNC_STATE_DATA (a linearizable read)."""
-
-    brokerNames: list[Text] = Field(min_length=1)
-
-
-class AdminElectMasterRequest(Strict):
-    """1002 with designateElect=true: make brokerId the master if it is alive and in the SyncStateSet (or
-    eligible as an unclean master)."""
-
-    clusterName: Text
-    brokerName: Text
-    brokerId: Long
-
-
-class ConfigUpdateRequest(RootModel[dict[Text, Any]]):
-    """1009 UPDATE_CONTROLLER_CONFIG: {"key": "value", ...}. Values are properties text ("true", "3"); JSON
-    booleans and integers of the key's type are accepted too (checked per key by the route)."""
-
-    model_config = ConfigDict(strict=True)
+    ElectMasterRequest = http_model(Q.ElectMaster, "ElectMasterRequest")
+    AdminElectMasterRequest = http_model(
+        Q.ElectMaster,
+        "AdminElectMasterRequest",
+        only=Q.ElectMaster.HTTP_ADMIN_FIELDS,
+        required=True,
+        doc=Q.ElectMaster.HTTP_ADMIN_DOC,
+    )
+    AlterSyncStateSetRequest = http_model(Q.AlterSyncStateSet, "AlterSyncStateSetRequest")
+    SyncStateDataRequest = http_model(Q.GetSyncStateData, "SyncStateDataRequest")
+    ConfigUpdateRequest = create_model(
+        "ConfigUpdateRequest", __base__=_ConfigKeys, __doc__=Q.UpdateControllerConfig.HTTP_DOC, __module__=__name__
+    )
 
 
 class KvPutRequest(Strict):

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 STRING, LONG, INTEGER, BOOLEAN = "String", "Long", "Integer", "Boolean"  # Java types of header fields
+LIST_LONG, LIST_STRING = "List<Long>", "List<String>"  # Java types of body fields
 
 T = TypeVar("T")
 Schema = tuple[tuple[str, str, bool], ...]  # (field, Java type, required)
@@ -42,14 +43,15 @@ def header(
     doc: str | None = None,
     http_required: bool = False,
     http: bool = True,
+    http_default: object = dataclasses.MISSING,
     command: str | None = None,
 ) -> Any:  # the field's declared type, as dataclasses.field has it
     """A field of the request header: its Java type, and whether it is required (@CFNotNull, or required here
     where RocketMQ would fail later on a null). A required field has no default. For the HTTP model generated
     from the class (api.http.models.http_model): `doc`, the field's description there, and `http_required`, a
     field the HTTP API requires though the remoting header may leave it out; `http=False`, a field the HTTP model
-    leaves out. `command`: the command field's name where it differs from this one (statemachine.commands
-    spelling)."""
+    leaves out; `http_default`, the HTTP model's default where the header requires a value (None: nullable there).
+    `command`: the command field's name where it differs from this one (statemachine.commands spelling)."""
     meta = {
         "java": java,
         "required": required,
@@ -58,7 +60,15 @@ def header(
         "http": http,
         "command": command,
     }
+    if http_default is not dataclasses.MISSING:
+        meta["http_default"] = http_default
     return field(metadata=meta) if required else field(default=default, metadata=meta)
+
+
+def body(java: str, *, doc: str | None = None, min_items: int | None = None) -> Any:
+    """A field of the request's body (not of its header): its Java type, and for the HTTP model its description
+    `doc` and, for a list, the fewest items it takes. Always required."""
+    return field(metadata={"body": java, "doc": doc, "min_items": min_items})
 
 
 def command_fields(request: Request) -> dict[str, HeaderValue]:
@@ -84,6 +94,11 @@ class Request:
     REQUEST_TYPE: ClassVar[str]  # its name in request_total
     READ: ClassVar[bool] = False  # a linearizable read (ReadIndex), not a proposal
     HEARTBEAT: ClassVar[bool] = False
+    # The HTTP model generated from the class (api.http.models.http_model): its description, the fields it
+    # lists first, and (key, model name) when the body fields nest in a model of their own under that key.
+    HTTP_DOC: ClassVar[str | None] = None
+    HTTP_ORDER: ClassVar[tuple[str, ...]] = ()
+    HTTP_NESTED: ClassVar[tuple[str, str] | None] = None
 
     def command(self, now_ms: int) -> bytes:
         """The command, stamped with the leader's `now_ms`."""
@@ -140,7 +155,7 @@ class BrokerHeartbeat(Request):
     electionPriority: int | None = header(INTEGER, doc="lower wins; default Integer.MAX_VALUE")
 
     # The HTTP model's description and field order (api.http.models.HeartbeatRequest, generated from this class).
-    HTTP_DOC: ClassVar[str] = (
+    HTTP_DOC: ClassVar[str | None] = (
         "904 BROKER_HEARTBEAT (proposed as 1018). Left-out optional fields take RocketMQ's defaults."
     )
     HTTP_ORDER: ClassVar[tuple[str, ...]] = ("clusterName", "brokerName", "brokerAddr")
@@ -163,12 +178,15 @@ class AlterSyncStateSet(Request):
     CODE: ClassVar[int] = C.ALTER_SYNC_STATE_SET
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_ALTER_SYNC_STATE_SET"
 
-    brokerName: str | None = header(STRING)
-    masterBrokerId: int | None = header(LONG)
-    masterEpoch: int | None = header(INTEGER)
-    invokeTime: int | None = header(LONG)
-    syncStateSet: tuple[int, ...]  # the body's
-    syncStateSetEpoch: int
+    brokerName: str | None = header(STRING, http_required=True)
+    masterBrokerId: int | None = header(LONG, http_required=True)
+    masterEpoch: int | None = header(INTEGER, http_required=True)
+    invokeTime: int | None = header(LONG, http=False)
+    syncStateSet: tuple[int, ...] = body(LIST_LONG)
+    syncStateSetEpoch: int = body(INTEGER, doc="the SyncStateSet epoch the requesting master holds")
+
+    HTTP_DOC: ClassVar[str | None] = "1001 CONTROLLER_ALTER_SYNC_STATE_SET."
+    HTTP_NESTED: ClassVar[tuple[str, str] | None] = ("syncStateSet", "SyncStateSetModel")
 
     def command(self, now_ms: int) -> bytes:
         return commands.alter_sync_state_set(
@@ -189,11 +207,22 @@ class ElectMaster(Request):
     CODE: ClassVar[int] = C.ELECT_MASTER
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_ELECT_MASTER"
 
-    clusterName: str = header(STRING, required=True)
+    clusterName: str = header(STRING, required=True, http_default="")
     brokerName: str = header(STRING, required=True)
-    brokerId: int | None = header(LONG, required=True)
-    designateElect: bool = header(BOOLEAN, required=True)
-    invokeTime: int | None = header(LONG)
+    brokerId: int | None = header(LONG, required=True, http_default=None)
+    designateElect: bool = header(BOOLEAN, required=True, http_default=False)
+    invokeTime: int | None = header(LONG, http=False)
+
+    HTTP_DOC: ClassVar[str | None] = (
+        "1002 CONTROLLER_ELECT_MASTER. A broker sends its own id; without brokerId (or with -1) it is the\n"
+        "controller trigger."
+    )
+    # The admin's model (api.http.models.AdminElectMasterRequest): these fields, all required; designateElect true.
+    HTTP_ADMIN_FIELDS: ClassVar[tuple[str, ...]] = ("clusterName", "brokerName", "brokerId")
+    HTTP_ADMIN_DOC: ClassVar[str] = (
+        "1002 with designateElect=true: make brokerId the master if it is alive and in the SyncStateSet (or\n"
+        "eligible as an unclean master)."
+    )
 
     def command(self, now_ms: int) -> bytes:
         return commands.elect_master(
@@ -218,7 +247,7 @@ class RegisterBroker(Request):
     brokerAddress: str | None = header(STRING, http_required=True)
     invokeTime: int | None = header(LONG, http=False)
 
-    HTTP_DOC: ClassVar[str] = "1003 CONTROLLER_REGISTER_BROKER."
+    HTTP_DOC: ClassVar[str | None] = "1003 CONTROLLER_REGISTER_BROKER."
 
     def command(self, now_ms: int) -> bytes:
         return commands.register_broker(
@@ -240,7 +269,7 @@ class GetReplicaInfo(Request):
 
     brokerName: str | None = header(STRING, http_required=True)
 
-    HTTP_DOC: ClassVar[str] = "1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."
+    HTTP_DOC: ClassVar[str | None] = "1004 CONTROLLER_GET_REPLICA_INFO (a linearizable read)."
 
     def command(self, now_ms: int) -> bytes:
         return commands.get_replica_info(now_ms, nullable(self.brokerName))
@@ -254,7 +283,9 @@ class GetSyncStateData(Request):
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_GET_SYNC_STATE_DATA"
     READ: ClassVar[bool] = True
 
-    brokerNames: tuple[str, ...]
+    brokerNames: tuple[str, ...] = body(LIST_STRING, min_items=1)
+
+    HTTP_DOC: ClassVar[str | None] = "1006 CONTROLLER_GET_SYNC_STATE_DATA (a linearizable read)."
 
     def command(self, now_ms: int) -> bytes:
         return commands.get_sync_state_data(now_ms, self.brokerNames)
@@ -267,7 +298,14 @@ class UpdateControllerConfig(Request):
     CODE: ClassVar[int] = C.UPDATE_CONTROLLER_CONFIG
     REQUEST_TYPE: ClassVar[str] = "CONTROLLER_UPDATE_CONTROLLER_CONFIG"
 
-    changes: Mapping[str, int | bool]
+    changes: Mapping[
+        str, int | bool
+    ]  # not the HTTP body: that is the keys as sent (api.http.models.ConfigUpdateRequest)
+
+    HTTP_DOC: ClassVar[str | None] = (
+        '1009 UPDATE_CONTROLLER_CONFIG: {"key": "value", ...}. Values are properties text ("true", "3"); JSON\n'
+        "booleans and integers of the key's type are accepted too (checked per key by the route)."
+    )
 
     def command(self, now_ms: int) -> bytes:
         return commands.update_controller_config(now_ms, self.changes)
@@ -286,7 +324,7 @@ class CleanBrokerData(Request):
     isCleanLivingBroker: bool = header(BOOLEAN, default=False)
     invokeTime: int | None = header(LONG, http=False)
 
-    HTTP_DOC: ClassVar[str] = "1011 CLEAN_BROKER_DATA."
+    HTTP_DOC: ClassVar[str | None] = "1011 CLEAN_BROKER_DATA."
 
     def command(self, now_ms: int) -> bytes:
         return commands.clean_broker_data(
@@ -309,7 +347,7 @@ class GetNextBrokerId(Request):
     clusterName: str = header(STRING, required=True)
     brokerName: str = header(STRING, required=True)
 
-    HTTP_DOC: ClassVar[str] = "1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."
+    HTTP_DOC: ClassVar[str | None] = "1012 CONTROLLER_GET_NEXT_BROKER_ID (a linearizable read)."
 
     def command(self, now_ms: int) -> bytes:
         return commands.get_next_broker_id(now_ms, self.clusterName, self.brokerName)
@@ -327,7 +365,7 @@ class ApplyBrokerId(Request):
     appliedBrokerId: int = header(LONG, required=True)
     registerCheckCode: str = header(STRING, required=True, doc='"<brokerAddress>;<timestamp>" as brokers send it')
 
-    HTTP_DOC: ClassVar[str] = "1013 CONTROLLER_APPLY_BROKER_ID."
+    HTTP_DOC: ClassVar[str | None] = "1013 CONTROLLER_APPLY_BROKER_ID."
 
     def command(self, now_ms: int) -> bytes:
         return commands.apply_broker_id(

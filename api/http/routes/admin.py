@@ -27,7 +27,7 @@ router = APIRouter(
 )
 async def sync_state_data(req: M.SyncStateDataRequest, gw: GatewayDep) -> Response:
     """1006: masters, epochs and in-sync / not-in-sync replicas of broker sets (a linearizable read)."""
-    return await gw.submit(Q.GetSyncStateData(brokerNames=tuple(req.brokerNames)))
+    return await gw.submit(Q.of(Q.GetSyncStateData, M.http_values(req)))
 
 
 @router.get("/broker-sets", response_model=M.SyncStateDataAnswer)
@@ -46,7 +46,7 @@ async def broker_sets(
 )
 async def elect_master(req: M.AdminElectMasterRequest, gw: GatewayDep) -> Response:
     """1002 admin trigger (designateElect=true): make brokerId the master."""
-    return await gw.elect(req.clusterName, req.brokerName, req.brokerId, True)
+    return await gw.elect(Q.of(Q.ElectMaster, {**M.http_values(req), "designateElect": True}))
 
 
 @router.post(

@@ -68,15 +68,13 @@ class Gateway:
             self.metrics.observe_request(request_type, "success", (time.perf_counter() - t0) * 1e6)
         return JSONResponse(result.to_envelope())
 
-    async def elect(self, cluster: str, broker_name: str, broker_id: int | None, designate: bool) -> JSONResponse:
+    async def elect(self, request: Q.ElectMaster) -> JSONResponse:
         """1002 from a broker, the controller or an admin; the outcome counts in election_total."""
-        request = Q.ElectMaster(
-            clusterName=cluster, brokerName=broker_name, brokerId=broker_id, designateElect=designate
-        )
+        name = request.brokerName
         return await self.submit(
             request,
             on_result=lambda r: self.metrics.observe_election(
-                self.metrics.cluster_of(broker_name, cluster), broker_name, r.code
+                self.metrics.cluster_of(name, request.clusterName), name, r.code
             ),
         )
 

@@ -53,7 +53,7 @@ async def register_broker(req: M.RegisterBrokerRequest, gw: GatewayDep) -> Respo
 )
 async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
     """1002: broker trigger (own brokerId) or controller trigger (no brokerId)."""
-    return await gw.elect(req.clusterName, req.brokerName, req.brokerId, req.designateElect)
+    return await gw.elect(Q.of(Q.ElectMaster, M.http_values(req)))
 
 
 @router.post(
@@ -63,16 +63,7 @@ async def elect_master(req: M.ElectMasterRequest, gw: GatewayDep) -> Response:
 )
 async def alter_sync_state_set(req: M.AlterSyncStateSetRequest, gw: GatewayDep) -> Response:
     """1001: the master reports its new SyncStateSet (fenced by masterEpoch and syncStateSetEpoch)."""
-    s = req.syncStateSet
-    return await gw.submit(
-        Q.AlterSyncStateSet(
-            brokerName=req.brokerName,
-            masterBrokerId=req.masterBrokerId,
-            masterEpoch=req.masterEpoch,
-            syncStateSet=tuple(s.syncStateSet),
-            syncStateSetEpoch=s.syncStateSetEpoch,
-        )
-    )
+    return await gw.submit(Q.of(Q.AlterSyncStateSet, M.http_values(req)))
 
 
 @router.post(
