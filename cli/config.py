@@ -43,9 +43,11 @@ from raft.options import (
     RaftOptions,
     Setting,
     SnapshotOptions,
+    file_text,
     same_setting,
     setting,
 )
+from statemachine.config import DEFAULTS as REPLICATED_DEFAULTS
 
 log = logging.getLogger("controllerd.config")
 log.addHandler(logging.NullHandler())
@@ -156,6 +158,13 @@ def key(name: str, kind: str, default: str | None, **decl: Any) -> Any:
     """A ControllerConfig field declaring controller.conf key `name` (default: as the file spells it, None:
     unset) that no lower layer's options declare."""
     return setting(name, kind, text_default=default, **decl)
+
+
+def replicated_key(name: str, kind: str, **decl: Any) -> Any:
+    """A ControllerConfig field declaring a replicated key (statemachine.commands.CONFIG_KEYS). Its default is the
+    state machine's (statemachine.config.DEFAULTS), not declared here: every replica, `rmqctl log replay` and the
+    audit decide with it before a 1009 sets the key, so it belongs to what applying the log means."""
+    return key(name, kind, file_text(REPLICATED_DEFAULTS[name]), scope=REPLICATED, **decl)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,22 +281,14 @@ class ControllerConfig:
     max_snapshot_reserved: int = same_setting(SnapshotOptions, "max_reserved")
     snapshot_trailing_logs: int = same_setting(SnapshotOptions, "log_margin")
     scan_not_active_broker_ms: int = same_setting(ServiceOptions, "scan_interval_ms")
-    enable_elect_unclean_master: bool = key(
-        "enableElectUncleanMaster",
-        "bool",
-        "false",
-        scope=REPLICATED,
-        doc="Allow electing a master outside the SyncStateSet.",
+    enable_elect_unclean_master: bool = replicated_key(
+        "enableElectUncleanMaster", "bool", doc="Allow electing a master outside the SyncStateSet."
     )
-    elect_master_max_retry_count: int = key(
-        "electMasterMaxRetryCount", "int", "3", minimum=0, scope=REPLICATED, doc="Re-election attempts."
+    elect_master_max_retry_count: int = replicated_key(
+        "electMasterMaxRetryCount", "int", minimum=0, doc="Re-election attempts."
     )
-    notify_broker_role_changed: bool = key(
-        "notifyBrokerRoleChanged",
-        "bool",
-        "true",
-        scope=REPLICATED,
-        doc="Push role changes (1008) to brokers after an election.",
+    notify_broker_role_changed: bool = replicated_key(
+        "notifyBrokerRoleChanged", "bool", doc="Push role changes (1008) to brokers after an election."
     )
     thread_pool_nums: int = key(
         "controllerThreadPoolNums", "int", "16", minimum=1, doc="Request worker count (RocketMQ parity)."

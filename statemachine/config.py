@@ -18,6 +18,8 @@ from statemachine.sections import SECTION_CONTROLLER_CONFIG
 
 ConfigValue = int | bool  # a replicated key's value (CONFIG_KEYS says which)
 
+# The one declaration of the replicated keys' defaults: cli/config.py's settings table reads them from here
+# (replicated_key), since statemachine/ may not import cli/; tests/cli/test_settings_once.py holds it so.
 DEFAULTS: dict[str, ConfigValue] = {
     "enableElectUncleanMaster": False,
     "electMasterMaxRetryCount": 3,
