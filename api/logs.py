@@ -12,9 +12,9 @@ import json
 import logging
 import sys
 import time
-from typing import Any
 
 from api.service import ControllerService
+from statemachine.values import JSONObject
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "node_id", "role", "term", "applied"}
 
@@ -35,7 +35,7 @@ class NodeContextFilter(logging.Filter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,

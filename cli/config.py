@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TypedDict, Unpack
 
 from api.service import ServiceOptions
 from api.service.properties import PropertiesError, Property
@@ -48,6 +48,7 @@ from raft.options import (
     setting,
 )
 from statemachine.config import DEFAULTS as REPLICATED_DEFAULTS
+from statemachine.values import DataclassField, JSONObject
 
 log = logging.getLogger("controllerd.config")
 log.addHandler(logging.NullHandler())
@@ -154,13 +155,13 @@ def parse_properties(text: str, path: str = "<string>") -> list[Property]:
 # Keys
 
 
-def key(name: str, kind: str, default: str | None, **decl: Any) -> Any:
+def key(name: str, kind: str, default: str | None, **decl: object) -> DataclassField:
     """A ControllerConfig field declaring controller.conf key `name` (default: as the file spells it, None:
     unset) that no lower layer's options declare."""
     return setting(name, kind, text_default=default, **decl)
 
 
-def replicated_key(name: str, kind: str, **decl: Any) -> Any:
+def replicated_key(name: str, kind: str, **decl: object) -> DataclassField:
     """A ControllerConfig field declaring a replicated key (statemachine.commands.CONFIG_KEYS). Its default is the
     state machine's (statemachine.config.DEFAULTS), not declared here: every replica, `rmqctl log replay` and the
     audit decide with it before a 1009 sets the key, so it belongs to what applying the log means."""
@@ -427,7 +428,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _convert(spec: KeySpec, raw: str) -> Any:
+def _convert(spec: KeySpec, raw: str) -> ConfValue:
     """The typed value of one key, or ValueError with a one-line reason."""
     kind = spec.kind
     if kind == "int":
@@ -529,7 +530,7 @@ def parse_config(
             text = f"{where}: unknown key {prop.key}{hint}; ignored"
             warnings.append(ConfigWarning(text, unknown_key=prop.key, line=prop.line, hint=hint))
 
-    values: dict[str, Any] = {}
+    values: JSONObject = {}
     sources: dict[str, str] = {}
     errors: list[ConfigError] = []  # every problem is reported, not only the first
     bad: set[str] = set()  # keys whose value did not parse: the checks that need them are skipped
@@ -779,7 +780,7 @@ def remoting_address(cfg: ControllerConfig) -> tuple[str, int]:
     return split_addr(remoting_addresses(cfg)[cfg.server_id])
 
 
-def replicated_defaults(cfg: ControllerConfig) -> dict[str, Any]:
+def replicated_defaults(cfg: ControllerConfig) -> JSONObject:
     """The decision-affecting keys (statemachine.commands.CONFIG_KEYS) with this file's values, for a 1009.
 
     They change only through the log (statemachine/config.py); the daemon proposes these once it leads.
@@ -788,7 +789,7 @@ def replicated_defaults(cfg: ControllerConfig) -> dict[str, Any]:
     return {s.key: getattr(cfg, s.attr) for s in KEYS if s.replicated}
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -843,7 +844,7 @@ def properties_lines(cfg: ControllerConfig) -> list[str]:
 # Writing a controller.conf (the one writer: `controllerd local-cluster`, tools/cluster.py, the Jepsen harness)
 
 
-def _value_text(spec: KeySpec, value: Any) -> str:
+def _value_text(spec: KeySpec, value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (tuple, list)):
@@ -851,8 +852,20 @@ def _value_text(spec: KeySpec, value: Any) -> str:
     return str(value)
 
 
+ConfValue = str | int | bool | tuple[str, ...] | list[str] | None
+"""A controller.conf key's typed value: text, a number, a boolean, addresses or keys (None: unset)."""
+
+
+class ConfOptions(TypedDict, total=False):
+    """The keyword options of `controller_conf`, which `write_controller_conf` passes on."""
+
+    header: Iterable[str]
+    comments: Mapping[str, str] | None
+    separator: str
+
+
 def controller_conf(
-    settings: Mapping[str, Any],
+    settings: Mapping[str, object],
     *,
     header: Iterable[str] = (),
     comments: Mapping[str, str] | None = None,
@@ -882,7 +895,9 @@ def conf_settings(text: str) -> dict[str, str]:
     return {p.key: p.value for p in parse_properties(text)}
 
 
-def write_controller_conf(path: str | os.PathLike[str], settings: Mapping[str, Any], **kw: Any) -> str:
+def write_controller_conf(
+    path: str | os.PathLike[str], settings: Mapping[str, object], **kw: Unpack[ConfOptions]
+) -> str:
     """`controller_conf(settings, **kw)` written to `path` atomically (a temp file renamed over it); the text."""
     text = controller_conf(settings, **kw)
     p = os.fspath(path)

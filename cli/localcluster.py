@@ -24,6 +24,11 @@ terminal `controllerd local-cluster stop|start|restart NODE` and `controllerd lo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cli.rocketmq import Broker, Deployment
+
 import contextlib
 import hashlib
 import json
@@ -38,10 +43,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import click
 import httpx
+
+from statemachine.values import JSON, JSONObject
 
 STOP_WAIT_S = 20.0
 READY_WAIT_S = 60.0
@@ -351,7 +357,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def broker_sets_of(nodes: list[LocalNode]) -> dict[str, dict[str, Any]] | None:
+def broker_sets_of(nodes: list[LocalNode]) -> dict[str, JSONObject] | None:
     """The broker sets of the status page's state (/ui/api/state), asked of each running node in turn until
     one answers (a follower forwards to the leader); None when none does."""
     with httpx.Client(timeout=1.0) as client:
@@ -375,15 +381,15 @@ class RealBrokers:
     groups: int = 2
     replicas: int = 2
     chaos: float | None = None
-    deployment: Any = None  # cli.rocketmq.Deployment, imported when used
-    sets: dict[str, list[Any]] = field(default_factory=dict)  # name -> its cli.rocketmq.Broker's
-    seen: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # name -> (master, epoch, in-sync ids)
+    deployment: Deployment | None = None  # imported when used
+    sets: dict[str, list[Broker]] = field(default_factory=dict)  # name -> its brokers
+    seen: dict[str, tuple[JSON, ...]] = field(default_factory=dict)  # name -> (master, epoch, in-sync ids)
     reported: set[str] = field(default_factory=set)  # brokers whose unexpected exit was printed
-    pending: tuple[str, Any, int, float] | None = None  # (set, killed broker, its id, when)
+    pending: tuple[str, Broker, int, float] | None = None  # (set, killed broker, its id, when)
     next_kill: float = 0.0
 
     @staticmethod
-    def label(b: Any) -> str:
+    def label(b: Broker) -> str:
         return os.path.basename(b.home)  # broker-a-0
 
     def start(self, nodes: list[LocalNode]) -> None:
@@ -440,7 +446,7 @@ class RealBrokers:
             time.sleep(0.5)  # polling the controller for an election; not a test
         click.echo(f"{name}: no master within {REAL_MASTER_WAIT_S:g}s (see the brokers' logs)", err=True)
 
-    def _show(self, name: str, s: dict[str, Any]) -> None:
+    def _show(self, name: str, s: JSONObject) -> None:
         """One line when a set's master, epoch or SyncStateSet changed since the last one."""
         in_sync = tuple(r["brokerId"] for r in s["replicas"] if r["inSync"])
         key = (s["masterBrokerId"], s["masterEpoch"], in_sync)
@@ -470,7 +476,7 @@ class RealBrokers:
         if self.chaos:
             self._chaos(sets)
 
-    def _chaos(self, sets: dict[str, dict[str, Any]]) -> None:
+    def _chaos(self, sets: dict[str, JSONObject]) -> None:
         now = time.monotonic()
         if self.pending is not None:
             name, b, old, since = self.pending
@@ -511,7 +517,8 @@ class RealBrokers:
         deadline = time.monotonic() + REAL_STOP_GRACE_S
         for p in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.proc.wait(max(0.1, deadline - time.monotonic()))
+                if p.proc is not None:
+                    p.proc.wait(max(0.1, deadline - time.monotonic()))
         late = [p for p in procs if p.running()]
         self.deployment.close()  # SIGKILL, process groups included, and wait
         if procs:

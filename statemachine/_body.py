@@ -7,14 +7,13 @@ snapshot is quarantined instead of half-loaded). They insist on the canonical fo
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgpack
 
 from statemachine.sections import SECTION_NAMES, SECTION_VERSION
+from statemachine.values import Unpacked
 
 
-def pack(*parts: Any) -> bytes:
+def pack(*parts: object) -> bytes:
     """A section body: [SECTION_VERSION, *parts]."""
     return msgpack.packb([SECTION_VERSION, *parts])
 
@@ -34,7 +33,7 @@ def pack_rows(rows: list[bytes]) -> bytes:
     return array_header(2) + msgpack.packb(SECTION_VERSION) + array_header(len(rows)) + b"".join(rows)
 
 
-def _doc(what: str, body: bytes) -> list[Any]:
+def _doc(what: str, body: bytes) -> list[Unpacked]:
     try:
         doc = msgpack.unpackb(body)
     except Exception as e:  # msgpack raises several exception types for bad bytes
@@ -53,7 +52,7 @@ def version_of(section_type: int, body: bytes, known: tuple[int, ...]) -> int:
     return v
 
 
-def unpack(section_type: int, body: bytes, parts: int, version: int = SECTION_VERSION) -> list[Any]:
+def unpack(section_type: int, body: bytes, parts: int, version: int = SECTION_VERSION) -> list[Unpacked]:
     """The parts after the version of a section body, checked for shape."""
     what = SECTION_NAMES[section_type]
     doc = _doc(what, body)
@@ -68,32 +67,32 @@ def unpack(section_type: int, body: bytes, parts: int, version: int = SECTION_VE
 # row, and formatting a message per row would cost more than the checks.
 
 
-def check(ok: bool, what: str, *args: Any) -> None:
+def check(ok: bool, what: str, *args: object) -> None:
     if not ok:
         raise ValueError(what.format(*args))
 
 
-def rows(v: Any, width: int, what: str, *args: Any) -> list[list[Any]]:
+def rows(v: Unpacked, width: int, what: str, *args: object) -> list[list[Unpacked]]:
     if not (type(v) is list and all(type(r) is list and len(r) == width for r in v)):
         raise ValueError(f"{what.format(*args)}: not rows of {width} items")
     return v
 
 
-def ints(v: Any, what: str, *args: Any) -> list[int]:
+def ints(v: Unpacked, what: str, *args: object) -> list[int]:
     if not (type(v) is list and all(type(x) is int for x in v)):
         raise ValueError(f"{what.format(*args)}: not a list of integers")
     ascending(v, what, *args)
     return v
 
 
-def ascending(keys: list[Any], what: str, *args: Any) -> None:
+def ascending(keys: list[Unpacked], what: str, *args: object) -> None:
     if not all(a < b for a, b in zip(keys, keys[1:], strict=False)):
         raise ValueError(f"{what.format(*args)}: keys not strictly ascending")
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: object) -> bool:
     return type(v) is int
 
 
-def is_str(v: Any) -> bool:
+def is_str(v: object) -> bool:
     return type(v) is str

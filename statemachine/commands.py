@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgpack
 
 from statemachine import codes as C
+from statemachine.values import JSONObject, Unpacked
 
 FORMAT_VERSION = 1
 HEADER = ("version", "code", "timeMillis")
@@ -358,7 +359,7 @@ def heartbeat_ok(c: list) -> bool:
     )
 
 
-def _unpack(data: bytes) -> Any:
+def _unpack(data: bytes) -> Unpacked:
     try:
         return _unpackb(data)
     except Exception as e:  # msgpack raises several types (ValueError, ExtraData, FormatError, ...)
@@ -372,7 +373,7 @@ def parse(data: bytes) -> list:
     return check(_unpack(data))
 
 
-def named(c: list[Any]) -> TypedCommand:
+def named(c: list[Unpacked]) -> TypedCommand:
     """A checked command array as its code's typed tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
 
@@ -382,7 +383,7 @@ def _arity_text(code: int) -> str:
     return str(hi) if lo == hi else " or ".join(map(str, range(lo, hi + 1)))
 
 
-def check(c: Any) -> list:
+def check(c: Unpacked) -> list[Unpacked]:
     """`parse` for an already unpacked msgpack object. Returns `c` itself, or, when it leaves optional
     trailing fields out, a copy with None in their place (`c` is then unchanged)."""
     if type(c) is not list or len(c) < HEADER_FIELDS:
@@ -413,13 +414,13 @@ class Command:
 
     code: int
     time_millis: int
-    fields: dict[str, Any]
+    fields: dict[str, Unpacked]  # by FIELDS name, as the entry holds them
 
     @property
     def name(self) -> str:
         return C.REQUEST_NAMES[self.code]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "code": self.code,
             "name": self.name,
@@ -441,7 +442,7 @@ def decode(data: bytes) -> Command:
 _I64 = (-(2**63), 2**63 - 1)
 
 
-def encode(code: int, time_millis: int, *fields: Any) -> bytes:
+def encode(code: int, time_millis: int, *fields: Unpacked) -> bytes:
     """The bytes of a command; every constructor below ends here. Checks kinds and the Java ranges (long).
     Optional trailing fields (OPTIONAL_TRAILING) may be left out: the entry is then shorter."""
     if code not in FIELDS:

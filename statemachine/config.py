@@ -10,11 +10,11 @@ log has never set, see `explicit`). Node-local keys (scan interval, paths, ports
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from statemachine import _body as B
 from statemachine.commands import CONFIG_KEYS, config_value_ok
 from statemachine.sections import SECTION_CONTROLLER_CONFIG
+from statemachine.values import JSONObject
 
 ConfigValue = int | bool  # a replicated key's value (CONFIG_KEYS says which)
 
@@ -68,5 +68,5 @@ class ReplicatedConfig:
         self.explicit = explicit
         self._refresh()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"explicit": {k: self.explicit[k] for k in sorted(self.explicit)}, "effective": self.values()}

@@ -24,12 +24,14 @@ it (entries written before the field existed) judges on lastUpdateTimestamp alon
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from statemachine import codes as C
-from statemachine.liveness import BrokerLiveTable, row_json
+from statemachine.commands import WireIdentity
+from statemachine.liveness import BrokerLiveTable, Identity, row_json
 from statemachine.manager import ReplicasInfoManager
 from statemachine.result import Result, RoleChange
+from statemachine.values import JSONObject
 
 TRIGGER_MASTER_EXPIRED = "masterExpired"  # the master's live entry expired in this scan
 TRIGGER_MASTER_INACTIVE = "masterInactive"  # the intended needs-re-election rule
@@ -88,11 +90,11 @@ class BrokerHeartbeatManager:
 
     def _reelect(
         self, triggers: dict[str, str], t: int, since: int | None = None
-    ) -> tuple[dict[str, Any], tuple[RoleChange, ...]]:
+    ) -> tuple[JSONObject, tuple[RoleChange, ...]]:
         m, live = self.manager, self.live
         max_retry = m.config.elect_master_max_retry_count
-        elections: list[dict[str, Any]] = []
-        new_masters: list[dict[str, Any]] = []
+        elections: list[JSONObject] = []
+        new_masters: list[JSONObject] = []
         notes: list[RoleChange] = []
         for name in sorted(triggers):
             left = min(live.reelect.pop(name, max_retry), max_retry)
@@ -165,11 +167,11 @@ class BrokerHeartbeatManager:
         elections, notes = self._reelect(triggers, t)
         return Result(C.SUCCESS, None, None, {"removed": removed, **elections}, notes)
 
-    def get_broker_live_info(self, identity: list[Any] | None) -> Result:
+    def get_broker_live_info(self, identity: WireIdentity | None) -> Result:
         table = self.live.table
         if identity is None:
             return Result(C.SUCCESS, body=[row_json(table[k]) for k in sorted(table)])
-        row = table.get((identity[0], identity[1], identity[2]))
+        row = table.get(cast(Identity, tuple(identity)))  # checked: [str, str, int] (commands.OPT_IDENTITY)
         if row is None:
             return Result(C.CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS, "brokerIdentityInfo not exist", body=[])
         return Result(C.SUCCESS, body=[row_json(row)])

@@ -6,12 +6,11 @@ remark; delete answers {"deleted"}; compare-and-set answers {"succeeded", "value
 
 from __future__ import annotations
 
-from typing import Any
-
 from statemachine import _body as B
 from statemachine.codes import QUERY_NOT_FOUND, SUCCESS
 from statemachine.result import Result
 from statemachine.sections import SECTION_KV_CONFIG
+from statemachine.values import JSONObject
 
 
 class KvConfigManager:
@@ -76,5 +75,5 @@ class KvConfigManager:
         B.ascending([r[0] for r in rows], "kvConfig namespaces")
         self.table = table
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {ns: {k: self.table[ns][k] for k in sorted(self.table[ns])} for ns in sorted(self.table)}

@@ -20,19 +20,20 @@ of brokers, building fresh rows would take most of the save's time on the apply 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import msgpack
 
 from statemachine import _body as B
 from statemachine import commands as K
 from statemachine.sections import SECTION_BROKER_LIVE_TABLE, SECTION_VERSION
+from statemachine.values import Cell, JSONObject, Unpacked
 
 Identity = tuple[str, str, int]  # (clusterName, brokerName, brokerId): BrokerIdentityInfo
 # [clusterName, brokerName, brokerId, brokerAddr, lastUpdateTimestamp, heartbeatTimeoutMillis, epoch,
 #  maxOffset, confirmOffset, electionPriority, *LIVE_KEPT]: BrokerLiveInfo with its identity, without a channel,
 # then the heartbeat fields commands.LIVE_KEPT names (none today).
-LiveRow = list[Any]
+LiveRow = list[Cell]
 ADDR, LAST, TIMEOUT, EPOCH, MAX_OFFSET, CONFIRM, PRIORITY = range(3, 10)
 BASE_FIELDS = (
     "clusterName",
@@ -79,7 +80,7 @@ def apply_heartbeat(self, c):
 """
 
 
-def _apply_heartbeat() -> Callable[[BrokerLiveTable, list[Any]], None]:
+def _apply_heartbeat() -> Callable[[BrokerLiveTable, list[Unpacked]], None]:
     names = K.BrokerHeartbeat._fields[K.HEADER_FIELDS :]
     assert set(BASE_FIELDS) - {"lastUpdateTimestamp"} <= set(names), names
     assert set(K.LIVE_KEPT) <= set(names) - set(BASE_FIELDS), K.LIVE_KEPT
@@ -88,9 +89,9 @@ def _apply_heartbeat() -> Callable[[BrokerLiveTable, list[Any]], None]:
         kept=", ".join(K.LIVE_KEPT),
         kept_updates="".join(f"\n        row[{BASE_WIDTH + i}] = {n}" for i, n in enumerate(K.LIVE_KEPT)),
     )
-    scope: dict[str, Any] = {}
+    scope: dict[str, object] = {}
     exec(compile(source, f"<{__name__}.apply_heartbeat>", "exec"), scope)  # noqa: S102  our own template
-    fn: Callable[[BrokerLiveTable, list[Any]], None] = scope["apply_heartbeat"]
+    fn = cast("Callable[[BrokerLiveTable, list[Unpacked]], None]", scope["apply_heartbeat"])
     fn.__doc__ = "Merge a checked heartbeat command (commands.BrokerHeartbeat's fields, as a list) into its row."
     return fn
 
@@ -99,7 +100,7 @@ _INF = float("inf")
 LIVE_VERSION = 2  # section 3's body layout: [2, live, reelect, clock]; version 1 ([1, live, reelect]) still loads
 
 
-def row_json(row: LiveRow) -> dict[str, Any]:
+def row_json(row: LiveRow) -> JSONObject:
     return dict(zip(ROW_FIELDS, row, strict=True))
 
 
@@ -213,7 +214,7 @@ class BrokerLiveTable:
         self.table, self.reelect, self.clock = table, retries, clock
         self.deadline_floor = self._floor()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "brokers": [row_json(self.table[k]) for k in sorted(self.table)],
             "pendingReelections": {name: self.reelect[name] for name in sorted(self.reelect)},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgpack
 
@@ -25,6 +25,7 @@ from statemachine.liveness import BrokerLiveTable
 from statemachine.manager import ReplicasInfoManager
 from statemachine.result import Result
 from statemachine.tables import ReplicaTable, SyncStateTable
+from statemachine.values import Unpacked
 
 log = logging.getLogger("statemachine")
 
@@ -37,7 +38,7 @@ READ_ONLY_CODES = frozenset(
 )
 
 
-class _Entry(Protocol):
+class AppliedEntry(Protocol):
     index: int
     term: int
     data: bytes
@@ -64,7 +65,7 @@ class ControllerStateMachine:
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
         # code -> handler(the command as its commands.NAMED class: typed fields by their wire names).
-        self._handlers: dict[int, Callable[[Any], Result]] = {
+        self._handlers: dict[int, Callable[..., Result]] = {  # each takes its code's typed command
             C.ALTER_SYNC_STATE_SET: self._alter_sync_state_set,
             C.ELECT_MASTER: self._elect_master,
             C.REGISTER_BROKER: self._register_broker,
@@ -103,7 +104,7 @@ class ControllerStateMachine:
             return _malformed(f"not msgpack: {type(e).__name__}: {e}")
         return self.apply_command(c)
 
-    def apply_command(self, c: Any) -> Result:
+    def apply_command(self, c: Unpacked) -> Result:
         """Apply one command already decoded from its bytes: `apply(data)` is `apply_command(msgpack.unpackb(data))`
         for bytes that decode, and both run this one path. For readers that decode many commands at once (a
         msgpack.Unpacker over a buffer of them: the audit's replay). `c` may be changed in place (its time)."""
@@ -136,7 +137,7 @@ class ControllerStateMachine:
         code = c[1]
         return self._handlers[code](_new_tuple(NAMED[code], c))  # commands.named, inlined
 
-    def on_apply(self, entries: Iterable[_Entry]) -> list[Result]:
+    def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:
         apply = self.apply
         return [apply(e.data) for e in entries]
 

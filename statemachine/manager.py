@@ -9,7 +9,6 @@ docs/statemachine.md.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from statemachine import codes as C
 from statemachine.config import ReplicatedConfig
@@ -17,6 +16,7 @@ from statemachine.elect import ElectPolicy
 from statemachine.liveness import BrokerLiveTable
 from statemachine.result import Result, RoleChange
 from statemachine.tables import BrokerReplicaInfo, ReplicaTable, SyncStateInfo, SyncStateTable
+from statemachine.values import JSONObject
 
 _JAVA_LONG = re.compile(r"[+-]?\d+")  # \d: any Unicode decimal digit, as Character.digit
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -93,7 +93,7 @@ class ReplicasInfoManager:
         return Result(C.SUCCESS, None, header)
 
     def register_broker(self, cluster: str, name: str, broker_id: int, address: str, t: int) -> Result:
-        header: dict[str, Any] = {
+        header: JSONObject = {
             "clusterName": cluster,
             "brokerName": name,
             "masterBrokerId": None,
@@ -123,7 +123,7 @@ class ReplicasInfoManager:
 
     def get_replica_info(self, name: str) -> Result:
         if not self.contains(name):
-            header: dict[str, Any] = {"masterBrokerId": None, "masterAddress": None, "masterEpoch": None}
+            header: JSONObject = {"masterBrokerId": None, "masterAddress": None, "masterEpoch": None}
             return Result(C.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed", header)
         info, state = self.replicas.sets[name], self.sync.sets[name]
         master = state.master_broker_id
@@ -144,14 +144,14 @@ class ReplicasInfoManager:
         )
         return Result(C.SUCCESS, body={"replicasInfoTable": self._sync_state_table(names, t)})
 
-    def _sync_state_table(self, names: list[str], t: int) -> dict[str, Any]:
-        table: dict[str, Any] = {}
+    def _sync_state_table(self, names: list[str], t: int) -> JSONObject:
+        table: JSONObject = {}
         for name in names:
             if not self.contains(name):
                 continue
             info, state = self.replicas.sets[name], self.sync.sets[name]
-            in_sync: list[dict[str, Any]] = []
-            not_in_sync: list[dict[str, Any]] = []
+            in_sync: list[JSONObject] = []
+            not_in_sync: list[JSONObject] = []
             for b in sorted(info.brokers):
                 alive = self.live.is_alive(info.cluster_name, name, b, t)
                 replica = {"brokerName": name, "brokerId": b, "brokerAddress": info.brokers[b][0], "alive": alive}
@@ -172,7 +172,7 @@ class ReplicasInfoManager:
     def alter_sync_state_set(
         self, name: str, master_id: int, master_epoch: int, new_set_ids: list[int], held_epoch: int, t: int
     ) -> Result:
-        header: dict[str, Any] = {"newSyncStateSetEpoch": None}
+        header: JSONObject = {"newSyncStateSetEpoch": None}
         failed = C.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
         if not self.contains(name):
             return Result(failed, "Broker metadata is not existed", header)
@@ -211,7 +211,7 @@ class ReplicasInfoManager:
     def elect_master(self, name: str, broker_id: int, designate: bool, t: int, since: int | None = None) -> Result:
         """Broker trigger (own id), admin trigger (wanted id, designate) or controller trigger (id -1).
         `since`: the liveness floor of the scan entry that triggers it (heartbeat.py), else None."""
-        header: dict[str, Any] = {
+        header: JSONObject = {
             "masterBrokerId": None,
             "masterAddress": None,
             "masterEpoch": None,

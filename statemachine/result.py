@@ -4,9 +4,9 @@ out (role-change notifications). Followers compute the same value and drop it.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from statemachine.codes import SUCCESS, code_name
+from statemachine.values import JSON, JSONObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class RoleChange:
     sync_state_set: tuple[int, ...]
     targets: tuple[tuple[int, str], ...]  # (brokerId, address) of every member alive at the command's time
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> JSONObject:
         """NotifyBrokerRoleChangedRequestHeader fields."""
         return {
             "masterAddress": self.master_address,
@@ -32,11 +32,11 @@ class RoleChange:
             "masterBrokerId": self.master_broker_id,
         }
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         """The SyncStateSet body of the notification."""
         return {"syncStateSet": list(self.sync_state_set), "syncStateSetEpoch": self.sync_state_set_epoch}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "clusterName": self.cluster_name,
             "brokerName": self.broker_name,
@@ -58,8 +58,8 @@ class Result:
 
     code: int
     remark: str | None = None
-    header: dict[str, Any] | None = None
-    body: Any = None
+    header: JSONObject | None = None
+    body: JSON = None
     notifications: tuple[RoleChange, ...] = field(default=())
 
     @property
@@ -70,7 +70,7 @@ class Result:
     def code_name(self) -> str:
         return code_name(self.code)
 
-    def to_envelope(self) -> dict[str, Any]:
+    def to_envelope(self) -> JSONObject:
         """The HTTP answer of docs http-api.md: {"code","codeName","remark","header","body"}."""
         return {
             "code": self.code,

@@ -6,12 +6,11 @@ bottom of `ReplicasInfoManager` (manager.py), which mirror RocketMQ's events (sp
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgpack
 
 from statemachine import _body as B
 from statemachine.sections import SECTION_REPLICA_TABLE, SECTION_SYNC_STATE_TABLE
+from statemachine.values import JSONObject
 
 
 class BrokerReplicaInfo:
@@ -59,7 +58,7 @@ class BrokerReplicaInfo:
         """brokerAddrs of a BrokerMemberGroup: JSON object keys are strings, ids ascending."""
         return {str(i): self.brokers[i][0] for i in sorted(self.brokers)}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "clusterName": self.cluster_name,
             "brokerName": self.broker_name,
@@ -128,11 +127,11 @@ class SyncStateInfo:
             )
         return self._row
 
-    def sync_state_set_body(self) -> dict[str, Any]:
+    def sync_state_set_body(self) -> JSONObject:
         """The SyncStateSet response body."""
         return {"syncStateSet": sorted(self.sync_state_set), "syncStateSetEpoch": self.sync_state_set_epoch}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "clusterName": self.cluster_name,
             "brokerName": self.broker_name,
@@ -171,7 +170,7 @@ class ReplicaTable:
         B.ascending([r[0] for r in rows], "replicaInfoTable names")
         self.sets = sets
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {name: self.sets[name].to_json() for name in sorted(self.sets)}
 
 
@@ -201,5 +200,5 @@ class SyncStateTable:
         B.ascending([r[0] for r in rows], "syncStateSetInfoTable names")
         self.sets = sets
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {name: self.sets[name].to_json() for name in sorted(self.sets)}

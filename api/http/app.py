@@ -6,8 +6,6 @@ touches the service on that loop only. docs/http.md is the reference.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -19,6 +17,7 @@ from api.http.ui import make_router as ui_router
 from api.service import ControllerService
 from api.service.metrics import ControllerMetrics
 from api.service.settings import ApiSettings
+from statemachine.values import JSON, JSONObject
 
 __all__ = ["ApiSettings", "create_app", "metric_labels"]
 
@@ -86,7 +85,7 @@ def _exact_longs(app: FastAPI) -> None:
     exact = {float(LONG_MAX): LONG_MAX, float(LONG_MIN): LONG_MIN}
     build = app.openapi
 
-    def fix(node: Any) -> None:
+    def fix(node: JSON) -> None:
         if isinstance(node, dict):
             for k in ("minimum", "maximum"):
                 v = node.get(k)
@@ -98,7 +97,7 @@ def _exact_longs(app: FastAPI) -> None:
             for v in node:
                 fix(v)
 
-    def openapi() -> dict[str, Any]:
+    def openapi() -> JSONObject:
         if app.openapi_schema is None:
             fix(build())
         assert app.openapi_schema is not None

@@ -5,13 +5,12 @@ operations' results. Routes and the status page call these; nothing else spells 
 
 from __future__ import annotations
 
-from typing import Any
-
 from api.service import ControllerService, Membership, Transfer
 from snapshot.format import SnapshotMeta
+from statemachine.values import JSONObject
 
 
-def raft_status(service: ControllerService) -> dict[str, Any]:
+def raft_status(service: ControllerService) -> JSONObject:
     """GET /api/v1/raft/status: this node's role, term, leader, indexes, snapshot and members."""
     st = service.node_status()
     return {
@@ -39,14 +38,14 @@ def raft_status(service: ControllerService) -> dict[str, Any]:
     }
 
 
-def raft_peers(service: ControllerService) -> dict[str, Any]:
+def raft_peers(service: ControllerService) -> JSONObject:
     """GET /api/v1/raft/peers: the leader, the last log index and per member its role, match index, lag in
     entries and last contact (the leader's view; on a follower only the membership and roles are known)."""
     st = service.node_status()
     rows = []
     for p in service.peers(st):
         pr = p.progress
-        row: dict[str, Any] = {
+        row: JSONObject = {
             "id": p.id,
             "role": p.role,
             "raftAddress": p.raft_address,
@@ -62,7 +61,7 @@ def raft_peers(service: ControllerService) -> dict[str, Any]:
     return {"leaderId": st.leader or None, "lastLogIndex": st.last_index, "peers": rows}
 
 
-def snapshot_info(meta: SnapshotMeta) -> dict[str, Any]:
+def snapshot_info(meta: SnapshotMeta) -> JSONObject:
     """A snapshot's meta (GET /api/v1/raft/snapshots)."""
     files = [{"name": f.name, "size": f.size, "crc32c": f.crc32c} for f in meta.files]
     return {
@@ -76,12 +75,12 @@ def snapshot_info(meta: SnapshotMeta) -> dict[str, Any]:
     }
 
 
-def membership(m: Membership) -> dict[str, Any]:
+def membership(m: Membership) -> JSONObject:
     """The configuration after a membership change (POST and DELETE /api/v1/raft/peers)."""
     return {"id": m.peer, "voters": m.voters, "learners": m.learners}
 
 
-def transfer(t: Transfer) -> dict[str, Any]:
+def transfer(t: Transfer) -> JSONObject:
     """A leadership transfer that happened (POST /api/v1/raft/transfer-leader)."""
     return {
         "previousLeaderId": t.previous_leader_id,

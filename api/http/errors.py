@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -36,6 +36,7 @@ from api.service import (
     not_leader_result,
     validation_error,
 )
+from statemachine.values import JSON, JSONObject
 
 if TYPE_CHECKING:
     from api.http.routes.common import Gateway  # it imports this module
@@ -66,16 +67,16 @@ def error_response(
     *,
     errors: list[dict[str, str]] | None = None,
     headers: Mapping[str, str] | None = None,
-    **extra: Any,
+    **extra: JSON,
 ) -> JSONResponse:
-    content: dict[str, Any] = {"error": error, "message": message}
+    content: JSONObject = {"error": error, "message": message}
     if errors is not None:
         content["errors"] = errors
     content.update(extra)
     return JSONResponse(content, status_code=status, headers=dict(headers or {}))
 
 
-def not_leader_envelope(e: NotLeaderError) -> dict[str, Any]:
+def not_leader_envelope(e: NotLeaderError) -> JSONObject:
     """2007 as RocketMQ answers it (api.service.not_leader_result), naming the leader's HTTP address."""
     return not_leader_result(e, e.leader_address).to_envelope()
 
@@ -99,7 +100,7 @@ def refused(e: RefusedError) -> ApiError:
 # ---------------------------------------------------------------------------------------- 422 from pydantic
 
 
-def field_errors(errors: Iterable[Any], content_type: str = "") -> list[dict[str, str]]:
+def field_errors(errors: Iterable[Mapping[str, JSON]], content_type: str = "") -> list[dict[str, str]]:
     out = []
     for e in errors:
         loc = tuple(e.get("loc", ()))

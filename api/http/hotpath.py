@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -32,6 +31,7 @@ from api.http.models import HeartbeatRequest
 from api.http.routes.common import Gateway
 from api.service import CommandArgumentError, UnavailableError
 from api.service import requests as Q
+from statemachine.values import JSONObject
 
 PATH = "/api/v1/controller/heartbeat"
 REQUEST_TYPE = Q.BrokerHeartbeat.REQUEST_TYPE
@@ -41,7 +41,7 @@ JSON_TYPES = frozenset((b"application/json", b"application/json; charset=utf-8",
 _validate = HeartbeatRequest.__pydantic_validator__.validate_python
 
 
-def parse(body: bytes) -> dict[str, Any] | None:
+def parse(body: bytes) -> JSONObject | None:
     """The heartbeat's fields (the model's, defaults included) when FastAPI would accept `body` for the
     route, else None (FastAPI then answers: the 422 naming the field, or 400 for undecodable bytes)."""
     try:
@@ -69,7 +69,7 @@ class LeanHeartbeat(ABC):
         self.max_body = max_body_bytes
 
     @abstractmethod
-    async def answer(self, scope: Scope, fields: dict[str, Any]) -> JSONResponse:
+    async def answer(self, scope: Scope, fields: JSONObject) -> JSONResponse:
         """The answer to a heartbeat whose body parsed into `fields`."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -114,7 +114,7 @@ class HeartbeatPath(LeanHeartbeat):
         self.gateway: Gateway = app.state.gateway
         super().__init__(app, self.gateway.settings.max_body_bytes)
 
-    async def answer(self, scope: Scope, fields: dict[str, Any]) -> JSONResponse:
+    async def answer(self, scope: Scope, fields: JSONObject) -> JSONResponse:
         """What the route and the exception handlers answer for these fields."""
         gw = self.gateway
         try:

@@ -9,11 +9,12 @@ models: the routes answer `Result.to_envelope()` as is, and the tests validate a
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Generic, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, create_model
 
 from api.service import requests as Q
+from statemachine.values import JSON, JSONObject, TypeForm
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -32,8 +33,6 @@ def _utf8(s: str) -> str:
 Long = Annotated[int, Field(ge=LONG_MIN, le=LONG_MAX)]
 """A Java long."""
 Text = Annotated[str, AfterValidator(_utf8)]
-JSON = Any
-"""Any JSON value (a body the route checks itself)."""
 
 
 class Strict(BaseModel):
@@ -59,20 +58,20 @@ def http_model(
     (HTTP_NESTED). The model's description is the class's HTTP_DOC, its field order HTTP_ORDER's names first, then
     the rest as the class declares them. `only`, `required`, `doc`: a second model of the same request (these
     fields only, every one required, this description)."""
-    specs: dict[str, Any] = {}
-    body: dict[str, Any] = {}
+    specs: dict[str, TypeForm] = {}  # pydantic field definitions: (annotation, FieldInfo or ...)
+    body: dict[str, TypeForm] = {}
     for f in dataclasses.fields(cast("type[DataclassInstance]", cls)):
         meta = f.metadata
         if only is not None and f.name not in only:
             continue
         if "body" in meta:
-            kind: Any = _HTTP_TYPE[meta["body"]]
+            kind: TypeForm = _HTTP_TYPE[meta["body"]]
             constraints = {} if meta["min_items"] is None else {"min_length": meta["min_items"]}
             body[f.name] = (kind, Field(description=meta["doc"], **constraints) if meta["doc"] or constraints else ...)
             continue
         if "java" not in meta or not meta["http"]:
             continue
-        base: Any = _HTTP_TYPE[meta["java"]]
+        base: TypeForm = _HTTP_TYPE[meta["java"]]
         if required or ((meta["required"] and "http_default" not in meta) or meta["http_required"]):
             specs[f.name] = (base, Field(description=meta["doc"]) if meta["doc"] else ...)
         else:
@@ -89,10 +88,10 @@ def http_model(
     return model
 
 
-def http_values(model: BaseModel) -> dict[str, Any]:
+def http_values(model: BaseModel) -> JSONObject:
     """The fields of a model http_model made, flat (a nested body model's fields at the top) and with lists as
     tuples: what `requests.of` takes to build the typed request."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for k, v in vars(model).items():
         if isinstance(v, BaseModel):
             out.update(http_values(v))
@@ -101,7 +100,7 @@ def http_values(model: BaseModel) -> dict[str, Any]:
     return out
 
 
-_HTTP_TYPE: dict[str, Any] = {
+_HTTP_TYPE: dict[str, TypeForm] = {
     Q.STRING: Text,
     Q.LONG: Long,
     Q.INTEGER: Long,

@@ -9,12 +9,12 @@ import asyncio
 import itertools
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.codec import FrameDecoder, RemotingCommand
 from statemachine import codes as C
+from statemachine.values import JSON, JSONObject
 
 # The broker requests of the HTTP API (/api/v1/controller/<route>) and their request codes.
 ROUTES = {
@@ -29,7 +29,7 @@ ROUTES = {
 }
 
 
-def broker_request(route: str, fields: Mapping[str, Any]) -> tuple[int, dict[str, Any], bytes | None]:
+def broker_request(route: str, fields: Mapping[str, JSON]) -> tuple[int, JSONObject, bytes | None]:
     """(code, extFields, body) of the HTTP broker request `route` with JSON `fields`, as a Java broker sends it:
     the fields as extFields, 1001's SyncStateSet as the body, and 1002's fields the Java header leaves at their
     initial values (clusterName "", brokerId -1, designateElect false) filled in."""
@@ -43,7 +43,7 @@ def broker_request(route: str, fields: Mapping[str, Any]) -> tuple[int, dict[str
     return code, ext, body
 
 
-def envelope(code: int, resp: RemotingCommand) -> dict[str, Any]:
+def envelope(code: int, resp: RemotingCommand) -> JSONObject:
     """A remoting answer to request `code` as the HTTP API's envelope: the header typed by the Java response
     header class (2007's fields when it is one), its null fields (left out on the wire) back as null, the body
     as JSON (1010's properties text as it is)."""
@@ -51,7 +51,7 @@ def envelope(code: int, resp: RemotingCommand) -> dict[str, Any]:
     header = H.typed(schema, resp.ext_fields)
     if header or (schema and resp.code == C.SUCCESS):
         header = {name: header.get(name) for name, _, _ in schema} | header
-    body: Any = None
+    body: JSON = None
     if resp.body:
         body = resp.body.decode() if code == H.GET_CONTROLLER_CONFIG else json.loads(resp.body)
     return {

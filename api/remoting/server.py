@@ -20,8 +20,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
 
 from api.remoting import codec
 from api.remoting import headers as H
@@ -44,6 +43,7 @@ from api.service.settings import ApiSettings
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
+from statemachine.values import JSON
 
 log = logging.getLogger("controllerd.remoting")
 
@@ -78,7 +78,7 @@ def not_supported(code: int) -> str:
     return f" request type {code} not supported"  # NettyRemotingAbstract's remark, leading space included
 
 
-def _json_body(cmd: RemotingCommand, what: str) -> Any:
+def _json_body(cmd: RemotingCommand, what: str) -> JSON:
     if not cmd.body:
         raise RequestError(f"the body ({what}) is empty")
     try:
@@ -89,7 +89,7 @@ def _json_body(cmd: RemotingCommand, what: str) -> Any:
         raise RequestError(f"the body is not JSON ({what}): nested too deeply") from None
 
 
-def _body_bytes(body: Any) -> bytes | None:
+def _body_bytes(body: JSON) -> bytes | None:
     return None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
@@ -390,7 +390,7 @@ class RemotingServer:
         self.channels: dict[tuple[str, str, int], _Connection] = {}  # broker identity -> its latest connection
         self.closed_channels = 0
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self.notified = 0  # 1008 frames written to brokers
         self.http_clients_warned: set[str] = set()  # hosts told to use controllerHttpAddr (http_redirected)
         service.listeners.append(self._on_result)
@@ -454,7 +454,7 @@ class RemotingServer:
             for _, address in note.targets:
                 self._spawn(self._notify(address, ext, body))
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -24,9 +24,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from api.service.admin import AdminOperations
 from api.service.errors import NotLeaderError, UnavailableError, checked, outcome_of
@@ -40,8 +39,9 @@ from statemachine import codes as C
 from statemachine import commands
 from statemachine.config import ConfigValue
 from statemachine.liveness import LiveRow
-from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, ControllerStateMachine
+from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, AppliedEntry, ControllerStateMachine
 from statemachine.result import Result
+from statemachine.values import JSONObject
 
 log = logging.getLogger("controllerd")
 
@@ -110,7 +110,7 @@ class _Machine(ControllerStateMachine):
         super().__init__()
         self._service = service
 
-    def on_apply(self, entries: Iterable[Any]) -> list[Result]:
+    def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:
         apply, record, beat = self.apply, self._service.history.on_applied, HEARTBEAT_OK
         out = []
         for e in entries:
@@ -159,10 +159,10 @@ class Deadlines:
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        self._queue: deque[tuple[float, asyncio.Future[Any]]] = deque()
+        self._queue: deque[tuple[float, asyncio.Future[object]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
 
-    def watch(self, fut: asyncio.Future[Any]) -> None:
+    def watch(self, fut: asyncio.Future[object]) -> None:
         loop = fut.get_loop()
         deadline = loop.time() + self.timeout_s
         self._queue.append((deadline, fut))
@@ -215,7 +215,7 @@ class ControllerService:
         self.leader_since_ms: int | None = None
         self.scans = 0
         self.listeners: list[Callable[[str, Result], None]] = []  # (request type, result) of proposals
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._scan_task: asyncio.Task[None] | None = None
         self._deadlines = Deadlines(options.request_timeout_s)
         self.admin = AdminOperations(self)
@@ -421,9 +421,9 @@ class ControllerService:
         """The time of the last applied command (the state machine's clock)."""
         return self.sm.clock_ms
 
-    def broker_set_table(self, now_ms: int) -> dict[str, Any]:
+    def broker_set_table(self, now_ms: int) -> JSONObject:
         """1006's replicasInfoTable of every broker set, from the applied state at `now_ms` (no barrier)."""
-        table: dict[str, Any] = (self.sm.manager.broker_sets(None, now_ms).body or {}).get("replicasInfoTable") or {}
+        table: JSONObject = (self.sm.manager.broker_sets(None, now_ms).body or {}).get("replicasInfoTable") or {}
         return table
 
     def heartbeat_received(self) -> None:
@@ -444,7 +444,7 @@ class ControllerService:
         self.leader_since_ms = None
         log.info("stopped leading term %d", term, extra={"term": term})
 
-    def _spawn(self, coro: Any, name: str) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object], name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=f"{name}-{self.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -552,7 +552,7 @@ class ControllerService:
             rows.append(Peer(p, role, p in st.voters, addrs.raft, addrs.http, self.remoting_address(p), pr, contact))
         return rows
 
-    def metadata(self, remoting: bool = False) -> dict[str, Any]:
+    def metadata(self, remoting: bool = False) -> JSONObject:
         """1005 CONTROLLER_GET_METADATA_INFO header, as JRaftController answers it (local, no consensus). The
         addresses are the HTTP ones, or with `remoting` the jRaftControllerRPCAddr ones a broker connects to."""
         lid, laddr = self.leader()

@@ -33,13 +33,13 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 import msgpack
 
 from raft.leaf.durable import atomic_write
 from statemachine import codes as C
 from statemachine.result import Result
+from statemachine.values import JSON, JSONObject, Unpacked
 
 log = logging.getLogger("controllerd")
 
@@ -72,7 +72,7 @@ class History:
         self.directory = directory  # None: in memory only
         self.name = name  # raft id -> how events name the node (n1, ...)
         self.clock = clock
-        self.events: deque[dict[str, Any]] = deque(maxlen=size)
+        self.events: deque[JSONObject] = deque(maxlen=size)
         self.applied_through = 0  # the last log index whose events are recorded
         self.leader: tuple[str, int] | None = None  # (leader, term) last seen
         self.members: tuple[tuple[str, ...], tuple[str, ...]] | None = None  # (voters, learners) last seen
@@ -83,7 +83,7 @@ class History:
 
     # ------------------------------------------------------------------ recording
 
-    def add(self, kind: str, text: str, reason: str, level: str, t: float | None = None, **extra: Any) -> None:
+    def add(self, kind: str, text: str, reason: str, level: str, t: float | None = None, **extra: JSON) -> None:
         event = {"t": self.clock() if t is None else t, "kind": kind, "node": self.node_id, "text": text}
         self.events.append({**event, "reason": reason, "level": level, **extra})
         self._changed()
@@ -105,7 +105,7 @@ class History:
         except Exception:  # noqa: BLE001
             log.exception("event history: entry %d not recorded", index)
 
-    def _elect_request(self, index: int, c: list[Any], result: Result, t_ms: int) -> None:
+    def _elect_request(self, index: int, c: list[Unpacked], result: Result, t_ms: int) -> None:
         name, asker, designate = c[4], c[5], c[6]  # [v, code, t, clusterName, brokerName, brokerId, designate]
         h = result.header or {}
         if designate:

@@ -16,7 +16,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -147,6 +147,15 @@ class ControllerMetrics:
         return self._snapshot_cache[1]
 
 
+_F = TypeVar("_F", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily)
+
+
+class _Family(Protocol):
+    """Makes a metric family with the node's constant labels (and `extra` ones)."""
+
+    def __call__(self, kind: type[_F], name: str, doc: str, extra: tuple[str, ...] = ...) -> _F: ...
+
+
 class _Collector:
     def __init__(self, m: ControllerMetrics) -> None:
         self.m = m
@@ -155,13 +164,13 @@ class _Collector:
         m = self.m
         names, values = list(m.const_names), list(m.const_values)
 
-        def family(kind: type[Any], name: str, doc: str, extra: tuple[str, ...] = ()) -> Any:
+        def family(kind: type[_F], name: str, doc: str, extra: tuple[str, ...] = ()) -> _F:
             return kind(name, doc, labels=[*names, *extra])
 
         yield from self._requests(family, values)
         yield from self._state(family, values)
 
-    def _requests(self, family: Any, values: list[str]) -> Iterator[Metric]:
+    def _requests(self, family: _Family, values: list[str]) -> Iterator[Metric]:
         m = self.m
         total = family(
             CounterMetricFamily, "request_total", "total request num", ("request_type", "request_handle_status")
@@ -189,7 +198,7 @@ class _Collector:
             rejected.add_metric([*values, reason], n)
         yield rejected
 
-    def _state(self, family: Any, values: list[str]) -> Iterator[Metric]:
+    def _state(self, family: _Family, values: list[str]) -> Iterator[Metric]:
         m, service = self.m, self.m.service
         role = family(GaugeMetricFamily, "role", "role of current node: 0 unknown, 1 candidate, 2 follower, 3 leader")
         st: NodeStatus | None = None
@@ -259,7 +268,7 @@ class _Collector:
         scans.add_metric(values, service.scans)
         yield scans
 
-    def _followers(self, family: Any, values: list[str], st: NodeStatus) -> Iterator[Metric]:
+    def _followers(self, family: _Family, values: list[str], st: NodeStatus) -> Iterator[Metric]:
         """Per-peer replication progress, on the leader only (a follower tracks none)."""
         tick_s = self.m.service.tick_ms() / 1000
         match = family(
@@ -283,7 +292,7 @@ class _Collector:
         yield lag
         yield contact
 
-    def _active_brokers(self, family: Any, values: list[str]) -> Metric:
+    def _active_brokers(self, family: _Family, values: list[str]) -> Metric:
         """active_broker_num{cluster, broker_set}: brokers alive now (by their last heartbeat and timeout),
         for every known broker set (0 included)."""
         service = self.m.service

@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
+from statemachine.values import DataclassField
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -45,7 +46,7 @@ def header(
     http: bool = True,
     http_default: object = dataclasses.MISSING,
     command: str | None = None,
-) -> Any:  # the field's declared type, as dataclasses.field has it
+) -> DataclassField:
     """A field of the request header: its Java type, and whether it is required (@CFNotNull, or required here
     where RocketMQ would fail later on a null). A required field has no default. For the HTTP model generated
     from the class (api.http.models.http_model): `doc`, the field's description there, and `http_required`, a
@@ -65,7 +66,7 @@ def header(
     return field(metadata=meta) if required else field(default=default, metadata=meta)
 
 
-def body(java: str, *, doc: str | None = None, min_items: int | None = None) -> Any:
+def body(java: str, *, doc: str | None = None, min_items: int | None = None) -> DataclassField:
     """A field of the request's body (not of its header): its Java type, and for the HTTP model its description
     `doc` and, for a list, the fewest items it takes. Always required."""
     return field(metadata={"body": java, "doc": doc, "min_items": min_items})

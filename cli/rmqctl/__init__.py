@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import IO
 
 import click
 
@@ -51,7 +51,7 @@ class RmqctlError(click.ClickException):
         self.code = code
         self.code_name = code_name
 
-    def show(self, file: Any = None) -> None:
+    def show(self, file: IO[str] | None = None) -> None:
         for line in [*self.lines, self.message]:
             click.echo(f"rmqctl: {self.kind}: {line}", err=True)
 
@@ -130,7 +130,7 @@ def _translate(error: BaseException) -> RmqctlError | None:
 class RmqctlGroup(click.Group):
     """The top-level group: runs the verb and turns known exceptions into exit codes (see `_translate`)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         # -o json documents are held until the verb ends (Out.held), so that the JSON printed never says
         # SUCCESS when the exit code says otherwise: `failure` is what the verb ended with.
         failure: BaseException | None = None

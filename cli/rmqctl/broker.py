@@ -23,7 +23,6 @@ import json
 import signal
 import sys
 import time
-from typing import Any
 
 import click
 
@@ -32,6 +31,7 @@ from cli.rmqctl import brokerproto as proto
 from cli.rmqctl.client import ControllerClient, Reply
 from cli.rmqctl.online import Conn, connection_options
 from cli.rmqctl.output import Out, pass_out
+from statemachine.values import JSON
 
 
 class PlayedBroker:
@@ -41,7 +41,7 @@ class PlayedBroker:
         self.c, self.out = c, out
         self.cluster, self.name, self.address, self.timeout_ms = cluster, name, address, timeout_ms
         self.id: int | None = None
-        self.master: tuple[Any, Any] | None = None  # (masterBrokerId, masterEpoch) last seen
+        self.master: tuple[JSON, JSON] | None = None  # (masterBrokerId, masterEpoch) last seen
         # What its heartbeats report, as a broker's store would: the epoch it last became master at (the entry
         # a new master appends to its epoch file; None, sent as nothing (-1), before), and its store's max
         # offset, 0: nothing is stored here.
@@ -49,7 +49,7 @@ class PlayedBroker:
         self.repeated: dict[str, str] = {}  # event -> its last message, for the events said once while they repeat
         self.unreachable = False  # the last round found no controller that could answer
 
-    def say(self, event: str, message: str, *, once: bool = False, **fields: Any) -> None:
+    def say(self, event: str, message: str, *, once: bool = False, **fields: JSON) -> None:
         """One event line; with `once`, not again while the same event repeats with the same message (a
         refused election every heartbeat is said once, until the answer changes)."""
         if once:
@@ -69,7 +69,7 @@ class PlayedBroker:
         path, body = step
         return self.send(f"{proto.API}/{path}", body)
 
-    def send(self, path: str, body: Any) -> Reply:
+    def send(self, path: str, body: JSON) -> Reply:
         reply = self.c.post(path, body)
         if self.unreachable:  # the first answer after an unreachable round
             self.unreachable = False
@@ -149,7 +149,7 @@ class PlayedBroker:
             masterBrokerId=reply.header.get("masterBrokerId"),
         )
 
-    def keep_sync_state_set(self, master_epoch: Any, current: list[int], set_epoch: Any) -> None:
+    def keep_sync_state_set(self, master_epoch: JSON, current: list[int], set_epoch: JSON) -> None:
         """As the master: the SyncStateSet is itself plus every replica that is alive."""
         data = self.send("/api/v1/admin/sync-state-data", {"brokerNames": [self.name]})
         table = ((data.body or {}).get("replicasInfoTable") or {}).get(self.name) if data.ok else None

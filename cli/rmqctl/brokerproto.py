@@ -12,14 +12,14 @@ body) that is sent the `Reply` of each one, so that the same steps run over a bl
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any
 
 from cli.rmqctl.client import Reply
 from statemachine import codes as C
+from statemachine.values import JSON, JSONObject
 
 API = "/api/v1/controller"
 
-Step = tuple[str, dict[str, Any]]  # (path under API, JSON body)
+Step = tuple[str, JSONObject]  # (path under API, JSON body)
 Steps = Generator[Step, Reply, tuple[int, Reply]]
 
 
@@ -59,7 +59,7 @@ def _registered(broker_id: int, reply: Reply) -> tuple[int, Reply]:
     return broker_id, reply
 
 
-def run_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Reply]) -> tuple[int, Reply]:
+def run_steps(steps: Steps, post: Callable[[str, JSONObject], Reply]) -> tuple[int, Reply]:
     """Drive `steps` with a blocking `post(path, body) -> Reply`."""
     try:
         step = next(steps)
@@ -69,7 +69,7 @@ def run_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Reply]) -> tup
         return done.value
 
 
-async def arun_steps(steps: Steps, post: Callable[[str, dict[str, Any]], Awaitable[Reply]]) -> tuple[int, Reply]:
+async def arun_steps(steps: Steps, post: Callable[[str, JSONObject], Awaitable[Reply]]) -> tuple[int, Reply]:
     """Drive `steps` with an async `post(path, body) -> Reply`."""
     try:
         step = next(steps)
@@ -90,7 +90,7 @@ def heartbeat(
     confirm_offset: int | None = None,
 ) -> Step:
     """904 BROKER_HEARTBEAT; the progress fields are left out (RocketMQ's -1 defaults) when not given."""
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "clusterName": cluster,
         "brokerName": name,
         "brokerAddr": address,
@@ -113,7 +113,7 @@ def elect_self(cluster: str, name: str, broker_id: int | None) -> Step:
 
 
 def alter_sync_state_set(
-    name: str, master_id: int | None, master_epoch: Any, new_set: list[int], set_epoch: Any
+    name: str, master_id: int | None, master_epoch: JSON, new_set: list[int], set_epoch: JSON
 ) -> Step:
     """1001, from the master: replace the SyncStateSet (fenced by the master epoch and the set's epoch)."""
     return "alter-sync-state-set", {
@@ -124,7 +124,7 @@ def alter_sync_state_set(
     }
 
 
-def master_of(info: Reply) -> tuple[Any, Any, list[int], Any]:
+def master_of(info: Reply) -> tuple[JSON, JSON, list[int], JSON]:
     """(masterBrokerId, masterEpoch, SyncStateSet, syncStateSetEpoch) of a replica-info answer."""
     body = info.body or {}
     return (

@@ -33,12 +33,13 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict, Unpack
 
 import click
 import httpx
 
 from cli.rmqctl import DEFAULT_TIMEOUT_S, BadUsage, Failed, Unreachable
+from statemachine.values import JSON, JSONObject
 
 ENV_ADDRESS = "RMQCTL_ADDRESS"
 ENV_TOKEN = "RMQCTL_TOKEN"
@@ -94,13 +95,23 @@ def _node(address: str) -> str:
     return address.rpartition("://")[2]
 
 
+class RequestOptions(TypedDict, total=False):
+    """The keyword options of `ControllerClient.request`, which get/post/put/delete pass on."""
+
+    targets: Sequence[str] | None
+    follow: bool
+    retry: bool
+    resend_unknown: bool
+    redirect: Callable[[Reply], str | None] | None
+
+
 @dataclass(frozen=True)
 class Reply:
     """One HTTP 200 answer: `envelope` is {"code","codeName","remark","header","body"} (a JSON answer that is
     not an envelope is wrapped as the body of a SUCCESS envelope); `node` is the host:port that answered."""
 
     node: str
-    envelope: dict[str, Any]
+    envelope: JSONObject
 
     @property
     def code(self) -> int:
@@ -115,11 +126,11 @@ class Reply:
         return self.envelope.get("remark")
 
     @property
-    def header(self) -> dict[str, Any]:
+    def header(self) -> JSONObject:
         return self.envelope.get("header") or {}
 
     @property
-    def body(self) -> Any:
+    def body(self) -> JSON:
         return self.envelope.get("body")
 
     @property
@@ -127,7 +138,7 @@ class Reply:
         return self.code == 0
 
     @classmethod
-    def of(cls, node: str, data: Any) -> Reply:
+    def of(cls, node: str, data: JSON) -> Reply:
         """The answer of an HTTP 200 whose JSON is `data`: an envelope as it is, anything else as the body of a
         SUCCESS envelope."""
         if isinstance(data, dict) and _ENVELOPE_KEYS <= data.keys():
@@ -219,23 +230,23 @@ class ControllerClient:
 
     # ------------------------------------------------------------------ requests
 
-    def get(self, path: str, **kw: Any) -> Reply:
+    def get(self, path: str, **kw: Unpack[RequestOptions]) -> Reply:
         return self.request("GET", path, **kw)
 
-    def post(self, path: str, body: Any = None, **kw: Any) -> Reply:
+    def post(self, path: str, body: JSON = None, **kw: Unpack[RequestOptions]) -> Reply:
         return self.request("POST", path, body, **kw)
 
-    def put(self, path: str, body: Any = None, **kw: Any) -> Reply:
+    def put(self, path: str, body: JSON = None, **kw: Unpack[RequestOptions]) -> Reply:
         return self.request("PUT", path, body, **kw)
 
-    def delete(self, path: str, **kw: Any) -> Reply:
+    def delete(self, path: str, **kw: Unpack[RequestOptions]) -> Reply:
         return self.request("DELETE", path, **kw)
 
     def request(
         self,
         method: str,
         path: str,
-        body: Any = None,
+        body: JSON = None,
         *,
         targets: Sequence[str] | None = None,
         follow: bool = True,
@@ -307,7 +318,7 @@ class ControllerClient:
             delay = min(delay * 2, self.hooks.max_backoff_s)
 
     def _attempt(
-        self, method: str, address: str, path: str, body: Any, remaining: float, redirected: bool = False
+        self, method: str, address: str, path: str, body: JSON, remaining: float, redirected: bool = False
     ) -> Reply | str:
         """One HTTP exchange: a Reply, or a string saying why this node could not serve (try another). A
         node's RocketMQ remoting address (jRaftControllerRPCAddr) answers 307 to its HTTP address: followed

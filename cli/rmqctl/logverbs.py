@@ -11,7 +11,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -34,6 +33,7 @@ from statemachine import codes as C
 from statemachine.commands import CommandError, decode
 from statemachine.inspection import decode_sections
 from statemachine.sections import SECTION_NAMES
+from statemachine.values import JSONObject
 
 ALL_PARTS = (LOG_DIR, META_DIR, SNAPSHOT_DIR)
 
@@ -51,9 +51,9 @@ def _view(out: Out, src: Source) -> LogView:
         return LogView(directory, advance)
 
 
-def describe(e: Entry) -> dict[str, Any]:
+def describe(e: Entry) -> JSONObject:
     """One entry as a dump row: type, command code and name, time, decoded fields."""
-    row: dict[str, Any] = {
+    row: JSONObject = {
         "index": e.index,
         "term": e.term,
         "type": _type_name(e.type),
@@ -148,7 +148,7 @@ def info(out: Out, path: str, copy: bool) -> None:
     emit_document(out, doc, blocks, title="log")
 
 
-def _snapshot_rows(src: Source) -> tuple[list[dict[str, Any]], list[str]]:
+def _snapshot_rows(src: Source) -> tuple[list[JSONObject], list[str]]:
     root = src.snapshot_root()
     if root is None or not root.is_dir():
         return [], []
@@ -212,7 +212,7 @@ def dump(out: Out, path: str, lo: int | None, hi: int | None, codes: tuple[str, 
         view = _view(out, src)
         lo, hi = _range(view, lo, hi)
 
-        def rows() -> Iterator[dict[str, Any]]:
+        def rows() -> Iterator[JSONObject]:
             with progress(out, "dumping", hi - lo + 1) as advance:
                 for e in view.entries(lo, hi):
                     advance(1)
@@ -332,7 +332,7 @@ def _write(
     src: Source,
     sm: ControllerStateMachine,
     root: Path,
-    doc: dict[str, Any],
+    doc: JSONObject,
     voters: tuple[str, ...],
     learners: tuple[str, ...],
 ) -> None:

@@ -7,8 +7,6 @@ quarantined `snapshot_<N>.corrupt-<k>`). A data dir held by a running node is re
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from cli.rmqctl import EXIT_FAILED, BadUsage, CorruptInput, Failed
@@ -19,6 +17,7 @@ from raft.storage.layout import SNAPSHOT_DIR
 from snapshot.errors import SnapshotFormatError
 from snapshot.storage import FileSnapshotStorage, StoredSnapshot
 from statemachine.inspection import diff_values
+from statemachine.values import JSONObject
 
 path_argument = click.argument("path", type=click.Path(exists=True, file_okay=False))
 copy_option = click.option(
@@ -50,7 +49,7 @@ def _pick(src: Source, index: int | None) -> tuple[FileSnapshotStorage, int]:
     return storage(root), index
 
 
-def _meta_doc(src: Source, snap: StoredSnapshot) -> dict[str, Any]:
+def _meta_doc(src: Source, snap: StoredSnapshot) -> JSONObject:
     m = snap.meta
     return {
         "path": src.show(snap.dir),
@@ -105,7 +104,7 @@ def verify(out: Out, path: str, index: int | None, copy: bool) -> None:
     """Check every snapshot in PATH: meta CRC, every file's size and CRC32C, every section's CRC and lz4
     frame, and that every section decodes. Exit 4 naming file and byte offset if any check fails."""
     problems: list[CorruptInput] = []
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     with open_source(path, copy=copy, parts=(SNAPSHOT_DIR,)) as src:
         indexes = [index] if index is not None else _snapshots_of(src)
         if index is not None:
@@ -117,7 +116,7 @@ def verify(out: Out, path: str, index: int | None, copy: bool) -> None:
         total = sum(f.stat().st_size for i in indexes for f in st.path(i).iterdir() if f.is_file())
         with progress(out, "verifying snapshots", total) as advance:
             for i in indexes:
-                row: dict[str, Any] = {"index": i, "term": None, "status": "ok", "sections": None, "bytes": None}
+                row: JSONObject = {"index": i, "term": None, "status": "ok", "sections": None, "bytes": None}
                 try:
                     row["term"] = st.read_meta(i).last_included_term
                     with st.open(i, verify=True) as snap:  # meta, file sizes, whole-file CRCs
@@ -144,7 +143,7 @@ def verify(out: Out, path: str, index: int | None, copy: bool) -> None:
         raise last
 
 
-def _load_for_diff(src: Source, index: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _load_for_diff(src: Source, index: int | None) -> tuple[JSONObject, JSONObject]:
     st, index = _pick(src, index)
     with st.open(index, verify=True) as snap:
         sections: list[Section] = read_sections(snap, require_all=False)
@@ -152,7 +151,7 @@ def _load_for_diff(src: Source, index: int | None) -> tuple[dict[str, Any], dict
     return meta, tables_of(sections)
 
 
-def _keyed(tables: dict[str, Any]) -> dict[str, Any]:
+def _keyed(tables: JSONObject) -> JSONObject:
     """The live table's broker list keyed by identity (cluster:broker:id), so that one broker's change is
     one row, not the whole list (diff_values compares lists of different lengths whole)."""
     live = tables.get("brokerLiveTable")
@@ -179,7 +178,7 @@ def diff(out: Out, a: str, b: str, index_a: int | None, index_b: int | None, sta
         meta_a, tables_a = _load_for_diff(src_a, index_a)
     with open_source(b, copy=copy, parts=(SNAPSHOT_DIR,)) as src_b:
         meta_b, tables_b = _load_for_diff(src_b, index_b)
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     if not state_only:
         for key in ("index", "term", "voters", "learners"):
             if meta_a[key] != meta_b[key]:

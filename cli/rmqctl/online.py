@@ -25,7 +25,6 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import count as counter
-from typing import Any
 from urllib.parse import quote
 
 import click
@@ -42,6 +41,7 @@ from cli.rmqctl.client import (
 )
 from cli.rmqctl.output import Block, Out, emit_document, emit_rows, fmt, iso_seconds, output_options, pass_out
 from raft.core import Role
+from statemachine.values import JSON, JSONObject
 
 QUERY_NOT_FOUND = 22
 BROKER_METADATA_NOT_EXIST = 2008  # CONTROLLER_BROKER_METADATA_NOT_EXIST
@@ -68,15 +68,20 @@ class Conn:
         return ControllerClient(parse_addresses(self.address), self.token or None, timeout, self.verbose)
 
 
-def connection_options(*, short_verbose: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def connection_options(*, short_verbose: bool = True) -> Callable[[Callable[..., object]], Callable[..., object]]:
     """-a/--address, --token, --timeout, -v/--verbose (only --verbose where -v is mqadmin's value option),
     plus the leaf -o/--no-color. The verb receives them as one `conn: Conn` argument."""
 
-    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(f: Callable[..., object]) -> Callable[..., object]:
         @functools.wraps(f)
         def verb(
-            *args: Any, address: str | None, token: str | None, timeout: float | None, verbose: bool, **kwargs: Any
-        ) -> Any:
+            *args: object,
+            address: str | None,
+            token: str | None,
+            timeout: float | None,
+            verbose: bool,
+            **kwargs: object,
+        ) -> object:
             return f(*args, conn=Conn(address, token, timeout, verbose), **kwargs)
 
         verbose_names = ("-v", "--verbose") if short_verbose else ("--verbose",)
@@ -122,7 +127,7 @@ def _write(lines: Iterable[str]) -> None:
     sys.stdout.write("".join(f"{line}\n" for line in lines))
 
 
-def _json(out: Out, envelope: Mapping[str, Any]) -> None:
+def _json(out: Out, envelope: Mapping[str, JSON]) -> None:
     emit_document(out, {}, json_doc=envelope)
 
 
@@ -135,7 +140,7 @@ def _check(out: Out, reply: Reply, what: str | None = None) -> None:
 
 
 def _show_kv(
-    out: Out, reply: Reply, doc: Mapping[str, Any], blocks: Sequence[Block] = (), *, title: str | None = None
+    out: Out, reply: Reply, doc: Mapping[str, JSON], blocks: Sequence[Block] = (), *, title: str | None = None
 ) -> None:
     """raft/kv documents: the envelope (json), `key<TAB>value` lines (text), a key/value table (table)."""
     if out.mode == "json":
@@ -205,7 +210,7 @@ def _names(values: Sequence[str]) -> list[str]:
     return names
 
 
-def _replica(r: Mapping[str, Any]) -> str:
+def _replica(r: Mapping[str, JSON]) -> str:
     """BrokerReplicasInfo.ReplicaIdentity#toString, as mqadmin prints each member."""
     return (
         f"ReplicaIdentity{{brokerName='{fmt(r.get('brokerName'))}', brokerId={fmt(r.get('brokerId'))}, "
@@ -214,7 +219,7 @@ def _replica(r: Mapping[str, Any]) -> str:
 
 
 def _render_sync_state(out: Out, reply: Reply, looping: bool) -> None:
-    table: Mapping[str, Any] = (reply.body or {}).get("replicasInfoTable") or {}
+    table: Mapping[str, JSON] = (reply.body or {}).get("replicasInfoTable") or {}
     if out.mode == "json":
         if looping:  # one compact envelope per round (NDJSON)
             emit_rows(out, [reply.envelope], columns=())
@@ -573,7 +578,7 @@ def raft() -> None:
     """Online Raft operations: status, peers and lag, snapshots, leadership transfer, membership."""
 
 
-def _peer_http(peers: Any, peer_id: Any) -> str:
+def _peer_http(peers: JSON, peer_id: JSON) -> str:
     """The HTTP address a status body's peer list gives for `peer_id` ("" when unknown)."""
     for p in peers or []:
         if isinstance(p, Mapping) and p.get("id") == peer_id and p.get("httpAddress"):
@@ -757,7 +762,7 @@ def raft_snapshots(out: Out, conn: Conn) -> None:
 @pass_out
 def raft_transfer_leader(out: Out, conn: Conn, target: str | None, max_lag: int | None) -> None:
     """Hand leadership to another voter; refused (exit 1, the server's reason on stderr) when it lags."""
-    request: dict[str, Any] = {}
+    request: JSONObject = {}
     if target is not None:
         request["to"] = target
     if max_lag is not None:
@@ -795,7 +800,7 @@ def raft_add_peer(
     catch_up_timeout: float | None,
 ) -> None:
     """Add a voter: it joins as a learner, catches up, then is promoted (one membership change at a time)."""
-    request: dict[str, Any] = {"id": peer_id}
+    request: JSONObject = {"id": peer_id}
     if raft_address:
         request["raftAddress"] = raft_address
     if http_address:

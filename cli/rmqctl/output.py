@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any, Literal
+from typing import IO, Literal, TypeVar
 
 import click
 from rich import box
@@ -31,8 +31,10 @@ from rich.table import Table
 from statemachine.codes import SUCCESS as SUCCESS_CODE
 from statemachine.codes import SYSTEM_ERROR as SYSTEM_ERROR_CODE
 from statemachine.codes import code_name
+from statemachine.values import JSON, JSONObject
 
 Mode = Literal["table", "json", "text"]
+F = TypeVar("F", bound=Callable[..., object])  # a click command function
 MODES: tuple[Mode, ...] = ("table", "json", "text")
 UNWRAPPED_WIDTH = 10_000  # the console width off a terminal: nothing wraps
 
@@ -54,7 +56,7 @@ class Out:
 
     mode: Mode = field(default_factory=default_mode)
     color: bool = field(default_factory=color_allowed)
-    held: list[dict[str, Any]] | None = None
+    held: list[JSONObject] | None = None
     """json documents not written yet (None: written at once). The top-level group holds them until the verb
     ended, then `flush_json` writes them, so that a document cannot contradict the exit code."""
 
@@ -91,7 +93,7 @@ class Block:
     """Rows rendered as their own table; `key` is the JSON key and the `#Table` name in text mode."""
 
     key: str
-    rows: list[dict[str, Any]]
+    rows: list[JSONObject]
     columns: Sequence[str] | None = None
     title: str | None = None
 
@@ -104,7 +106,7 @@ class Block:
         return list(seen)
 
 
-def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def output_options(f: F) -> F:
     """-o/--output and --no-color on a leaf verb as well, so `rmqctl snapshot inspect X -o json` works like
     `rmqctl -o json snapshot inspect X`. Both only change the shared Out object (see `pass_out`)."""
 
@@ -149,7 +151,7 @@ def iso_seconds(seconds: float) -> str:
     return iso_millis(round(seconds * 1000))
 
 
-def fmt(value: Any) -> str:
+def fmt(value: JSON) -> str:
     """One cell or text value: Java-like null/true/false (what mqadmin prints), compact JSON for nested data."""
     if value is None:
         return "null"
@@ -160,16 +162,16 @@ def fmt(value: Any) -> str:
     return str(value).replace("\t", " ").replace("\n", " ")  # a value must not break the line format
 
 
-def _is_success_envelope(doc: Any) -> bool:
+def _is_success_envelope(doc: JSON) -> bool:
     """A RocketMQ envelope ({"code", "codeName", ...}) whose code says SUCCESS."""
     return isinstance(doc, Mapping) and doc.get("code") == SUCCESS_CODE and "codeName" in doc
 
 
-def _is_scalar_list(value: Any) -> bool:
+def _is_scalar_list(value: JSON) -> bool:
     return isinstance(value, list | tuple) and all(not isinstance(x, dict | list | tuple) for x in value)
 
 
-def _flatten(doc: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+def _flatten(doc: Mapping[str, JSON], prefix: str = "") -> Iterator[tuple[str, JSON]]:
     """(dotted key, value) pairs; nested maps are walked, lists of scalars are kept whole."""
     for k, v in doc.items():
         key = f"{prefix}.{k}" if prefix else str(k)
@@ -183,7 +185,7 @@ def _label(key: str) -> str:
     return key[:1].upper() + key[1:]
 
 
-def _dumps(value: Any, *, indent: int | None) -> str:
+def _dumps(value: JSON, *, indent: int | None) -> str:
     return json.dumps(value, sort_keys=True, indent=indent, ensure_ascii=False, default=str)
 
 
@@ -192,10 +194,10 @@ def _dumps(value: Any, *, indent: int | None) -> str:
 
 def emit_document(
     out: Out,
-    doc: Mapping[str, Any],
+    doc: Mapping[str, JSON],
     blocks: Sequence[Block] = (),
     *,
-    json_doc: Mapping[str, Any] | None = None,
+    json_doc: Mapping[str, JSON] | None = None,
     title: str | None = None,
 ) -> None:
     """A key/value document plus row blocks. In json mode: `json_doc` if given (for a verb whose JSON
@@ -232,7 +234,7 @@ def emit_document(
         console.print(_rich_table(b.title or b.key, b.column_names(), b.rows))
 
 
-def _rich_table(title: str | None, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> Table:
+def _rich_table(title: str | None, columns: Sequence[str], rows: Iterable[Mapping[str, JSON]]) -> Table:
     t = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold")
     for c in columns:
         t.add_column(_label(c), overflow="fold")
@@ -250,12 +252,12 @@ def _rich_table(title: str | None, columns: Sequence[str], rows: Iterable[Mappin
 
 def emit_rows(
     out: Out,
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, JSON]],
     columns: Sequence[str],
     *,
     title: str | None = None,
     ndjson: bool = True,
-    json_row: Callable[[Mapping[str, Any]], Any] | None = None,
+    json_row: Callable[[Mapping[str, JSON]], JSON] | None = None,
 ) -> int:
     """A row list, streamed where the mode allows it (json/text write each row as it comes, so a dump of
     millions of entries never sits in memory). Returns the number of rows. `json_row` maps a row to its

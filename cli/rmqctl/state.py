@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from cli.rmqctl.output import Block
 from snapshot.errors import SnapshotFormatError
@@ -16,9 +15,10 @@ from snapshot.rw import SnapshotReader
 from statemachine.inspection import decode_section
 from statemachine.liveness import ROW_FIELDS
 from statemachine.sections import SECTION_NAMES
+from statemachine.values import JSON, JSONObject
 
 # What a table's "rows" are, per section: broker sets, live brokers, KV keys, explicitly set config keys.
-_ROW_COUNT: dict[str, Callable[[Any], int]] = {
+_ROW_COUNT: dict[str, Callable[[JSON], int]] = {
     "replicaInfoTable": len,
     "syncStateSetInfoTable": len,
     "brokerLiveTable": lambda d: len(d["brokers"]),
@@ -34,9 +34,9 @@ _DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError)
 class Section:
     entry: SectionEntry
     name: str
-    decoded: Any
+    decoded: JSON
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> JSONObject:
         e = self.entry
         return {
             "type": e.type,
@@ -72,12 +72,12 @@ def read_sections(reader: SnapshotReader, *, require_all: bool = True) -> list[S
     return out
 
 
-def tables_of(sections: list[Section]) -> dict[str, Any]:
+def tables_of(sections: list[Section]) -> JSONObject:
     """{section name: decoded}, sorted by section type: the shape of `inspection.decode_sections`."""
     return {s.name: s.decoded for s in sorted(sections, key=lambda s: s.entry.type)}
 
 
-def state_blocks(tables: dict[str, Any]) -> list[Block]:
+def state_blocks(tables: JSONObject) -> list[Block]:
     """The decoded tables as row blocks, one per table (two for the live table when re-elections are owed)."""
     blocks: list[Block] = []
     for name, d in tables.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.responses import JSONResponse
@@ -22,11 +22,12 @@ from api.service import requests as Q
 from api.service.metrics import ControllerMetrics
 from api.service.settings import ApiSettings
 from statemachine.result import Result
+from statemachine.values import JSONObject
 
 Build = Callable[[int], bytes]
 
 
-def rocketmq(code: int, request_type: str) -> dict[str, Any]:
+def rocketmq(code: int, request_type: str) -> JSONObject:
     """OpenAPI extension of a route serving a RocketMQ request; the error handlers read `x-request-type`."""
     return {"x-rocketmq-code": code, "x-request-type": request_type}
 

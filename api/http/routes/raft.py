@@ -7,7 +7,7 @@ lagging or silent transfer target, a peer already there, a change in progress) a
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
@@ -20,6 +20,7 @@ from api.http.routes.common import GatewayDep
 from api.service import invalid
 from statemachine import codes as C
 from statemachine.result import Result
+from statemachine.values import JSON
 
 router = APIRouter(
     prefix="/api/v1/raft",
@@ -29,7 +30,7 @@ router = APIRouter(
 )
 
 
-def ok(body: Any, remark: str | None = None) -> JSONResponse:
+def ok(body: JSON, remark: str | None = None) -> JSONResponse:
     return JSONResponse(Result(C.SUCCESS, remark, None, body).to_envelope())
 
 

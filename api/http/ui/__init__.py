@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 from fastapi import APIRouter, Depends, Request
@@ -31,6 +30,7 @@ from api.service import ControllerService, NotLeaderError, UnavailableError
 from raft.core import Role
 from statemachine import codes as C
 from statemachine.result import Result
+from statemachine.values import JSONObject
 
 STATIC = Path(__file__).parent / "static"
 FILES = {
@@ -42,7 +42,7 @@ SAME_CHANGE_S = 10.0  # a membership change several nodes recorded within this i
 PEER_TIMEOUT_S = 0.8
 
 
-def merge_events(rings: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def merge_events(rings: list[list[JSONObject]]) -> list[JSONObject]:
     """The events of several nodes' histories, newest first. Every node records every election (keyed by
     its log entry) and every leader change it saw (keyed by its term): an event with a key is listed once,
     as first recorded. A membership change has no key: listed once unless the same change comes again more
@@ -65,7 +65,7 @@ def merge_events(rings: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-def node_summary(service: ControllerService) -> dict[str, Any]:
+def node_summary(service: ControllerService) -> JSONObject:
     st = service.node_status()
     checks = service.readiness()
     failed = [f"{name}: {detail}" for name, ok, detail in checks if not ok]
@@ -89,7 +89,7 @@ def node_summary(service: ControllerService) -> dict[str, Any]:
     }
 
 
-def broker_sets(service: ControllerService, now: int) -> list[dict[str, Any]]:
+def broker_sets(service: ControllerService, now: int) -> list[JSONObject]:
     """Every broker set of the applied state at `now`: 1006's table plus each replica's heartbeat row."""
     table = service.broker_set_table(now)
     live = {(row[1], row[2]): row for row in service.heartbeat_rows()}
@@ -132,7 +132,7 @@ def _auth_headers(request: Request) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-async def _fetch(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> dict[str, Any] | None:
+async def _fetch(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> JSONObject | None:
     try:
         r = await client.get(url, headers=headers, timeout=PEER_TIMEOUT_S)
         return r.json() if r.status_code == 200 else None
@@ -201,8 +201,8 @@ def make_router(service: ControllerService) -> APIRouter:
 
 
 def _follower_view(
-    service: ControllerService, mine: dict[str, Any], leader: str | None, why: str | None = None
-) -> dict[str, Any]:
+    service: ControllerService, mine: JSONObject, leader: str | None, why: str | None = None
+) -> JSONObject:
     """This node's own applied state, said to be a follower's view (the leader could not be asked)."""
     reason = why or (f"the leader {service.display_name(leader)} did not answer" if leader else "no leader is known")
     return {
@@ -221,8 +221,8 @@ def _follower_view(
 
 
 async def _nodes(
-    service: ControllerService, mine: dict[str, Any], headers: dict[str, str], client: httpx.AsyncClient
-) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    service: ControllerService, mine: JSONObject, headers: dict[str, str], client: httpx.AsyncClient
+) -> tuple[list[JSONObject], list[list[JSONObject]]]:
     """Every member: its own summary (fetched from it) and the leader's view of it (lag, last contact); and
     the event rings of those that answered."""
     peers = service.peers()
@@ -234,7 +234,7 @@ async def _nodes(
         )
     )
     fetched = {p.id: a for p, a in zip(others, answers, strict=True)}
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     rings = [mine["events"]] + [a.get("events") or [] for a in fetched.values() if a is not None]
     for p in peers:
         own = mine if p.id == service.id else fetched.get(p.id)
