@@ -169,8 +169,12 @@ def any_uses(package: str, root: Path = ROOT) -> list[tuple[str, int]]:
         if path == root / "statemachine" / "values.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-            if name == "Any":
+            if (
+                isinstance(node, ast.Name)
+                and node.id == "Any"
+                or isinstance(node, ast.Attribute)
+                and node.attr == "Any"
+            ):
                 out.append((str(path.relative_to(root)), node.lineno))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "Any[" in node.value:
                 out.append((str(path.relative_to(root)), node.lineno))  # a quoted annotation

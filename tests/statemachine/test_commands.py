@@ -274,3 +274,20 @@ def test_heartbeat_fast_path_agrees_with_the_generic_check(values: list, keep_fr
     sm = ControllerStateMachine()
     r = sm.apply(raw)
     assert (r.code != C.CONTROLLER_JRAFT_INTERNAL_ERROR) == accepted
+
+
+def test_heartbeat_ok_agrees_with_the_generic_check() -> None:
+    """heartbeat_ok, the unrolled hot-path check, accepts exactly what the generic check (FIELDS' kinds) accepts:
+    a well-formed heartbeat, and one with any single field of a wrong kind (docs/request-path.md, "A new
+    heartbeat field")."""
+    from statemachine.commands import HEADER_FIELDS, _kind_ok, heartbeat_ok
+
+    good = check(msgpack.unpackb(cmd.heartbeat(1, "c", "b", "127.0.0.1:10911", 0)))
+    kinds = FIELDS[C.BROKER_HEARTBEAT]
+    assert len(good) == HEADER_FIELDS + len(kinds) and heartbeat_ok(good)
+    for i in range(len(kinds)):
+        for wrong in ("x", 1, True, None, [1]):
+            c = list(good)
+            c[HEADER_FIELDS + i] = wrong
+            generic = all(_kind_ok(k, c[HEADER_FIELDS + j]) for j, (_, k) in enumerate(kinds))
+            assert heartbeat_ok(c) == generic, (i, wrong)
