@@ -23,6 +23,7 @@ CHECKS: dict[str, tuple[str, int]] = {
     "identity.missing": ("a data dir has no IDENTITY file (an old copy): labelled by its directory name", 0),
     "identity.readable": ("a data dir's IDENTITY file is damaged", 3),
     "identity.conflict": ("a node's IDENTITY names another group than the nodes it shares configurations with", 3),
+    "group.unplaced": ("a node no configuration or group id places in a group: its log is compared with none", 1),
     "wal.crc": ("a segment has bytes that are not a valid log (CRC, frame, header): corruption", 3),
     "wal.continuity": ("entries are missing or overlap between batches/segments", 3),
     "wal.torn_tail": ("the last segment ends in an uncommitted (torn) batch; a node start cuts it", 0),

@@ -20,7 +20,7 @@ def _figure() -> Any:
 def plot_growth(
     nodes: list[Any], by_node: dict[int, list[Any]], logs: dict[int, LiveLog], names: dict[int, str]
 ) -> bytes:
-    """Cumulative segment bytes against the index each segment starts at, per node; snapshots as markers."""
+    """Cumulative log data (each segment's extent: bytes holding entries) against the index each segment starts at, per node; snapshots as markers."""
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
     for n in nodes:
@@ -31,7 +31,7 @@ def plot_growth(
                 continue
             xs.append(spans[0].first_index)
             ys.append(total / 1e6)
-            total += o.scan.size
+            total += o.scan.valid_end + o.scan.torn_bytes  # the data extent, not a preallocated file's size
             xs.append(spans[-1].first_index + spans[-1].count - 1)
             ys.append(total / 1e6)
         line = ax.plot(xs, ys, label=names[n.nid])[0]
@@ -39,7 +39,7 @@ def plot_growth(
         if snaps and xs:
             ax.scatter(snaps, [_interp(s, xs, ys) for s in snaps], color=line.get_color(), marker="D", zorder=3)
     ax.set_xlabel("log index")
-    ax.set_ylabel("segment bytes (MB, cumulative)")
+    ax.set_ylabel("log data (MB, cumulative; not preallocated file size)")
     ax.set_title("log growth per node (diamonds: snapshots)")
     ax.legend(loc="upper left")
     return _png(plt, fig)
