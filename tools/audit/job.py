@@ -49,6 +49,14 @@ LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     type=click.IntRange(1, 100_000),
     help="Broker-set replay partitions (default: 2 x the default parallelism).",
 )
+@click.option(
+    "--broker-epochs",
+    "broker_epochs",
+    multiple=True,
+    metavar="DIR",
+    help="Brokers' store dirs (or a dir above them) holding epochFileCheckpoint: check every broker's epoch "
+    "history against the controller's log (broker.epoch). Repeatable.",
+)
 @click.option("--log-level", default="WARN", show_default=True, help="Spark's log level.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 def command(
@@ -60,6 +68,7 @@ def command(
     buckets: int | None,
     log_level: str,
     no_plots: bool,
+    broker_epochs: tuple[str, ...],
 ) -> None:
     """Audit RocketMQ controller data directories: WAL integrity, log matching across nodes, and every
     snapshot against a replay of the log. Exit 0 clean, 1 divergence, 2 usage, 3 corrupt input, 4 internal."""
@@ -79,7 +88,9 @@ def command(
             f"rmq-audit: run {run_id}, master {spark.sparkContext.master}, Spark UI {ui or 'disabled'}", err=True
         )
         ship_code(spark)
-        opts = Options(list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots)
+        opts = Options(
+            list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots, broker_epochs=list(broker_epochs)
+        )
         try:
             result = run(spark, opts, progress=lambda m: click.echo(f"rmq-audit: {m}", err=True))
         except InputError as e:

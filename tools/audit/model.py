@@ -36,6 +36,8 @@ CHECKS: dict[str, tuple[str, int]] = {
     "invariant.one_master_per_epoch": ("two masters for one (broker-set, masterEpoch)", 1),
     "invariant.master_in_sync_state_set": ("the master is outside the SyncStateSet, unclean election off", 1),
     "invariant.unique_broker_ids": ("one broker (registerCheckCode) holds two ids in a broker-set", 1),
+    "broker.epoch": ("a broker's epoch file names an epoch the controller did not make it master at", 1),
+    "broker.epoch_file": ("a broker's epoch file is malformed, or whose it is cannot be told", 3),
 }
 SEVERITIES = ("info", "warning", "error")
 EXIT_OK, EXIT_DIVERGENCE, EXIT_USAGE, EXIT_CORRUPT, EXIT_INTERNAL = 0, 1, 2, 3, 4

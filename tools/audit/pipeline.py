@@ -21,7 +21,17 @@ from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
-from tools.audit.discover import HadoopFs, LocalFs, NodeInput, describe, find_data_dirs, join, name_nodes
+from tools.audit.discover import (
+    HadoopFs,
+    InputError,
+    LocalFs,
+    NodeInput,
+    describe,
+    find_data_dirs,
+    join,
+    name_nodes,
+)
+from tools.audit.epochs import BrokerEpochs, Election, check_epochs, find_epoch_files
 from tools.audit.grouping import Config, Evidence, place
 from tools.audit.matching import match_scans
 from tools.audit.model import (
@@ -64,6 +74,7 @@ class Options:
     fail_on: int = 1  # severity rank (model.SEVERITIES) from which findings fail the run
     plots: bool = True
     chunk: int = CHUNK  # indexes per log-matching chunk (tests use small ones to cross many chunk borders)
+    broker_epochs: list[str] = field(default_factory=list)  # dirs of broker stores (epochs.find_epoch_files)
 
 
 @dataclass
@@ -102,6 +113,15 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     dirs = find_data_dirs(fs, opts.paths)
     nodes = [describe(fs, k, d) for k, d in enumerate(dirs)]
     name_nodes(nodes)
+    brokers: list[BrokerEpochs] = []
+    if opts.broker_epochs:
+        efs: LocalFs | HadoopFs = (
+            fs if isinstance(fs, HadoopFs) or all("://" not in p for p in opts.broker_epochs) else HadoopFs(spark)
+        )
+        try:
+            brokers = find_epoch_files(efs, opts.broker_epochs)
+        except ValueError as e:
+            raise InputError(str(e)) from None
     names = {n.nid: n.name for n in nodes}
     for n in nodes:
         held, pid = probe(n.uri) if local_path(n.uri) is not None else (False, None)
@@ -280,6 +300,15 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     )
     rows = [f.row() for f in findings] + [row for _, r in replays for row in r.findings]
     applied = sum(r.applied for _, r in replays)
+    if opts.broker_epochs:
+        elections: dict[str, list[tuple[str, Election]]] = {}
+        for g, r in replays:
+            for set_name, got in r.elections.items():
+                elections.setdefault(set_name, []).extend((g, e) for e in got)
+        for got in elections.values():
+            got.sort(key=lambda ge: ge[1][3])
+        complete = {g: p.base_index == 0 for g, p in plans.items()}
+        rows += [f.row() for f in check_epochs(brokers, elections, complete)]
     scans.unpersist()
     snaps.unpersist()
 
@@ -316,10 +345,16 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
         "commandsApplied": applied,
         "snapshotsNotReplayVerified": unverified,
         "sectionsNotReplayAudited": sorted({n for s in readable.values() for n in s.sections} - SPLIT_SECTIONS),
+        "brokerEpochFiles": [
+            {"path": b.path, "broker": b.label, "entries": [[e.epoch, e.start_offset] for e in b.entries]}
+            for b in brokers
+        ],
         "buckets": {"sets": buckets.sets, "kv": buckets.kv, "config": 1},
         "seconds": round(elapsed, 3),
     }
     skipped = _skipped(nodes, logs, group_of, snap_tasks, readable, plans, applied, len(light))
+    if not opts.broker_epochs:
+        skipped["broker.epoch"] = skipped["broker.epoch_file"] = "no --broker-epochs given"
     return _finish(spark, opts, rows, stats, skipped, nodes, by_node, logs, names, progress)
 
 
