@@ -13,6 +13,7 @@ import pytest
 from tools.audit.discover import LocalFs
 from tools.audit.epochs import (
     BrokerEpochs,
+    Election,
     EpochFileError,
     check_epochs,
     crc32_of,
@@ -67,7 +68,7 @@ def test_a_malformed_file_is_an_error_naming_line_and_byte(data: bytes, line: in
 
 G = "jRaft-Controller"
 # broker-a: 1 master at epoch 1 (index 10), 2 at epoch 2 (index 40), 1 again at epoch 3 (index 70).
-ELECTIONS = {
+ELECTIONS: dict[str, list[tuple[str, Election]]] = {
     "broker-a": [
         (G, (1, 1, "127.0.0.1:10911", 10)),
         (G, (2, 2, "127.0.0.1:10921", 40)),
