@@ -59,6 +59,9 @@ def produce(rmq: Deployment, root: str, topic: str, n: int) -> None:
     d = os.path.join(root, "producer")
     os.makedirs(d, exist_ok=True)
     acks, stop = os.path.join(d, "acks"), os.path.join(d, "stop")
+    for f in (acks, stop):
+        if os.path.exists(f):
+            os.unlink(f)
     p = rmq.java_client("interop.Producer", rmq.namesrv_addr, topic, acks, stop, "120", name="producer").start()
 
     def acked() -> int:
@@ -96,6 +99,7 @@ def test_real_brokers_epoch_files_agree_with_the_controller_log(tmp_path: Path) 
     rmq_root = os.path.join(root, "rmq")
     with Deployment(rmq_root) as rmq:
         brokers: list[Broker] = []
+        victim: Broker | None = None
         try:
             ours.start_all()
             ours.wait_ready()
@@ -131,8 +135,11 @@ def test_real_brokers_epoch_files_agree_with_the_controller_log(tmp_path: Path) 
                     b.stop()
                     b.start_and_wait()
                 settled(ours)
-        finally:
-            for b in brokers:
+            produce(rmq, root, "AuditEpochs", 20)  # data of the new epoch, copied to the old master (a slave)
+            final = settled(ours)
+            assert final["masterBrokerId"] == new["masterBrokerId"], final
+        finally:  # the slave first: a master stopped first would have the controller elect the slave again
+            for b in sorted(brokers, key=lambda b: b is not victim):
                 b.stop()
             ours.stop_all()
 
@@ -146,7 +153,8 @@ def test_real_brokers_epoch_files_agree_with_the_controller_log(tmp_path: Path) 
     assert new["masterEpoch"] in [e for e, _ in files[new_master]["entries"]], files  # it wrote as master there
     assert {e for f in files.values() for e, _ in f["entries"]} >= {s["masterEpoch"], new["masterEpoch"]}
 
-    # --- a copy of the new master's file claims one more epoch ----------------------------------------------
+    # --- a copy of the old master's file (a slave since the failover): its copy of the new master's epoch
+    # starts one byte later, and it claims an epoch the controller never gave ------------------------------
     tampered = tmp_path / "tampered"
     for f in summary["brokerEpochFiles"]:
         src = Path(f["path"]).parent
@@ -154,12 +162,22 @@ def test_real_brokers_epoch_files_agree_with_the_controller_log(tmp_path: Path) 
         dst.mkdir(parents=True)
         for name in ("epochFileCheckpoint", "brokerIdentity"):
             shutil.copy(src / name, dst / name)
-    victim_file = tampered / Path(files[new_master]["path"]).parent.parent.name / "store" / "epochFileCheckpoint"
-    entries = [(e.epoch, e.start_offset) for e in parse_epoch_file(victim_file.read_bytes(), str(victim_file))]
-    claimed = entries[-1][0] + 1
-    victim_file.write_bytes(encode_epoch_file([*entries, (claimed, entries[-1][1] + 1)]))
+    old_master = f"{NAME}/{s['masterBrokerId']}"
+    path = tampered / Path(files[old_master]["path"]).parent.parent.name / "store" / "epochFileCheckpoint"
+    entries = [(e.epoch, e.start_offset) for e in parse_epoch_file(path.read_bytes(), str(path))]
+    # its copy of the new master's last entry (a re-election of the same master may have raised the epoch)
+    assert new["masterEpoch"] <= entries[-1][0] <= final["masterEpoch"], (entries, new, final)
+    copied = entries[-1][0]
+    moved, claimed = entries[-1][1] + 1, entries[-1][0] + 50
+    path.write_bytes(encode_epoch_file([*entries[:-1], (entries[-1][0], moved), (claimed, moved + 100)]))
     code, summary, findings = audit(tmp_path / "audit2", "--broker-epochs", str(tampered), ours.root)
-    (f,) = findings
-    assert (f["check"], f["node"].split("@")[0], f["path"]) == ("broker.epoch", new_master, str(victim_file))
-    assert json.loads(f["snapshot_value"])["epoch"] == claimed and code == 1
-    assert f"never gave a master of {NAME}" in f["detail"]
+    assert (
+        code == 1
+        and [(f["check"], f["severity"], f["path"]) for f in findings] == [("broker.epoch", "error", str(path))] * 2
+    ), findings
+    assert {f["node"].split("@")[0] for f in findings} == {old_master}
+    got = {json.loads(f["snapshot_value"])["epoch"]: f for f in findings}
+    assert set(got) == {copied, claimed}
+    assert f"gave epoch {copied} to {new_master}" in got[copied]["detail"]
+    assert json.loads(got[copied]["replayed_value"])["brokerId"] == new["masterBrokerId"]
+    assert f"never gave a master of {NAME}" in got[claimed]["detail"]

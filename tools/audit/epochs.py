@@ -11,8 +11,10 @@ masters'. Hence, per broker set and per entry (E, S) of a broker B's file:
   never gave: an error);
 - that master is B (B wrote as master at E, as it was told), or B's entry is a copy of the master's: the
   master's own file, when given, starts E at S too. A different S means B appended E itself, as master, in
-  an epoch the controller gave another broker: an error. Without the master's file (or with one that lacks
-  E) a slave's copy cannot be told from a claim: an `info` finding says so.
+  an epoch the controller gave another broker: an error. So does a master's file that lacks E while it
+  holds earlier epochs and no later master of the set was another broker (nothing could have made it
+  truncate E: it never wrote at E, so no slave can hold a copy). Otherwise, without the master's file or
+  with one that lacks E, a slave's copy cannot be told from a claim: an `info` finding says so.
 
 Epochs before the replay's start (a compacted log replayed from a snapshot) cannot be checked: `info`.
 Which broker a file belongs to: `brokerIdentity` beside it (`clusterName#brokerName#brokerId`, written by
@@ -297,6 +299,22 @@ def check_epochs(
                     f"{b.label} wrote as master at epoch {entry.epoch} from offset {entry.start_offset} "
                     f"({where}), but the controller gave epoch {entry.epoch} to {who} (log index {master[3]}), "
                     f"whose file starts it at {mine.start_offset} ({theirs.path} line {mine.line})",
+                    election=master,
+                )
+            elif (
+                theirs is not None
+                and theirs.entries
+                and theirs.entries[0].epoch < entry.epoch
+                and all(e[1] == master[1] for _, e in known if e[0] > entry.epoch)
+            ):
+                # The master's file lacks the epoch, though it holds earlier ones (no prefix cut it away) and
+                # no later master could have made it truncate it: it never wrote at that epoch, so it never
+                # sent data of it, and no slave can hold a copy.
+                emit(
+                    f"{b.label} wrote as master at epoch {entry.epoch} from offset {entry.start_offset} "
+                    f"({where}), but the controller gave epoch {entry.epoch} to {who} (log index {master[3]}), "
+                    f"which never wrote at it ({theirs.path} has no entry for it, and no later master of "
+                    f"{name} could have truncated one)",
                     election=master,
                 )
             else:

@@ -24,16 +24,7 @@ def plot_growth(
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
     for n in nodes:
-        xs, ys, total = [], [], 0
-        for o in by_node.get(n.nid, []):
-            spans = o.scan.spans
-            if not spans:
-                continue
-            xs.append(spans[0].first_index)
-            ys.append(total / 1e6)
-            total += o.scan.valid_end + o.scan.torn_bytes  # the data extent, not a preallocated file's size
-            xs.append(spans[-1].first_index + spans[-1].count - 1)
-            ys.append(total / 1e6)
+        xs, ys = growth_series(by_node.get(n.nid, []))
         line = ax.plot(xs, ys, label=names[n.nid])[0]
         snaps = sorted(n.snapshots)
         if snaps and xs:
@@ -43,6 +34,24 @@ def plot_growth(
     ax.set_title("log growth per node (diamonds: snapshots)")
     ax.legend(loc="upper left")
     return _png(plt, fig)
+
+
+def growth_series(outs: list[Any]) -> tuple[list[float], list[float]]:
+    """(log index, cumulative MB) at each segment's first and last entry: the MB are each segment's data
+    extent (the bytes holding entries), not its file size, which preallocation sets at 64 MiB."""
+    xs: list[float] = []
+    ys: list[float] = []
+    total = 0
+    for o in outs:
+        spans = o.scan.spans
+        if not spans:
+            continue
+        xs.append(spans[0].first_index)
+        ys.append(total / 1e6)
+        total += o.scan.valid_end + o.scan.torn_bytes
+        xs.append(spans[-1].first_index + spans[-1].count - 1)
+        ys.append(total / 1e6)
+    return xs, ys
 
 
 def _interp(x: float, xs: list[float], ys: list[float]) -> float:

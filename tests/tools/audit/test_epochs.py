@@ -211,3 +211,13 @@ def test_the_audit_checks_epoch_files_against_its_replay(
     (brokers / "broker-3-2" / "epochFileCheckpoint").write_bytes(b"1\n")
     r = audit(spark, root, tmp_path / "o3", brokers)
     assert [f["check"] for f in r.findings] == ["broker.epoch_file"] and r.exit_code == EXIT_CORRUPT
+
+
+def test_an_epoch_its_master_never_wrote_cannot_be_a_slaves_copy(tmp_path: Path) -> None:
+    """broker 1 was master at epoch 3 (and is the last master) but wrote nothing at it, as RocketMQ does when a
+    re-elected master has no new data: its file ends at epoch 1, so broker 2 cannot have copied an epoch 3."""
+    store(tmp_path, "broker-a", 1, [(1, 0), (2, 500)])
+    store(tmp_path, "broker-a", 2, [(1, 0), (2, 500), (3, 501)])
+    (f,) = checked(tmp_path)
+    assert (f["node"], f["severity"], f["log_index"]) == ("broker-a/2", "error", 70)
+    assert "which never wrote at it" in f["detail"]

@@ -15,15 +15,18 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from cli.localcluster import REMOTING_OFFSET
 from raft.storage.identity import IDENTITY_FILE
+from raft.storage.walscan import list_segments, scan_segment_bytes
 from raft.testing.cluster import free_port_base
 from tools.audit.model import EXIT_DIVERGENCE, EXIT_OK
 from tools.audit.pipeline import Options, Result, run
+from tools.audit.plots import growth_series
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-audit")]
 
@@ -143,3 +146,15 @@ def test_a_node_nothing_places_is_a_warning_not_a_silent_group_of_one(
     assert "no IDENTITY file" in f["detail"] and r.exit_code == EXIT_DIVERGENCE
     groups = {Path(n["dataDir"]).name: n["group"] for n in r.summary["nodes"]}
     assert groups["n1"] == groups["n2"] == "jRaft-Controller" and groups["n3"] == "unplaced[n3]"
+
+
+def test_log_growth_is_drawn_from_the_data_extent(make_run_data: Path) -> None:
+    """The plot's bytes for a preallocated segment: where its entries end (only zeros after), not 64 MiB."""
+    log = make_run_data / "n1" / "log"
+    listing = list_segments([(f.name, f.stat().st_size) for f in log.iterdir()], None)
+    (seg,) = listing.segments
+    data = (log / seg.name).read_bytes()
+    scan = scan_segment_bytes(data, seg, str(log / seg.name))
+    xs, ys = growth_series([SimpleNamespace(scan=scan)])
+    assert len(data) >= 64 << 20 and 0 < scan.valid_end < 1 << 20 and not data[scan.valid_end :].strip(b"\0")
+    assert ys == [0.0, scan.valid_end / 1e6] and xs == [1, scan.spans[-1].first_index + scan.spans[-1].count - 1]
