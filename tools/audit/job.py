@@ -79,6 +79,14 @@ def command(
         if "://" not in p and not os.path.isdir(p):
             click.echo(f"rmq-audit: error: {p}: not a directory (expected a data dir or a dir above some)", err=True)
             raise SystemExit(EXIT_USAGE)
+    for p in broker_epochs:
+        if "://" not in p and not os.path.isdir(p):
+            click.echo(
+                f"rmq-audit: error: --broker-epochs {p}: not a directory (expected brokers' store dirs, or a dir "
+                "above them, holding epochFileCheckpoint)",
+                err=True,
+            )
+            raise SystemExit(EXIT_USAGE)
     run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
     out = out or os.path.join(os.getcwd(), f"rmq-audit-{run_id}")
     spark = session(master, log_level)
