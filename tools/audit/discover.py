@@ -172,22 +172,24 @@ def find_init_conf(fs: LocalFs | HadoopFs, uri: str) -> InitConf | None:
     writes `conf/nK.conf` for `nK/`), whose `controllerStorePath` is this directory (the same path, or the
     same last name: a copied tree) and which gives `jRaftInitConf`. A file that does not parse is no
     evidence. When several match, the first by path."""
-    from api.properties import PropertiesError, parse_properties  # driver only: executors never need it
+    from api.properties import parse_properties  # driver only: executors never need it
 
     here = uri.rstrip("/")
     parent = here.rsplit("/", 1)[0] if "/" in here else "."
     name = here.rsplit("/", 1)[-1]
     places = [here, parent, join(parent, "conf")]
     for place in places:
-        if not fs.isdir(place):
+        try:
+            listing = fs.ls(place) if place and fs.isdir(place) else []
+        except Exception:  # noqa: BLE001 - a parent we may not list (an object store's root): no evidence there
             continue
-        for n, size, d in fs.ls(place):
+        for n, size, d in listing:
             if d or not n.endswith(CONF_SUFFIXES) or size > MAX_CONF_BYTES:
                 continue
             path = join(place, n)
             try:
                 props = {p.key: p.value for p in parse_properties(fs.read(path).decode(), path)}
-            except (PropertiesError, UnicodeDecodeError, OSError):
+            except Exception:  # noqa: BLE001 - unreadable or not properties (PropertiesError): no evidence
                 continue
             voters = tuple(v.strip() for v in props.get("jRaftInitConf", "").split(",") if v.strip())
             if not voters:

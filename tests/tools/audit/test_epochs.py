@@ -221,3 +221,17 @@ def test_an_epoch_its_master_never_wrote_cannot_be_a_slaves_copy(tmp_path: Path)
     (f,) = checked(tmp_path)
     assert (f["node"], f["severity"], f["log_index"]) == ("broker-a/2", "error", 70)
     assert "which never wrote at it" in f["detail"]
+
+
+def test_epochs_before_a_replay_that_starts_from_a_snapshot_are_only_noted(tmp_path: Path) -> None:
+    """A compacted log replayed from a snapshot knows broker-a's masters from epoch 2 on (the base's master
+    first); epoch 1, and a set it never saw, are noted as not checked, not reported as errors."""
+    store(tmp_path, "broker-a", 2, [(1, 0), (2, 500)])
+    store(tmp_path, "broker-z", 1, [(4, 0)])
+    later: dict[str, list[tuple[str, Election]]] = {"broker-a": [(G, (2, 2, "127.0.0.1:10921", 0))]}
+    got = check_epochs(find_epoch_files(LocalFs(), [str(tmp_path)]), later, {G: False})
+    assert sorted((f.entity, f.severity, json.loads(f.snapshot_value or "")["epoch"]) for f in got) == [
+        ("broker-a/2", "info", 1),
+        ("broker-z/1", "info", 4),
+    ]
+    assert all("not checked" in f.detail for f in got)
