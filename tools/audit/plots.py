@@ -65,7 +65,7 @@ def _interp(x: float, xs: list[float], ys: list[float]) -> float:
 def plot_findings(checks: list[dict[str, Any]]) -> bytes:
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
-    labels = [c["check"] for c in checks]
+    labels = [c["check"] + (" (skipped)" if c["status"] == "skipped" else "") for c in checks]
     ax.barh(
         labels,
         [c["findings"] for c in checks],
