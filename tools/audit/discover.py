@@ -23,6 +23,18 @@ from snapshot.storage import SNAPSHOT_NAME
 from tools.audit.tasks import local_path
 
 MAX_DEPTH = 3
+CONF_SUFFIXES = (".conf", ".properties")
+MAX_CONF_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class InitConf:
+    """What a node's controller.conf says about its group: configuration evidence for grouping."""
+
+    path: str
+    group: str | None  # jRaftGroupId
+    node: str | None  # jRaftServerId
+    voters: tuple[str, ...]  # jRaftInitConf: the initial configuration
 
 
 class InputError(Exception):
@@ -40,6 +52,7 @@ class NodeInput:
     listing_error: tuple[str, int, str] | None = None
     identity: DataDirIdentity | None = None  # None: no IDENTITY file, or a damaged one (identity_error)
     identity_error: tuple[str, int, str] | None = None  # (path, offset, reason)
+    init_conf: InitConf | None = None  # the node's controller.conf, found beside its data (find_init_conf)
 
     @property
     def local(self) -> bool:
@@ -149,7 +162,53 @@ def describe(fs: LocalFs | HadoopFs, nid: int, uri: str) -> NodeInput:
                 continue
             sdir = join(snap_uri, n)
             node.snapshots[int(m.group(1))] = (sdir, [f for f, _, fd in fs.ls(sdir) if not fd])
+    node.init_conf = find_init_conf(fs, uri)
     return node
+
+
+def find_init_conf(fs: LocalFs | HadoopFs, uri: str) -> InitConf | None:
+    """The controller.conf of the data dir `uri`, when one lies beside it: a `.conf`/`.properties` file in the
+    data dir itself, in its parent, or in the parent's `conf/` (where `controllerd local-cluster`, `make run`,
+    writes `conf/nK.conf` for `nK/`), whose `controllerStorePath` is this directory (the same path, or the
+    same last name: a copied tree) and which gives `jRaftInitConf`. A file that does not parse is no
+    evidence. When several match, the first by path."""
+    from api.properties import parse_properties  # driver only: executors never need it
+
+    here = uri.rstrip("/")
+    parent = here.rsplit("/", 1)[0] if "/" in here else "."
+    name = here.rsplit("/", 1)[-1]
+    places = [here, parent, join(parent, "conf")]
+    for place in places:
+        try:
+            listing = fs.ls(place) if place and fs.isdir(place) else []
+        except Exception:  # noqa: BLE001 - a parent we may not list (an object store's root): no evidence there
+            continue
+        for n, size, d in listing:
+            if d or not n.endswith(CONF_SUFFIXES) or size > MAX_CONF_BYTES:
+                continue
+            path = join(place, n)
+            try:
+                props = {p.key: p.value for p in parse_properties(fs.read(path).decode(), path)}
+            except Exception:  # noqa: BLE001 - unreadable or not properties (PropertiesError): no evidence
+                continue
+            voters = tuple(v.strip() for v in props.get("jRaftInitConf", "").split(",") if v.strip())
+            if not voters:
+                continue
+            store = props.get("controllerStorePath", "").strip().rstrip("/")
+            if store:
+                if store != here and _local_abs(store) != _local_abs(here) and store.rsplit("/", 1)[-1] != name:
+                    continue
+            elif place != here:  # without controllerStorePath only a file inside the data dir is its own
+                continue
+            group = props.get("jRaftGroupId", "").strip() or None
+            node = props.get("jRaftServerId", "").strip() or None
+            return InitConf(path, group, node, voters)
+    return None
+
+
+def _local_abs(uri: str) -> str:
+    path = local_path(uri)
+    return os.path.abspath(path) if path is not None else uri
 
 
 def name_nodes(nodes: list[NodeInput]) -> None:

@@ -49,6 +49,14 @@ LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     type=click.IntRange(1, 100_000),
     help="Broker-set replay partitions (default: 2 x the default parallelism).",
 )
+@click.option(
+    "--broker-epochs",
+    "broker_epochs",
+    multiple=True,
+    metavar="DIR",
+    help="Brokers' store dirs (or a dir above them) holding epochFileCheckpoint: check every broker's epoch "
+    "history against the controller's log (broker.epoch). Repeatable.",
+)
 @click.option("--log-level", default="WARN", show_default=True, help="Spark's log level.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 def command(
@@ -60,6 +68,7 @@ def command(
     buckets: int | None,
     log_level: str,
     no_plots: bool,
+    broker_epochs: tuple[str, ...],
 ) -> None:
     """Audit RocketMQ controller data directories: WAL integrity, log matching across nodes, and every
     snapshot against a replay of the log. Exit 0 clean, 1 divergence, 2 usage, 3 corrupt input, 4 internal."""
@@ -70,6 +79,14 @@ def command(
         if "://" not in p and not os.path.isdir(p):
             click.echo(f"rmq-audit: error: {p}: not a directory (expected a data dir or a dir above some)", err=True)
             raise SystemExit(EXIT_USAGE)
+    for p in broker_epochs:
+        if "://" not in p and not os.path.isdir(p):
+            click.echo(
+                f"rmq-audit: error: --broker-epochs {p}: not a directory (expected brokers' store dirs, or a dir "
+                "above them, holding epochFileCheckpoint)",
+                err=True,
+            )
+            raise SystemExit(EXIT_USAGE)
     run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
     out = out or os.path.join(os.getcwd(), f"rmq-audit-{run_id}")
     spark = session(master, log_level)
@@ -79,7 +96,9 @@ def command(
             f"rmq-audit: run {run_id}, master {spark.sparkContext.master}, Spark UI {ui or 'disabled'}", err=True
         )
         ship_code(spark)
-        opts = Options(list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots)
+        opts = Options(
+            list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots, broker_epochs=list(broker_epochs)
+        )
         try:
             result = run(spark, opts, progress=lambda m: click.echo(f"rmq-audit: {m}", err=True))
         except InputError as e:

@@ -23,6 +23,7 @@ CHECKS: dict[str, tuple[str, int]] = {
     "identity.missing": ("a data dir has no IDENTITY file (an old copy): labelled by its directory name", 0),
     "identity.readable": ("a data dir's IDENTITY file is damaged", 3),
     "identity.conflict": ("a node's IDENTITY names another group than the nodes it shares configurations with", 3),
+    "group.unplaced": ("a node no configuration or group id places in a group: its log is compared with none", 1),
     "wal.crc": ("a segment has bytes that are not a valid log (CRC, frame, header): corruption", 3),
     "wal.continuity": ("entries are missing or overlap between batches/segments", 3),
     "wal.torn_tail": ("the last segment ends in an uncommitted (torn) batch; a node start cuts it", 0),
@@ -35,6 +36,8 @@ CHECKS: dict[str, tuple[str, int]] = {
     "invariant.one_master_per_epoch": ("two masters for one (broker-set, masterEpoch)", 1),
     "invariant.master_in_sync_state_set": ("the master is outside the SyncStateSet, unclean election off", 1),
     "invariant.unique_broker_ids": ("one broker (registerCheckCode) holds two ids in a broker-set", 1),
+    "broker.epoch": ("a broker's epoch file names an epoch the controller did not make it master at", 1),
+    "broker.epoch_file": ("a broker's epoch file is malformed, or whose it is cannot be told", 3),
 }
 SEVERITIES = ("info", "warning", "error")
 EXIT_OK, EXIT_DIVERGENCE, EXIT_USAGE, EXIT_CORRUPT, EXIT_INTERNAL = 0, 1, 2, 3, 4

@@ -21,7 +21,18 @@ from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
-from tools.audit.discover import HadoopFs, LocalFs, NodeInput, describe, find_data_dirs, join, name_nodes
+from tools.audit.discover import (
+    HadoopFs,
+    InputError,
+    LocalFs,
+    NodeInput,
+    describe,
+    find_data_dirs,
+    join,
+    name_nodes,
+)
+from tools.audit.epochs import BrokerEpochs, Election, check_epochs, find_epoch_files
+from tools.audit.grouping import Config, Evidence, place
 from tools.audit.matching import match_scans
 from tools.audit.model import (
     CHECKS,
@@ -63,6 +74,7 @@ class Options:
     fail_on: int = 1  # severity rank (model.SEVERITIES) from which findings fail the run
     plots: bool = True
     chunk: int = CHUNK  # indexes per log-matching chunk (tests use small ones to cross many chunk borders)
+    broker_epochs: list[str] = field(default_factory=list)  # dirs of broker stores (epochs.find_epoch_files)
 
 
 @dataclass
@@ -77,11 +89,11 @@ class Result:
         return len(self.findings)
 
     def table(self) -> str:
-        cols = ["check", "status", "findings", "worst", "first_index", "last_index"]
+        cols = ["check", "status", "findings", "worst", "first_index", "last_index", "why"]
         rows = [[str(r[c] if r[c] is not None else "-") for c in cols] for r in self.checks]
         widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-        line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
-        body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+        line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()
+        body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
@@ -101,6 +113,15 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     dirs = find_data_dirs(fs, opts.paths)
     nodes = [describe(fs, k, d) for k, d in enumerate(dirs)]
     name_nodes(nodes)
+    brokers: list[BrokerEpochs] = []
+    if opts.broker_epochs:
+        efs: LocalFs | HadoopFs = (
+            fs if isinstance(fs, HadoopFs) or all("://" not in p for p in opts.broker_epochs) else HadoopFs(spark)
+        )
+        try:
+            brokers = find_epoch_files(efs, opts.broker_epochs)
+        except ValueError as e:
+            raise InputError(str(e)) from None
     names = {n.nid: n.name for n in nodes}
     for n in nodes:
         held, pid = probe(n.uri) if local_path(n.uri) is not None else (False, None)
@@ -125,8 +146,8 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     ]
     snap_tasks = [SnapshotTask(n.nid, i, sdir, files) for n in nodes for i, (sdir, files) in n.snapshots.items()]
     progress(
-        f"{len(nodes)} data dir(s), {len(tasks)} segment(s), "
-        f"{sum(t.listing.size for t in tasks) / 1e6:.1f} MB, {len(snap_tasks)} snapshot(s); scanning and decoding"
+        f"{len(nodes)} data dir(s), {len(tasks)} segment(s) ({_size(sum(t.listing.size for t in tasks))} "
+        f"allocated), {len(snap_tasks)} snapshot(s); scanning and decoding"
     )
     b_buckets = sc.broadcast(buckets)
     scans = _scan_rdd(sc, tasks).persist(StorageLevel.MEMORY_AND_DISK)
@@ -147,7 +168,9 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
             continue
         outs = by_node.get(n.nid, [])
         logs[n.nid] = merge_scans(n.listing, [o.scan for o in outs])
-    groups = _groups(nodes, by_node, logs, metas)
+    extent = {nid: sum(_extent(o) for o in outs) for nid, outs in by_node.items()}
+    progress(f"log data: {_size(sum(extent.values()))} in {len(light)} segment(s) (the bytes holding entries)")
+    groups = _groups(nodes, by_node, metas, findings)
     group_of = {n.nid: groups[n.nid] for n in nodes}
     for n in nodes:
         _wal_findings(n, group_of[n.nid], by_node.get(n.nid, []), logs.get(n.nid), findings)
@@ -277,6 +300,15 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     )
     rows = [f.row() for f in findings] + [row for _, r in replays for row in r.findings]
     applied = sum(r.applied for _, r in replays)
+    if opts.broker_epochs:
+        elections: dict[str, list[tuple[str, Election]]] = {}
+        for g, r in replays:
+            for set_name, got in r.elections.items():
+                elections.setdefault(set_name, []).extend((g, e) for e in got)
+        for got in elections.values():
+            got.sort(key=lambda ge: ge[1][3])
+        complete = {g: p.base_index == 0 for g, p in plans.items()}
+        rows += [f.row() for f in check_epochs(brokers, elections, complete)]
     scans.unpersist()
     snaps.unpersist()
 
@@ -292,6 +324,8 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
                 "lastIndex": logs[n.nid].last if n.nid in logs else None,
                 "entries": logs[n.nid].indexes() if n.nid in logs else 0,
                 "segments": len(by_node.get(n.nid, [])),
+                "logDataBytes": extent.get(n.nid, 0),
+                "logAllocatedBytes": sum(o.scan.size for o in by_node.get(n.nid, [])),
                 "snapshots": sorted(n.snapshots),
                 "quarantinedSnapshots": n.quarantined,
             }
@@ -306,13 +340,77 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
             for g, p in plans.items()
         },
         "entriesScanned": sum(s.count for o in light for s in o.scan.spans),
+        "logDataBytes": sum(extent.values()),
+        "logAllocatedBytes": sum(o.scan.size for o in light),
         "commandsApplied": applied,
         "snapshotsNotReplayVerified": unverified,
         "sectionsNotReplayAudited": sorted({n for s in readable.values() for n in s.sections} - SPLIT_SECTIONS),
+        "brokerEpochFiles": [
+            {"path": b.path, "broker": b.label, "entries": [[e.epoch, e.start_offset] for e in b.entries]}
+            for b in brokers
+        ],
         "buckets": {"sets": buckets.sets, "kv": buckets.kv, "config": 1},
         "seconds": round(elapsed, 3),
     }
-    return _finish(spark, opts, rows, stats, nodes, by_node, logs, names, progress)
+    skipped = _skipped(nodes, logs, group_of, snap_tasks, readable, plans, applied, len(light))
+    if not opts.broker_epochs:
+        skipped["broker.epoch"] = skipped["broker.epoch_file"] = "no --broker-epochs given"
+    return _finish(spark, opts, rows, stats, skipped, nodes, by_node, logs, names, progress)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _extent(o: ScanOut) -> int:
+    """A segment's data extent: the bytes from its start to the end of its last batch, torn bytes after it
+    included; not the file's size, which a preallocated segment reaches with zeros (docs/audit.md, Sizes)."""
+    return o.scan.valid_end + o.scan.torn_bytes if o.scan.spans or o.scan.torn_bytes else 0
+
+
+def _skipped(
+    nodes: list[NodeInput],
+    logs: dict[int, LiveLog],
+    group_of: dict[int, str],
+    snap_tasks: list[SnapshotTask],
+    readable: dict[tuple[int, int], Any],
+    plans: dict[str, ReplayPlan],
+    applied: int,
+    segments: int,
+) -> dict[str, str]:
+    """The checks that had nothing to check, and why: reported `skipped`, never `ok`."""
+    out: dict[str, str] = {}
+    if not segments:
+        for check in ("wal.crc", "wal.continuity", "wal.torn_tail"):
+            out[check] = "no WAL segment in any data dir"
+    holders: dict[str, int] = {}
+    for nid, live in logs.items():
+        if live.runs:
+            holders[group_of[nid]] = holders.get(group_of[nid], 0) + 1
+    if not any(k >= 2 for k in holders.values()):
+        out["log.matching"] = "no group has two nodes with log entries to compare"
+    if not snap_tasks:
+        out["snapshot.readable"] = "no snapshot in any data dir"
+        out["snapshot.replay"] = "no snapshot in any data dir"
+        out["snapshot.digest"] = "no snapshot in any data dir"
+        if all(live.first <= 1 for live in logs.values()):
+            out["snapshot.meta"] = "no snapshot in any data dir, and every log starts at index 1"
+    else:
+        if not any(p.base_index < i <= p.end for p in plans.values() for i, _ in p.points):
+            out["snapshot.replay"] = "no readable snapshot lies in a replayed range (snapshotsNotReplayVerified)"
+        at: dict[tuple[str, int], int] = {}
+        for nid, i in readable:
+            at[(group_of[nid], i)] = at.get((group_of[nid], i), 0) + 1
+        if not any(k >= 2 for k in at.values()):
+            out["snapshot.digest"] = "no index at which two nodes of a group hold a readable snapshot"
+    if not applied:
+        for check in CHECKS:
+            if check.startswith("invariant."):
+                out[check] = "no state machine command was replayed"
+    return out
 
 
 def _replay_partition(key: tuple[str, int], items: Any, plans: dict[str, ReplayPlan], buckets: Buckets) -> Any:
@@ -453,55 +551,33 @@ def _read_snapshot_metas(
 def _groups(
     nodes: list[NodeInput],
     by_node: dict[int, list[ScanOut]],
-    logs: dict[int, LiveLog],
     metas: dict[tuple[int, int], Any],
+    findings: list[Finding],
 ) -> dict[int, str]:
-    """Group identity from the data: nodes that share any configuration (a CONF entry's voters and learners,
-    or a snapshot meta's) are one group, named by its earliest configuration's voters."""
-    parent = {n.nid: n.nid for n in nodes}
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    earliest: dict[int, tuple[int, tuple[str, ...]]] = {}
-    seen: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+    """Group identity from the data (tools/audit/grouping.py): configurations shared, IDENTITY's group id
+    where no configuration contradicts it; a node that cannot be placed is a `group.unplaced` finding."""
+    evidence = []
     for n in nodes:
-        configs = [(idx, v, lr) for o in by_node.get(n.nid, []) for idx, _, v, lr in o.confs]
-        configs += [(i, tuple(m.voters), tuple(m.learners)) for (nid, i), m in metas.items() if nid == n.nid]
-        for idx, members, learners in configs:
-            key = (tuple(sorted(members)), tuple(sorted(learners)))
-            if key in seen:
-                parent[find(n.nid)] = find(seen[key])
-            else:
-                seen[key] = n.nid
-            if n.nid not in earliest or idx < earliest[n.nid][0]:
-                earliest[n.nid] = (idx, key[0])
-    label: dict[int, tuple[int, tuple[str, ...]]] = {}
+        configs: list[tuple[int, Config]] = [
+            (idx, (tuple(sorted(v)), tuple(sorted(lr)))) for o in by_node.get(n.nid, []) for idx, _, v, lr in o.confs
+        ]
+        configs += [
+            (i, (tuple(sorted(m.voters)), tuple(sorted(m.learners)))) for (nid, i), m in metas.items() if nid == n.nid
+        ]
+        init = n.init_conf
+        if init is not None:
+            configs.append((0, (tuple(sorted(init.voters)), ())))
+        node_id = n.identity.node if n.identity is not None else init.node if init is not None else None
+        group_id = n.identity.group if n.identity is not None else init.group if init is not None else None
+        evidence.append(Evidence(n.nid, n.name, node_id, group_id, configs))
+    placed = place(evidence)
     for n in nodes:
-        root = find(n.nid)
-        if n.nid in earliest and (root not in label or earliest[n.nid] < label[root]):
-            label[root] = earliest[n.nid]
-    voters = {
-        n.nid: ",".join(label[find(n.nid)][1]) if find(n.nid) in label else f"unknown-{find(n.nid)}" for n in nodes
-    }
-    # The name: the group id the members' IDENTITY files give (the most common one), else the voters. Two
-    # groups with one id (two clusters left at the default jRaft-Controller) keep their voters after it.
-    ids: dict[str, dict[str, int]] = {}
-    for n in nodes:
-        if n.identity is not None:
-            votes = ids.setdefault(voters[n.nid], {})
-            votes[n.identity.group] = votes.get(n.identity.group, 0) + 1
-    named = {v: max(sorted(c), key=lambda g: c[g]) for v, c in ids.items()}
-    taken: dict[str, int] = {}
-    for g in named.values():
-        taken[g] = taken.get(g, 0) + 1
-    return {
-        n.nid: (named[v] if taken[named[v]] == 1 else f"{named[v]}[{v}]") if (v := voters[n.nid]) in named else v
-        for n in nodes
-    }
+        why = placed.unplaced.get(n.nid)
+        if why is not None:
+            findings.append(
+                Finding(placed.group_of[n.nid], n.name, "group.unplaced", severity="warning", path=n.uri, detail=why)
+            )
+    return placed.group_of
 
 
 def _identity_findings(nodes: list[NodeInput], group_of: dict[int, str], findings: list[Finding]) -> None:
@@ -749,6 +825,7 @@ def _finish(
     opts: Options,
     rows: list[dict[str, Any]],
     stats: dict[str, Any],
+    skipped: dict[str, str],
     nodes: list[NodeInput],
     by_node: dict[int, list[ScanOut]],
     logs: dict[int, LiveLog],
@@ -777,11 +854,12 @@ def _finish(
         idx = [r["log_index"] for r in mine if r["log_index"] is not None]
         worst = max((r["severity"] for r in mine), key=SEVERITIES.index, default=None)
         fails = CHECKS[check][1] and SEVERITIES.index(worst) >= opts.fail_on if mine else False
-        status = "ok" if not mine else "fail" if fails else "note"
+        status = ("skipped" if check in skipped else "ok") if not mine else "fail" if fails else "note"
         checks.append(
             {
                 "check": check,
                 "status": status,
+                "why": skipped.get(check) if status == "skipped" else None,
                 "findings": len(mine),
                 "worst": worst,
                 "first_index": min(idx) if idx else None,
@@ -821,10 +899,11 @@ def _finish(
             T.StructField("worst", str_),
             T.StructField("first_index", long_),
             T.StructField("last_index", long_),
+            T.StructField("why", str_),
         ]
     )
     check_rows = [
-        (opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"], c["last_index"])
+        (opts.run_id, c["check"], c["status"], c["findings"], c["worst"], c["first_index"], c["last_index"], c["why"])
         for c in checks
     ]
     with ThreadPoolExecutor(2) as pool:  # the two writes are two jobs: run at once, the plots meanwhile

@@ -20,29 +20,38 @@ def _figure() -> Any:
 def plot_growth(
     nodes: list[Any], by_node: dict[int, list[Any]], logs: dict[int, LiveLog], names: dict[int, str]
 ) -> bytes:
-    """Cumulative segment bytes against the index each segment starts at, per node; snapshots as markers."""
+    """Cumulative log data (each segment's extent: bytes holding entries) against the index each segment starts at, per node; snapshots as markers."""
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
     for n in nodes:
-        xs, ys, total = [], [], 0
-        for o in by_node.get(n.nid, []):
-            spans = o.scan.spans
-            if not spans:
-                continue
-            xs.append(spans[0].first_index)
-            ys.append(total / 1e6)
-            total += o.scan.size
-            xs.append(spans[-1].first_index + spans[-1].count - 1)
-            ys.append(total / 1e6)
+        xs, ys = growth_series(by_node.get(n.nid, []))
         line = ax.plot(xs, ys, label=names[n.nid])[0]
         snaps = sorted(n.snapshots)
         if snaps and xs:
             ax.scatter(snaps, [_interp(s, xs, ys) for s in snaps], color=line.get_color(), marker="D", zorder=3)
     ax.set_xlabel("log index")
-    ax.set_ylabel("segment bytes (MB, cumulative)")
+    ax.set_ylabel("log data (MB, cumulative; not preallocated file size)")
     ax.set_title("log growth per node (diamonds: snapshots)")
     ax.legend(loc="upper left")
     return _png(plt, fig)
+
+
+def growth_series(outs: list[Any]) -> tuple[list[float], list[float]]:
+    """(log index, cumulative MB) at each segment's first and last entry: the MB are each segment's data
+    extent (the bytes holding entries), not its file size, which preallocation sets at 64 MiB."""
+    xs: list[float] = []
+    ys: list[float] = []
+    total = 0
+    for o in outs:
+        spans = o.scan.spans
+        if not spans:
+            continue
+        xs.append(spans[0].first_index)
+        ys.append(total / 1e6)
+        total += o.scan.valid_end + o.scan.torn_bytes
+        xs.append(spans[-1].first_index + spans[-1].count - 1)
+        ys.append(total / 1e6)
+    return xs, ys
 
 
 def _interp(x: float, xs: list[float], ys: list[float]) -> float:
@@ -56,7 +65,7 @@ def _interp(x: float, xs: list[float], ys: list[float]) -> float:
 def plot_findings(checks: list[dict[str, Any]]) -> bytes:
     plt = _figure()
     fig, ax = plt.subplots(figsize=(9, 5))
-    labels = [c["check"] for c in checks]
+    labels = [c["check"] + (" (skipped)" if c["status"] == "skipped" else "") for c in checks]
     ax.barh(
         labels,
         [c["findings"] for c in checks],

@@ -44,6 +44,10 @@ class ReplayOut:
     bucket: int
     applied: int = 0
     findings: list[dict[str, Any]] = field(default_factory=list)
+    # brokerName -> [(masterEpoch, master brokerId, its address as registered, log index)]: every master the
+    # replay saw the controller give, in log order (the base snapshot's masters at base_index first); the
+    # brokers' epoch files are checked against it (tools/audit/epochs.py)
+    elections: dict[str, list[tuple[int, int, str | None, int]]] = field(default_factory=dict)
 
 
 def _restrict(sm: ControllerStateMachine, bucket: int, buckets: Buckets) -> None:
@@ -68,9 +72,21 @@ def _restrict(sm: ControllerStateMachine, bucket: int, buckets: Buckets) -> None
 
 
 class _Invariants:
-    def __init__(self) -> None:
+    def __init__(self, elections: dict[str, list[tuple[int, int, str | None, int]]]) -> None:
         self.epochs: dict[str, tuple[int, int]] = {}
         self.masters: dict[str, dict[int, int]] = {}
+        self.elections = elections
+
+    def record(self, sm: ControllerStateMachine, name: str, index: int) -> None:
+        state = sm.sync.sets.get(name)
+        if state is None or state.master_broker_id is None:
+            return
+        got = self.elections.setdefault(name, [])
+        if got and got[-1][:2] == (state.master_epoch, state.master_broker_id):
+            return
+        info = sm.replicas.sets.get(name)
+        address = info.address(state.master_broker_id) if info is not None else None
+        got.append((state.master_epoch, state.master_broker_id, address, index))
 
     def check(self, sm: ControllerStateMachine, name: str, index: int, emit: Any) -> None:
         state = sm.sync.sets.get(name)
@@ -92,6 +108,7 @@ class _Invariants:
                 f"{field_} of {name} went from {old} to {(me, se)} at index {index}",
             )
         self.epochs[name] = (me, se)
+        self.record(sm, name, index)
         master = state.master_broker_id
         if master is not None:
             seen = self.masters.setdefault(name, {})
@@ -146,7 +163,9 @@ def replay_bucket(
         _restrict(sm, bucket, buckets)
     snap: dict[tuple[int, int], bytes] = {(n, i): s for n, i, s in slices}
     points = [p for p in plan.points if plan.base_index < p[0] <= plan.end]
-    inv = _Invariants()
+    inv = _Invariants(out.elections)
+    for name in sorted(sm.sync.sets):  # the base snapshot's masters: the replay knows them from base_index
+        inv.record(sm, name, max(plan.base_index, 0))
 
     def source(index: int) -> str:
         for lo, hi, nid in plan.source_of:

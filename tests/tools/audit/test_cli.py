@@ -25,6 +25,11 @@ def test_missing_input_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
     assert main([str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == EXIT_USAGE
     assert "nope: not a directory" in capsys.readouterr().err
     assert main(["--fail-on", "sometimes", str(tmp_path)]) == EXIT_USAGE
+    assert (
+        main([str(tmp_path), "--broker-epochs", str(tmp_path / "brokers"), "--out", str(tmp_path / "out")])
+        == EXIT_USAGE
+    )
+    assert f"--broker-epochs {tmp_path / 'brokers'}: not a directory" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
