@@ -172,7 +172,7 @@ def find_init_conf(fs: LocalFs | HadoopFs, uri: str) -> InitConf | None:
     writes `conf/nK.conf` for `nK/`), whose `controllerStorePath` is this directory (the same path, or the
     same last name: a copied tree) and which gives `jRaftInitConf`. A file that does not parse is no
     evidence. When several match, the first by path."""
-    from api.properties import parse_properties  # driver only: executors never need it
+    from api.service.properties import parse_properties  # driver only: executors never need it
 
     here = uri.rstrip("/")
     parent = here.rsplit("/", 1)[0] if "/" in here else "."

@@ -209,7 +209,7 @@ def _read_broker(fs: Fs, d: str, entries: list[tuple[str, int, bool]], parent: s
 
 
 def _properties(fs: Fs, path: str) -> dict[str, str]:
-    from api.properties import PropertiesError, parse_properties  # driver only
+    from api.service.properties import PropertiesError, parse_properties  # driver only
 
     try:
         return {p.key: p.value.strip() for p in parse_properties(fs.read(path).decode(), path)}
