@@ -7,7 +7,7 @@ pyproject.toml, and neither PySpark (each executor takes it from its Spark insta
 code (the audit ships that itself with addPyFile), packed with venv-pack (pinned in the dev extra). Executors
 unpack it into their working directory: spark-submit --archives OUT.tar.gz#env with PYSPARK_PYTHON=./env/bin/python.
 venv-pack keeps the venv's link to its base interpreter: the executors' hosts need that Python (3.11) at the same
-path (/usr/bin/python3.11 here); docs/audit.md says what to do when they do not.
+path (`base_python()`); docs/audit.md says what to do when they do not.
 
 Cached: OUT is rebuilt only when pyproject.toml is newer. make test builds it before the suite (make audit-env).
 """

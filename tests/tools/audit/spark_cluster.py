@@ -30,6 +30,14 @@ LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 TIMING = ("seconds", "out", "runDate")
 
 
+def die_with_parent() -> None:
+    """preexec_fn: the process (and what it execs) gets SIGKILL when the test process dies, even by SIGKILL,
+    so that no cluster outlives a test run however it ends (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,9 +86,11 @@ class Standalone:
         log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         self.logs.append(log)
         env = base_env(SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(self.root), SPARK_WORKER_DIR=str(self.root))
-        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+        kw: dict[str, Any] = {"start_new_session": True, "preexec_fn": die_with_parent}
+        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, **kw))
 
     def start(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
         self.hidden.mkdir(parents=True, exist_ok=True)
         self.master_port, self.ui_port = free_port(), free_port()
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
@@ -152,7 +162,13 @@ def mini_hdfs(base: Path, copies: dict[str, Path]) -> Iterator[str]:
         argv += [str(src), dst]
     log = open(base.parent / "hdfs.log", "w")  # noqa: SIM115 - closed below
     p = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
     )
     try:
         assert p.stdout is not None

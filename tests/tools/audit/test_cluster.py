@@ -6,11 +6,13 @@ fault test_audit.py injects. One cluster for the module."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,9 @@ from tests.tools.audit.spark_cluster import (
     standalone,
 )
 from tools.audit.model import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE
+from tools.audit.pack_env import base_python
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-cluster"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 MANY = ROOT / "tests" / "tools" / "audit" / "audit_many.py"
 # The executors' memory: two 1-core workers of 1 GB, one 512 MB executor each.
@@ -48,7 +51,6 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp: Path) -> Iterator[Standalone]:
-    (tmp / "spark").mkdir()
     with standalone(tmp / "spark", tmp / "hidden") as c:
         yield c
 
@@ -107,7 +109,7 @@ def assert_archive_python(cluster: Standalone, stderr: str) -> None:
         assert prefix != sys.prefix and not prefix.startswith(str(ROOT / ".venv"))
 
 
-def test_rmq_audit_on_standalone_matches_local(
+def rmq_audit_on_standalone_matches_local(
     cluster: Standalone, archive: Path, datasets: dict[str, Path], local_reports: dict[str, dict[str, Any]], tmp: Path
 ) -> None:
     """The issue's run: a relative path given to `rmq-audit --master spark://...` (executors resolved it in
@@ -126,7 +128,7 @@ def test_rmq_audit_on_standalone_matches_local(
     assert sockets.seen and sockets.not_loopback() == []
 
 
-def test_spark_submit_on_standalone_matches_local_on_every_fault(
+def spark_submit_on_standalone_matches_local_on_every_fault(
     cluster: Standalone, archive: Path, datasets: dict[str, Path], local_reports: dict[str, dict[str, Any]], tmp: Path
 ) -> None:
     """spark-submit with --archives, the clean data and every injected fault of test_audit.py in one
@@ -144,7 +146,7 @@ def test_spark_submit_on_standalone_matches_local_on_every_fault(
     assert {k: r["exitCode"] for k, r in local_reports.items()}["flipped_bit"] == EXIT_CORRUPT
 
 
-def test_spark_submit_of_job_py_on_standalone(
+def spark_submit_of_job_py_on_standalone(
     cluster: Standalone, archive: Path, datasets: dict[str, Path], local_reports: dict[str, dict[str, Any]], tmp: Path
 ) -> None:
     """tools/audit/job.py itself through spark-submit (its master kept), on a fault: exit code and report."""
@@ -159,7 +161,7 @@ def test_spark_submit_of_job_py_on_standalone(
     assert report(out) == local_reports["flipped_bit"]
 
 
-def test_input_no_executor_can_read_is_a_usage_error(
+def input_no_executor_can_read_is_a_usage_error(
     cluster: Standalone, archive: Path, datasets: dict[str, Path], tmp: Path
 ) -> None:
     """Data the driver lists but no executor has (the workers see an empty mount at its path, as hosts without
@@ -175,30 +177,70 @@ def test_input_no_executor_can_read_is_a_usage_error(
     assert "No such file or directory" in line and "Traceback" not in p.stderr
 
 
-def test_hdfs_inputs_on_standalone_match_local(
+def hdfs_inputs_on_standalone_match_local(
     cluster: Standalone, archive: Path, datasets: dict[str, Path], local_reports: dict[str, dict[str, Any]], tmp: Path
 ) -> None:
     """The data copied into a real HDFS (Hadoop's own MiniDFSCluster, at the version of PySpark's client) and
-    audited through hdfs:// on the cluster: rmq-audit on the clean data, spark-submit on faults."""
+    audited through hdfs:// on the cluster (spark-submit, one application): the clean data, a damaged segment
+    and a snapshot with a wrong value, every file read by the executors' JVMs."""
     pom = (HADOOP / "pom.xml").read_text()
     assert f"<hadoop.version>{hadoop_version()}</hadoop.version>" in pom, "interop/hadoop/pom.xml: PySpark's Hadoop"
     names = ["clean", "flipped_bit", "snapshot_wrong_value"]
-    (tmp / "hdfs").mkdir()
+    out = tmp / "hdfs" / "out"
+    out.mkdir(parents=True)
     with mini_hdfs(tmp / "hdfs" / "base", {f"/audit/{n}": datasets[n] for n in names}) as hdfs:
-        out = tmp / "hdfs" / "rmq-audit"
-        argv = [str(BIN / "rmq-audit"), "--master", cluster.url, "--conf", f"spark.archives={archive}#env"]
-        argv += [*EXECUTOR, "--no-plots", "--run-id", "cluster-test", "--out", str(out), f"{hdfs}/audit/clean"]
-        p = subprocess.run(argv, capture_output=True, text=True, env=cluster_env(), cwd=tmp, timeout=400)
-        print("HDFS-TIMING", [x for x in p.stderr.splitlines() if "done in" in x])
-        assert p.returncode == EXIT_OK, p.stdout[-3000:] + p.stderr[-5000:]
-        assert report(out, (f"{hdfs}/audit", str(datasets["clean"].parent))) == local_reports["clean"]
-
-        many = tmp / "hdfs" / "many"
-        many.mkdir()
         argv = [str(BIN / "spark-submit"), "--master", cluster.url, "--archives", f"{archive}#env", *EXECUTOR]
-        argv += [str(MANY), str(many)] + [f"{n}={hdfs}/audit/{n}" for n in names[1:]]
-        p = subprocess.run(argv, capture_output=True, text=True, env=cluster_env(), cwd=many, timeout=400)
-        print("HDFS-TIMING", [x for x in p.stderr.splitlines() if "audit_many:" in x])
+        argv += [str(MANY), str(out)] + [f"{n}={hdfs}/audit/{n}" for n in names]
+        p = subprocess.run(argv, capture_output=True, text=True, env=cluster_env(), cwd=out, timeout=600)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
-        for n in names[1:]:
-            assert report(many / n, (f"{hdfs}/audit", str(datasets[n].parent))) == local_reports[n], n
+    assert_archive_python(cluster, p.stdout + p.stderr)
+    for n in names:
+        got = report(out / n, (f"{hdfs}/audit", str(datasets[n].parent)))
+        assert got == local_reports[n], n
+        rows = json.loads((out / n / "summary.json").read_text())["topFindings"]
+        paths = [f["path"] for f in rows if "path" in f]  # the findings name the hdfs:// files
+        assert all(x.startswith(f"{hdfs}/audit/{n}/") for x in paths) and (paths or n == "clean"), paths
+
+
+def executors_without_the_environment_is_a_usage_error(
+    cluster: Standalone, datasets: dict[str, Path], tmp: Path
+) -> None:
+    """No archive, and PYSPARK_PYTHON a bare venv (what an executor's host has when nothing was shipped): the
+    run stops before its first stage with exit 2, naming the host, the Python and the missing module."""
+    bare = tmp / "bare-venv"
+    subprocess.run([base_python(), "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    env = base_env(PYSPARK_PYTHON=str(bare / "bin" / "python"), PYSPARK_DRIVER_PYTHON=sys.executable)
+    argv = [str(BIN / "rmq-audit"), "--master", cluster.url, *EXECUTOR, "--no-plots", "--out", str(tmp / "bare-out")]
+    p = subprocess.run([*argv, str(datasets["clean"])], capture_output=True, text=True, env=env, cwd=tmp, timeout=400)
+    assert p.returncode == EXIT_USAGE, p.stdout[-3000:] + p.stderr[-5000:]
+    (line,) = [x for x in p.stderr.splitlines() if x.startswith("rmq-audit: error:")]
+    assert f"{bare}/bin/python cannot run the audit (ModuleNotFoundError: No module named" in line, line
+    assert "Traceback" not in p.stderr and not (tmp / "bare-out" / "_SUCCESS").exists()
+
+
+# One test, its scenarios as subtests: one cluster for all of them. (`xdist_group` would keep separate tests on
+# one worker, but pytest-xdist 3.8 marks the group on `item._nodeid`, which pytest 9 no longer reads, so with
+# `-n 2` separate tests would go to both workers, each starting a cluster of its own.)
+SCENARIOS: list[Callable[..., None]] = [
+    rmq_audit_on_standalone_matches_local,
+    spark_submit_on_standalone_matches_local_on_every_fault,
+    spark_submit_of_job_py_on_standalone,
+    input_no_executor_can_read_is_a_usage_error,
+    hdfs_inputs_on_standalone_match_local,
+    executors_without_the_environment_is_a_usage_error,
+]
+
+
+def test_audit_on_a_standalone_cluster(
+    subtests: pytest.Subtests,
+    cluster: Standalone,
+    archive: Path,
+    datasets: dict[str, Path],
+    local_reports: dict[str, dict[str, Any]],
+    tmp: Path,
+) -> None:
+    given = {"cluster": cluster, "archive": archive, "datasets": datasets, "local_reports": local_reports, "tmp": tmp}
+    for scenario in SCENARIOS:
+        with subtests.test(scenario.__name__):
+            wanted = inspect.signature(scenario).parameters
+            scenario(**{k: v for k, v in given.items() if k in wanted})
