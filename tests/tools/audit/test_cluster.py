@@ -209,12 +209,13 @@ def executors_without_the_environment_is_a_usage_error(
     run stops before its first stage with exit 2, naming the host, the Python and the missing module."""
     bare = tmp / "bare-venv"
     subprocess.run([base_python(), "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
-    env = base_env(PYSPARK_PYTHON=str(bare / "bin" / "python"), PYSPARK_DRIVER_PYTHON=sys.executable)
+    python = str(bare / "bin" / "python")
+    env = base_env(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=sys.executable)
     argv = [str(BIN / "rmq-audit"), "--master", cluster.url, *EXECUTOR, "--no-plots", "--out", str(tmp / "bare-out")]
     p = subprocess.run([*argv, str(datasets["clean"])], capture_output=True, text=True, env=env, cwd=tmp, timeout=400)
     assert p.returncode == EXIT_USAGE, p.stdout[-3000:] + p.stderr[-5000:]
     (line,) = [x for x in p.stderr.splitlines() if x.startswith("rmq-audit: error:")]
-    assert f"{bare}/bin/python cannot run the audit (ModuleNotFoundError: No module named" in line, line
+    assert f"{python} cannot run the audit (ModuleNotFoundError: No module named" in line, line
     assert "Traceback" not in p.stderr and not (tmp / "bare-out" / "_SUCCESS").exists()
 
 
