@@ -67,6 +67,15 @@ def unreadable(path: str, err: BaseException) -> Unreadable:
     return Unreadable(path, executor_host(), reason)
 
 
+def stop_if_unreadable(results: list[Any]) -> None:
+    """On the driver, over a stage's collected results: the first Unreadable a task returned, as InputError."""
+    from tools.audit.discover import InputError
+
+    for x in results:
+        if isinstance(x, Unreadable):
+            raise InputError(x.message())
+
+
 def unreadable_input(err: BaseException) -> Unreadable | None:
     """The input a failed job could not read, from the error Spark raised on the driver (a PythonException or a
     Py4JJavaError carrying the executor's text); None for any other failure."""

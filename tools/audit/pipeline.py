@@ -21,17 +21,8 @@ from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
-from tools.audit.cluster import Unreadable
-from tools.audit.discover import (
-    HadoopFs,
-    InputError,
-    LocalFs,
-    NodeInput,
-    describe,
-    find_data_dirs,
-    join,
-    name_nodes,
-)
+from tools.audit.cluster import Unreadable, stop_if_unreadable
+from tools.audit.discover import HadoopFs, LocalFs, NodeInput, describe, find_data_dirs, join, name_nodes
 from tools.audit.matching import match_scans
 from tools.audit.model import (
     CHECKS,
@@ -144,9 +135,7 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     snap_groups = _snapshot_groups(snap_tasks, metas)
     snaps = _snapshot_rdd(sc, fs, snap_groups, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
     both = snaps.map(lambda x: x[0].light()).union(scans.map(lambda r: r.light())).collect()
-    for x in both:  # a local input the driver listed and an executor did not find (tools/audit/cluster.py)
-        if isinstance(x, Unreadable):
-            raise InputError(x.message())
+    stop_if_unreadable(both)  # a local input the driver listed and an executor did not find: InputError
     snap_outs: list[SnapshotOut] = [x for x in both if isinstance(x, SnapshotOut)]
     light: list[ScanOut] = [x for x in both if isinstance(x, ScanOut)]
     by_node: dict[int, list[ScanOut]] = {}
