@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast interop rocketmq sim bench audit lint clean
+.PHONY: setup run test test-fast interop rocketmq hadoop audit-env sim bench audit lint clean
 
 setup: $(STAMP)
 
@@ -27,8 +27,9 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
 # that table or is not on this machine.
 # The real-RocketMQ interop suite (tests/interop, docs/interop.md) runs after the rest, alone, so that its JVMs
-# have both cores.
-test: lint rocketmq
+# have both cores. `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs
+# Hadoop's own HDFS and ships the executors' Python as a packed archive.
+test: lint rocketmq hadoop audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not interop"
@@ -42,6 +43,16 @@ test-fast: setup
 # and the interop Java client compiled; cached (nothing is fetched again until pom.xml or src/ change).
 rocketmq:
 	sh interop/rocketmq/build.sh
+
+# Hadoop's MiniDFSCluster (interop/hadoop/pom.xml, at the Hadoop version of PySpark's client) resolved from Maven
+# Central into interop/hadoop/build/lib, its launcher compiled; cached like `rocketmq`.
+hadoop:
+	sh interop/hadoop/build.sh
+
+# The executors' Python for a cluster run of the audit: a venv with the pinned runtime dependencies, packed with
+# venv-pack into build/audit-env.tar.gz (docs/audit.md, On a cluster); rebuilt when pyproject.toml changes.
+audit-env: setup
+	$(BIN)/python -m tools.audit.pack_env build/audit-env.tar.gz
 
 # Unmodified RocketMQ brokers, NameServer, mqadmin and clients against our controller, and the differential
 # test against RocketMQ's own JRaftController (docs/interop.md).

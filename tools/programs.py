@@ -68,13 +68,39 @@ PROGRAMS: dict[str, Program] = {
         Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/tools/bench/test_all_smoke.py)"),
         Program("pgrep", ("procps",), True, "tests", "tests/cli/test_localcluster.py"),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
-        Program("java", ("openjdk-17-jre-headless",), False, "base", "PySpark (tools/audit and its tests); interop"),
-        Program("javac", ("openjdk-17-jdk-headless",), False, "base", "the RocketMQ interop suite"),
-        Program("mvn", ("maven",), False, "base", "the RocketMQ interop suite: RocketMQ from Maven Central"),
+        Program(
+            "java",
+            ("openjdk-17-jre-headless",),
+            False,
+            "base",
+            "PySpark (tools/audit and its tests, the standalone cluster of test_cluster.py); interop; "
+            "Hadoop's MiniDFSCluster (interop/hadoop)",
+        ),
+        Program("javac", ("openjdk-17-jdk-headless",), False, "base", "the RocketMQ interop suite; interop/hadoop"),
+        Program(
+            "mvn",
+            ("maven",),
+            False,
+            "base",
+            "the RocketMQ interop suite: RocketMQ from Maven Central; interop/hadoop: Hadoop's jars",
+        ),
+        Program(
+            "unshare",
+            ("util-linux",),
+            False,
+            "base",
+            "tests/tools/audit/spark_cluster.py: Spark workers in a mount namespace (data no executor can read)",
+        ),
         Program("sh", ("dash",), False, "base", "tests/cli/test_localcluster.py; tools/programs.py (apt-install.sh)"),
         Program("env", ("coreutils",), False, "base", "jepsen/db.py: `ip netns exec NS env VAR=... python`"),
         Program("cp", ("coreutils",), False, "base", "tools/bench/snapshot_bench.py: sparse copies"),
-        Program("mount", ("mount",), False, "base", "tests/tools/torture/test_disk_full.py: small tmpfs disks"),
+        Program(
+            "mount",
+            ("mount",),
+            False,
+            "base",
+            "tests/tools/torture/test_disk_full.py: small tmpfs disks; tests/tools/audit/spark_cluster.py (sh -c)",
+        ),
         Program("umount", ("mount",), False, "base", "tests/tools/torture/test_disk_full.py"),
     )
 }

@@ -30,6 +30,9 @@ FAIL_ON = {"error": 2, "warning": 1, "never": 99}
 # default C2 compiler and G1's concurrent threads (docs/audit.md, Performance), CPU that local[*] takes
 # from the tasks. Not applied under spark-submit (its JVM already runs) or with PYSPARK_SUBMIT_ARGS set.
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# A local master binds the driver, its block manager and its UI to loopback: Spark's default is the machine's
+# first non-loopback interface (and 0.0.0.0 for the UI), which an offline audit has no reason to open.
+LOOPBACK = "127.0.0.1"
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,6 +61,13 @@ LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     "history against the controller's log (broker.epoch). Repeatable.",
 )
 @click.option("--log-level", default="WARN", show_default=True, help="Spark's log level.")
+@click.option(
+    "--conf",
+    "confs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark property, as spark-submit's --conf (repeatable): spark.archives, spark.executor.memory...",
+)
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
 def command(
     paths: tuple[str, ...],
@@ -67,11 +77,13 @@ def command(
     fail_on: str,
     buckets: int | None,
     log_level: str,
+    confs: tuple[str, ...],
     no_plots: bool,
     broker_epochs: tuple[str, ...],
 ) -> None:
     """Audit RocketMQ controller data directories: WAL integrity, log matching across nodes, and every
     snapshot against a replay of the log. Exit 0 clean, 1 divergence, 2 usage, 3 corrupt input, 4 internal."""
+    from tools.audit.cluster import absolute, unreadable_input
     from tools.audit.discover import InputError
     from tools.audit.pipeline import Options, run
 
@@ -87,15 +99,26 @@ def command(
                 err=True,
             )
             raise SystemExit(EXIT_USAGE)
+    conf_items: dict[str, str] = {}
+    for item in confs:
+        key, eq, value = item.partition("=")
+        if not eq or not key.startswith("spark."):
+            click.echo(f"rmq-audit: error: --conf {item}: expected spark.KEY=VALUE", err=True)
+            raise SystemExit(EXIT_USAGE)
+        conf_items[key] = value
     run_id = run_id or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
-    out = out or os.path.join(os.getcwd(), f"rmq-audit-{run_id}")
-    spark = session(master, log_level)
+    # Executors resolve a relative path against their worker's directory: every local path goes out absolute.
+    out = absolute(out or f"rmq-audit-{run_id}")
+    paths = tuple(absolute(p) for p in paths)
+    broker_epochs = tuple(absolute(p) for p in broker_epochs)
+    spark = session(master, log_level, properties=conf_items)
     try:
         ui = spark.sparkContext.uiWebUrl
         click.echo(
             f"rmq-audit: run {run_id}, master {spark.sparkContext.master}, Spark UI {ui or 'disabled'}", err=True
         )
-        ship_code(spark)
+        if ship_code(spark) is not None:
+            check_executors(spark)
         opts = Options(
             list(paths), out, run_id, buckets, FAIL_ON[fail_on], plots=not no_plots, broker_epochs=list(broker_epochs)
         )
@@ -104,6 +127,12 @@ def command(
         except InputError as e:
             click.echo(f"rmq-audit: error: {e}", err=True)
             raise SystemExit(EXIT_USAGE) from None
+        except Exception as e:  # noqa: BLE001 - a job failed: an input an executor cannot read is a usage error
+            bad = unreadable_input(e)
+            if bad is None:
+                raise
+            click.echo(f"rmq-audit: error: {bad.message()}", err=True)
+            raise SystemExit(EXIT_USAGE) from None
         click.echo(result.table())
         click.echo(f"rmq-audit: {result.total} finding(s); output in {out}")
         raise SystemExit(result.exit_code)
@@ -111,8 +140,12 @@ def command(
         spark.stop()
 
 
-def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> Any:
-    """Master precedence: --master, else a master already set (spark-submit, spark-defaults), else local[*]."""
+def session(
+    master: str | None, log_level: str = "WARN", properties: dict[str, str] | None = None, **conf_items: str
+) -> Any:
+    """Master precedence: --master, else a master already set (spark-submit, spark-defaults), else local[*].
+    `properties`: Spark properties by their names; `conf_items`: the same with `_` for `.` (spark_ui_enabled=...).
+    A local master binds to 127.0.0.1 (LOOPBACK) unless SPARK_LOCAL_IP or the driver's properties say otherwise."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     try:
@@ -127,6 +160,9 @@ def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> A
         master is None or master.startswith("local")
     ):
         launch = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
+        # read by the JVM we start (its UI's bind address, and the default of every other one) and by the
+        # Python workers it forks
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     SparkContext._ensure_initialized(conf=launch)  # so that SparkConf reads what spark-submit set (JVM properties)
     conf = SparkConf()
     if master:
@@ -136,8 +172,13 @@ def session(master: str | None, log_level: str = "WARN", **conf_items: str) -> A
     conf.setIfMissing("spark.app.name", "rmq-audit")
     conf.setIfMissing("spark.sql.session.timeZone", "UTC")
     conf.setIfMissing("spark.ui.showConsoleProgress", "true")
+    if conf.get("spark.master", "").startswith("local"):
+        conf.setIfMissing("spark.driver.host", LOOPBACK)
+        conf.setIfMissing("spark.driver.bindAddress", LOOPBACK)
     for key, value in conf_items.items():
         conf.set(key.replace("_", "."), value)
+    for key, value in (properties or {}).items():
+        conf.set(key, value)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
@@ -164,6 +205,26 @@ def ship_code(spark: Any) -> str | None:
                         z.write(full, os.path.relpath(full, root))
     sc.addPyFile(path)
     return path
+
+
+def check_executors(spark: Any) -> None:
+    """On a cluster, say which Python the executors run (a packed environment shipped with --archives unpacks
+    under each executor's directory; docs/audit.md) and stop with a usage error when one cannot import the
+    audit, instead of failing in the first stage with an executor's traceback."""
+    from tools.audit.cluster import executor_pythons
+
+    for p in executor_pythons(spark.sparkContext):
+        click.echo(
+            f"rmq-audit: executor host {p.host}: Python {p.version} {p.executable} (prefix {p.prefix})", err=True
+        )
+        if p.error is not None:
+            click.echo(
+                f"rmq-audit: error: executor host {p.host}: {p.executable} cannot run the audit ({p.error}): ship "
+                "a Python environment with its dependencies (venv-pack + --archives + PYSPARK_PYTHON; "
+                "docs/audit.md, On a cluster)",
+                err=True,
+            )
+            raise SystemExit(EXIT_USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:

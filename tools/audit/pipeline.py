@@ -21,6 +21,7 @@ from raft.storage.walscan import LiveLog, LiveRun, merge_scans
 from snapshot.errors import SnapshotError
 from snapshot.format import META_FILE as SNAPSHOT_META_FILE
 from snapshot.format import decode_meta
+from tools.audit.cluster import Unreadable, stop_if_unreadable
 from tools.audit.discover import (
     HadoopFs,
     InputError,
@@ -58,6 +59,7 @@ from tools.audit.tasks import (
     match_chunk,
     match_pieces,
     route_task,
+    scan_local,
     scan_task,
     snapshot_group_task,
 )
@@ -154,6 +156,7 @@ def run(spark: Any, opts: Options, progress: Callable[[str], None] = lambda m: N
     snap_groups = _snapshot_groups(snap_tasks, metas)
     snaps = _snapshot_rdd(sc, fs, snap_groups, b_buckets).persist(StorageLevel.MEMORY_AND_DISK)
     both = snaps.map(lambda x: x[0].light()).union(scans.map(lambda r: r.light())).collect()
+    stop_if_unreadable(both)  # a local input the driver listed and an executor did not find: InputError
     snap_outs: list[SnapshotOut] = [x for x in both if isinstance(x, SnapshotOut)]
     light: list[ScanOut] = [x for x in both if isinstance(x, ScanOut)]
     by_node: dict[int, list[ScanOut]] = {}
@@ -431,7 +434,7 @@ def _scan_rdd(sc: Any, tasks: list[SegmentTask]) -> Any:
     the last tasks of each stage are the short ones, so the cores finish together."""
     local = sorted((t for t in tasks if local_path(t.uri) is not None), key=lambda t: -t.listing.size)
     remote = {_by_path(t.uri): t for t in tasks if local_path(t.uri) is None}
-    rdd = sc.parallelize(local, max(1, len(local))).map(scan_task)
+    rdd = sc.parallelize(local, max(1, len(local))).map(scan_local)
     if remote:
         b = sc.broadcast(remote)
         paths = ",".join(t.uri for t in remote.values())
@@ -516,7 +519,7 @@ def _snapshot_rdd(sc: Any, fs: LocalFs | HadoopFs, groups: list[list[SnapshotTas
                 )
             )
 
-        def group_task(members: Any) -> list[tuple[SnapshotOut, dict[int, bytes]]]:
+        def group_task(members: Any) -> list[tuple[SnapshotOut | Unreadable, dict[int, bytes]]]:
             ordered = sorted(members, key=lambda m: (m[0].index, m[0].nid))
             return snapshot_group_task([t for t, _ in ordered], b_buckets.value, [f for _, f in ordered])
 

@@ -43,6 +43,7 @@ from snapshot.errors import SnapshotError
 from snapshot.storage import FileSnapshotStorage
 from statemachine import codes as C
 from statemachine.sections import SECTION_NAMES
+from tools.audit.cluster import Unreadable, unreadable
 from tools.audit.model import Buckets, split_state
 
 CHUNK = 1 << 16  # indexes per log-matching chunk
@@ -223,6 +224,16 @@ def read_local(uri: str) -> bytes:
     path = local_path(uri)
     assert path is not None, uri
     return read_extent(path)
+
+
+def scan_local(task: SegmentTask) -> ScanOut | Unreadable:
+    """scan_task of a local segment; one the driver listed and this executor's host does not have is told to
+    the driver (a usage error, tools/audit/cluster.py)."""
+    try:
+        data = read_local(task.uri)
+    except OSError as e:
+        return unreadable(task.uri, e)
+    return scan_task(task, data)
 
 
 def scan_task(task: SegmentTask, data: bytes | None = None) -> ScanOut:
@@ -527,7 +538,7 @@ Decoded = dict[tuple[tuple[int, bytes], ...], tuple[tuple[int, int], list[str], 
 
 def snapshot_group_task(
     tasks: list[SnapshotTask], buckets: Buckets, files: list[dict[str, bytes] | None] | None = None
-) -> list[tuple[SnapshotOut, dict[int, bytes]]]:
+) -> list[tuple[SnapshotOut | Unreadable, dict[int, bytes]]]:
     """The copies of one snapshot on several nodes (equal index and equal file CRCs in their metas, as the
     driver grouped them): each is opened and verified, and each distinct content decoded once; a copy
     whose section bodies equal one decoded before gets `same_as` (that copy's (nid, index)) and no slices
@@ -538,7 +549,7 @@ def snapshot_group_task(
 
 def snapshot_task(
     task: SnapshotTask, buckets: Buckets, files: dict[str, bytes] | None = None, seen: Decoded | None = None
-) -> tuple[SnapshotOut, dict[int, bytes]]:
+) -> tuple[SnapshotOut | Unreadable, dict[int, bytes]]:
     """Open and verify one snapshot with the project's storage (read-only), decode every section. The
     entities come back split by bucket, each bucket's {(section, entity): value} pickled once here
     (`pack_slice`): Spark caches and shuffles them as bytes, and a replay that agrees never unpickles them.
@@ -555,6 +566,8 @@ def snapshot_task(
                 (sdir / name).write_bytes(data)
         else:
             sdir = Path(local)
+            if not os.path.isdir(sdir):  # listed by the driver, absent here: a usage error (cluster.py)
+                return unreadable(local, FileNotFoundError(2, "No such file or directory")), {}
         out = SnapshotOut(task.nid, task.index, task.uri)
         st = FileSnapshotStorage(sdir.parent, read_only=True, known_types=SECTION_NAMES)
         slices: dict[int, bytes] = {}

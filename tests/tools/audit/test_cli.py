@@ -40,7 +40,9 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
     meta = decode_meta(meta_path.read_bytes(), str(meta_path))
     meta_path.write_bytes(encode_meta(dataclasses.replace(meta, term=meta.term + 3)))
     spark_submit = Path(sys.executable).parent / "spark-submit"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env = dict(
+        os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1"
+    )
     out = tmp_path / "out"
     p = subprocess.run(
         [
