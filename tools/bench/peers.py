@@ -339,17 +339,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the stores and logs")
     a = p.parse_args(argv)
     if a.quick:
-        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers, a.fo_brokers = 1, 30, 30, 8, 2.0, 60, 15
+        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers, a.fo_brokers = 1, 30, 30, 8, 1.5, 60, 15
     return a
 
 
-def main(argv: list[str]) -> int:
-    a = parse(argv)
-    systems = [s.strip() for s in a.systems.split(",") if s.strip()]
-    unknown = set(systems) - set(SYSTEMS)
-    if unknown:
-        print(f"peers: unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}", file=sys.stderr)
-        return 2
+def available() -> bool:
+    """Whether RocketMQ's jars and the load generator are built (`make rocketmq`)."""
+    try:
+        rocketmq.require()
+    except RuntimeError:
+        return False
+    return os.path.exists(os.path.join(rocketmq.CLASSES, "interop", "ControllerLoad.class"))
+
+
+def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
+    """Every round of every system; the document `--json` writes (rows summarised)."""
     rocketmq.require()
     root = a.dir or tempfile.mkdtemp(prefix="bench-peers-")
     doc: dict[str, Any] = {
@@ -389,8 +393,18 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(root, ignore_errors=True)
     doc["loadavg_after"] = list(os.getloadavg())
     doc["rows"] = summarize(doc["rounds"], systems)
-    lg = [cores(r["heartbeat"]) for r in doc["rounds"]]
-    doc["load_generator_cores_max"] = max(lg, default=0.0)
+    doc["load_generator_cores_max"] = max((cores(r["heartbeat"]) for r in doc["rounds"]), default=0.0)
+    return doc
+
+
+def main(argv: list[str]) -> int:
+    a = parse(argv)
+    systems = [s.strip() for s in a.systems.split(",") if s.strip()]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        print(f"peers: unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}", file=sys.stderr)
+        return 2
+    doc = run(a, systems)
     print(f"RocketMQ {doc['rocketmq_version']} controllers vs ours, 3 nodes each on loopback, {a.rounds} round(s)")
     print(f"load average before {doc['loadavg_before']} after {doc['loadavg_after']} ({os.cpu_count()} CPUs)")
     for s in systems:
@@ -403,4 +417,6 @@ def main(argv: list[str]) -> int:
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {a.json}")
+    for e in doc["errors"]:
+        print(f"round {e['round']} {e['system']} failed: {e['error']}", file=sys.stderr)
     return 1 if doc["errors"] else 0
