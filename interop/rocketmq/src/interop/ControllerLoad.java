@@ -47,8 +47,8 @@ import org.apache.rocketmq.remoting.protocol.header.namesrv.BrokerHeartbeatReque
  *     registers N brokers, then each sends RATE heartbeats a second (spread evenly) for SECONDS: p50/p99.
  * java interop.ControllerLoad ADDRS failover N SETS INFLIGHT
  *     registers N brokers, heartbeats them (INFLIGHT in flight), prints {"ready": ...} with the leader, then on
- *     the line "killed" on stdin (sent right after the leader was killed) measures the time until a new leader
- *     answers GET_REPLICA_INFO (1004) and accepts a heartbeat (904).
+ *     the line "killed" on stdin (sent right after the leader was killed) stops the load and measures the time
+ *     until a new leader answers GET_REPLICA_INFO (1004) and accepts a heartbeat (904).
  * </pre>
  *
  * ADDRS: the controllers' remoting addresses, ';'-separated. One JSON line per result on stdout; each carries the
@@ -430,6 +430,9 @@ public class ControllerLoad {
             // wait for the kill
         }
         long t0 = System.nanoTime();
+        // the load stops with the leader: sent to a dead address it would only spin on refused connections, on
+        // the cores the survivors need (brokers retry once a heartbeat period, not in a loop)
+        stop.set(1);
         double cpu0 = cpuSeconds();
         Broker probe = brokers.get(0);
         long leaderAt = -1;
