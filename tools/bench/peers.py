@@ -132,15 +132,17 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def du(path: str) -> int:
-    """Bytes allocated on disk under `path` (preallocated files count in full, sparse holes do not)."""
+def du(path: str, apparent: bool = False) -> int:
+    """Bytes allocated on disk under `path` (preallocated blocks count in full, sparse holes do not), or with
+    `apparent` the files' sizes."""
     total = 0
     for d, _, files in os.walk(path):
         for name in files:
             try:
-                total += os.stat(os.path.join(d, name)).st_blocks * 512
+                st = os.stat(os.path.join(d, name))
             except FileNotFoundError:
-                pass
+                continue
+            total += st.st_size if apparent else st.st_blocks * 512
     return total
 
 
@@ -212,7 +214,11 @@ def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
         with Load(g, "hb", "heartbeat", a.hb_brokers, max(1, a.hb_brokers // 3), a.inflight, a.seconds) as ld:
             out["heartbeat_register"] = ld.next()
             out["heartbeat"] = ld.next()
-        out["disk"] = {"empty_bytes_per_node": empty, "bytes_per_node": [du(g.store(i)) for i in range(3)]}
+        out["disk"] = {
+            "empty_bytes_per_node": empty,
+            "bytes_per_node": [du(g.store(i)) for i in range(3)],
+            "apparent_bytes_per_node": [du(g.store(i), apparent=True) for i in range(3)],
+        }
         with Load(g, "steady", "steady", a.brokers, max(1, a.brokers // 3), 1, a.seconds) as ld:
             out["steady_register"] = ld.next()
             leader = g.remotings.index(out["steady_register"]["leader"])
@@ -243,7 +249,9 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("memory: leader RSS", "MiB", "memory.leader_rss_mib", False),
     ("realistic load: leader CPU", "%", "memory.leader_cpu_pct", False),
     ("realistic load: heartbeat p99", "ms", "steady.p99_ms", False),
+    ("realistic load: heartbeats unanswered", "count", "steady.unanswered", False),
     ("disk: bytes per node (largest)", "KiB", "disk.max_kib", False),
+    ("disk: file sizes per node (largest)", "KiB", "disk.apparent_max_kib", False),
     ("disk: growth per heartbeat", "B", "disk.per_heartbeat", False),
     ("controller failover: 1004 + 904 answered", "s", "failover.serving_s", False),
 ]
@@ -255,6 +263,7 @@ def derive(r: dict[str, Any]) -> None:
     sizes = r["disk"]["bytes_per_node"]
     grown = [b - e for b, e in zip(sizes, r["disk"]["empty_bytes_per_node"], strict=True)]
     r["disk"]["max_kib"] = round(max(sizes) / 1024, 1)
+    r["disk"]["apparent_max_kib"] = round(max(r["disk"]["apparent_bytes_per_node"]) / 1024, 1)
     acked = r["heartbeat"]["total_acknowledged"]
     r["disk"]["heartbeats"] = acked
     r["disk"]["per_heartbeat"] = round(max(grown) / acked, 1) if acked else None
@@ -339,7 +348,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the stores and logs")
     a = p.parse_args(argv)
     if a.quick:
-        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers, a.fo_brokers = 1, 30, 30, 8, 1.5, 60, 15
+        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers, a.fo_brokers = 1, 30, 30, 8, 1.0, 60, 15
     return a
 
 

@@ -112,13 +112,21 @@ public class ControllerLoad {
         return null;
     }
 
+    /** The leader once it serves: it says so to 1005 and answers a 1012 with SUCCESS (a newly elected
+     *  DLedgerController says it leads before it has caught up its state machine, and refuses until then). */
     String awaitLeader(long timeoutMs) throws InterruptedException {
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (System.currentTimeMillis() < deadline) {
             String l = findLeader(null);
             if (l != null) {
                 leader = l;
-                return l;
+                try {
+                    if (sync(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, new GetNextBrokerIdRequestHeader(CLUSTER, PREFIX + "-ready")).getCode() == ResponseCode.SUCCESS) {
+                        return l;
+                    }
+                } catch (Exception e) {
+                    // not serving yet
+                }
             }
             Thread.sleep(50); // polling the controllers' answers: there is nothing to wait on
         }
@@ -138,29 +146,56 @@ public class ControllerLoad {
         return client.invokeSync(leader, RemotingCommand.createRequestCommand(code, header), TIMEOUT_MS);
     }
 
-    /** The broker's registration sequence (ReplicasManager): 1012, 1013, 1003. The number of refused applies. */
+    static final long REGISTER_DEADLINE_MS = 60_000;
+
+    /** The broker's registration sequence (ReplicasManager): 1012, 1013, 1003; a refused apply starts again at
+     *  1012 and so, after a short pause, does any other failure (as a broker retries on its next period), until
+     *  REGISTER_DEADLINE_MS. The number of attempts after the first. */
     int register(Broker b) throws Exception {
         int retries = 0;
-        for (int attempt = 0; attempt < 100; attempt++) {
-            RemotingCommand r = sync(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, new GetNextBrokerIdRequestHeader(CLUSTER, b.set));
+        long deadline = System.currentTimeMillis() + REGISTER_DEADLINE_MS;
+        String last = null;
+        for (int attempt = 0; System.currentTimeMillis() < deadline; attempt++) {
+            if (attempt > 0 && last != null) {
+                Thread.sleep(20); // a retry's back-off after a failure, bounded by the deadline
+            }
+            last = null;
+            RemotingCommand r;
+            try {
+                r = sync(RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, new GetNextBrokerIdRequestHeader(CLUSTER, b.set));
+            } catch (Exception e) {
+                last = "1012 " + e;
+                retries++;
+                continue;
+            }
             if (r.getCode() != ResponseCode.SUCCESS) {
-                throw new IllegalStateException("1012 " + b.set + ": " + r.getCode() + " " + r.getRemark());
+                last = "1012 " + b.set + ": " + r.getCode() + " " + r.getRemark();
+                retries++;
+                continue;
             }
             long next = r.decodeCommandCustomHeader(GetNextBrokerIdResponseHeader.class).getNextBrokerId();
             String check = b.addr + ";" + System.currentTimeMillis();
-            r = sync(RequestCode.CONTROLLER_APPLY_BROKER_ID, new ApplyBrokerIdRequestHeader(CLUSTER, b.set, next, check));
-            if (r.getCode() != ResponseCode.SUCCESS) {
-                retries++; // another broker of the set took this id first: ask again, as ReplicasManager does
+            try {
+                r = sync(RequestCode.CONTROLLER_APPLY_BROKER_ID, new ApplyBrokerIdRequestHeader(CLUSTER, b.set, next, check));
+                if (r.getCode() != ResponseCode.SUCCESS) {
+                    retries++; // another broker of the set took this id first: ask again, as ReplicasManager does
+                    continue;
+                }
+                r = sync(RequestCode.CONTROLLER_REGISTER_BROKER, new RegisterBrokerToControllerRequestHeader(CLUSTER, b.set, next, b.addr));
+            } catch (Exception e) {
+                last = "1013/1003 " + e;
+                retries++;
                 continue;
             }
-            r = sync(RequestCode.CONTROLLER_REGISTER_BROKER, new RegisterBrokerToControllerRequestHeader(CLUSTER, b.set, next, b.addr));
             if (r.getCode() != ResponseCode.SUCCESS) {
-                throw new IllegalStateException("1003 " + b.set + "/" + next + ": " + r.getCode() + " " + r.getRemark());
+                last = "1003 " + b.set + "/" + next + ": " + r.getCode() + " " + r.getRemark();
+                retries++;
+                continue;
             }
             b.id = next;
             return retries;
         }
-        throw new IllegalStateException(b.set + ": no id after 100 applies");
+        throw new IllegalStateException(b.set + ": no id within " + REGISTER_DEADLINE_MS + " ms, last: " + last);
     }
 
     /** Registers every broker, `concurrency` at once; the result line. */
@@ -207,7 +242,7 @@ public class ControllerLoad {
         out.put("concurrency", concurrency);
         out.put("registered", registered);
         out.put("duplicate_ids", duplicates);
-        out.put("apply_retries", retries.get());
+        out.put("retries", retries.get());
         out.put("errors", errors.get());
         out.put("first_error", firstError[0]);
         out.put("seconds", wall);
@@ -245,12 +280,25 @@ public class ControllerLoad {
             lat = new long[cap];
         }
 
+        final AtomicLong sentInWindow = new AtomicLong();
+
+        /** Called when a request is sent: whether it belongs to the measured window. */
+        boolean sent(long sentNanos) {
+            boolean in = sentNanos >= windowStart && sentNanos < windowEnd;
+            if (in) {
+                sentInWindow.incrementAndGet();
+            }
+            return in;
+        }
+
+        /** A request sent in the window counts however late its answer comes (an overloaded controller's
+         *  late answers are its latency); one never answered by the end of the drain counts as unanswered. */
         void done(long sentNanos, boolean ok) {
             long now = System.nanoTime();
             if (ok) {
                 totalAcked.incrementAndGet();
             }
-            if (sentNanos < windowStart || now > windowEnd) {
+            if (sentNanos < windowStart || sentNanos >= windowEnd) {
                 return;
             }
             if (!ok) {
@@ -271,6 +319,8 @@ public class ControllerLoad {
             out.put("acknowledged", acked.get());
             out.put("total_acknowledged", totalAcked.get());
             out.put("errors", errors.get());
+            out.put("sent", sentInWindow.get());
+            out.put("unanswered", sentInWindow.get() - acked.get() - errors.get());
             out.put("per_s", acked.get() / seconds);
             out.put("p50_ms", k == 0 ? null : s[(int) (0.50 * (k - 1))] / 1000.0);
             out.put("p99_ms", k == 0 ? null : s[(int) (0.99 * (k - 1))] / 1000.0);
@@ -280,6 +330,7 @@ public class ControllerLoad {
 
     void send(Broker b, Record rec, Runnable after) {
         long sent = System.nanoTime();
+        rec.sent(sent);
         RemotingCommand req = RemotingCommand.createRequestCommand(RequestCode.BROKER_HEARTBEAT, heartbeat(b));
         try {
             client.invokeAsync(leader, req, TIMEOUT_MS, new InvokeCallback() {
