@@ -214,7 +214,6 @@ def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
         with Load(g, "storm", "register", a.storm, max(1, a.storm // 3), 64) as ld:
             reg = ld.next()
         out["register"] = reg
-        leader = g.remotings.index(reg["leader"])
         with Load(g, "hb", "heartbeat", a.hb_brokers, max(1, a.hb_brokers // 3), a.inflight, a.seconds) as ld:
             out["heartbeat_register"] = ld.next()
             out["heartbeat"] = ld.next()
