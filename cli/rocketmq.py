@@ -52,6 +52,9 @@ HEAP = {
     "broker": ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m"],
     "tools": ["-Xms32m", "-Xmx256m", "-XX:TieredStopAtLevel=1"],
     "client": ["-Xms32m", "-Xmx256m", "-XX:TieredStopAtLevel=1"],
+    # tools/bench/peers.py: RocketMQ's controllers as benchmark peers, and its load generator (full JIT)
+    "peer": ["-Xms128m", "-Xmx256m"],
+    "load": ["-Xms128m", "-Xmx256m"],
 }
 COMMON = ["-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=192m", "-Xss512k"]
 
@@ -444,8 +447,16 @@ class Deployment:
         conf = broker_conf(os.path.join(home, "store"), name, port, controllers, self.namesrv_addr, **extra)
         return self.adopt(Broker(home, conf))
 
-    def jraft_controllers(self, n: int = 3, election_ms: int = 1000, **extra: object) -> JRaftControllers:
-        group = JRaftControllers(os.path.join(self.root, "jraft"), n, election_ms, extra)
+    def jraft_controllers(
+        self, n: int = 3, election_ms: int = 1000, kind: str = "controller", **extra: object
+    ) -> JRaftControllers:
+        group = JRaftControllers(os.path.join(self.root, "jraft"), n, election_ms, extra, kind)
+        for p in group.nodes:
+            self.adopt(p)
+        return group
+
+    def dledger_controllers(self, n: int = 3, kind: str = "controller", **extra: object) -> DLedgerControllers:
+        group = DLedgerControllers(os.path.join(self.root, "dledger"), n, extra, kind)
         for p in group.nodes:
             self.adopt(p)
         return group
@@ -480,7 +491,7 @@ class JRaftControllers:
     """RocketMQ's own controller, controllerType=jRaft, n nodes on loopback (the reference of the differential
     test and the peer of the benchmarks)."""
 
-    def __init__(self, root: str, n: int, election_ms: int, extra: dict[str, object]) -> None:
+    def __init__(self, root: str, n: int, election_ms: int, extra: dict[str, object], kind: str = "controller") -> None:
         ports = [free_port() for _ in range(2 * n)]
         self.rafts = [f"127.0.0.1:{p}" for p in ports[:n]]
         self.remotings = [f"127.0.0.1:{p}" for p in ports[n:]]
@@ -506,8 +517,48 @@ class JRaftControllers:
             with open(path, "w") as f:
                 f.write(properties(conf))
             self.nodes.append(
+                JavaProcess(f"jraft-n{i}", kind, "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home)
+            )
+        self.stores = [os.path.join(root, f"n{i}", "store") for i in range(n)]
+
+    def start(self, timeout: float = 180) -> None:
+        for p in self.nodes:
+            p.start()
+        for p in self.nodes:
+            p.wait_line("The Controller Server boot success", timeout)
+
+
+class DLedgerControllers:
+    """RocketMQ's own controller, controllerType=DLedger, n nodes on loopback (a peer of tools/bench/peers.py).
+    DLedger serves the controller's remoting requests on its own peer port, so `remotings` are the DLedger peer
+    addresses (controllerDLegerPeers `n0-127.0.0.1:P0;n1-...`). Everything else keeps RocketMQ's defaults."""
+
+    def __init__(self, root: str, n: int, extra: dict[str, object], kind: str = "controller") -> None:
+        self.remotings = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+        peers = ";".join(f"n{i}-{a}" for i, a in enumerate(self.remotings))
+        self.nodes: list[JavaProcess] = []
+        self.stores = [os.path.join(root, f"n{i}", "store") for i in range(n)]
+        for i in range(n):
+            home = os.path.join(root, f"n{i}")
+            os.makedirs(home, exist_ok=True)
+            conf: dict[str, object] = {
+                "controllerType": "DLedger",
+                "controllerDLegerGroup": "DLedger-Controller",
+                "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": f"n{i}",
+                "controllerStorePath": self.stores[i],
+                "configStorePath": os.path.join(home, "controller.properties"),
+                "listenPort": self.remotings[i].rsplit(":", 1)[1],
+                "controllerThreadPoolNums": 4,
+                "scanNotActiveBrokerInterval": 1000,
+                **extra,
+            }
+            path = os.path.join(home, "controller.conf")
+            with open(path, "w") as f:
+                f.write(properties(conf))
+            self.nodes.append(
                 JavaProcess(
-                    f"jraft-n{i}", "controller", "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home
+                    f"dledger-n{i}", kind, "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home
                 )
             )
 

@@ -1,5 +1,5 @@
 """python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting,
-failover_rocketmq (real RocketMQ brokers)."""
+failover_rocketmq (real RocketMQ brokers), peers (RocketMQ's own controllers side by side, issue 25)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def main() -> int:
         "audit",
         "remoting",
         "failover_rocketmq",
+        "peers",
     ):
         print("usage: python -m tools.bench all [--quick] [--json FILE] [--reps N] [--only SECTIONS]", file=sys.stderr)
         print("       python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
@@ -38,7 +39,15 @@ def main() -> int:
             file=sys.stderr,
         )
         print("       python -m tools.bench failover_rocketmq [--kills N] [--no-freeze] [--json FILE]", file=sys.stderr)
+        print(
+            "       python -m tools.bench peers [--rounds R] [--systems ours,jraft,dledger] [--quick] [--json F]",
+            file=sys.stderr,
+        )
         return 2
+    if sys.argv[1] == "peers":
+        from tools.bench import peers
+
+        return peers.main(sys.argv[2:])
     if sys.argv[1] == "failover_rocketmq":
         from tools.bench import failover_rocketmq
 

@@ -7,7 +7,9 @@ the HTTP heartbeat), ours and the peer run alternately `--reps` times (default 5
 gives the median and the range (min-max) over the repetitions. `--quick` is a smoke-test size (tiny inputs,
 one repetition, a few failovers): its figures mean nothing.
 
-Sections (--only): raft, http, install, restart, stall, failover, broker_failover, memory, scale.
+Sections (--only): raft, http, install, restart, stall, failover, broker_failover, memory, scale, peers.
+`peers` (tools/bench/peers.py: RocketMQ's own controllers side by side) runs by default only when RocketMQ's jars
+are built (`make rocketmq`) and not with --quick (its smoke test is tests/interop/test_peers_bench_smoke.py).
 HTTP load comes from `wrk` (C); without it the Python client of http_bench is used and the rows say so."""
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ from typing import Any
 
 from tools.bench import wrk
 
-SECTIONS = ("raft", "http", "install", "restart", "stall", "failover", "broker_failover", "memory", "scale")
+SECTIONS = ("raft", "http", "install", "restart", "stall", "failover", "broker_failover", "memory", "scale", "peers")
+# What the issue 25 asks of ours against RocketMQ's JRaftController, as ours / JRaftController (same run).
+PEER_TARGETS = {
+    "heartbeat throughput, acknowledged": (">=", 1.5),
+    "registration storm, all have ids": ("<=", 0.5),
+    "memory: leader RSS": ("<=", 0.5),
+    "realistic load: leader CPU": ("<=", 1.0),
+    "disk: bytes per node (largest)": ("<=", 0.2),
+    "controller failover: 1004 + 904 answered": ("<=", 0.5),
+}
 MiB = 1 << 20
 
 
@@ -324,6 +335,32 @@ def sec_scale(rep: Report, a: argparse.Namespace) -> None:
     rep.details["scale"] = curve
 
 
+def sec_peers(rep: Report, a: argparse.Namespace) -> None:
+    from tools.bench import peers
+
+    args = peers.parse(["--quick"] if a.quick else [])
+    with tempfile.TemporaryDirectory(prefix="bench-all-peers-", dir=os.environ.get("BENCH_DIR") or None) as root:
+        args.dir = root
+        doc = peers.run(args, list(peers.SYSTEMS))
+    rep.details["peers"] = doc
+    if doc["errors"]:
+        raise RuntimeError(f"peers: {doc['errors']}")
+    for row in doc["rows"]:
+        ours = row["systems"].get("ours")
+        if ours is None or ours["vs_jraft"] is None:
+            continue
+        others = ", ".join(f"{s} {fmt(v['median'])}" for s, v in row["systems"].items() if s != "ours")
+        op, threshold = PEER_TARGETS.get(row["name"], (None, None))
+        rep.row(
+            f"Peers: {row['name']}, ours / JRaftController",
+            ours["vs_jraft"],
+            "x",
+            op,
+            threshold,
+            f"ours {fmt(ours['median'])} {row['unit']}; {others}",
+        )
+
+
 RUNNERS: dict[str, Callable[[Report, argparse.Namespace], None]] = {
     "raft": sec_raft,
     "http": sec_http,
@@ -334,6 +371,7 @@ RUNNERS: dict[str, Callable[[Report, argparse.Namespace], None]] = {
     "broker_failover": sec_broker_failover,
     "memory": sec_memory,
     "scale": sec_scale,
+    "peers": sec_peers,
 }
 
 
@@ -353,8 +391,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", dest="json_path", help="write the rows and details here")
     p.add_argument("--reps", type=int, help="repetitions of each ours/peer pair (default 5; --quick 1)")
     p.add_argument("--seconds", type=float, default=5.0, help="load duration of each throughput run (default 5)")
-    p.add_argument("--only", type=parse_only, default=list(SECTIONS), help="comma-separated sections")
+    p.add_argument("--only", type=parse_only, help="comma-separated sections (default: all; peers see above)")
     a = p.parse_args(argv)
+    if a.only is None:
+        from tools.bench.peers import available
+
+        with_peers = available() and not a.quick
+        a.only = [s for s in SECTIONS if s != "peers" or with_peers]
+        if not with_peers:
+            why = "--quick" if a.quick else "RocketMQ's jars are not built (make rocketmq)"
+            print(f"note: section peers skipped: {why}", file=sys.stderr)
     if a.reps is None:
         a.reps = 1 if a.quick else 5
     if a.reps < 1 or a.seconds <= 0:

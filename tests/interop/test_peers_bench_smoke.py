@@ -1,0 +1,48 @@
+"""A smoke run of tools/bench/peers.py on tiny input (`--quick`): ours, RocketMQ's JRaftController and its
+DLedgerController, one after the other. Checks that every system produced every row and that the counts are
+what was asked (every broker got an id, no id given twice), never how fast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli import rocketmq
+from tools.bench import peers
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
+
+
+def test_peers_bench_quick(tmp_path: Path) -> None:
+    rocketmq.require()
+    out = tmp_path / "peers.json"
+    code = peers.main(["--quick", "--json", str(out), "--dir", str(tmp_path / "w")])
+    data = json.loads(out.read_text())
+    assert code == 0 and not data["errors"], data["errors"]
+    a = peers.parse(["--quick"])
+    assert [r["system"] for r in data["rounds"]] == list(peers.SYSTEMS)
+    for r in data["rounds"]:
+        for key, n in (("register", a.storm), ("heartbeat_register", a.hb_brokers), ("steady_register", a.brokers)):
+            reg = r[key]
+            assert reg["registered"] == reg["brokers"] == n, (r["system"], key, reg)
+            assert reg["duplicate_ids"] == 0 and reg["errors"] == 0, (r["system"], key, reg)
+            assert reg["cpu_s"] >= 0
+        hb, steady = r["heartbeat"], r["steady"]
+        assert hb["inflight"] == a.inflight and hb["brokers"] == a.hb_brokers and hb["acknowledged"] > 0, hb
+        assert hb["errors"] == 0 and hb["p50_ms"] is not None and hb["p99_ms"] >= hb["p50_ms"], hb
+        assert steady["brokers"] == a.brokers and steady["acknowledged"] > 0 and steady["errors"] == 0, steady
+        for x in (hb, steady):
+            assert x["sent"] == x["acknowledged"] + x["errors"] + x["unanswered"] and x["unanswered"] == 0, x
+        assert r["memory"]["leader_rss_bytes"] > 0 and all(b > 0 for b in r["disk"]["bytes_per_node"]), r
+        fo = r["failover"]
+        assert fo["new_leader"] and fo["new_leader"] != fo["old_leader"] and fo["serving_s"] is not None, fo
+    names = {row["name"] for row in data["rows"]}
+    assert names == {name for name, *_ in peers.ROWS}
+    for row in data["rows"]:
+        assert set(row["systems"]) == set(peers.SYSTEMS), row
+        jraft = row["systems"]["jraft"]
+        assert jraft["vs_jraft"] == (1.0 if jraft["median"] else None), row
+    assert data["notes"] == {"dledger": peers.NOTES["dledger"]}
+    assert len(data["loadavg_before"]) == 3 and len(data["loadavg_after"]) == 3

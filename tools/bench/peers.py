@@ -1,0 +1,434 @@
+"""python -m tools.bench peers [--rounds R] [--systems ours,jraft,dledger] [--quick] [--json FILE] [--dir D] [--keep]
+
+Ours against RocketMQ's own controllers (issue 25), one system at a time, never two at once, each a fresh
+3-node group on loopback on the same data disk: ours (`controllerd`, tools/cluster.py), RocketMQ's
+JRaftController (`controllerType=jRaft`) and its DLedgerController (`controllerType=DLedger`), both JVMs with
+the same heap cap (cli/rocketmq.py HEAP["peer"]). The systems alternate in rounds (ours, jraft, dledger, ours,
+...); each row gives the median over the rounds, the range, and the ratio to JRaftController.
+
+The load is interop/rocketmq/src/interop/ControllerLoad.java: RocketMQ's own NettyRemotingClient and request
+headers, the requests brokers send (GET_CONTROLLER_METADATA_INFO 1005 to find the leader, the registration
+sequence 1012/1013/1003, BROKER_HEARTBEAT 904, GET_REPLICA_INFO 1004), all to the leader. It reports its own
+CPU time, printed beside each row, so that a reader can see it is not the limit. Per system and round:
+
+* registration storm: N brokers (3 per broker set) register at once, 64 in flight: seconds until all have ids;
+* heartbeat throughput: C heartbeats always in flight for S seconds (the first fifth is warm-up):
+  acknowledged/s, p50, p99;
+* disk: bytes of data under each node's store after those heartbeats (the largest node; per file the smaller
+  of its size and its allocated blocks: sparse preallocation and reserved blocks do not count), its growth since
+  the group started per heartbeat acknowledged (warm-up included), and the blocks allocated;
+* memory and realistic load: B brokers registered, each heartbeating once a second: the leader's RSS at the end,
+  its CPU % during the run, the heartbeats' p99;
+* controller failover: kill -9 the leader while the last brokers heartbeat: seconds until a new leader
+  answers GET_REPLICA_INFO and acknowledges a heartbeat.
+
+DLedgerController keeps heartbeats in memory (DefaultBrokerHeartbeatManager's brokerLiveTable), never in its
+log: its heartbeat, disk and realistic-load rows measure less work. The machine's load average before and
+after is in the output; `--quick` is a smoke-test size whose figures mean nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from cli import rocketmq
+from cli.rocketmq import Deployment
+from tools.cluster import ControllerdCluster
+
+SYSTEMS = ("ours", "jraft", "dledger")
+DEFAULTS = {
+    "ours": "heartbeats through the Raft log, fsync per log batch (group commit), snapshot every 3600 s "
+    "(jRaftSnapshotIntervalSecs), election timeout 1000 ms",
+    "jraft": "heartbeats through the Raft log (RaftBrokerHeartBeatManager), sofa-jraft's fsync per log batch "
+    "(RaftOptions.sync=true), snapshot every 3600 s, election timeout 1000 ms; heap -Xmx256m",
+    "dledger": "heartbeats in memory only (DefaultBrokerHeartbeatManager), DLedger log flushed every 10 ms "
+    "(flushFileInterval, no fsync per append), DLedger's default election timing; heap -Xmx256m",
+}
+NOTES = {"dledger": "heartbeats in memory, not in its log"}
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class Group(Protocol):
+    remotings: list[str]
+
+    def pid(self, i: int) -> int: ...
+    def store(self, i: int) -> str: ...
+    def kill(self, i: int) -> None: ...
+
+
+class Ours:
+    def __init__(self, root: str) -> None:
+        self.cluster = ControllerdCluster(root, election_ms=1000)
+        self.remotings = self.cluster.remotings
+        self.root = root
+
+    def pid(self, i: int) -> int:
+        return self.cluster.procs[i].pid
+
+    def store(self, i: int) -> str:
+        return os.path.join(self.root, f"n{i}")
+
+    def kill(self, i: int) -> None:
+        self.cluster.kill(i)
+
+
+class Rocket:
+    """JRaftControllers or DLedgerControllers of one Deployment."""
+
+    def __init__(self, group: rocketmq.JRaftControllers | rocketmq.DLedgerControllers) -> None:
+        self.group = group
+        self.remotings = group.remotings
+
+    def pid(self, i: int) -> int:
+        return self.group.nodes[i].pid
+
+    def store(self, i: int) -> str:
+        return self.group.stores[i]
+
+    def kill(self, i: int) -> None:
+        self.group.nodes[i].kill()
+
+
+@contextmanager
+def started(system: str, root: str) -> Iterator[Group]:
+    """A running 3-node group of `system`; every process stopped however the block ends."""
+    if system == "ours":
+        ours = Ours(root)
+        try:
+            ours.cluster.start_all()
+            ours.cluster.wait_ready(timeout=120)
+            yield ours
+        finally:
+            ours.cluster.stop_all()
+        return
+    with Deployment(root) as dep:
+        g = (
+            dep.jraft_controllers(3, election_ms=1000, kind="peer")
+            if system == "jraft"
+            else dep.dledger_controllers(3, kind="peer")
+        )
+        g.start()
+        yield Rocket(g)
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
+
+
+def du(path: str, allocated: bool = False) -> int:
+    """Bytes of data under `path`: per file the smaller of its size and its allocated blocks, so that neither a
+    sparse preallocated segment (ours: a 64 MiB WAL segment, DLedger: 1 GiB mmapped files) nor blocks reserved
+    ahead by fallocate(KEEP_SIZE) (sofa-jraft's RocksDB) count as written. With `allocated`: the blocks alone,
+    what the disk has set aside."""
+    total = 0
+    for d, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(d, name))
+            except FileNotFoundError:
+                continue
+            blocks = st.st_blocks * 512
+            total += blocks if allocated else min(blocks, st.st_size)
+    return total
+
+
+class Load:
+    """One run of ControllerLoad: its JSON lines as they come."""
+
+    def __init__(self, group: Group, prefix: str, *args: object) -> None:
+        rocketmq.require()
+        cp = os.path.join(rocketmq.LIB, "*") + os.pathsep + rocketmq.CLASSES
+        self.argv = [
+            "java",
+            *rocketmq.HEAP["load"],
+            *rocketmq.COMMON,
+            f"-Dpeers.prefix={prefix}",
+            "-cp",
+            cp,
+            "interop.ControllerLoad",
+            ";".join(group.remotings),
+            *map(str, args),
+        ]
+        self.proc = subprocess.Popen(
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+
+    def next(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                out: dict[str, Any] = json.loads(line)
+                return out
+        raise AssertionError(f"ControllerLoad exited ({self.proc.wait()}) without a result: {' '.join(self.argv)}")
+
+    def say(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def close(self, timeout: float = 60) -> None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> Load:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None and exc[0] is not None:
+            self.proc.kill()
+        self.close()
+
+
+def cores(r: dict[str, Any]) -> float:
+    return round(r["cpu_s"] / r["wall_s"], 3) if r.get("wall_s") else 0.0
+
+
+def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
+    """Every row of one system, on a fresh group."""
+    out: dict[str, Any] = {"system": system, "load1_before": os.getloadavg()[0]}
+    t0 = time.monotonic()
+    with started(system, root) as g:
+        out["startup_s"] = round(time.monotonic() - t0, 2)
+        empty = [du(g.store(i)) for i in range(3)]
+        with Load(g, "storm", "register", a.storm, max(1, a.storm // 3), 64) as ld:
+            reg = ld.next()
+        out["register"] = reg
+        with Load(g, "hb", "heartbeat", a.hb_brokers, max(1, a.hb_brokers // 3), a.inflight, a.seconds) as ld:
+            out["heartbeat_register"] = ld.next()
+            out["heartbeat"] = ld.next()
+        out["disk"] = {
+            "empty_bytes_per_node": empty,
+            "bytes_per_node": [du(g.store(i)) for i in range(3)],
+            "allocated_bytes_per_node": [du(g.store(i), allocated=True) for i in range(3)],
+        }
+        with Load(g, "steady", "steady", a.brokers, max(1, a.brokers // 3), 1, a.seconds) as ld:
+            out["steady_register"] = ld.next()
+            leader = g.remotings.index(out["steady_register"]["leader"])
+            pid = g.pid(leader)
+            c0, w0 = cpu_s(pid), time.monotonic()
+            out["steady"] = ld.next()
+            c1, w1 = cpu_s(pid), time.monotonic()
+            out["memory"] = {"leader_rss_bytes": rss(pid), "leader_cpu_pct": round(100 * (c1 - c0) / (w1 - w0), 1)}
+        if a.failover:
+            with Load(g, "fo", "failover", a.fo_brokers, max(1, a.fo_brokers // 3), 8) as ld:
+                out["failover_register"] = ld.next()
+                ready = ld.next()
+                leader = g.remotings.index(ready["leader"])
+                g.kill(leader)
+                ld.say("killed")
+                out["failover"] = ld.next()
+    out["load1_after"] = os.getloadavg()[0]
+    out["wall_s"] = round(time.monotonic() - t0, 1)
+    return out
+
+
+# (row name, unit, how to read it from a round, higher is better)
+ROWS: list[tuple[str, str, str, bool]] = [
+    ("heartbeat throughput, acknowledged", "/s", "heartbeat.per_s", True),
+    ("heartbeat p50 at saturation", "ms", "heartbeat.p50_ms", False),
+    ("heartbeat p99 at saturation", "ms", "heartbeat.p99_ms", False),
+    ("registration storm, all have ids", "s", "register.seconds", False),
+    ("memory: leader RSS", "MiB", "memory.leader_rss_mib", False),
+    ("realistic load: leader CPU", "%", "memory.leader_cpu_pct", False),
+    ("realistic load: heartbeat p99", "ms", "steady.p99_ms", False),
+    ("realistic load: heartbeats unanswered", "count", "steady.unanswered", False),
+    ("disk: bytes per node (largest)", "KiB", "disk.max_kib", False),
+    ("disk: allocated per node, preallocation included", "KiB", "disk.allocated_max_kib", False),
+    ("disk: growth per heartbeat", "B", "disk.per_heartbeat", False),
+    ("controller failover: 1004 + 904 answered", "s", "failover.serving_s", False),
+]
+
+
+def derive(r: dict[str, Any]) -> None:
+    """The derived figures of one round, in place."""
+    r["memory"]["leader_rss_mib"] = round(r["memory"]["leader_rss_bytes"] / (1 << 20), 1)
+    sizes = r["disk"]["bytes_per_node"]
+    grown = [b - e for b, e in zip(sizes, r["disk"]["empty_bytes_per_node"], strict=True)]
+    r["disk"]["max_kib"] = round(max(sizes) / 1024, 1)
+    r["disk"]["allocated_max_kib"] = round(max(r["disk"]["allocated_bytes_per_node"]) / 1024, 1)
+    acked = r["heartbeat"]["total_acknowledged"]
+    r["disk"]["heartbeats"] = acked
+    r["disk"]["per_heartbeat"] = round(max(grown) / acked, 1) if acked else None
+
+
+def get(r: dict[str, Any], path: str) -> float | None:
+    cur: Any = r
+    for k in path.split("."):
+        if not isinstance(cur, dict) or k not in cur:
+            return None
+        cur = cur[k]
+    return None if cur is None else float(cur)
+
+
+def summarize(rounds: list[dict[str, Any]], systems: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name, unit, path, higher in ROWS:
+        row: dict[str, Any] = {"name": name, "unit": unit, "higher_is_better": higher, "systems": {}}
+        for s in systems:
+            vals = [v for r in rounds if r["system"] == s and (v := get(r, path)) is not None]
+            if vals:
+                row["systems"][s] = {
+                    "median": round(statistics.median(vals), 3),
+                    "range": [round(min(vals), 3), round(max(vals), 3)],
+                    "runs": len(vals),
+                }
+        ref = row["systems"].get("jraft", {}).get("median")
+        for v in row["systems"].values():
+            v["vs_jraft"] = round(v["median"] / ref, 3) if ref else None
+        if row["systems"]:
+            rows.append(row)
+    return rows
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    a = abs(v)
+    return f"{v:,.0f}" if a >= 1000 else f"{v:.1f}" if a >= 100 else f"{v:.2f}" if a >= 1 else f"{v:.3f}"
+
+
+def table(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
+    head = [
+        "row",
+        *(f"{s}{' *' if s in NOTES else ''}" for s in systems),
+        *(f"{s}/jraft" for s in systems if s != "jraft"),
+    ]
+    lines = [head]
+    for r in rows:
+        cells = [f"{r['name']} ({r['unit']})"]
+        for s in systems:
+            v = r["systems"].get(s)
+            cells.append("-" if v is None else f"{fmt(v['median'])} [{fmt(v['range'][0])}-{fmt(v['range'][1])}]")
+        for s in systems:
+            if s != "jraft":
+                v = r["systems"].get(s)
+                cells.append("-" if v is None or v["vs_jraft"] is None else f"{v['vs_jraft']:.2f}x")
+        lines.append(cells)
+    widths = [max(len(line[k]) for line in lines) for k in range(len(head))]
+    return [
+        "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(line, widths, strict=True)))
+        for line in lines
+    ]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m tools.bench peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--rounds", type=int, default=2, help="rounds; each runs every system once (default 2)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="which, in this order (default all three)")
+    p.add_argument("--storm", type=int, default=3000, help="brokers of the registration storm (default 3000)")
+    p.add_argument("--hb-brokers", type=int, default=3000, help="broker identities of the heartbeat row")
+    p.add_argument("--inflight", type=int, default=64, help="heartbeats in flight at saturation (default 64)")
+    p.add_argument("--seconds", type=float, default=10, help="seconds of each heartbeat row (default 10)")
+    p.add_argument("--brokers", type=int, default=10000, help="brokers at 1 heartbeat/s for memory (default 10000)")
+    p.add_argument("--fo-brokers", type=int, default=300, help="brokers heartbeating through the failover")
+    p.add_argument("--failover", action=argparse.BooleanOptionalAction, default=True, help="the failover row")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run, figures mean nothing")
+    p.add_argument("--json", default="bench-peers.json", help="write every round and the table here")
+    p.add_argument("--dir", help="work here (default: a temp dir on the same disk as $TMPDIR, removed)")
+    p.add_argument("--keep", action="store_true", help="keep the stores and logs")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers, a.fo_brokers = 1, 30, 30, 8, 1.0, 60, 15
+    return a
+
+
+def available() -> bool:
+    """Whether RocketMQ's jars and the load generator are built (`make rocketmq`)."""
+    try:
+        rocketmq.require()
+    except RuntimeError:
+        return False
+    return os.path.exists(os.path.join(rocketmq.CLASSES, "interop", "ControllerLoad.class"))
+
+
+def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
+    """Every round of every system; the document `--json` writes (rows summarised)."""
+    rocketmq.require()
+    root = a.dir or tempfile.mkdtemp(prefix="bench-peers-")
+    doc: dict[str, Any] = {
+        "benchmark": "peers",
+        "rocketmq_version": rocketmq.version(),
+        "loadavg_before": list(os.getloadavg()),
+        "cpus": os.cpu_count(),
+        "settings": {k: v for k, v in vars(a).items() if k not in ("json", "dir", "keep")},
+        "defaults": {s: DEFAULTS[s] for s in systems},
+        "notes": {s: NOTES[s] for s in systems if s in NOTES},
+        "rounds": [],
+        "errors": [],
+    }
+    try:
+        for k in range(a.rounds):
+            for s in systems:
+                where = os.path.join(root, f"r{k}-{s}")
+                try:
+                    r = one_round(s, where, a)
+                    derive(r)
+                    r["round"] = k
+                    doc["rounds"].append(r)
+                    hb = r["heartbeat"]
+                    print(
+                        f"round {k} {s}: {fmt(hb['per_s'])} heartbeats/s (load generator {cores(hb)} cores), "
+                        f"storm {r['register']['seconds']:.2f} s, load {os.getloadavg()[0]:.2f}",
+                        file=sys.stderr,
+                    )
+                except Exception as e:  # noqa: BLE001  # one system failing must not hide the others' rows
+                    doc["errors"].append({"round": k, "system": s, "error": repr(e)})
+                    print(f"round {k} {s}: FAILED {e!r}", file=sys.stderr)
+                finally:
+                    if not a.keep:
+                        shutil.rmtree(where, ignore_errors=True)
+    finally:
+        if not a.keep and not a.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    doc["loadavg_after"] = list(os.getloadavg())
+    doc["rows"] = summarize(doc["rounds"], systems)
+    doc["load_generator_cores_max"] = max((cores(r["heartbeat"]) for r in doc["rounds"]), default=0.0)
+    return doc
+
+
+def main(argv: list[str]) -> int:
+    a = parse(argv)
+    systems = [s.strip() for s in a.systems.split(",") if s.strip()]
+    unknown = set(systems) - set(SYSTEMS)
+    if unknown:
+        print(f"peers: unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}", file=sys.stderr)
+        return 2
+    doc = run(a, systems)
+    print(f"RocketMQ {doc['rocketmq_version']} controllers vs ours, 3 nodes each on loopback, {a.rounds} round(s)")
+    print(f"load average before {doc['loadavg_before']} after {doc['loadavg_after']} ({os.cpu_count()} CPUs)")
+    for s in systems:
+        print(f"  {s}: {DEFAULTS[s]}")
+    for line in table(doc["rows"], systems):
+        print(line)
+    for s, note in doc["notes"].items():
+        print(f"* {s}: {note} (DefaultBrokerHeartbeatManager): its heartbeat rows measure less work")
+    print(f"load generator CPU at saturation: at most {doc['load_generator_cores_max']} cores of {os.cpu_count()}")
+    with open(a.json, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {a.json}")
+    for e in doc["errors"]:
+        print(f"round {e['round']} {e['system']} failed: {e['error']}", file=sys.stderr)
+    return 1 if doc["errors"] else 0
