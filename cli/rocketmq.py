@@ -72,6 +72,21 @@ def require() -> None:
     jar = os.path.join(LIB, f"rocketmq-broker-{version()}.jar")
     if not os.path.exists(jar) or not os.path.isdir(CLASSES):
         raise RuntimeError(f"RocketMQ {version()} is not resolved ({jar} missing): run `make rocketmq`")
+    stale = newer_than_build()
+    if stale:
+        raise RuntimeError(f"{os.path.relpath(stale, ROOT)} changed since the last build: run `make rocketmq`")
+
+
+def newer_than_build() -> str | None:
+    """A source of the build (pom.xml, build.sh, src/) newer than build/.stamp, as build.sh itself decides."""
+    stamp = os.path.join(INTEROP, "build", ".stamp")
+    if not os.path.exists(stamp):
+        return stamp
+    built = os.stat(stamp).st_mtime
+    sources = [os.path.join(INTEROP, "pom.xml"), os.path.join(INTEROP, "build.sh")]
+    for dirpath, _, files in os.walk(os.path.join(INTEROP, "src")):
+        sources += [os.path.join(dirpath, f) for f in files]
+    return next((p for p in sources if os.stat(p).st_mtime > built), None)
 
 
 def wait_until(what: str, check: Callable[[], T | None], timeout: float, period: float = POLL) -> T:

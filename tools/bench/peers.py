@@ -167,8 +167,9 @@ class Load:
             ";".join(group.remotings),
             *map(str, args),
         ]
+        self.stderr = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
         )
 
     def next(self) -> dict[str, Any]:
@@ -177,7 +178,10 @@ class Load:
             if line.startswith("{"):
                 out: dict[str, Any] = json.loads(line)
                 return out
-        raise AssertionError(f"ControllerLoad exited ({self.proc.wait()}) without a result: {' '.join(self.argv)}")
+        code = self.proc.wait()
+        self.stderr.seek(0)
+        tail = "".join(self.stderr.readlines()[-8:]).rstrip()
+        raise AssertionError(f"ControllerLoad exited ({code}) without a result: {' '.join(self.argv)}\n{tail}")
 
     def say(self, text: str) -> None:
         assert self.proc.stdin is not None
@@ -190,6 +194,7 @@ class Load:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.stderr.close()
 
     def __enter__(self) -> Load:
         return self
