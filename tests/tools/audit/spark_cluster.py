@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pyspark
+
+from cli.rocketmq import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -38,31 +39,10 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(SPARK_HOME), **extra)
     return env
-
-
-def wait_for(what: str, cond: Any, deadline_s: float, procs: list[subprocess.Popen[Any]] = ()) -> Any:  # type: ignore[assignment]
-    """Poll `cond` until it returns a truthy value; fail naming `what` past the deadline or if a process died."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"{what}: {p.args!r} exited with {p.returncode}")
-        if time.monotonic() > end:
-            raise AssertionError(f"{what}: not within {deadline_s:.0f}s")
-        time.sleep(0.2)  # the poll's pace, not a synchronisation
 
 
 @dataclass
@@ -106,7 +86,13 @@ class Standalone:
             script = 'mount -t tmpfs -o size=1m rmq-audit-hidden "$0" && exec "$@"'
             ns = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(self.hidden)]
             self._start([*ns, *worker, self.url], f"worker{k}")
-        wait_for("two workers registered with the master", lambda: self.alive_workers() == 2, 90, self.procs)
+
+        def registered() -> str | None:
+            dead = [f"{p.args!r} exited with {p.returncode}" for p in self.procs if p.poll() is not None]
+            return "; ".join(dead) or ("ok" if self.alive_workers() == 2 else None)
+
+        outcome = wait_until("two workers registered with the master", registered, 90)
+        assert outcome == "ok", f"two workers registered with the master: {outcome}"
 
     def alive_workers(self) -> int:
         try:

@@ -73,21 +73,6 @@ def make_run_data() -> Iterator[Path]:
         yield Path(data)
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from tools.audit.job import session
-
-    s = session(
-        "local[2]",
-        "ERROR",
-        spark_ui_enabled="false",
-        spark_ui_showConsoleProgress="false",
-        spark_default_parallelism="2",
-    )
-    yield s
-    s.stop()
-
-
 def audit(spark: Any, root: Path, out: Path) -> Result:
     return run(spark, Options([str(root)], str(out), "test-run", plots=True))
 
