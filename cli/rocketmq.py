@@ -502,6 +502,22 @@ def mqadmin(root: str, namesrv: str, *args: str, timeout: float = 120) -> str:
     return "\n".join(p.lines)
 
 
+def controller_node(name: str, kind: str, home: str, conf: dict[str, object]) -> JavaProcess:
+    """One RocketMQ ControllerStartup JVM, its controller.conf written under `home`."""
+    path = os.path.join(home, "controller.conf")
+    with open(path, "w") as f:
+        f.write(properties(conf))
+    return JavaProcess(name, kind, "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home)
+
+
+def start_controllers(nodes: list[JavaProcess], timeout: float) -> None:
+    """Start every node, then wait until each says it booted."""
+    for p in nodes:
+        p.start()
+    for p in nodes:
+        p.wait_line("The Controller Server boot success", timeout)
+
+
 class JRaftControllers:
     """RocketMQ's own controller, controllerType=jRaft, n nodes on loopback (the reference of the differential
     test and the peer of the benchmarks)."""
@@ -528,19 +544,11 @@ class JRaftControllers:
                 "scanNotActiveBrokerInterval": 1000,
                 **extra,
             }
-            path = os.path.join(home, "controller.conf")
-            with open(path, "w") as f:
-                f.write(properties(conf))
-            self.nodes.append(
-                JavaProcess(f"jraft-n{i}", kind, "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home)
-            )
+            self.nodes.append(controller_node(f"jraft-n{i}", kind, home, conf))
         self.stores = [os.path.join(root, f"n{i}", "store") for i in range(n)]
 
     def start(self, timeout: float = 180) -> None:
-        for p in self.nodes:
-            p.start()
-        for p in self.nodes:
-            p.wait_line("The Controller Server boot success", timeout)
+        start_controllers(self.nodes, timeout)
 
 
 class DLedgerControllers:
@@ -568,20 +576,10 @@ class DLedgerControllers:
                 "scanNotActiveBrokerInterval": 1000,
                 **extra,
             }
-            path = os.path.join(home, "controller.conf")
-            with open(path, "w") as f:
-                f.write(properties(conf))
-            self.nodes.append(
-                JavaProcess(
-                    f"dledger-n{i}", kind, "org.apache.rocketmq.controller.ControllerStartup", ["-c", path], home
-                )
-            )
+            self.nodes.append(controller_node(f"dledger-n{i}", kind, home, conf))
 
     def start(self, timeout: float = 180) -> None:
-        for p in self.nodes:
-            p.start()
-        for p in self.nodes:
-            p.wait_line("The Controller Server boot success", timeout)
+        start_controllers(self.nodes, timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
