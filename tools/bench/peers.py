@@ -1,4 +1,6 @@
-"""python -m tools.bench peers [--rounds R] [--systems ours,jraft,dledger] [--quick] [--json FILE] [--dir D] [--keep]
+"""python -m tools.bench peers [--rounds R] [--systems ours,jraft,dledger] [--quick] [--json FILE] [--charts DIR]
+                            [--dir D] [--keep]
+python -m tools.bench peers --from FILE [--charts DIR]     (the table and charts of an earlier run's JSON)
 
 Ours against RocketMQ's own controllers (issue 25), one system at a time, never two at once, each a fresh
 3-node group on loopback on the same data disk: ours (`controllerd`, tools/cluster.py), RocketMQ's
@@ -24,13 +26,15 @@ CPU time, printed beside each row, so that a reader can see it is not the limit.
 
 DLedgerController keeps heartbeats in memory (DefaultBrokerHeartbeatManager's brokerLiveTable), never in its
 log: its heartbeat, disk and realistic-load rows measure less work. The machine's load average before and
-after is in the output; `--quick` is a smoke-test size whose figures mean nothing."""
+after is in the output; `--quick` is a smoke-test size whose figures mean nothing. `--charts DIR` writes one PNG
+per row: each system's median as a bar, its range as a whisker, every round as a dot."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -337,6 +341,55 @@ def table(rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
     ]
 
 
+def chart_name(row: dict[str, Any]) -> str:
+    """The file name of a row's chart: its name, lower case, words joined by dashes."""
+    return "-".join(re.findall(r"[a-z0-9]+", row["name"].lower())) + ".png"
+
+
+def charts(doc: dict[str, Any], out_dir: str) -> list[str]:
+    """One PNG per row of `doc` (as `run` returns it) into `out_dir`; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for row in doc["rows"]:
+        systems = list(row["systems"])
+        fig, ax = plt.subplots(figsize=(7, 1.2 + 0.6 * len(systems)), dpi=100)
+        for k, s in enumerate(systems):
+            v = row["systems"][s]
+            lo, hi = v["range"]
+            ax.barh(k, v["median"], color=f"C{k}", alpha=0.75)
+            ax.errorbar(v["median"], k, xerr=[[v["median"] - lo], [hi - v["median"]]], color="black", capsize=4)
+            dots = [x for r in doc["rounds"] if r["system"] == s and (x := get(r, path_of(row))) is not None]
+            ax.scatter(dots, [k] * len(dots), color="black", s=10, zorder=3)
+            ratio = f"  {v['vs_jraft']:.2f}x jraft" if v.get("vs_jraft") is not None and s != "jraft" else ""
+            ax.annotate(f" {fmt(v['median'])}{ratio}", (hi, k), va="center", fontsize=8)
+        medians = [v["median"] for v in row["systems"].values() if v["median"] > 0]
+        if medians and max(medians) > 50 * min(medians):
+            ax.set_xscale("log")  # a 100x gap would leave the smaller bars invisible
+        ax.set_yticks(range(len(systems)), [f"{s} *" if s in NOTES else s for s in systems])
+        ax.invert_yaxis()
+        better = "higher is better" if row["higher_is_better"] else "lower is better"
+        scale = ", log scale" if ax.get_xscale() == "log" else ""
+        ax.set_xlabel(f"{row['unit']}{scale} ({better}; bar: median, whisker: range, dots: rounds)")
+        ax.set_title(row["name"], fontsize=10)
+        ax.margins(x=0.3)
+        fig.tight_layout()
+        path = os.path.join(out_dir, chart_name(row))
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def path_of(row: dict[str, Any]) -> str:
+    """The path into a round of the figure a summarised row is made of."""
+    return next(path for name, _, path, _ in ROWS if name == row["name"])
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m tools.bench peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -352,6 +405,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--failover", action=argparse.BooleanOptionalAction, default=True, help="the failover row")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run, figures mean nothing")
     p.add_argument("--json", default="bench-peers.json", help="write every round and the table here")
+    p.add_argument("--charts", help="write one PNG per row into this directory")
+    p.add_argument("--from", dest="source", help="run nothing: print the table (and --charts) of this earlier JSON")
     p.add_argument("--dir", help="work here (default: a temp dir on the same disk as $TMPDIR, removed)")
     p.add_argument("--keep", action="store_true", help="keep the stores and logs")
     a = p.parse_args(argv)
@@ -421,16 +476,27 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"peers: unknown systems {sorted(unknown)}; known: {', '.join(SYSTEMS)}", file=sys.stderr)
         return 2
-    doc = run(a, systems)
-    print(f"RocketMQ {doc['rocketmq_version']} controllers vs ours, 3 nodes each on loopback, {a.rounds} round(s)")
-    print(f"load average before {doc['loadavg_before']} after {doc['loadavg_after']} ({os.cpu_count()} CPUs)")
+    if a.source:
+        with open(a.source) as f:
+            doc = json.load(f)
+        systems = [s for s in SYSTEMS if any(s in row["systems"] for row in doc["rows"])]
+    else:
+        doc = run(a, systems)
+    print(
+        f"RocketMQ {doc['rocketmq_version']} controllers vs ours, 3 nodes each on loopback, {doc['settings']['rounds']} round(s)"
+    )
+    print(f"load average before {doc['loadavg_before']} after {doc['loadavg_after']} ({doc['cpus']} CPUs)")
     for s in systems:
         print(f"  {s}: {DEFAULTS[s]}")
     for line in table(doc["rows"], systems):
         print(line)
     for s, note in doc["notes"].items():
         print(f"* {s}: {note} (DefaultBrokerHeartbeatManager): its heartbeat rows measure less work")
-    print(f"load generator CPU at saturation: at most {doc['load_generator_cores_max']} cores of {os.cpu_count()}")
+    print(f"load generator CPU at saturation: at most {doc['load_generator_cores_max']} cores of {doc['cpus']}")
+    if a.charts:
+        print(f"wrote {len(charts(doc, a.charts))} charts into {a.charts}")
+    if a.source:
+        return 0
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"wrote {a.json}")

@@ -1,0 +1,36 @@
+"""The peers benchmark's charts and `--from`, offline: from the JSON of a recorded run (docs/), never a timing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.bench import peers
+
+RUN = Path(__file__).resolve().parents[3] / "docs" / "bench-peers-2026-11-27-alone.json"
+
+
+def test_a_chart_per_row_from_a_recorded_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(RUN.read_text())
+    assert peers.summarize(doc["rounds"], list(peers.SYSTEMS)) == doc["rows"]  # the rows are the rounds' medians
+
+    code = peers.main(["--from", str(RUN), "--charts", str(tmp_path / "charts"), "--json", str(tmp_path / "x.json")])
+
+    assert code == 0 and not (tmp_path / "x.json").exists()  # --from runs nothing and overwrites nothing
+    pngs = sorted((tmp_path / "charts").iterdir())
+    assert [p.name for p in pngs] == sorted(peers.chart_name(r) for r in doc["rows"])
+    assert len(pngs) == len(peers.ROWS)
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p
+    out = capsys.readouterr().out
+    assert "3 round(s)" in out and "heartbeat throughput, acknowledged (/s)" in out and "3.81x" in out
+
+
+def test_each_row_names_the_figure_it_charts() -> None:
+    doc = json.loads(RUN.read_text())
+    for row in doc["rows"]:
+        path = peers.path_of(row)
+        values = sorted(v for r in doc["rounds"] if r["system"] == "ours" and (v := peers.get(r, path)) is not None)
+        assert row["systems"]["ours"]["range"] == [round(values[0], 3), round(values[-1], 3)], row["name"]
