@@ -34,6 +34,7 @@ from api.service import ServiceOptions
 from api.service.properties import PropertiesError, Property
 from api.service.properties import parse_properties as _parse_properties
 from api.service.settings import ApiSettings, read_token_file
+from api.service.tls import CLIENT_AUTH, DEFAULT_CONFIG_FILE, MODES, TlsError, TlsSettings, build_context
 from raft.options import (
     NODE_LOCAL,
     REPLICATED,
@@ -340,6 +341,55 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    tls_server_mode: str = key(
+        "tls.server.mode",
+        "str",
+        "disabled",
+        type_doc="`disabled`, `permissive` or `enforcing`",
+        default_doc="`disabled` (RocketMQ: `permissive`, with a self-signed test certificate)",
+        doc="RocketMQ's TLS mode of the remoting port (a JVM system property there, a key here): `permissive` serves TLS and plain on the one port (a first byte 0x16 means TLS), `enforcing` closes every plain connection, `disabled` closes every TLS one. Other values are an error (RocketMQ reads them as `permissive`). docs/security.md.",
+    )
+    tls_config_file: str = key(
+        "tls.config.file",
+        "path",
+        DEFAULT_CONFIG_FILE,
+        doc="RocketMQ's TLS properties file: when it exists, its `tls.test.mode.enable` and `tls.server.*` keys win over this file's. Re-read whenever a certificate is reloaded (SIGHUP, or a change of any file named).",
+    )
+    tls_test_mode: bool = key(
+        "tls.test.mode.enable",
+        "bool",
+        "true",
+        doc="As RocketMQ: `true` serves a self-signed certificate made at start and ignores the certificate keys, checking no client certificate. Set `false` to use `tls.server.certPath`.",
+    )
+    tls_need_client_auth: str = key(
+        "tls.server.need.client.auth",
+        "str",
+        "none",
+        type_doc="`none`, `optional` or `require`",
+        doc="Whether a client certificate is requested (`optional`) or required (`require`). Anything but `none` needs `tls.server.authClient=true` and `tls.server.trustCertPath`: RocketMQ would accept any certificate there, this controller refuses the config.",
+    )
+    tls_cert_path: str = key(
+        "tls.server.certPath", "path", "", default_doc="unset", doc="PEM certificate (chain) of the remoting port."
+    )
+    tls_key_path: str = key(
+        "tls.server.keyPath", "path", "", default_doc="unset", doc="PEM private key (PKCS#8, as Netty reads it)."
+    )
+    tls_key_password: str | None = key(
+        "tls.server.keyPassword", "secret", None, doc="Password of an encrypted `tls.server.keyPath`."
+    )
+    tls_auth_client: bool = key(
+        "tls.server.authClient",
+        "bool",
+        "false",
+        doc="Verify client certificates against `tls.server.trustCertPath`.",
+    )
+    tls_trust_cert_path: str = key(
+        "tls.server.trustCertPath",
+        "path",
+        "",
+        default_doc="unset",
+        doc="PEM CA certificate(s) that client certificates must chain to.",
+    )
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type". (A default only because the key fields above, declared
     through `key(...)`, look defaulted to mypy; the parser always passes it.)"""
@@ -667,9 +717,19 @@ def parse_config(
                     "secret is used (set jRaftClusterSecret before binding any other address)"
                 )
 
+    if values["tls_server_mode"] not in MODES and "tls.server.mode" not in bad:
+        fail("tls.server.mode", f"must be one of {', '.join(MODES)} (RocketMQ would read it as permissive)")
+    if values["tls_need_client_auth"] not in CLIENT_AUTH and "tls.server.need.client.auth" not in bad:
+        fail("tls.server.need.client.auth", f"must be one of {', '.join(CLIENT_AUTH)}")
+
     cfg = None
     if not errors:
         cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)
+        if cfg.tls_server_mode != "disabled":
+            try:
+                build_context(tls_settings(cfg).effective())  # a missing or unreadable file fails check-config
+            except TlsError as e:
+                errors.append(ConfigError(str(e), path=path))
         try:
             to_node_options(cfg)  # the raft layer's own checks, so that check-config catches them too
         except ValueError as e:
@@ -727,6 +787,22 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             log_margin=cfg.snapshot_trailing_logs,
             chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions().chunk_bytes),
         ),
+    )
+
+
+def tls_settings(cfg: ControllerConfig) -> TlsSettings:
+    """The remoting port's TLS keys (tls.config.file is read over them when a context is built)."""
+    return TlsSettings(
+        mode=cfg.tls_server_mode,
+        config_file=cfg.tls_config_file,
+        test_mode=cfg.tls_test_mode,
+        need_client_auth=cfg.tls_need_client_auth,
+        cert_path=cfg.tls_cert_path,
+        key_path=cfg.tls_key_path,
+        key_password=cfg.tls_key_password,
+        auth_client=cfg.tls_auth_client,
+        trust_cert_path=cfg.tls_trust_cert_path,
+        sources={k: v for k, v in cfg.sources.items() if k.startswith("tls.")},
     )
 
 

@@ -26,11 +26,13 @@ from cli.config import (
     effective_items,
     http_address,
     http_addresses,
+    is_loopback,
     load_config,
     parse_config,
     properties_lines,
     remoting_address,
     remoting_addresses,
+    tls_settings,
     to_service_options,
     unknown_keys,
 )
@@ -199,6 +201,7 @@ def run_node(
             peer_id=cfg.server_id,
             config_black_list=cfg.config_black_list,
             local_config={key: value for key, value, _source in effective_items(cfg)},
+            remoting_tls=tls_settings(cfg),
         ),
         (host, port),
         access_log=access_log,
@@ -206,6 +209,9 @@ def run_node(
     )
     install(server.service, log_format, log_level)
     log.info("load config properties file OK, %s", cfg.path)
+    exposure = open_remoting_warning(cfg)
+    if exposure:
+        log.warning("%s", exposure)
 
     async def serve() -> int:
         stop = asyncio.Event()
@@ -240,6 +246,20 @@ def run_node(
         return code
 
     return _run(serve())
+
+
+def open_remoting_warning(cfg: ControllerConfig) -> str:
+    """The start-up warning when the remoting port is reachable from other hosts and nothing checks who
+    sends requests ("" when it listens on loopback, or TLS requires verified client certificates)."""
+    host, port = remoting_address(cfg)
+    if is_loopback(host) or tls_settings(cfg).effective().verifies_clients:
+        return ""
+    return (
+        f"RocketMQ remoting listens on non-loopback {host}:{port} and accepts requests from anyone who can "
+        "reach it, state-changing ones included (1011 CLEAN_BROKER_DATA, 1002 ELECT_MASTER, ...): require client "
+        "certificates (tls.server.mode=enforcing, tls.test.mode.enable=false, tls.server.need.client.auth=require, "
+        "tls.server.authClient=true, tls.server.trustCertPath) or firewall the port (docs/security.md)"
+    )
 
 
 def _run(coro: object) -> int:
