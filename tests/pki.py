@@ -47,14 +47,12 @@ class CA:
         self.path = str(root / f"{name}.pem")
         write(self.path, self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(
-        self, name: str, *, server: bool = True, expired: bool = False, password: str | None = None, file: str = ""
-    ) -> Pair:
-        """A leaf for `name` (also its SAN: 127.0.0.1 and localhost for a server); PKCS#8 key as Netty reads it."""
+    def issue(self, name: str, *, expired: bool = False, password: str | None = None, file: str = "") -> Pair:
+        """A leaf with common name `name`, for 127.0.0.1 and localhost, usable by a server and a client (a broker
+        is both); its key PKCS#8 PEM as Netty reads it, encrypted with `password` if given."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         start, end = (now - 10 * DAY, now - DAY) if expired else (now - DAY, now + 30 * DAY)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         sans: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
         cert = (
             x509.CertificateBuilder()
@@ -65,7 +63,10 @@ class CA:
             .not_valid_before(start)
             .not_valid_after(end)
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, usage]), critical=False)
+            .add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
             .sign(self.key, hashes.SHA256())
         )
         base = self.root / (file or name)

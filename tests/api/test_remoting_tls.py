@@ -33,9 +33,9 @@ class Pki:
         self.ca = CA(root, "ca")
         self.other = CA(root, "other-ca")
         self.server = self.ca.issue("server")
-        self.client = self.ca.issue("broker-a", server=False)
-        self.expired = self.ca.issue("old-broker", server=False, expired=True)
-        self.stranger = self.other.issue("stranger", server=False)
+        self.client = self.ca.issue("broker-a")
+        self.expired = self.ca.issue("old-broker", expired=True)
+        self.stranger = self.other.issue("stranger")
 
     def settings(self, mode: str, need: str = "require") -> TlsSettings:
         return TlsSettings(

@@ -1,0 +1,169 @@
+"""Real RocketMQ 5.5 with TLS against our controller in `tls.server.mode=enforcing` with required client
+certificates (docs/security.md): brokers that enable TLS as RocketMQ operators do (`-Dtls.enable=true`, a
+`tls.config.file`) register and fail over; mqadmin with TLS works, mqadmin without is refused, and the refusal
+is logged and counted. Every certificate is made by the test (tests/pki.py).
+
+One world: our 3 nodes (controllerd processes), a NameServer and two brokers of one set, all with certificates
+of the test's CA."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from cli import rocketmq
+from cli.rocketmq import Broker, Deployment, port_triples, wait_until
+from tests.pki import CA
+from tools.cluster import ControllerdCluster
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
+
+KEY_PASSWORD = "controller-key-pass"
+
+
+@dataclass
+class World:
+    ours: ControllerdCluster
+    rmq: Deployment
+    brokers: list[Broker]
+    tls_jvm: tuple[str, ...]  # mqadmin's flags to speak TLS with a client certificate
+
+    def leader(self) -> int:
+        def find() -> int | None:
+            for i in self.ours.procs:
+                body = httpx.get(self.ours.url(i, "/api/v1/raft/status"), timeout=2).json()["body"]
+                if body.get("leaderId"):
+                    return self.ours.index_of(body["leaderId"])
+            return None
+
+        return wait_until("a leader of our group", find, 30)
+
+    def broker_set(self) -> dict[str, Any] | None:
+        r = httpx.get(self.ours.url(self.leader(), "/ui/api/state"), timeout=5).json()
+        return next((s for s in r["brokerSets"] if s["brokerName"] == "broker-a"), None)
+
+    def settled(self, alive: int, timeout: float = 120) -> dict[str, Any]:
+        """broker-a with an alive master and `alive` alive in-sync replicas."""
+
+        def check() -> dict[str, Any] | None:
+            s = self.broker_set()
+            if s is None or s["masterBrokerId"] is None:
+                return None
+            in_sync = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
+            master = any(r["master"] and r["alive"] for r in s["replicas"])
+            return s if master and len(in_sync) == alive else None
+
+        return wait_until(f"broker-a: a master and {alive} in-sync replicas", check, timeout)
+
+    def refusals(self, reason: str) -> float:
+        """controllerd_tls_refused_total{listener="remoting", reason} summed over our nodes."""
+        total = 0.0
+        for i in self.ours.procs:
+            text = httpx.get(self.ours.url(i, "/metrics"), timeout=5).text
+            m = re.search(rf'controllerd_tls_refused_total{{[^}}]*reason="{reason}"[^}}]*}} (\S+)', text)
+            total += float(m.group(1)) if m else 0.0
+        return total
+
+
+def properties_file(path: str, values: dict[str, str]) -> str:
+    with open(path, "w") as f:
+        f.write(rocketmq.properties(dict(values)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    rocketmq.require()
+    root = tmp_path_factory.mktemp("tls-interop")
+    ca = CA(root / "pki")
+    server = ca.issue("controller", password=KEY_PASSWORD)
+    ours = ControllerdCluster(
+        str(root / "ours"),
+        election_ms=1000,
+        extra=rocketmq.properties(
+            {
+                "scanNotActiveBrokerInterval": 1000,
+                "tls.server.mode": "enforcing",
+                "tls.config.file": str(root / "absent-tls.properties"),
+                "tls.test.mode.enable": False,
+                "tls.server.certPath": server.cert,
+                "tls.server.keyPath": server.key,
+                "tls.server.keyPassword": KEY_PASSWORD,
+                "tls.server.need.client.auth": "require",
+                "tls.server.authClient": True,
+                "tls.server.trustCertPath": ca.path,
+            }
+        ),
+    )
+
+    def jvm(name: str) -> tuple[str, ...]:
+        """A RocketMQ JVM with TLS on, as RocketMQ's docs set it up: tls.enable and a tls.config.file naming
+        this process's certificate (as a server: NameServer, broker; as a client: broker, mqadmin)."""
+        pair = ca.issue(name)
+        conf = {
+            "tls.test.mode.enable": "false",
+            "tls.server.certPath": pair.cert,
+            "tls.server.keyPath": pair.key,
+            "tls.server.need.client.auth": "none",
+            "tls.client.authServer": "true",
+            "tls.client.trustCertPath": ca.path,
+            "tls.client.certPath": pair.cert,
+            "tls.client.keyPath": pair.key,
+        }
+        path = properties_file(str(root / "pki" / f"{name}-tls.properties"), conf)
+        return ("-Dtls.enable=true", f"-Dtls.config.file={path}")
+
+    with Deployment(str(root / "rmq")) as rmq:
+        try:
+            ours.start_all()
+            ours.wait_ready()
+            rmq.namesrv(jvm=jvm("namesrv"))
+            ports = port_triples(2)
+            brokers = [
+                rmq.broker("broker-a", p, ours.remotings, index=i, jvm=jvm(f"broker-a-{i}"))
+                for i, p in enumerate(ports)
+            ]
+            for b in brokers:
+                b.start()
+            for b in brokers:
+                b.wait_line(r"The broker\[.*boot success", 180)
+            yield World(ours, rmq, brokers, jvm("mqadmin"))
+        finally:
+            ours.stop_all()
+
+
+def test_tls_brokers_register_and_fail_over_through_an_enforcing_controller(world: World) -> None:
+    s = world.settled(alive=2)
+    old = next(b for b in world.brokers if b.identity() == s["masterBrokerId"])
+    old.kill()
+
+    def elected() -> dict[str, Any] | None:
+        n = world.broker_set()
+        return n if n is not None and n["masterBrokerId"] not in (None, s["masterBrokerId"]) else None
+
+    new = wait_until("broker-a: the other broker elected", elected, 60)
+    assert new["masterEpoch"] > s["masterEpoch"]
+    survivor = next(b for b in world.brokers if b is not old)
+    assert new["masterAddress"] == survivor.addr
+    survivor.wait_log(r"(?i)change to master|role.*MASTER", timeout=60)
+    old.start_and_wait()  # back as a slave, over TLS again
+    world.settled(alive=2)
+    assert world.refusals("plain_on_enforcing") == 0  # every broker connection was TLS
+
+
+def test_mqadmin_with_tls_works_and_without_is_refused(world: World) -> None:
+    leader = world.leader()
+    follower = world.ours.remotings[(leader + 1) % 3]
+    meta = world.rmq.mqadmin("getControllerMetaData", "-a", follower, jvm=world.tls_jvm)
+    assert f"#ControllerLeaderAddress\t{world.ours.remotings[leader]}" in meta, meta
+    before = world.refusals("plain_on_enforcing")
+    plain = world.rmq.mqadmin("getControllerMetaData", "-a", follower)
+    assert "#ControllerLeaderAddress" not in plain, plain
+    wait_until("the plain mqadmin counted", lambda: world.refusals("plain_on_enforcing") > before, 10)
+    log = open(world.ours.log_path((leader + 1) % 3)).read()
+    assert re.search(r"remoting connection from 127\.0\.0\.1:\d+ refused: a plain connection", log), log[-2000:]
