@@ -6,6 +6,7 @@
     controllerd check-config -c node.conf        validate and exit (an unknown key is an error; --lenient: a warning)
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
 
+SIGHUP: the remoting port's TLS certificates are reloaded (docs/security.md).
 SIGTERM or SIGINT: a leader hands leadership to the most caught-up voter, HTTP stops, the log is flushed,
 exit 0. Exit codes: 0 ok; 1 the node failed (data directory locked, no loadable state, storage error);
 2 usage or config error (the message names key, value and file:line on stderr).
@@ -218,6 +219,9 @@ def run_node(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        tls = server.remoting.tls if server.remoting is not None else None
+        if tls is not None:  # SIGHUP: reload the certificates now (a change of their files reloads them anyway)
+            loop.add_signal_handler(signal.SIGHUP, tls.reload)
         try:
             await server.start()
         except Exception as e:  # noqa: BLE001 - any start failure is reported in one line, exit 1

@@ -161,11 +161,11 @@ def build_context(s: TlsSettings) -> ssl.SSLContext:
         cert, key = _self_signed()
         ctx.load_cert_chain(cert, key)
         return ctx  # as RocketMQ's test mode: no client certificate is checked
+    for key, path in (("tls.server.certPath", s.cert_path), ("tls.server.keyPath", s.key_path)):
+        if not os.path.isfile(path):
+            raise TlsError(f"{key}={path} ({s.where(key)}): no such file")
     try:
         ctx.load_cert_chain(s.cert_path, s.key_path, s.key_password)
-    except FileNotFoundError as e:
-        which = "tls.server.certPath" if e.filename == s.cert_path else "tls.server.keyPath"
-        raise TlsError(f"{which}={e.filename} ({s.where(which)}): no such file") from None
     except (ssl.SSLError, OSError, ValueError) as e:
         raise TlsError(
             f"tls.server.certPath={s.cert_path} / tls.server.keyPath={s.key_path} "

@@ -8,7 +8,9 @@ of the test's CA."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -167,3 +169,18 @@ def test_mqadmin_with_tls_works_and_without_is_refused(world: World) -> None:
     wait_until("the plain mqadmin counted", lambda: world.refusals("plain_on_enforcing") > before, 10)
     log = open(world.ours.log_path((leader + 1) % 3)).read()
     assert re.search(r"remoting connection from 127\.0\.0\.1:\d+ refused: a plain connection", log), log[-2000:]
+
+
+def test_sighup_reloads_the_certificates_without_a_restart(world: World) -> None:
+    path = world.ours.log_path(0)
+    mark = os.path.getsize(path)
+
+    def reloaded() -> bool:
+        with open(path, "rb") as f:
+            f.seek(mark)
+            return b"remoting TLS certificates loaded from" in f.read()
+
+    world.ours.procs[0].send_signal(signal.SIGHUP)
+    wait_until("node 0 logs its reload", reloaded, 10)
+    assert world.ours.procs[0].poll() is None
+    world.settled(alive=2)  # the brokers' connections went on
