@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import TypedDict, Unpack
 
 from api.service import ServiceOptions
+from api.service.acl import AclFileError, load_users
 from api.service.properties import PropertiesError, Property
 from api.service.properties import parse_properties as _parse_properties
 from api.service.settings import ApiSettings, read_token_file
@@ -341,6 +342,13 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    acl_file: str = key(
+        "controllerAclFile",
+        "path",
+        "",
+        default_doc="unset (no check)",
+        doc="Ours: the users allowed to send state-changing remoting requests (904, 1001, 1002, 1003, 1009, 1011, 1012, 1013), signed as RocketMQ's AclClientRPCHook signs; others get 16 NO_PERMISSION. Properties text `user.<accessKey>.secretKey|role|brokerNames`, role `admin` or `broker` (only for its brokerNames, never 1009/1011); re-read when it changes. docs/security.md.",
+    )
     tls_server_mode: str = key(
         "tls.server.mode",
         "str",
@@ -717,6 +725,11 @@ def parse_config(
                     "secret is used (set jRaftClusterSecret before binding any other address)"
                 )
 
+    if values["acl_file"] and "controllerAclFile" not in bad:
+        try:
+            load_users(values["acl_file"])
+        except AclFileError as e:
+            fail("controllerAclFile", f"cannot use it: {e}")
     if values["tls_server_mode"] not in MODES and "tls.server.mode" not in bad:
         fail("tls.server.mode", f"must be one of {', '.join(MODES)} (RocketMQ would read it as permissive)")
     if values["tls_need_client_auth"] not in CLIENT_AUTH and "tls.server.need.client.auth" not in bad:

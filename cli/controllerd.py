@@ -203,6 +203,7 @@ def run_node(
             config_black_list=cfg.config_black_list,
             local_config={key: value for key, value, _source in effective_items(cfg)},
             remoting_tls=tls_settings(cfg),
+            remoting_acl_file=cfg.acl_file or None,
         ),
         (host, port),
         access_log=access_log,
@@ -256,13 +257,14 @@ def open_remoting_warning(cfg: ControllerConfig) -> str:
     """The start-up warning when the remoting port is reachable from other hosts and nothing checks who
     sends requests ("" when it listens on loopback, or TLS requires verified client certificates)."""
     host, port = remoting_address(cfg)
-    if is_loopback(host) or tls_settings(cfg).effective().verifies_clients:
+    if is_loopback(host) or cfg.acl_file or tls_settings(cfg).effective().verifies_clients:
         return ""
     return (
         f"RocketMQ remoting listens on non-loopback {host}:{port} and accepts requests from anyone who can "
-        "reach it, state-changing ones included (1011 CLEAN_BROKER_DATA, 1002 ELECT_MASTER, ...): require client "
-        "certificates (tls.server.mode=enforcing, tls.test.mode.enable=false, tls.server.need.client.auth=require, "
-        "tls.server.authClient=true, tls.server.trustCertPath) or firewall the port (docs/security.md)"
+        "reach it, state-changing ones included (1011 CLEAN_BROKER_DATA, 1002 ELECT_MASTER, ...): set controllerAclFile "
+        "(signed requests), require client certificates (tls.server.mode=enforcing, tls.test.mode.enable=false, "
+        "tls.server.need.client.auth=require, tls.server.authClient=true, tls.server.trustCertPath), or firewall the "
+        "port (docs/security.md)"
     )
 
 

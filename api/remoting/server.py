@@ -38,6 +38,7 @@ from api.service import (
 )
 from api.service import config_requests as R
 from api.service import requests as Q
+from api.service.acl import GUARDED, Acl, Denied
 from api.service.metrics import ControllerMetrics
 from api.service.properties import PropertiesError, parse_properties
 from api.service.settings import ApiSettings
@@ -107,6 +108,7 @@ class Dispatcher:
         self.service = service
         self.settings = settings
         self.metrics = metrics
+        self.acl = Acl(settings.remoting_acl_file) if settings.remoting_acl_file else None
         self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
             H.BROKER_HEARTBEAT: self._header(Q.BrokerHeartbeat),
             C.ALTER_SYNC_STATE_SET: self._alter,
@@ -208,11 +210,18 @@ class Dispatcher:
 
     # --- answers ---
 
-    async def answer(self, cmd: RemotingCommand) -> RemotingCommand:
+    async def answer(self, cmd: RemotingCommand, peer: str = "?") -> RemotingCommand:
         """The response to a request (never raises: every failure is a RocketMQ response)."""
         handler = self.handlers.get(cmd.code)
         if handler is None:
             return cmd.response(C.REQUEST_CODE_NOT_SUPPORTED, not_supported(cmd.code))
+        if self.acl is not None and cmd.code in GUARDED:
+            verdict = self.acl.check(cmd.code, cmd.ext_fields, cmd.body)
+            if isinstance(verdict, Denied):
+                log.warning("remoting request %d from %s refused (NO_PERMISSION): %s", cmd.code, peer, verdict.remark)
+                if self.metrics is not None:
+                    self.metrics.rejected("no_permission")
+                return cmd.response(C.NO_PERMISSION, verdict.remark)
         request_type = REQUEST_TYPES[cmd.code]
         t0 = time.perf_counter()
         error: BaseException | None = None
@@ -338,7 +347,7 @@ class _Connection(asyncio.Protocol):
         self.in_flight += 1
         if self.in_flight >= MAX_IN_FLIGHT and not self.paused:
             self.throttle()
-        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd))
+        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd, self.peer))
         task.add_done_callback(lambda t: self.done(cmd, t))
 
     def done(self, cmd: RemotingCommand, task: asyncio.Task[RemotingCommand]) -> None:

@@ -86,6 +86,8 @@ class ApiSettings:
         "naming thousands of brokers. Ours as a key.",
     )
     """[controllerRemotingMaxFrameBytes] a remoting frame whose length field says more closes its connection."""
+    remoting_acl_file: str | None = None
+    """[controllerAclFile] users allowed to send state-changing remoting requests (api/service/acl.py); None: open."""
     remoting_tls: TlsSettings = field(default_factory=TlsSettings)
     """[tls.server.* and tls.config.file] TLS of the remoting port (api/service/tls.py); disabled by default."""
     max_transfer_lag_entries: int = 100
