@@ -1,7 +1,9 @@
-"""Real RocketMQ 5.5 with TLS against our controller in `tls.server.mode=enforcing` with required client
-certificates (docs/security.md): brokers that enable TLS as RocketMQ operators do (`-Dtls.enable=true`, a
-`tls.config.file`) register and fail over; mqadmin with TLS works, mqadmin without is refused, and the refusal
-is logged and counted. Every certificate is made by the test (tests/pki.py).
+"""Real RocketMQ 5.5 with TLS and ACL against our controller in `tls.server.mode=enforcing` with required client
+certificates and a `controllerAclFile` (docs/security.md): brokers that enable TLS as RocketMQ operators do
+(`-Dtls.enable=true`, a `tls.config.file`) and sign with `innerClientAuthenticationCredentials` register and fail
+over; mqadmin with TLS works, mqadmin without is refused, and the refusal is logged and counted; mqadmin signing
+with an admin's access key (conf/tools.yml) changes the config, without a key or with a broker's key it gets
+NO_PERMISSION and changes nothing. Every certificate is made by the test (tests/pki.py).
 
 One world: our 3 nodes (controllerd processes), a NameServer and two brokers of one set, all with certificates
 of the test's CA."""
@@ -26,6 +28,14 @@ from tools.cluster import ControllerdCluster
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 
 KEY_PASSWORD = "controller-key-pass"
+LOCAL_AUTH_PROVIDER = "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider"
+USERS = """\
+user.ops.secretKey=ops-secret
+user.ops.role=admin
+user.broker-a-ak.secretKey=a-secret
+user.broker-a-ak.role=broker
+user.broker-a-ak.brokerNames=broker-a
+"""
 
 
 @dataclass
@@ -34,6 +44,18 @@ class World:
     rmq: Deployment
     brokers: list[Broker]
     tls_jvm: tuple[str, ...]  # mqadmin's flags to speak TLS with a client certificate
+    root: str
+
+    def mqadmin(self, who: str, *args: str) -> str:
+        """mqadmin over TLS, signing as `who` ("" for nobody): its own ROCKETMQ_HOME with conf/tools.yml, where
+        mqadmin reads the access key it signs with (AclUtils.getAclRPCHook)."""
+        home = os.path.join(self.root, f"mqadmin-{who or 'anonymous'}")
+        keys = {"ops": ("ops", "ops-secret"), "broker-a": ("broker-a-ak", "a-secret")}
+        if who:
+            os.makedirs(os.path.join(home, "mqadmin", "conf"), exist_ok=True)
+            with open(os.path.join(home, "mqadmin", "conf", "tools.yml"), "w") as f:
+                f.write(f"accessKey: {keys[who][0]}\nsecretKey: {keys[who][1]}\n")
+        return rocketmq.mqadmin(home, self.rmq.namesrv_addr, *args, jvm=self.tls_jvm)
 
     def leader(self) -> int:
         def find() -> int | None:
@@ -62,6 +84,10 @@ class World:
 
         return wait_until(f"broker-a: a master and {alive} in-sync replicas", check, timeout)
 
+    def config(self, key: str) -> str:
+        """The leader's value of a config key (GET /api/v1/admin/config, the 1010 view)."""
+        return str(httpx.get(self.ours.url(self.leader(), "/api/v1/admin/config"), timeout=5).json()["body"][key])
+
     def refusals(self, reason: str) -> float:
         """controllerd_tls_refused_total{listener="remoting", reason} summed over our nodes."""
         total = 0.0
@@ -84,6 +110,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("tls-interop")
     ca = CA(root / "pki")
     server = ca.issue("controller", password=KEY_PASSWORD)
+    users = root / "users.properties"
+    users.write_text(USERS)
     ours = ControllerdCluster(
         str(root / "ours"),
         election_ms=1000,
@@ -99,6 +127,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 "tls.server.need.client.auth": "require",
                 "tls.server.authClient": True,
                 "tls.server.trustCertPath": ca.path,
+                "controllerAclFile": str(users),
             }
         ),
     )
@@ -127,14 +156,24 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             rmq.namesrv(jvm=jvm("namesrv"))
             ports = port_triples(2)
             brokers = [
-                rmq.broker("broker-a", p, ours.remotings, index=i, jvm=jvm(f"broker-a-{i}"))
+                rmq.broker(
+                    "broker-a",
+                    p,
+                    ours.remotings,
+                    index=i,
+                    jvm=jvm(f"broker-a-{i}"),
+                    # what the broker signs its requests with (BrokerOuterAPI's AclClientRPCHook); RocketMQ then
+                    # also keeps that user in its own store, hence a metadata provider
+                    innerClientAuthenticationCredentials='{"accessKey":"broker-a-ak","secretKey":"a-secret"}',
+                    authenticationMetadataProvider=LOCAL_AUTH_PROVIDER,
+                )
                 for i, p in enumerate(ports)
             ]
             for b in brokers:
                 b.start()
             for b in brokers:
                 b.wait_line(r"The broker\[.*boot success", 180)
-            yield World(ours, rmq, brokers, jvm("mqadmin"))
+            yield World(ours, rmq, brokers, jvm("mqadmin"), str(root))
         finally:
             ours.stop_all()
 
@@ -184,3 +223,24 @@ def test_sighup_reloads_the_certificates_without_a_restart(world: World) -> None
     wait_until("node 0 logs its reload", reloaded, 10)
     assert world.ours.procs[0].poll() is None
     world.settled(alive=2)  # the brokers' connections went on
+
+
+def test_mqadmin_needs_an_admin_key_to_change_state_and_a_broker_key_cannot_clean_a_set(world: World) -> None:
+    leader = world.ours.remotings[world.leader()]
+    update = ("updateControllerConfig", "-a", leader, "-k", "enableElectUncleanMaster", "-v", "true")
+    out = world.mqadmin("", *update)
+    assert "update controller config success" not in out and "changes state and needs a signed request" in out, out
+    out = world.mqadmin("broker-a", *update)
+    assert "success" not in out and "(role broker) may not send request 1009" in out, out
+    assert world.config("enableElectUncleanMaster") == "false"  # unchanged
+    out = world.mqadmin("ops", *update)
+    assert "update controller config success" in out, out
+    assert world.config("enableElectUncleanMaster") == "true"
+
+    s = world.settled(alive=2)
+    clean = ("cleanBrokerMetadata", "-a", leader, "-c", "DefaultCluster", "-b", "1;2", "-l")
+    for who, name in (("broker-a", "broker-b"), ("", "broker-a")):
+        out = world.mqadmin(who, *clean, "-bn", name)
+        assert "success" not in out, (who, name, out)
+        assert re.search(r"CODE: 16\b", out), (who, name, out)
+    assert world.settled(alive=2)["masterEpoch"] == s["masterEpoch"]  # nothing was cleaned or re-elected
