@@ -342,6 +342,13 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    audit_log: str = key(
+        "controllerAuditLog",
+        "path",
+        "",
+        default_doc="`<controllerStorePath>/audit.log`",
+        doc="Ours: the audit log, one JSON line per accepted state-changing admin request from either front end (remoting 1009, 1011, designated 1002; HTTP writes under /api/v1/admin and /api/v1/raft): who, from where, what, outcome; fsync'd per record. `rmqctl audit FILE` reads it. docs/security.md.",
+    )
     acl_file: str = key(
         "controllerAclFile",
         "path",
@@ -801,6 +808,11 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions().chunk_bytes),
         ),
     )
+
+
+def audit_log_path(cfg: ControllerConfig) -> str:
+    """controllerAuditLog, or its default in the data directory."""
+    return cfg.audit_log or os.path.join(cfg.store_path, "audit.log")
 
 
 def tls_settings(cfg: ControllerConfig) -> TlsSettings:

@@ -38,7 +38,8 @@ from api.service import (
 )
 from api.service import config_requests as R
 from api.service import requests as Q
-from api.service.acl import GUARDED, Acl, Denied
+from api.service.acl import GUARDED, Acl, Denied, admin_request
+from api.service.audit import AuditLog
 from api.service.metrics import ControllerMetrics
 from api.service.properties import PropertiesError, parse_properties
 from api.service.settings import ApiSettings
@@ -109,6 +110,7 @@ class Dispatcher:
         self.settings = settings
         self.metrics = metrics
         self.acl = Acl(settings.remoting_acl_file) if settings.remoting_acl_file else None
+        self.audit = AuditLog.open(settings.audit_log) if settings.audit_log else None
         self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
             H.BROKER_HEARTBEAT: self._header(Q.BrokerHeartbeat),
             C.ALTER_SYNC_STATE_SET: self._alter,
@@ -210,11 +212,13 @@ class Dispatcher:
 
     # --- answers ---
 
-    async def answer(self, cmd: RemotingCommand, peer: str = "?") -> RemotingCommand:
-        """The response to a request (never raises: every failure is a RocketMQ response)."""
+    async def answer(self, cmd: RemotingCommand, peer: str = "?", cert_name: str | None = None) -> RemotingCommand:
+        """The response to a request (never raises: every failure is a RocketMQ response). `peer` and the TLS
+        client certificate's `cert_name` say who sent it (the ACL's refusals and the audit log name them)."""
         handler = self.handlers.get(cmd.code)
         if handler is None:
             return cmd.response(C.REQUEST_CODE_NOT_SUPPORTED, not_supported(cmd.code))
+        who = f"cn:{cert_name}" if cert_name else "anonymous"
         if self.acl is not None and cmd.code in GUARDED:
             verdict = self.acl.check(cmd.code, cmd.ext_fields, cmd.body)
             if isinstance(verdict, Denied):
@@ -222,6 +226,18 @@ class Dispatcher:
                 if self.metrics is not None:
                     self.metrics.rejected("no_permission")
                 return cmd.response(C.NO_PERMISSION, verdict.remark)
+            who = verdict.access_key
+        response = await self._answer(cmd, handler)
+        if self.audit is not None and admin_request(cmd.code, cmd.ext_fields):
+            fields: dict[str, object] = dict(cmd.ext_fields)
+            if cmd.body:
+                fields["body"] = cmd.body.decode(errors="replace")
+            self.audit.record("remoting", who, peer, REQUEST_TYPES[cmd.code], fields, response.code, response.remark)
+        return response
+
+    async def _answer(
+        self, cmd: RemotingCommand, handler: Callable[[RemotingCommand], Awaitable[Result]]
+    ) -> RemotingCommand:
         request_type = REQUEST_TYPES[cmd.code]
         t0 = time.perf_counter()
         error: BaseException | None = None
@@ -253,6 +269,17 @@ class Dispatcher:
         else:
             body = _body_bytes(result.body)
         return cmd.response(result.code, result.remark, H.to_ext(result.header, cmd.code), body)
+
+
+def _common_name(cert: object) -> str | None:
+    """The subject CN of a verified peer certificate (ssl's getpeercert() dict), else None."""
+    if not isinstance(cert, dict):
+        return None
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -287,6 +314,7 @@ class _Connection(asyncio.Protocol):
         self.brokers: set[tuple[str, str, int]] = set()
         self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
         self.active = time.monotonic()  # the last byte read or written (Netty's ALL_IDLE clock)
+        self.cert_name: str | None = None  # the TLS client certificate's subject CN, if one was verified
 
     def redirect_http(self, target: str) -> None:
         """Answer an HTTP request sent to the remoting port with 307 to this node's HTTP address (same path),
@@ -311,6 +339,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are no asyncio.Transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.cert_name = _common_name(transport.get_extra_info("peercert"))
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -347,7 +376,7 @@ class _Connection(asyncio.Protocol):
         self.in_flight += 1
         if self.in_flight >= MAX_IN_FLIGHT and not self.paused:
             self.throttle()
-        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd, self.peer))
+        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd, self.peer, self.cert_name))
         task.add_done_callback(lambda t: self.done(cmd, t))
 
     def done(self, cmd: RemotingCommand, task: asyncio.Task[RemotingCommand]) -> None:

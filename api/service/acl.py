@@ -46,6 +46,11 @@ REPLAY_WINDOW_S = 300.0
 REPLAY_MAX = 100_000
 
 
+def admin_request(code: int, ext: Mapping[str, str]) -> bool:
+    """An operator's state-changing request: 1009, 1011, or an election naming its master (mqadmin electMaster)."""
+    return code in ADMIN_CODES or (code == 1002 and ext.get("designateElect") == "true")
+
+
 def signature(ext: Mapping[str, str], body: bytes | None, secret: str) -> str:
     """AclClientRPCHook's Signature of a request with these extFields and body."""
     content = "".join(v for k, v in sorted(ext.items()) if k not in UNSIGNED_FIELDS).encode()
@@ -153,7 +158,7 @@ class Acl:
                 allowed = ",".join(sorted(user.broker_names))
                 return Denied(f"user {ak!r} (role broker) may act for broker sets {allowed} only, not {name!r}")
             return user
-        if code in ADMIN_CODES or ext.get("designateElect") == "true":
+        if admin_request(code, ext):
             now = time.monotonic()
             while self.seen and (next(iter(self.seen.values())) < now - REPLAY_WINDOW_S or len(self.seen) > REPLAY_MAX):
                 self.seen.popitem(last=False)

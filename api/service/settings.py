@@ -86,6 +86,8 @@ class ApiSettings:
         "naming thousands of brokers. Ours as a key.",
     )
     """[controllerRemotingMaxFrameBytes] a remoting frame whose length field says more closes its connection."""
+    audit_log: str | None = None
+    """[controllerAuditLog] the audit log both front ends append accepted admin requests to; None: none."""
     remoting_acl_file: str | None = None
     """[controllerAclFile] users allowed to send state-changing remoting requests (api/service/acl.py); None: open."""
     remoting_tls: TlsSettings = field(default_factory=TlsSettings)

@@ -773,11 +773,11 @@ async def test_a_connection_with_too_many_unanswered_requests_stops_being_read(
     started: list[int] = []
     answer = server.dispatcher.answer
 
-    async def slow(cmd: codec.RemotingCommand, peer: str = "?") -> codec.RemotingCommand:
+    async def slow(cmd: codec.RemotingCommand, peer: str = "?", cert_name: str | None = None) -> codec.RemotingCommand:
         if cmd.code == H.GET_METADATA_INFO:  # held until released; other codes pass
             started.append(cmd.opaque)
             await release.wait()
-        return await answer(cmd, peer)
+        return await answer(cmd, peer, cert_name)
 
     server.dispatcher.answer = slow  # type: ignore[method-assign]
     await server.start()

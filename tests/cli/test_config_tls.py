@@ -78,5 +78,12 @@ def test_a_non_loopback_remoting_port_without_client_certificates_is_warned_abou
     assert open_remoting_warning(optional)  # a client without a certificate still gets in
     required, _ = parse_config(REMOTE + tls_lines(ca, tmp_path))
     assert open_remoting_warning(required) == ""
+    users = tmp_path / "users.properties"
+    users.write_text("user.ops.secretKey=s\nuser.ops.role=admin\n")
+    signed, _ = parse_config(REMOTE + f"controllerAclFile={users}\n")
+    assert open_remoting_warning(signed) == ""
+    users.write_text("user.ops.role=admin\n")
+    with pytest.raises(ConfigError, match=rf"controllerAclFile=.*cannot use it: {users}:1: user ops has no secretKey"):
+        parse_config(REMOTE + f"controllerAclFile={users}\n")
     loopback, _ = parse_config(LOOPBACK)
     assert open_remoting_warning(loopback) == ""
