@@ -356,6 +356,12 @@ class ControllerConfig:
         default_doc="unset (no check)",
         doc="Ours: the users allowed to send state-changing remoting requests (904, 1001, 1002, 1003, 1009, 1011, 1012, 1013), signed as RocketMQ's AclClientRPCHook signs; others get 16 NO_PERMISSION. Properties text `user.<accessKey>.secretKey|role|brokerNames`, role `admin` or `broker` (only for its brokerNames, never 1009/1011); re-read when it changes. docs/security.md.",
     )
+    http_tls: bool = key(
+        "controllerHttpTls",
+        "bool",
+        "false",
+        doc="Ours: serve `controllerHttpAddr` as HTTPS with the `tls.server.*` certificate, key and client-certificate settings (and `tls.config.file`), whatever `tls.server.mode` says; reloaded as the remoting ones. rmqctl then needs `https://` addresses and `--cacert` (and `--cert`/`--key` when client certificates are required). docs/security.md.",
+    )
     tls_server_mode: str = key(
         "tls.server.mode",
         "str",
@@ -745,9 +751,11 @@ def parse_config(
     cfg = None
     if not errors:
         cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)
-        if cfg.tls_server_mode != "disabled":
+        if cfg.tls_server_mode != "disabled" or cfg.http_tls:
             try:
-                build_context(tls_settings(cfg).effective())  # a missing or unreadable file fails check-config
+                build_context(
+                    dataclasses.replace(tls_settings(cfg), mode="enforcing").effective()
+                )  # a missing or unreadable file fails check-config
             except TlsError as e:
                 errors.append(ConfigError(str(e), path=path))
         try:

@@ -6,7 +6,7 @@
     controllerd check-config -c node.conf        validate and exit (an unknown key is an error; --lenient: a warning)
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
 
-SIGHUP: the remoting port's TLS certificates are reloaded (docs/security.md).
+SIGHUP: the remoting and HTTPS certificates are reloaded (docs/security.md).
 SIGTERM or SIGINT: a leader hands leadership to the most caught-up voter, HTTP stops, the log is flushed,
 exit 0. Exit codes: 0 ok; 1 the node failed (data directory locked, no loadable state, storage error);
 2 usage or config error (the message names key, value and file:line on stderr).
@@ -206,6 +206,7 @@ def run_node(
             remoting_tls=tls_settings(cfg),
             remoting_acl_file=cfg.acl_file or None,
             audit_log=audit_log_path(cfg),
+            http_tls=cfg.http_tls,
         ),
         (host, port),
         access_log=access_log,
@@ -222,9 +223,7 @@ def run_node(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        tls = server.remoting.tls if server.remoting is not None else None
-        if tls is not None:  # SIGHUP: reload the certificates now (a change of their files reloads them anyway)
-            loop.add_signal_handler(signal.SIGHUP, tls.reload)
+        loop.add_signal_handler(signal.SIGHUP, server.reload_tls)
         try:
             await server.start()
         except Exception as e:  # noqa: BLE001 - any start failure is reported in one line, exit 1

@@ -91,6 +91,8 @@ class ApiSettings:
     remoting_acl_file: str | None = None
     """[controllerAclFile] users allowed to send state-changing remoting requests (api/service/acl.py); None: open."""
     remoting_tls: TlsSettings = field(default_factory=TlsSettings)
+    http_tls: bool = False
+    """[controllerHttpTls] serve HTTP as HTTPS with remoting_tls's certificate settings (whatever its mode)."""
     """[tls.server.* and tls.config.file] TLS of the remoting port (api/service/tls.py); disabled by default."""
     max_transfer_lag_entries: int = 100
     """POST /api/v1/raft/transfer-leader refuses a target further behind the leader's log than this."""
