@@ -5,14 +5,12 @@ check is recorded with its outcome once it is answered."""
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.service.audit import AuditLog
 from api.service.settings import ApiSettings
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
 PREFIXES = ("/api/v1/admin/", "/api/v1/raft/")
 READS = frozenset({"/api/v1/admin/sync-state-data"})
 MAX_CAPTURE = 64 * 1024  # the answer of an admin write is an envelope of a few hundred bytes
@@ -29,10 +27,10 @@ def audited(scope: Scope) -> bool:
 
 
 class AuditMiddleware:
-    def __init__(self, app: Any, audit: AuditLog, settings: ApiSettings) -> None:
+    def __init__(self, app: ASGIApp, audit: AuditLog, settings: ApiSettings) -> None:
         self.app, self.audit, self.settings = app, audit, settings
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not audited(scope):
             await self.app(scope, receive, send)
             return
