@@ -25,6 +25,7 @@ import ipaddress
 import logging
 import os
 import re
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -42,6 +43,7 @@ from raft.options import (
     SETTING,
     LogStorageOptions,
     NodeOptions,
+    PeerTls,
     RaftOptions,
     Setting,
     SnapshotOptions,
@@ -355,6 +357,26 @@ class ControllerConfig:
         "",
         default_doc="unset (no check)",
         doc="Ours: the users allowed to send state-changing remoting requests (904, 1001, 1002, 1003, 1009, 1011, 1012, 1013), signed as RocketMQ's AclClientRPCHook signs; others get 16 NO_PERMISSION. Properties text `user.<accessKey>.secretKey|role|brokerNames`, role `admin` or `broker` (only for its brokerNames, never 1009/1011); re-read when it changes. docs/security.md.",
+    )
+    peer_tls_cert_path: str = key(
+        "jRaftTlsCertPath",
+        "path",
+        "",
+        default_doc="unset (peers over plain TCP, frames MAC'd)",
+        doc="Ours: PEM certificate of this node for mutual TLS between peers; its subject CN must be this node's `jRaftServerId`. With `jRaftTlsKeyPath` and `jRaftTlsTrustCertPath` (all three or none). A peer whose certificate names another id than the one it speaks as (or that is dialled as) is refused. The frame MAC stays. docs/security.md.",
+    )
+    peer_tls_key_path: str = key(
+        "jRaftTlsKeyPath", "path", "", default_doc="unset", doc="PEM private key of `jRaftTlsCertPath`."
+    )
+    peer_tls_key_password: str | None = key(
+        "jRaftTlsKeyPassword", "secret", None, doc="Password of an encrypted `jRaftTlsKeyPath`."
+    )
+    peer_tls_trust_cert_path: str = key(
+        "jRaftTlsTrustCertPath",
+        "path",
+        "",
+        default_doc="unset",
+        doc="PEM CA certificate(s) every peer's certificate must chain to.",
     )
     http_tls: bool = key(
         "controllerHttpTls",
@@ -738,6 +760,25 @@ def parse_config(
                     "secret is used (set jRaftClusterSecret before binding any other address)"
                 )
 
+    peer_tls = ("jRaftTlsCertPath", "jRaftTlsKeyPath", "jRaftTlsTrustCertPath")
+    peer_set = [k for k in peer_tls if values[BY_KEY[k].attr]]
+    if peer_set and len(peer_set) < len(peer_tls):
+        missing = [k for k in peer_tls if k not in peer_set]
+        fail(missing[0], f"peer TLS needs {', '.join(peer_tls)} together; {', '.join(peer_set)} set, this one not", "")
+    elif peer_set:
+        try:
+            named = certificate_common_name(values["peer_tls_cert_path"])
+            peer_contexts(
+                values["peer_tls_cert_path"],
+                values["peer_tls_key_path"],
+                values["peer_tls_key_password"],
+                values["peer_tls_trust_cert_path"],
+            )
+        except (OSError, ValueError, ssl.SSLError) as e:
+            fail("jRaftTlsCertPath", f"cannot use the peer certificate, key or CA: {e}")
+        else:
+            if "jRaftServerId" not in bad and named != values["server_id"]:
+                fail("jRaftTlsCertPath", f"the certificate names {named!r}, not this node's jRaftServerId")
     if values["acl_file"] and "controllerAclFile" not in bad:
         try:
             load_users(values["acl_file"])
@@ -808,6 +849,11 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             min_free_bytes=cfg.min_free_disk_mb << 20,
             segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES", LogStorageOptions().segment_bytes),
         ),
+        tls=peer_contexts(
+            cfg.peer_tls_cert_path, cfg.peer_tls_key_path, cfg.peer_tls_key_password, cfg.peer_tls_trust_cert_path
+        )
+        if cfg.peer_tls_cert_path
+        else None,
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
@@ -816,6 +862,31 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions().chunk_bytes),
         ),
     )
+
+
+def certificate_common_name(path: str) -> str | None:
+    """The subject CN of the first certificate of a PEM file."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    with open(path, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else None
+
+
+def peer_contexts(cert: str, key: str, password: str | None, trust: str) -> PeerTls:
+    """Mutual TLS between peers: both sides present `cert` and require a certificate chaining to `trust`
+    (which node a certificate names is checked by the transport against the raft ids)."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    for ctx in (server, client):
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(cert, key, password)
+        ctx.load_verify_locations(cafile=trust)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    client.check_hostname = False  # the CN is checked against the peer's raft id instead
+    return PeerTls(server, client)
 
 
 def audit_log_path(cfg: ControllerConfig) -> str:

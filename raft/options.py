@@ -9,6 +9,7 @@ and the controller.conf writer from these declarations (and from its own, for ke
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,6 +297,17 @@ class SnapshotOptions:
             raise ValueError("request_timeout_s and idle_timeout_s must be positive")
 
 
+class PeerTls:
+    """Mutual TLS between peers (ours; docs/security.md, "Peers"): `server` for the listener (it requires and
+    verifies a client certificate), `client` for outbound connections (it verifies the peer's certificate and
+    presents ours). On top of the frame MAC, a connection's certificate must name the node at its other end:
+    subject CN == that node's id (jRaftServerId); a connection whose frames come from another id, or whose
+    server is not the peer dialled, is closed."""
+
+    def __init__(self, server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+        self.server, self.client = server, client
+
+
 @dataclass(frozen=True, slots=True)
 class NodeOptions:
     """One Raft node: identity, peers, storage location and the component options."""
@@ -326,6 +338,8 @@ class NodeOptions:
     log: LogStorageOptions = LogStorageOptions()
     transport: TransportOptions = TransportOptions()
     snapshot: SnapshotOptions = SnapshotOptions()
+    tls: PeerTls | None = field(default=None, compare=False)
+    """Mutual TLS between peers; None: plain TCP (frames still carry the MAC)."""
 
     def __post_init__(self) -> None:
         if self.node_id not in self.peers:

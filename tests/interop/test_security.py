@@ -1,4 +1,4 @@
-"""Real RocketMQ 5.5 with TLS and ACL against our controller in `tls.server.mode=enforcing` with required client
+"""Real RocketMQ 5.5 with TLS and ACL against our controller (its peers on mutual TLS) in `tls.server.mode=enforcing` with required client
 certificates and a `controllerAclFile` (docs/security.md): brokers that enable TLS as RocketMQ operators do
 (`-Dtls.enable=true`, a `tls.config.file`) and sign with `innerClientAuthenticationCredentials` register and fail
 over; mqadmin with TLS works, mqadmin without is refused, and the refusal is logged and counted; mqadmin signing
@@ -149,6 +149,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         path = properties_file(str(root / "pki" / f"{name}-tls.properties"), conf)
         return ("-Dtls.enable=true", f"-Dtls.config.file={path}")
 
+    for raft_id, conf in zip(ours.rafts, ours.confs, strict=True):  # peers: mutual TLS, each its own id
+        peer = ca.issue(raft_id, file=f"peer-{raft_id.replace(':', '-')}")
+        with open(conf, "a") as f:
+            f.write(f"jRaftTlsCertPath={peer.cert}\njRaftTlsKeyPath={peer.key}\njRaftTlsTrustCertPath={ca.path}\n")
     with Deployment(str(root / "rmq")) as rmq:
         try:
             ours.start_all()
