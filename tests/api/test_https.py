@@ -23,7 +23,7 @@ from api.service.tls import TlsSettings
 from cli.rmqctl import main as rmqctl
 from raft.testing.cluster import free_ports
 from tests.api.harness import GROUP_RAFT, SETTINGS, TOKEN, service_options
-from tests.pki import CA
+from tools.pki import CA
 
 pytestmark = pytest.mark.anyio
 

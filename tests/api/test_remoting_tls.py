@@ -23,7 +23,7 @@ from api.service.metrics import ControllerMetrics
 from api.service.tls import TlsError, TlsSettings
 from statemachine import codes as C
 from tests.api.harness import SETTINGS, Node, solo
-from tests.pki import CA
+from tools.pki import CA
 
 pytestmark = pytest.mark.anyio
 

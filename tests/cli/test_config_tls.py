@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from cli.config import ConfigError, parse_config, tls_settings
 from cli.controllerd import main, open_remoting_warning
 from tests.cli.test_config import LOOPBACK, REMOTE
-from tests.pki import CA
+from tools.pki import CA
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ import pytest
 
 from cli import rocketmq
 from cli.rocketmq import Broker, Deployment, port_triples, wait_until
-from tests.pki import CA
 from tools.cluster import ControllerdCluster
+from tools.pki import CA
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 

@@ -12,8 +12,8 @@ import pytest
 from cli.config import peer_contexts
 from raft.options import PeerTls
 from raft.transport import TcpTransport
-from tests.pki import CA
 from tests.raft.transport.test_transport import DEADLINE, FAST, LOCAL, SECRET, Inbox, eventually, hb
+from tools.pki import CA
 
 
 def tls_for(ca: CA, name: str) -> PeerTls:

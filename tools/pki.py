@@ -1,5 +1,5 @@
-"""Certificates for the TLS tests, made with `cryptography` at test time (none is ever committed): a CA, a server
-certificate for 127.0.0.1/localhost, client certificates, an expired one and one from another CA."""
+"""Certificates for the TLS tests and the TLS benchmark, made with `cryptography` at run time (none is ever
+committed): a CA, server and client certificates for 127.0.0.1/localhost, an expired one, another CA's."""
 
 from __future__ import annotations
 
