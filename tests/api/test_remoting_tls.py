@@ -117,18 +117,33 @@ async def test_enforcing_refuses_each_bad_client_with_a_log_line_and_a_counter(
         for reason, ctx in cases:
             await closed_without_answer(server.port, ctx)
             await refused(server, reason, 0)
+
+        # a client that does not trust this server's CA aborts the handshake itself, with an alert saying so
+        # (a blocking socket: OpenSSL sends the alert before it raises)
+        def distrust() -> None:
+            with socket.create_connection(("127.0.0.1", server.port)) as raw:
+                with pytest.raises(ssl.SSLCertVerificationError):
+                    pki.other.client_context(pki.stranger).wrap_socket(raw, server_hostname="127.0.0.1")
+
+        await asyncio.to_thread(distrust)
+        await refused(server, "peer_refused_certificate", 0)
+        # plain HTTP on the TLS port: refused as any plain client (never redirected as on a plain port)
+        with socket.create_connection(("127.0.0.1", server.port)) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        await refused(server, "plain_on_enforcing", 1)
         # a truncated handshake: the start of a ClientHello, then the client goes away
         with socket.create_connection(("127.0.0.1", server.port)) as s:
             s.sendall(b"\x16\x03\x01\x00\xc8\x01\x00")
         await refused(server, "truncated_handshake", 0)
-        assert set(server.refusals) == {reason for reason, _ in cases} | {"truncated_handshake"}
+        expected = {reason for reason, _ in cases} | {"truncated_handshake", "peer_refused_certificate"}
+        assert set(server.refusals) == expected and server.refusals["plain_on_enforcing"] == 2
         lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
-        assert len(lines) == len(server.refusals), lines
+        assert len(lines) == sum(server.refusals.values()), lines
         assert all("remoting connection from 127.0.0.1:" in line for line in lines)
         assert any("certificate has expired" in line for line in lines)
         scrape = server.metrics.render().decode() if server.metrics else ""
-        for reason in server.refusals:
-            assert f'controllerd_tls_refused_total{{listener="remoting",reason="{reason}"}} 1.0' in scrape
+        for reason, n in server.refusals.items():
+            assert f'controllerd_tls_refused_total{{listener="remoting",reason="{reason}"}} {n}.0' in scrape
         assert await metadata(server.port, pki.ca.client_context(pki.client)) == C.SUCCESS  # still serving
 
 
