@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 
@@ -43,7 +44,14 @@ from api.service.audit import AuditLog
 from api.service.metrics import ControllerMetrics
 from api.service.properties import PropertiesError, parse_properties
 from api.service.settings import ApiSettings
-from api.service.tls import HANDSHAKE_RECORD, HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKES, ServerTls, refusal_reason
+from api.service.tls import (
+    HANDSHAKE_RECORD,
+    HANDSHAKE_TIMEOUT_S,
+    MAX_HANDSHAKES,
+    ServerTls,
+    forward_context,
+    refusal_reason,
+)
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
@@ -111,6 +119,7 @@ class Dispatcher:
         self.metrics = metrics
         self.acl = Acl(settings.remoting_acl_file) if settings.remoting_acl_file else None
         self.audit = AuditLog.open(settings.audit_log) if settings.audit_log else None
+        self.forward_tls: ssl.SSLContext | None = None  # TLS on: how this node reaches a peer's remoting port
         self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
             H.BROKER_HEARTBEAT: self._header(Q.BrokerHeartbeat),
             C.ALTER_SYNC_STATE_SET: self._alter,
@@ -197,7 +206,7 @@ class Dispatcher:
         host, _, port = address.rpartition(":")
         try:
             async with asyncio.timeout(NOTIFY_TIMEOUT_S + self.service.opts.request_timeout_s):
-                client = await RemotingClient.connect(host.strip("[]"), int(port), cmd.serialize_type)
+                client = await RemotingClient.connect(host.strip("[]"), int(port), cmd.serialize_type, self.forward_tls)
                 try:
                     ext = {**cmd.ext_fields, FORWARDED_BY: self.service.id}
                     answer = await client.request(cmd.code, ext, cmd.body, timeout=self.service.opts.request_timeout_s)
@@ -458,6 +467,8 @@ class RemotingServer:
         self.http_clients_warned: set[str] = set()  # hosts told to use controllerHttpAddr (http_redirected)
         self.metrics = metrics
         self.tls = ServerTls(settings.remoting_tls, "remoting") if settings.remoting_tls.enabled else None
+        if self.tls is not None:
+            self.dispatcher.forward_tls = forward_context(self.tls.effective)
         self.handshakes_max = MAX_HANDSHAKES
         self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
         self.admitting: dict[asyncio.Task[None], str] = {}  # (oldest first) -> peer: first byte or handshake awaited

@@ -188,6 +188,25 @@ _SELF_SIGNED: tuple[str, str] | None = None
 _SELF_SIGNED_LOCK = threading.Lock()
 
 
+def forward_context(s: TlsSettings) -> ssl.SSLContext:
+    """The client side of a node's own remoting connections to a peer (a 1009 a follower passes to the leader):
+    it presents this node's server certificate (it must then also be valid for client authentication where the
+    peers require client certificates) and trusts `tls.server.trustCertPath`; no host-name check, as RocketMQ's
+    clients make none. Test mode: no certificate, nothing verified (as RocketMQ's test-mode clients)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = False
+    if s.test_mode:
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    ctx.load_cert_chain(s.cert_path, s.key_path, s.key_password)
+    if s.trust_cert_path:
+        ctx.load_verify_locations(cafile=s.trust_cert_path)
+    else:
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def _self_signed() -> tuple[str, str]:
     """Test mode (tls.test.mode.enable=true): a self-signed certificate made once per process, as Netty's
     SelfSignedCertificate is in RocketMQ; its files live in a private temporary directory."""

@@ -21,8 +21,9 @@ from api.remoting.client import RemotingClient
 from api.remoting.server import RemotingServer
 from api.service.metrics import ControllerMetrics
 from api.service.tls import TlsError, TlsSettings
+from raft.testing.cluster import free_ports
 from statemachine import codes as C
-from tests.api.harness import SETTINGS, Node, solo
+from tests.api.harness import GROUP_RAFT, SETTINGS, Node, build, running, service_options, settled, solo
 from tools.pki import CA
 
 pytestmark = pytest.mark.anyio
@@ -223,3 +224,31 @@ def test_settings_refuse_what_rocketmq_would_silently_accept(pki: Pki, tmp_path:
     conf.write_text("tls.server.authClient=yes\n")
     with pytest.raises(TlsError, match=rf"tls.server.authClient=yes \({conf}:1\): must be true or false"):
         replace(good, config_file=str(conf)).effective()
+
+
+async def test_a_follower_forwards_a_config_update_to_the_leader_over_tls(pki: Pki, tmp_path: Path) -> None:
+    """mqadmin updateControllerConfig -a <a follower>: the follower passes the 1009 to the leader's enforcing
+    port over TLS, presenting its own certificate (tls.server.certPath) as a client certificate."""
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    nodes = [build(service_options(tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting)) for i in range(3)]
+    settings = replace(SETTINGS, remoting_tls=pki.settings("enforcing"))
+    servers = [RemotingServer(n.service, settings, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
+    for s in servers:
+        await s.start()
+    try:
+        async with running(nodes):
+            leader = await settled(nodes)
+            follower = next(i for i, n in enumerate(nodes) if n is not leader)
+            client = await RemotingClient.connect("127.0.0.1", rports[follower], tls=pki.ca.client_context(pki.client))
+            try:
+                r = await client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=4\n")
+            finally:
+                client.close()
+            assert (r.code, r.remark) == (C.SUCCESS, None), r
+            assert leader.service.replicated_config()["electMasterMaxRetryCount"] == 4
+            assert all(s.refusals == {} for s in servers)
+    finally:
+        for s in servers:
+            await s.stop()
