@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from raft.leaf.durable import atomic_write
+
 DAY = datetime.timedelta(days=1)
 
 
@@ -88,9 +90,4 @@ class CA:
 
 def write(path: str, data: bytes) -> None:
     """Atomically (a temp file renamed over), as an operator rotating a certificate should."""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(os.path.dirname(path), os.path.basename(path), data)

@@ -52,6 +52,7 @@ from api.service.tls import (
     forward_context,
     refusal_reason,
 )
+from raft.leaf.peercert import common_name
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
@@ -280,17 +281,6 @@ class Dispatcher:
         return cmd.response(result.code, result.remark, H.to_ext(result.header, cmd.code), body)
 
 
-def _common_name(cert: object) -> str | None:
-    """The subject CN of a verified peer certificate (ssl's getpeercert() dict), else None."""
-    if not isinstance(cert, dict):
-        return None
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
-
-
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -348,7 +338,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are no asyncio.Transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.cert_name = _common_name(transport.get_extra_info("peercert"))
+        self.cert_name = common_name(transport.get_extra_info("peercert"))
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:

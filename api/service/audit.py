@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 
+from raft.leaf.durable import ensure_dir, fsync_dir
+
 log = logging.getLogger("controllerd.audit")
 
 OMITTED = frozenset({"AccessKey", "Signature", "SecurityToken"})  # never written: they identify or authenticate
@@ -36,17 +38,12 @@ class AuditLog:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
+        directory = ensure_dir(os.path.dirname(os.path.abspath(path)))
         created = not os.path.exists(path)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         if created:
             os.fsync(self.fd)
-            dfd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            fsync_dir(directory)
 
     @classmethod
     def open(cls, path: str) -> AuditLog:

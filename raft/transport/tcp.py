@@ -17,6 +17,7 @@ import socket
 from collections.abc import Callable, Mapping
 
 from raft.core.messages import Message
+from raft.leaf.peercert import common_name
 from raft.options import PeerTls, TransportOptions
 from raft.transport.codec import (
     KIND_SNAPSHOT,
@@ -64,12 +65,7 @@ COUNTERS = (
 
 def certificate_name(transport: asyncio.BaseTransport) -> str | None:
     """The subject CN of the verified certificate at the other end of a TLS connection (None: plain, or none)."""
-    cert = transport.get_extra_info("peercert")
-    for rdn in cert.get("subject", ()) if isinstance(cert, dict) else ():
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
+    return common_name(transport.get_extra_info("peercert"))
 
 
 def format_address(addr: Address) -> str:
