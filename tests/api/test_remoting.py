@@ -901,8 +901,10 @@ async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_enc
         )
         answer = node.server.dispatcher.answer
 
-        async def oversized(cmd: codec.RemotingCommand, peer: str = "?") -> codec.RemotingCommand:
-            return (await answer(cmd, peer)).response(C.SUCCESS, "x" * (codec.MAX_HEADER + 1))
+        async def oversized(
+            cmd: codec.RemotingCommand, peer: str = "?", cert_name: str | None = None
+        ) -> codec.RemotingCommand:
+            return (await answer(cmd, peer, cert_name)).response(C.SUCCESS, "x" * (codec.MAX_HEADER + 1))
 
         monkeypatch.setattr(node.server.dispatcher, "answer", oversized)
         r = await client.request(H.GET_METADATA_INFO)
