@@ -45,6 +45,7 @@ def main() -> int:
             "       python -m tools.bench peers [--rounds R] [--systems ours,jraft,dledger] [--quick] [--json F]",
             file=sys.stderr,
         )
+        print("       python -m tools.bench tls [--seconds S] [--connections C] [--reps R] [--json F]", file=sys.stderr)
         return 2
     if sys.argv[1] == "tls":
         from tools.bench import tls_bench
