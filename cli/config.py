@@ -36,7 +36,15 @@ from api.service.acl import AclFileError, load_users
 from api.service.properties import PropertiesError, Property
 from api.service.properties import parse_properties as _parse_properties
 from api.service.settings import ApiSettings, read_token_file
-from api.service.tls import CLIENT_AUTH, DEFAULT_CONFIG_FILE, MODES, TlsError, TlsSettings, build_context
+from api.service.tls import (
+    CLIENT_AUTH,
+    DEFAULT_CONFIG_FILE,
+    MODES,
+    ServerTls,
+    TlsError,
+    TlsSettings,
+    build_context,
+)
 from raft.options import (
     NODE_LOCAL,
     REPLICATED,
@@ -875,18 +883,58 @@ def certificate_common_name(path: str) -> str | None:
     return str(names[0].value) if names else None
 
 
-def peer_contexts(cert: str, key: str, password: str | None, trust: str) -> PeerTls:
+class PeerFiles(PeerTls):
+    """Peer TLS from PEM files, reloaded like the remoting certificates (api.service.tls.ServerTls): when a file
+    changes, and on `reload()` (SIGHUP). The listener keeps one context that switches each handshake to the
+    current certificate; each outbound connection gets the current client context."""
+
+    def __init__(self, cert: str, key: str, password: str | None, trust: str) -> None:
+        settings = TlsSettings(
+            mode="enforcing",
+            config_file="",
+            test_mode=False,
+            need_client_auth="require",
+            cert_path=cert,
+            key_path=key,
+            key_password=password,
+            auth_client=True,
+            trust_cert_path=trust,
+            sources={"tls.server.certPath": "jRaftTlsCertPath", "tls.server.keyPath": "jRaftTlsKeyPath"},
+        )
+        self.files = ServerTls(settings, "peer")
+        self._listening = self.files.listening_context()
+        self._built: tuple[ssl.SSLContext | None, ssl.SSLContext | None] = (None, None)
+
+    def server_context(self) -> ssl.SSLContext:
+        return self._listening
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client context on the current files: our certificate, the CA, no host-name check (the CN is checked
+        against the peer's raft id instead)."""
+        server = self.files.context()
+        if self._built[0] is not server:
+            s = self.files.effective
+            client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            client.minimum_version = ssl.TLSVersion.TLSv1_2
+            client.check_hostname = False
+            client.load_cert_chain(s.cert_path, s.key_path, s.key_password)
+            client.load_verify_locations(cafile=s.trust_cert_path)
+            self._built = (server, client)
+        client_ctx = self._built[1]
+        assert client_ctx is not None
+        return client_ctx
+
+    def reload(self) -> bool:
+        return self.files.reload()
+
+
+def peer_contexts(cert: str, key: str, password: str | None, trust: str) -> PeerFiles:
     """Mutual TLS between peers: both sides present `cert` and require a certificate chaining to `trust`
-    (which node a certificate names is checked by the transport against the raft ids)."""
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    for ctx in (server, client):
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(cert, key, password)
-        ctx.load_verify_locations(cafile=trust)
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    client.check_hostname = False  # the CN is checked against the peer's raft id instead
-    return PeerTls(server, client)
+    (which node a certificate names is checked by the transport against the raft ids). TlsError (a ValueError)
+    naming the file that cannot be used."""
+    tls = PeerFiles(cert, key, password, trust)
+    tls.client_context()
+    return tls
 
 
 def audit_log_path(cfg: ControllerConfig) -> str:

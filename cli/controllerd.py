@@ -6,7 +6,7 @@
     controllerd check-config -c node.conf        validate and exit (an unknown key is an error; --lenient: a warning)
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
 
-SIGHUP: the remoting and HTTPS certificates are reloaded (docs/security.md).
+SIGHUP: the remoting, HTTPS and peer certificates are reloaded (docs/security.md).
 SIGTERM or SIGINT: a leader hands leadership to the most caught-up voter, HTTP stops, the log is flushed,
 exit 0. Exit codes: 0 ok; 1 the node failed (data directory locked, no loadable state, storage error);
 2 usage or config error (the message names key, value and file:line on stderr).
@@ -24,6 +24,7 @@ from cli.config import (
     ConfigError,
     ConfigWarning,
     ControllerConfig,
+    PeerFiles,
     audit_log_path,
     effective_items,
     http_address,
@@ -189,8 +190,9 @@ def run_node(
     from api.service.settings import ApiSettings
 
     host, port = http_address(cfg)
+    options = to_service_options(cfg)
     server = ControllerServer(
-        to_service_options(cfg),
+        options,
         ApiSettings(
             admin_token=cfg.admin_token,
             admin_token_file=cfg.admin_token_file or None,
@@ -223,7 +225,14 @@ def run_node(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, server.reload_tls)
+        peer_tls = options.node.tls
+
+        def reload_certificates() -> None:  # SIGHUP: every certificate now (a change of its files does it anyway)
+            server.reload_tls()
+            if isinstance(peer_tls, PeerFiles):
+                peer_tls.reload()
+
+        loop.add_signal_handler(signal.SIGHUP, reload_certificates)
         try:
             await server.start()
         except Exception as e:  # noqa: BLE001 - any start failure is reported in one line, exit 1

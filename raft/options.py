@@ -298,14 +298,23 @@ class SnapshotOptions:
 
 
 class PeerTls:
-    """Mutual TLS between peers (ours; docs/security.md, "Peers"): `server` for the listener (it requires and
-    verifies a client certificate), `client` for outbound connections (it verifies the peer's certificate and
-    presents ours). On top of the frame MAC, a connection's certificate must name the node at its other end:
-    subject CN == that node's id (jRaftServerId); a connection whose frames come from another id, or whose
-    server is not the peer dialled, is closed."""
+    """Mutual TLS between peers (ours; docs/security.md, "Peers"): `server_context()` for the listener (it
+    requires and verifies a client certificate), `client_context()` for each outbound connection (it verifies the
+    peer's certificate and presents ours). On top of the frame MAC, a connection's certificate must name the node
+    at its other end: subject CN == that node's id (jRaftServerId); a connection whose frames come from another
+    id, or whose server is not the peer dialled, is closed. This base serves fixed contexts; the daemon's
+    (cli/config.py) rebuilds them when their files change."""
 
     def __init__(self, server: ssl.SSLContext, client: ssl.SSLContext) -> None:
-        self.server, self.client = server, client
+        self._server, self._client = server, client
+
+    def server_context(self) -> ssl.SSLContext:
+        """The listener's context, asked once when the transport starts."""
+        return self._server
+
+    def client_context(self) -> ssl.SSLContext:
+        """The context of the next outbound connection."""
+        return self._client
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,7 +128,7 @@ class TcpTransport:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         host, port = self._listen
-        ssl = self.tls.server if self.tls is not None else None
+        ssl = self.tls.server_context() if self.tls is not None else None
         self._server = await self._loop.create_server(lambda: _Inbound(self), host, port, ssl=ssl)
         self._address = self._server.sockets[0].getsockname()[:2]
 
@@ -327,7 +327,7 @@ class TcpTransport:
         host, port = peer.address
         try:
             async with asyncio.timeout(self.options.connect_timeout):
-                ssl = self.tls.client if self.tls is not None else None
+                ssl = self.tls.client_context() if self.tls is not None else None
                 _, conn = await self._loop.create_connection(lambda: _Outbound(self, peer), host, port, ssl=ssl)
         except (OSError, TimeoutError) as e:
             peer.connecting = None

@@ -5,11 +5,14 @@ and a plain-TCP peer are refused, and nothing they send is delivered."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
-from cli.config import peer_contexts
+from cli.config import PeerFiles, peer_contexts
 from raft.options import PeerTls
 from raft.transport import TcpTransport
 from tests.raft.transport.test_transport import DEADLINE, FAST, LOCAL, SECRET, Inbox, eventually, hb
@@ -82,3 +85,39 @@ def test_check_config_refuses_a_certificate_for_another_node(tmp_path: Path) -> 
         ConfigError, match=r"jRaftTlsTrustCertPath= \(default; not set in the file\): peer TLS needs jRaftTlsCertPath"
     ):
         parse_config(LOOPBACK + f"jRaftTlsCertPath={mine.cert}\njRaftTlsKeyPath={mine.key}\n", "n.conf")
+
+
+def test_a_rotated_peer_certificate_is_served_and_used_without_a_restart(tmp_path: Path) -> None:
+    ca = CA(tmp_path)
+    pairs = {name: ca.issue(name, file=f"peer-{name}") for name in ("a", "b")}
+    tls = {name: peer_contexts(p.cert, p.key, None, ca.path) for name, p in pairs.items()}
+
+    def served_serial(address: tuple[str, int]) -> int:
+        ctx = ssl.create_default_context(cafile=ca.path)
+        ctx.check_hostname = False
+        ctx.load_cert_chain(pairs["a"].cert, pairs["a"].key)
+        with socket.create_connection(address, timeout=5) as raw, ctx.wrap_socket(raw) as s:
+            der = s.getpeercert(binary_form=True)
+        assert der is not None
+        return int(x509.load_der_x509_certificate(der).serial_number)
+
+    async def main() -> None:
+        inbox = Inbox()
+        b = TcpTransport("b", LOCAL, {}, SECRET, inbox, FAST, tls["b"])
+        a = TcpTransport("a", LOCAL, {}, SECRET, Inbox(), FAST, tls["a"])
+        await b.start()
+        await a.start()
+        try:
+            before = await asyncio.to_thread(served_serial, b.address)
+            ca.issue("b", file="peer-b")  # b's files replaced (atomic rename): no restart
+            assert await asyncio.to_thread(served_serial, b.address) != before
+            ca.issue("a", file="peer-a")  # a's client certificate too: its next connection presents the new one
+            a.update_peers({"b": b.address})
+            a.send([hb("a", "b", 7)])
+            assert [m.seq for m in await inbox.wait(1)] == [7]
+            assert isinstance(tls["a"], PeerFiles) and tls["a"].files.reloads == 1
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
