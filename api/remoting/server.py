@@ -64,6 +64,7 @@ MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswere
 NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
 NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
 FORWARDED_BY = "controllerForwardedBy"  # ours, in a 1009 a follower passes to the leader: never passed on again
+ACCEPT_RETRY_S = 1.0  # after a failed accept (EMFILE, ...): Netty's ServerBootstrapAcceptor also pauses accepting 1 s
 IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds: a connection silent this long closes
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
@@ -492,7 +493,12 @@ class RemotingServer:
         hold a bounded amount of memory, and a client that handshakes at once always gets through)."""
         loop = asyncio.get_running_loop()
         while True:
-            conn, addr = await loop.sock_accept(sock)
+            try:
+                conn, addr = await loop.sock_accept(sock)
+            except OSError as e:  # out of file descriptors, say: keep the port, try again shortly
+                log.error("remoting accept on %s:%d failed: %s; retrying in %.1f s", *self.address, e, ACCEPT_RETRY_S)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
             peer = f"{addr[0]}:{addr[1]}"
             if len(self.admitting) >= self.handshakes_max:
                 oldest = next(iter(self.admitting))
