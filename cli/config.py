@@ -797,6 +797,13 @@ def parse_config(
     if values["tls_need_client_auth"] not in CLIENT_AUTH and "tls.server.need.client.auth" not in bad:
         fail("tls.server.need.client.auth", f"must be one of {', '.join(CLIENT_AUTH)}")
 
+    tls_on = values["tls_server_mode"] != "disabled" or values["http_tls"]
+    if tls_on and values["tls_test_mode"] and values["tls_cert_path"]:
+        warnings.append(
+            f"{sources['tls.server.certPath']}: tls.server.certPath is ignored while tls.test.mode.enable=true "
+            "(a self-signed certificate is served, as RocketMQ does); set tls.test.mode.enable=false to use it"
+        )
+
     cfg = None
     if not errors:
         cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)

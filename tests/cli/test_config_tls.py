@@ -71,6 +71,12 @@ def test_bad_tls_settings_fail_check_config_naming_the_key(
     assert checked.exit_code == 2, checked.output
 
 
+def test_certificates_ignored_in_test_mode_are_warned_about(ca: CA, tmp_path: Path) -> None:
+    cfg, warnings = parse_config(LOOPBACK + tls_lines(ca, tmp_path, **{"tls.test.mode.enable": "true"}), "n.conf")
+    assert cfg.tls_test_mode
+    assert [w for w in warnings if w.startswith("n.conf:7: tls.server.certPath is ignored while tls.test.mode")]
+
+
 def test_a_non_loopback_remoting_port_without_client_certificates_is_warned_about(ca: CA, tmp_path: Path) -> None:
     open_cfg, _ = parse_config(REMOTE, "n.conf")
     assert "non-loopback 10.0.0.2:9770" in open_remoting_warning(open_cfg)
