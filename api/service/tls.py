@@ -40,7 +40,7 @@ CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": 
 DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"  # TlsSystemConfig.tlsConfigFile's default
 HANDSHAKE_RECORD = 0x16  # NettyRemotingServer.TlsModeHandler.HANDSHAKE_MAGIC_CODE
 HANDSHAKE_TIMEOUT_S = 10.0  # Netty SslHandler's default handshakeTimeoutMillis
-MAX_HANDSHAKES = 1024  # connections at most between accept and a finished handshake; more are closed at once
+MAX_HANDSHAKES = 256  # connections at most between accept and a finished handshake (each holds ~0.5 MiB of TLS buffers)
 
 
 class TlsError(ValueError):
