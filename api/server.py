@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import socket
@@ -29,6 +30,7 @@ from api.http.hotpath import HeartbeatPath
 from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
 from api.service.settings import ApiSettings
+from api.service.tls import ServerTls
 
 log = logging.getLogger("controllerd")
 
@@ -103,6 +105,8 @@ class ControllerServer:
             # uvicorn annotates an int but only hands it to loop.call_later, which takes seconds as a float
             timeout_keep_alive=settings.keep_alive_s,  # type: ignore[arg-type]
         )
+        https = dataclasses.replace(settings.remoting_tls, mode="enforcing")
+        self.http_tls = ServerTls(https, "HTTP") if settings.http_tls else None
         self._http: _EmbeddedUvicorn | None = None
         self._main: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
@@ -119,6 +123,8 @@ class ControllerServer:
                 await self.remoting.stop()
             raise
         self._config.load()
+        if self.http_tls is not None:
+            self._config.ssl = self.http_tls.listening_context()
         if not self._config.access_log:
             # Uvicorn logs access lines whenever "uvicorn.access" has a handler, including the root's through
             # propagation (a host's logging setup): off means off, it costs ~5% of request throughput.
@@ -132,7 +138,14 @@ class ControllerServer:
         self._http = http
         self._main = asyncio.get_running_loop().create_task(http.main_loop(), name="http")
         host, port = self.address
-        log.info("serving HTTP on http://%s:%d (raft %s)", host, port, self.service.id)
+        scheme = "https" if self.http_tls is not None else "http"
+        log.info("serving HTTP on %s://%s:%d (raft %s)", scheme, host, port, self.service.id)
+
+    def reload_tls(self) -> None:
+        """SIGHUP: rebuild the remoting and HTTPS certificates now (a change of their files does it anyway)."""
+        for tls in (self.remoting.tls if self.remoting is not None else None, self.http_tls):
+            if tls is not None:
+                tls.reload()
 
     async def stop(self) -> None:
         """Leadership first (while HTTP still answers 2007 with the new leader), then HTTP, then the node."""

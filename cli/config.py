@@ -25,21 +25,33 @@ import ipaddress
 import logging
 import os
 import re
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypedDict, Unpack
 
 from api.service import ServiceOptions
+from api.service.acl import AclFileError, load_users
 from api.service.properties import PropertiesError, Property
 from api.service.properties import parse_properties as _parse_properties
 from api.service.settings import ApiSettings, read_token_file
+from api.service.tls import (
+    CLIENT_AUTH,
+    DEFAULT_CONFIG_FILE,
+    MODES,
+    ServerTls,
+    TlsError,
+    TlsSettings,
+    build_context,
+)
 from raft.options import (
     NODE_LOCAL,
     REPLICATED,
     SETTING,
     LogStorageOptions,
     NodeOptions,
+    PeerTls,
     RaftOptions,
     Setting,
     SnapshotOptions,
@@ -340,6 +352,95 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    audit_log: str = key(
+        "controllerAuditLog",
+        "path",
+        "",
+        default_doc="`<controllerStorePath>/audit.log`",
+        doc="Ours: the audit log, one JSON line per accepted state-changing admin request from either front end (remoting 1009, 1011, designated 1002; HTTP writes under /api/v1/admin and /api/v1/raft): who, from where, what, outcome; fsync'd per record. `rmqctl audit FILE` reads it. docs/security.md.",
+    )
+    acl_file: str = key(
+        "controllerAclFile",
+        "path",
+        "",
+        default_doc="unset (no check)",
+        doc="Ours: the users allowed to send state-changing remoting requests (904, 1001, 1002, 1003, 1009, 1011, 1012, 1013), signed as RocketMQ's AclClientRPCHook signs; others get 16 NO_PERMISSION. Properties text `user.<accessKey>.secretKey|role|brokerNames`, role `admin` or `broker` (only for its brokerNames, never 1009/1011); re-read when it changes. docs/security.md.",
+    )
+    peer_tls_cert_path: str = key(
+        "jRaftTlsCertPath",
+        "path",
+        "",
+        default_doc="unset (peers over plain TCP, frames MAC'd)",
+        doc="Ours: PEM certificate of this node for mutual TLS between peers; its subject CN must be this node's `jRaftServerId`. With `jRaftTlsKeyPath` and `jRaftTlsTrustCertPath` (all three or none). A peer whose certificate names another id than the one it speaks as (or that is dialled as) is refused. The frame MAC stays. docs/security.md.",
+    )
+    peer_tls_key_path: str = key(
+        "jRaftTlsKeyPath", "path", "", default_doc="unset", doc="PEM private key of `jRaftTlsCertPath`."
+    )
+    peer_tls_key_password: str | None = key(
+        "jRaftTlsKeyPassword", "secret", None, doc="Password of an encrypted `jRaftTlsKeyPath`."
+    )
+    peer_tls_trust_cert_path: str = key(
+        "jRaftTlsTrustCertPath",
+        "path",
+        "",
+        default_doc="unset",
+        doc="PEM CA certificate(s) every peer's certificate must chain to.",
+    )
+    http_tls: bool = key(
+        "controllerHttpTls",
+        "bool",
+        "false",
+        doc="Ours: serve `controllerHttpAddr` as HTTPS with the `tls.server.*` certificate, key and client-certificate settings (and `tls.config.file`), whatever `tls.server.mode` says; reloaded as the remoting ones. rmqctl then needs `https://` addresses and `--cacert` (and `--cert`/`--key` when client certificates are required). docs/security.md.",
+    )
+    tls_server_mode: str = key(
+        "tls.server.mode",
+        "str",
+        "disabled",
+        type_doc="`disabled`, `permissive` or `enforcing`",
+        default_doc="`disabled` (RocketMQ: `permissive`, with a self-signed test certificate)",
+        doc="RocketMQ's TLS mode of the remoting port (a JVM system property there, a key here): `permissive` serves TLS and plain on the one port (a first byte 0x16 means TLS), `enforcing` closes every plain connection, `disabled` closes every TLS one. Other values are an error (RocketMQ reads them as `permissive`). docs/security.md.",
+    )
+    tls_config_file: str = key(
+        "tls.config.file",
+        "path",
+        DEFAULT_CONFIG_FILE,
+        doc="RocketMQ's TLS properties file: when it exists, its `tls.test.mode.enable` and `tls.server.*` keys win over this file's. Re-read whenever a certificate is reloaded (SIGHUP, or a change of any file named).",
+    )
+    tls_test_mode: bool = key(
+        "tls.test.mode.enable",
+        "bool",
+        "true",
+        doc="As RocketMQ: `true` serves a self-signed certificate made at start and ignores the certificate keys, checking no client certificate. Set `false` to use `tls.server.certPath`.",
+    )
+    tls_need_client_auth: str = key(
+        "tls.server.need.client.auth",
+        "str",
+        "none",
+        type_doc="`none`, `optional` or `require`",
+        doc="Whether a client certificate is requested (`optional`) or required (`require`). Anything but `none` needs `tls.server.authClient=true` and `tls.server.trustCertPath`: RocketMQ would accept any certificate there, this controller refuses the config.",
+    )
+    tls_cert_path: str = key(
+        "tls.server.certPath", "path", "", default_doc="unset", doc="PEM certificate (chain) of the remoting port."
+    )
+    tls_key_path: str = key(
+        "tls.server.keyPath", "path", "", default_doc="unset", doc="PEM private key (PKCS#8, as Netty reads it)."
+    )
+    tls_key_password: str | None = key(
+        "tls.server.keyPassword", "secret", None, doc="Password of an encrypted `tls.server.keyPath`."
+    )
+    tls_auth_client: bool = key(
+        "tls.server.authClient",
+        "bool",
+        "false",
+        doc="Verify client certificates against `tls.server.trustCertPath`.",
+    )
+    tls_trust_cert_path: str = key(
+        "tls.server.trustCertPath",
+        "path",
+        "",
+        default_doc="unset",
+        doc="PEM CA certificate(s) that client certificates must chain to.",
+    )
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type". (A default only because the key fields above, declared
     through `key(...)`, look defaulted to mypy; the parser always passes it.)"""
@@ -667,9 +768,52 @@ def parse_config(
                     "secret is used (set jRaftClusterSecret before binding any other address)"
                 )
 
+    peer_tls = ("jRaftTlsCertPath", "jRaftTlsKeyPath", "jRaftTlsTrustCertPath")
+    peer_set = [k for k in peer_tls if values[BY_KEY[k].attr]]
+    if peer_set and len(peer_set) < len(peer_tls):
+        missing = [k for k in peer_tls if k not in peer_set]
+        fail(missing[0], f"peer TLS needs {', '.join(peer_tls)} together; {', '.join(peer_set)} set, this one not", "")
+    elif peer_set:
+        try:
+            named = certificate_common_name(values["peer_tls_cert_path"])
+            peer_contexts(
+                values["peer_tls_cert_path"],
+                values["peer_tls_key_path"],
+                values["peer_tls_key_password"],
+                values["peer_tls_trust_cert_path"],
+            )
+        except (OSError, ValueError, ssl.SSLError) as e:
+            fail("jRaftTlsCertPath", f"cannot use the peer certificate, key or CA: {e}")
+        else:
+            if "jRaftServerId" not in bad and named != values["server_id"]:
+                fail("jRaftTlsCertPath", f"the certificate names {named!r}, not this node's jRaftServerId")
+    if values["acl_file"] and "controllerAclFile" not in bad:
+        try:
+            load_users(values["acl_file"])
+        except AclFileError as e:
+            fail("controllerAclFile", f"cannot use it: {e}")
+    if values["tls_server_mode"] not in MODES and "tls.server.mode" not in bad:
+        fail("tls.server.mode", f"must be one of {', '.join(MODES)} (RocketMQ would read it as permissive)")
+    if values["tls_need_client_auth"] not in CLIENT_AUTH and "tls.server.need.client.auth" not in bad:
+        fail("tls.server.need.client.auth", f"must be one of {', '.join(CLIENT_AUTH)}")
+
+    tls_on = values["tls_server_mode"] != "disabled" or values["http_tls"]
+    if tls_on and values["tls_test_mode"] and values["tls_cert_path"]:
+        warnings.append(
+            f"{sources['tls.server.certPath']}: tls.server.certPath is ignored while tls.test.mode.enable=true "
+            "(a self-signed certificate is served, as RocketMQ does); set tls.test.mode.enable=false to use it"
+        )
+
     cfg = None
     if not errors:
         cfg = ControllerConfig(path=path, sources=MappingProxyType(sources), **values)
+        if cfg.tls_server_mode != "disabled" or cfg.http_tls:
+            try:
+                build_context(
+                    dataclasses.replace(tls_settings(cfg), mode="enforcing").effective()
+                )  # a missing or unreadable file fails check-config
+            except TlsError as e:
+                errors.append(ConfigError(str(e), path=path))
         try:
             to_node_options(cfg)  # the raft layer's own checks, so that check-config catches them too
         except ValueError as e:
@@ -720,6 +864,11 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             min_free_bytes=cfg.min_free_disk_mb << 20,
             segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES", LogStorageOptions().segment_bytes),
         ),
+        tls=peer_contexts(
+            cfg.peer_tls_cert_path, cfg.peer_tls_key_path, cfg.peer_tls_key_password, cfg.peer_tls_trust_cert_path
+        )
+        if cfg.peer_tls_cert_path
+        else None,
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
             interval_s=float(cfg.snapshot_interval_secs),
@@ -727,6 +876,92 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             log_margin=cfg.snapshot_trailing_logs,
             chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions().chunk_bytes),
         ),
+    )
+
+
+def certificate_common_name(path: str) -> str | None:
+    """The subject CN of the first certificate of a PEM file."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    with open(path, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else None
+
+
+class PeerFiles(PeerTls):
+    """Peer TLS from PEM files, reloaded like the remoting certificates (api.service.tls.ServerTls): when a file
+    changes, and on `reload()` (SIGHUP). The listener keeps one context that switches each handshake to the
+    current certificate; each outbound connection gets the current client context."""
+
+    def __init__(self, cert: str, key: str, password: str | None, trust: str) -> None:
+        settings = TlsSettings(
+            mode="enforcing",
+            config_file="",
+            test_mode=False,
+            need_client_auth="require",
+            cert_path=cert,
+            key_path=key,
+            key_password=password,
+            auth_client=True,
+            trust_cert_path=trust,
+            sources={"tls.server.certPath": "jRaftTlsCertPath", "tls.server.keyPath": "jRaftTlsKeyPath"},
+        )
+        self.files = ServerTls(settings, "peer")
+        self._listening = self.files.listening_context()
+        self._built: tuple[ssl.SSLContext | None, ssl.SSLContext | None] = (None, None)
+
+    def server_context(self) -> ssl.SSLContext:
+        return self._listening
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client context on the current files: our certificate, the CA, no host-name check (the CN is checked
+        against the peer's raft id instead)."""
+        server = self.files.context()
+        if self._built[0] is not server:
+            s = self.files.effective
+            client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            client.minimum_version = ssl.TLSVersion.TLSv1_2
+            client.check_hostname = False
+            client.load_cert_chain(s.cert_path, s.key_path, s.key_password)
+            client.load_verify_locations(cafile=s.trust_cert_path)
+            self._built = (server, client)
+        client_ctx = self._built[1]
+        assert client_ctx is not None
+        return client_ctx
+
+    def reload(self) -> bool:
+        return self.files.reload()
+
+
+def peer_contexts(cert: str, key: str, password: str | None, trust: str) -> PeerFiles:
+    """Mutual TLS between peers: both sides present `cert` and require a certificate chaining to `trust`
+    (which node a certificate names is checked by the transport against the raft ids). TlsError (a ValueError)
+    naming the file that cannot be used."""
+    tls = PeerFiles(cert, key, password, trust)
+    tls.client_context()
+    return tls
+
+
+def audit_log_path(cfg: ControllerConfig) -> str:
+    """controllerAuditLog, or its default in the data directory."""
+    return cfg.audit_log or os.path.join(cfg.store_path, "audit.log")
+
+
+def tls_settings(cfg: ControllerConfig) -> TlsSettings:
+    """The remoting port's TLS keys (tls.config.file is read over them when a context is built)."""
+    return TlsSettings(
+        mode=cfg.tls_server_mode,
+        config_file=cfg.tls_config_file,
+        test_mode=cfg.tls_test_mode,
+        need_client_auth=cfg.tls_need_client_auth,
+        cert_path=cfg.tls_cert_path,
+        key_path=cfg.tls_key_path,
+        key_password=cfg.tls_key_password,
+        auth_client=cfg.tls_auth_client,
+        trust_cert_path=cfg.tls_trust_cert_path,
+        sources={k: v for k, v in cfg.sources.items() if k.startswith("tls.")},
     )
 
 

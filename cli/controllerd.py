@@ -6,6 +6,7 @@
     controllerd check-config -c node.conf        validate and exit (an unknown key is an error; --lenient: a warning)
     controllerd local-cluster                    a 3-node loopback cluster under ./data (make run)
 
+SIGHUP: the remoting, HTTPS and peer certificates are reloaded (docs/security.md).
 SIGTERM or SIGINT: a leader hands leadership to the most caught-up voter, HTTP stops, the log is flushed,
 exit 0. Exit codes: 0 ok; 1 the node failed (data directory locked, no loadable state, storage error);
 2 usage or config error (the message names key, value and file:line on stderr).
@@ -23,14 +24,18 @@ from cli.config import (
     ConfigError,
     ConfigWarning,
     ControllerConfig,
+    PeerFiles,
+    audit_log_path,
     effective_items,
     http_address,
     http_addresses,
+    is_loopback,
     load_config,
     parse_config,
     properties_lines,
     remoting_address,
     remoting_addresses,
+    tls_settings,
     to_service_options,
     unknown_keys,
 )
@@ -185,8 +190,9 @@ def run_node(
     from api.service.settings import ApiSettings
 
     host, port = http_address(cfg)
+    options = to_service_options(cfg)
     server = ControllerServer(
-        to_service_options(cfg),
+        options,
         ApiSettings(
             admin_token=cfg.admin_token,
             admin_token_file=cfg.admin_token_file or None,
@@ -199,6 +205,10 @@ def run_node(
             peer_id=cfg.server_id,
             config_black_list=cfg.config_black_list,
             local_config={key: value for key, value, _source in effective_items(cfg)},
+            remoting_tls=tls_settings(cfg),
+            remoting_acl_file=cfg.acl_file or None,
+            audit_log=audit_log_path(cfg),
+            http_tls=cfg.http_tls,
         ),
         (host, port),
         access_log=access_log,
@@ -206,12 +216,23 @@ def run_node(
     )
     install(server.service, log_format, log_level)
     log.info("load config properties file OK, %s", cfg.path)
+    exposure = open_remoting_warning(cfg)
+    if exposure:
+        log.warning("%s", exposure)
 
     async def serve() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        peer_tls = options.node.tls
+
+        def reload_certificates() -> None:  # SIGHUP: every certificate now (a change of its files does it anyway)
+            server.reload_tls()
+            if isinstance(peer_tls, PeerFiles):
+                peer_tls.reload()
+
+        loop.add_signal_handler(signal.SIGHUP, reload_certificates)
         try:
             await server.start()
         except Exception as e:  # noqa: BLE001 - any start failure is reported in one line, exit 1
@@ -240,6 +261,21 @@ def run_node(
         return code
 
     return _run(serve())
+
+
+def open_remoting_warning(cfg: ControllerConfig) -> str:
+    """The start-up warning when the remoting port is reachable from other hosts and nothing checks who
+    sends requests ("" when it listens on loopback, or TLS requires verified client certificates)."""
+    host, port = remoting_address(cfg)
+    if is_loopback(host) or cfg.acl_file or tls_settings(cfg).effective().verifies_clients:
+        return ""
+    return (
+        f"RocketMQ remoting listens on non-loopback {host}:{port} and accepts requests from anyone who can "
+        "reach it, state-changing ones included (1011 CLEAN_BROKER_DATA, 1002 ELECT_MASTER, ...): set controllerAclFile "
+        "(signed requests), require client certificates (tls.server.mode=enforcing, tls.test.mode.enable=false, "
+        "tls.server.need.client.auth=require, tls.server.authClient=true, tls.server.trustCertPath), or firewall the "
+        "port (docs/security.md)"
+    )
 
 
 def _run(coro: object) -> int:

@@ -138,7 +138,10 @@ def _kill_leftovers() -> None:
 class JavaProcess:
     """One JVM: started in its own process group, stdout and stderr copied line by line to `log`."""
 
-    def __init__(self, name: str, kind: str, main: str, args: list[str], home: str, extra_cp: str = "") -> None:
+    def __init__(
+        self, name: str, kind: str, main: str, args: list[str], home: str, extra_cp: str = "", jvm: tuple[str, ...] = ()
+    ) -> None:
+        """`jvm`: more JVM flags, e.g. RocketMQ's TLS system properties (-Dtls.enable=true, -Dtls.config.file=...)."""
         require()
         self.name, self.kind, self.home = name, kind, home
         os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
@@ -154,6 +157,7 @@ class JavaProcess:
             f"-Djava.io.tmpdir={os.path.join(home, 'tmp')}",
             f"-Drmq.logback.configurationFile=rmq.{kind}.logback.xml",
             "-Drocketmq.namesrv.domain=127.0.0.1:1",  # never the default HTTP name-server lookup off this host
+            *jvm,
             "-cp",
             cp,
             main,
@@ -280,7 +284,7 @@ class JavaProcess:
 class Broker(JavaProcess):
     """A RocketMQ broker in controller mode (brokerId -1, its id assigned by the controller)."""
 
-    def __init__(self, home: str, conf: dict[str, object]) -> None:
+    def __init__(self, home: str, conf: dict[str, object], jvm: tuple[str, ...] = ()) -> None:
         os.makedirs(home, exist_ok=True)
         self.conf = conf
         self.conf_path = os.path.join(home, "broker.conf")
@@ -292,6 +296,7 @@ class Broker(JavaProcess):
             "org.apache.rocketmq.broker.BrokerStartup",
             ["-c", self.conf_path],
             home,
+            jvm=jvm,
         )
 
     @property
@@ -443,7 +448,7 @@ class Deployment:
         self.procs.append(p)
         return p
 
-    def namesrv(self, port: int | None = None) -> JavaProcess:
+    def namesrv(self, port: int | None = None, jvm: tuple[str, ...] = ()) -> JavaProcess:
         port = port or free_port()
         home = os.path.join(self.root, "namesrv")
         os.makedirs(home, exist_ok=True)
@@ -451,16 +456,18 @@ class Deployment:
         with open(conf, "w") as f:
             f.write(properties({"listenPort": port, "bindAddress": "127.0.0.1"}))
         p = self.adopt(
-            JavaProcess("namesrv", "namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", conf], home)
+            JavaProcess("namesrv", "namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", ["-c", conf], home, jvm=jvm)
         )
         p.start().wait_line("The Name Server boot success", 120)
         self.namesrv_addr = f"127.0.0.1:{port}"
         return p
 
-    def broker(self, name: str, port: int, controllers: list[str], index: int = 0, **extra: object) -> Broker:
+    def broker(
+        self, name: str, port: int, controllers: list[str], index: int = 0, jvm: tuple[str, ...] = (), **extra: object
+    ) -> Broker:
         home = os.path.join(self.root, f"{name}-{index}")
         conf = broker_conf(os.path.join(home, "store"), name, port, controllers, self.namesrv_addr, **extra)
-        return self.adopt(Broker(home, conf))
+        return self.adopt(Broker(home, conf, jvm))
 
     def jraft_controllers(
         self, n: int = 3, election_ms: int = 1000, kind: str = "controller", **extra: object
@@ -476,9 +483,9 @@ class Deployment:
             self.adopt(p)
         return group
 
-    def mqadmin(self, *args: str, timeout: float = 120) -> str:
+    def mqadmin(self, *args: str, timeout: float = 120, jvm: tuple[str, ...] = ()) -> str:
         """mqadmin's stdout and stderr (it exits 0 even when the command failed: callers parse the text)."""
-        return mqadmin(self.root, self.namesrv_addr, *args, timeout=timeout)
+        return mqadmin(self.root, self.namesrv_addr, *args, timeout=timeout, jvm=jvm)
 
     def java_client(self, main: str, *args: str, name: str = "") -> JavaProcess:
         """One of interop/rocketmq/src's programs (interop.Producer, interop.Consumer), not yet started."""
@@ -487,10 +494,10 @@ class Deployment:
         return self.adopt(JavaProcess(name or main, "client", main, list(args), home, extra_cp=CLASSES))
 
 
-def mqadmin(root: str, namesrv: str, *args: str, timeout: float = 120) -> str:
+def mqadmin(root: str, namesrv: str, *args: str, timeout: float = 120, jvm: tuple[str, ...] = ()) -> str:
     home = os.path.join(root, "mqadmin")
     os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
-    p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", [*args], home)
+    p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", [*args], home, jvm=jvm)
     if namesrv:
         p.argv += ["-n", namesrv]
     p.start()

@@ -9,6 +9,7 @@ and the controller.conf writer from these declarations (and from its own, for ke
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -296,6 +297,26 @@ class SnapshotOptions:
             raise ValueError("request_timeout_s and idle_timeout_s must be positive")
 
 
+class PeerTls:
+    """Mutual TLS between peers (ours; docs/security.md, "Peers"): `server_context()` for the listener (it
+    requires and verifies a client certificate), `client_context()` for each outbound connection (it verifies the
+    peer's certificate and presents ours). On top of the frame MAC, a connection's certificate must name the node
+    at its other end: subject CN == that node's id (jRaftServerId); a connection whose frames come from another
+    id, or whose server is not the peer dialled, is closed. This base serves fixed contexts; the daemon's
+    (cli/config.py) rebuilds them when their files change."""
+
+    def __init__(self, server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+        self._server, self._client = server, client
+
+    def server_context(self) -> ssl.SSLContext:
+        """The listener's context, asked once when the transport starts."""
+        return self._server
+
+    def client_context(self) -> ssl.SSLContext:
+        """The context of the next outbound connection."""
+        return self._client
+
+
 @dataclass(frozen=True, slots=True)
 class NodeOptions:
     """One Raft node: identity, peers, storage location and the component options."""
@@ -326,6 +347,8 @@ class NodeOptions:
     log: LogStorageOptions = LogStorageOptions()
     transport: TransportOptions = TransportOptions()
     snapshot: SnapshotOptions = SnapshotOptions()
+    tls: PeerTls | None = field(default=None, compare=False)
+    """Mutual TLS between peers; None: plain TCP (frames still carry the MAC)."""
 
     def __post_init__(self) -> None:
         if self.node_id not in self.peers:

@@ -9,12 +9,14 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
+from api.http.audit import AuditMiddleware
 from api.http.errors import BodyLimitMiddleware, install_handlers
 from api.http.models import LONG_MAX, LONG_MIN
 from api.http.routes import admin, controller, health, kv, raft
 from api.http.routes.common import Gateway
 from api.http.ui import make_router as ui_router
 from api.service import ControllerService
+from api.service.audit import AuditLog
 from api.service.metrics import ControllerMetrics
 from api.service.settings import ApiSettings
 from statemachine.values import JSON, JSONObject
@@ -72,6 +74,8 @@ def create_app(service: ControllerService, settings: ApiSettings | None = None) 
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, on_reject=lambda: metrics.rejected("body_too_large")
     )
+    if settings.audit_log:
+        app.add_middleware(AuditMiddleware, audit=AuditLog.open(settings.audit_log), settings=settings)
     for module in (controller, admin, kv, raft, health):
         app.include_router(module.router)
     app.include_router(ui_router(service))  # the status page at /ui/ (docs/ui.md)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import ssl
 from collections.abc import Mapping
 
 from api.remoting import codec
@@ -74,8 +75,13 @@ class RemotingClient(asyncio.Protocol):
         self.unmatched: list[RemotingCommand] = []  # frames answering no pending request (e.g. a oneway one)
 
     @classmethod
-    async def connect(cls, host: str, port: int, serialize_type: int = codec.ROCKETMQ) -> RemotingClient:
-        _, proto = await asyncio.get_running_loop().create_connection(lambda: cls(serialize_type), host, port)
+    async def connect(
+        cls, host: str, port: int, serialize_type: int = codec.ROCKETMQ, tls: ssl.SSLContext | None = None
+    ) -> RemotingClient:
+        """Connected to host:port, over TLS with `tls` (the server's name checked as `host` if it checks names)."""
+        _, proto = await asyncio.get_running_loop().create_connection(
+            lambda: cls(serialize_type), host, port, ssl=tls, server_hostname=host if tls is not None else None
+        )
         return proto
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 
@@ -37,9 +39,20 @@ from api.service import (
 )
 from api.service import config_requests as R
 from api.service import requests as Q
+from api.service.acl import GUARDED, Acl, Denied, admin_request
+from api.service.audit import AuditLog
 from api.service.metrics import ControllerMetrics
 from api.service.properties import PropertiesError, parse_properties
 from api.service.settings import ApiSettings
+from api.service.tls import (
+    HANDSHAKE_RECORD,
+    HANDSHAKE_TIMEOUT_S,
+    MAX_HANDSHAKES,
+    ServerTls,
+    forward_context,
+    refusal_reason,
+)
+from raft.leaf.peercert import common_name
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
@@ -51,6 +64,7 @@ MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswere
 NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
 NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
 FORWARDED_BY = "controllerForwardedBy"  # ours, in a 1009 a follower passes to the leader: never passed on again
+ACCEPT_RETRY_S = 1.0  # after a failed accept (EMFILE, ...): Netty's ServerBootstrapAcceptor also pauses accepting 1 s
 IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds: a connection silent this long closes
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
@@ -105,6 +119,9 @@ class Dispatcher:
         self.service = service
         self.settings = settings
         self.metrics = metrics
+        self.acl = Acl(settings.remoting_acl_file) if settings.remoting_acl_file else None
+        self.audit = AuditLog.open(settings.audit_log) if settings.audit_log else None
+        self.forward_tls: ssl.SSLContext | None = None  # TLS on: how this node reaches a peer's remoting port
         self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
             H.BROKER_HEARTBEAT: self._header(Q.BrokerHeartbeat),
             C.ALTER_SYNC_STATE_SET: self._alter,
@@ -191,7 +208,7 @@ class Dispatcher:
         host, _, port = address.rpartition(":")
         try:
             async with asyncio.timeout(NOTIFY_TIMEOUT_S + self.service.opts.request_timeout_s):
-                client = await RemotingClient.connect(host.strip("[]"), int(port), cmd.serialize_type)
+                client = await RemotingClient.connect(host.strip("[]"), int(port), cmd.serialize_type, self.forward_tls)
                 try:
                     ext = {**cmd.ext_fields, FORWARDED_BY: self.service.id}
                     answer = await client.request(cmd.code, ext, cmd.body, timeout=self.service.opts.request_timeout_s)
@@ -206,11 +223,32 @@ class Dispatcher:
 
     # --- answers ---
 
-    async def answer(self, cmd: RemotingCommand) -> RemotingCommand:
-        """The response to a request (never raises: every failure is a RocketMQ response)."""
+    async def answer(self, cmd: RemotingCommand, peer: str = "?", cert_name: str | None = None) -> RemotingCommand:
+        """The response to a request (never raises: every failure is a RocketMQ response). `peer` and the TLS
+        client certificate's `cert_name` say who sent it (the ACL's refusals and the audit log name them)."""
         handler = self.handlers.get(cmd.code)
         if handler is None:
             return cmd.response(C.REQUEST_CODE_NOT_SUPPORTED, not_supported(cmd.code))
+        who = f"cn:{cert_name}" if cert_name else "anonymous"
+        if self.acl is not None and cmd.code in GUARDED:
+            verdict = self.acl.check(cmd.code, cmd.ext_fields, cmd.body)
+            if isinstance(verdict, Denied):
+                log.warning("remoting request %d from %s refused (NO_PERMISSION): %s", cmd.code, peer, verdict.remark)
+                if self.metrics is not None:
+                    self.metrics.rejected("no_permission")
+                return cmd.response(C.NO_PERMISSION, verdict.remark)
+            who = verdict.access_key
+        response = await self._answer(cmd, handler)
+        if self.audit is not None and admin_request(cmd.code, cmd.ext_fields):
+            fields: dict[str, object] = dict(cmd.ext_fields)
+            if cmd.body:
+                fields["body"] = cmd.body.decode(errors="replace")
+            self.audit.record("remoting", who, peer, REQUEST_TYPES[cmd.code], fields, response.code, response.remark)
+        return response
+
+    async def _answer(
+        self, cmd: RemotingCommand, handler: Callable[[RemotingCommand], Awaitable[Result]]
+    ) -> RemotingCommand:
         request_type = REQUEST_TYPES[cmd.code]
         t0 = time.perf_counter()
         error: BaseException | None = None
@@ -244,6 +282,26 @@ class Dispatcher:
         return cmd.response(result.code, result.remark, H.to_ext(result.header, cmd.code), body)
 
 
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _peek(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+    """The first byte a client sent, left in the socket for the transport (b"" when it closed first)."""
+    while True:
+        try:
+            return sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            pass
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), _wake, readable)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(sock.fileno())
+
+
 class _Connection(asyncio.Protocol):
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
@@ -256,6 +314,7 @@ class _Connection(asyncio.Protocol):
         self.brokers: set[tuple[str, str, int]] = set()
         self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
         self.active = time.monotonic()  # the last byte read or written (Netty's ALL_IDLE clock)
+        self.cert_name: str | None = None  # the TLS client certificate's subject CN, if one was verified
 
     def redirect_http(self, target: str) -> None:
         """Answer an HTTP request sent to the remoting port with 307 to this node's HTTP address (same path),
@@ -280,6 +339,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are no asyncio.Transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.cert_name = common_name(transport.get_extra_info("peercert"))
         self.server.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
@@ -291,7 +351,10 @@ class _Connection(asyncio.Protocol):
             if target is not None:  # an HTTP client (rmqctl, curl, a browser) given the remoting address
                 self.redirect_http(target)
                 return
-            log.warning("remoting connection from %s closed: %s", self.peer, e)
+            if not self.framed and self.decoder.head(1) == bytes([HANDSHAKE_RECORD]):
+                self.server.refused(self.peer, "tls_disabled", "a TLS handshake, but tls.server.mode=disabled")
+            else:
+                log.warning("remoting connection from %s closed: %s", self.peer, e)
             self.close()
             return
         self.framed = self.framed or bool(frames)
@@ -313,7 +376,7 @@ class _Connection(asyncio.Protocol):
         self.in_flight += 1
         if self.in_flight >= MAX_IN_FLIGHT and not self.paused:
             self.throttle()
-        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd))
+        task = asyncio.get_running_loop().create_task(self.server.dispatcher.answer(cmd, self.peer, self.cert_name))
         task.add_done_callback(lambda t: self.done(cmd, t))
 
     def done(self, cmd: RemotingCommand, task: asyncio.Task[RemotingCommand]) -> None:
@@ -393,18 +456,109 @@ class RemotingServer:
         self._tasks: set[asyncio.Task[object]] = set()
         self.notified = 0  # 1008 frames written to brokers
         self.http_clients_warned: set[str] = set()  # hosts told to use controllerHttpAddr (http_redirected)
+        self.metrics = metrics
+        self.tls = ServerTls(settings.remoting_tls, "remoting") if settings.remoting_tls.enabled else None
+        if self.tls is not None:
+            self.dispatcher.forward_tls = forward_context(self.tls.effective)
+        self.handshakes_max = MAX_HANDSHAKES
+        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
+        self.admitting: dict[asyncio.Task[None], str] = {}  # (oldest first) -> peer: first byte or handshake awaited
+        self.refusals: dict[str, int] = {}  # reason -> connections refused (also in /metrics)
+        self._sock: socket.socket | None = None
         service.listeners.append(self._on_result)
 
     async def start(self) -> None:
         host, port = self.address
+        loop = asyncio.get_running_loop()
         try:
-            self._server = await asyncio.get_running_loop().create_server(
-                lambda: _Connection(self), host, port, backlog=2048
-            )
+            if self.tls is None:
+                self._server = await loop.create_server(lambda: _Connection(self), host, port, backlog=2048)
+            else:
+                family = socket.AF_INET6 if ":" in host else socket.AF_INET
+                self._sock = socket.create_server((host, port), family=family, backlog=2048)
+                self._sock.setblocking(False)
         except OSError as e:
             raise OSError(e.errno, f"cannot listen for remoting on {host}:{port}: {e.strerror}") from None
-        log.info("serving RocketMQ remoting on %s:%d (raft %s)", host, port, self.service.id)
+        tls = f", TLS {self.tls.mode}" if self.tls is not None else ""
+        log.info("serving RocketMQ remoting on %s:%d (raft %s%s)", host, self.port, self.service.id, tls)
+        if self._sock is not None:
+            self._spawn(self._accept(self._sock))
         self._spawn(self._close_idle())
+
+    async def _accept(self, sock: socket.socket) -> None:
+        """TLS on (permissive or enforcing): our own accept loop, so that the first byte can be looked at before
+        the connection is handed to a transport, TLS (0x16, a handshake record) or plain, as RocketMQ's
+        TlsModeHandler does. At most `handshakes_max` connections wait for their first byte or the end of their
+        handshake, each for `handshake_timeout_s`; one more drops the oldest of them (half-open handshakes
+        hold a bounded amount of memory, and a client that handshakes at once always gets through)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, addr = await loop.sock_accept(sock)
+            except OSError as e:  # out of file descriptors, say: keep the port, try again shortly
+                log.error("remoting accept on %s:%d failed: %s; retrying in %.1f s", *self.address, e, ACCEPT_RETRY_S)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            peer = f"{addr[0]}:{addr[1]}"
+            if len(self.admitting) >= self.handshakes_max:
+                oldest = next(iter(self.admitting))
+                self.refused(
+                    self.admitting.pop(oldest),
+                    "too_many_handshakes",
+                    f"dropped: the oldest of {self.handshakes_max} connections still in their first byte or handshake",
+                )
+                oldest.cancel()
+            task = loop.create_task(self._admit(conn, peer))
+            self.admitting[task] = peer
+
+    @property
+    def handshaking(self) -> int:
+        """Accepted connections whose first byte or TLS handshake is awaited."""
+        return len(self.admitting)
+
+    async def _admit(self, conn: socket.socket, peer: str) -> None:
+        assert self.tls is not None
+        loop = asyncio.get_running_loop()
+        conn.setblocking(False)
+        deadline = loop.time() + self.handshake_timeout_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                first = await _peek(loop, conn)
+                if first == b"":
+                    conn.close()  # closed before a byte: nothing to serve, nothing to refuse
+                    return
+                if first[0] != HANDSHAKE_RECORD:
+                    if self.tls.mode == "enforcing":
+                        conn.close()
+                        self.refused(peer, "plain_on_enforcing", "a plain connection, but tls.server.mode=enforcing")
+                        return
+                    await loop.connect_accepted_socket(lambda: _Connection(self), conn)
+                    return
+                await loop.connect_accepted_socket(
+                    lambda: _Connection(self),
+                    conn,
+                    ssl=self.tls.context(),
+                    ssl_handshake_timeout=max(deadline - loop.time(), 0.001),
+                )
+        except asyncio.CancelledError:  # the listener stops
+            conn.close()
+            raise
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            conn.close()
+            label, text = refusal_reason(e)
+            self.refused(peer, label, text)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self.admitting.pop(task, None)
+
+    def refused(self, peer: str, reason: str, text: str) -> None:
+        """One log line naming the peer and the reason, one count under `reason` (/metrics:
+        controllerd_tls_refused_total{listener="remoting"})."""
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
+        if self.metrics is not None:
+            self.metrics.tls_refused("remoting", reason)
+        log.warning("remoting connection from %s refused: %s", peer, text)
 
     async def _close_idle(self) -> None:
         """Close connections that neither sent nor received anything for idle_timeout_s and have no request in
@@ -426,17 +580,24 @@ class RemotingServer:
 
     @property
     def port(self) -> int:
+        if self._sock is not None:
+            return int(self._sock.getsockname()[1])
         assert self._server is not None
         return int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            for c in list(self.connections):
+                c.abort()
         if self._server is not None:
             self._server.close()
             for c in list(self.connections):
                 c.abort()  # not close(): that first flushes the write buffer, forever for a peer that does not read
             await self._server.wait_closed()
             self._server = None
-        for t in list(self._tasks):
+        for t in [*self._tasks, *self.admitting]:
             t.cancel()
 
     def _on_result(self, request_type: str, result: Result) -> None:

@@ -94,6 +94,7 @@ class ControllerMetrics:
         self.latency: dict[str, _Histogram] = {}
         self.elections: dict[tuple[str, str, str], int] = defaultdict(int)
         self.rejections: dict[str, int] = defaultdict(int)
+        self.tls_refusals: dict[tuple[str, str], int] = defaultdict(int)
         self._snapshot_cache: tuple[tuple[int, int, int] | None, SnapshotMeta | None] = (None, None)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
@@ -117,6 +118,10 @@ class ControllerMetrics:
 
     def rejected(self, reason: str) -> None:
         self.rejections[reason] += 1
+
+    def tls_refused(self, listener: str, reason: str) -> None:
+        """controllerd_tls_refused_total{listener, reason}: a connection refused before any request."""
+        self.tls_refusals[(listener, reason)] += 1
 
     def on_result(self, request_type: str, result: Result) -> None:
         """The service's listener: count the elections a scan (1015) or a channel close (1014) decided.
@@ -197,6 +202,15 @@ class _Collector:
         for reason, n in sorted(m.rejections.items()):
             rejected.add_metric([*values, reason], n)
         yield rejected
+        refused = family(
+            CounterMetricFamily,
+            "controllerd_tls_refused_total",
+            "connections refused by the TLS layer (plain on enforcing, bad certificate, handshake failed or timed out)",
+            ("listener", "reason"),
+        )
+        for (listener, reason), n in sorted(m.tls_refusals.items()):
+            refused.add_metric([*values, listener, reason], n)
+        yield refused
 
     def _state(self, family: _Family, values: list[str]) -> Iterator[Metric]:
         m, service = self.m, self.m.service

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from api.service.tls import TlsSettings
 from raft.options import setting
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024
@@ -85,6 +86,14 @@ class ApiSettings:
         "naming thousands of brokers. Ours as a key.",
     )
     """[controllerRemotingMaxFrameBytes] a remoting frame whose length field says more closes its connection."""
+    audit_log: str | None = None
+    """[controllerAuditLog] the audit log both front ends append accepted admin requests to; None: none."""
+    remoting_acl_file: str | None = None
+    """[controllerAclFile] users allowed to send state-changing remoting requests (api/service/acl.py); None: open."""
+    remoting_tls: TlsSettings = field(default_factory=TlsSettings)
+    http_tls: bool = False
+    """[controllerHttpTls] serve HTTP as HTTPS with remoting_tls's certificate settings (whatever its mode)."""
+    """[tls.server.* and tls.config.file] TLS of the remoting port (api/service/tls.py); disabled by default."""
     max_transfer_lag_entries: int = 100
     """POST /api/v1/raft/transfer-leader refuses a target further behind the leader's log than this."""
     transfer_timeout_s: float | None = None

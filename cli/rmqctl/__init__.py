@@ -175,6 +175,13 @@ class RmqctlGroup(click.Group):
 )
 @click.option("--token", metavar="TOKEN", help="Bearer token for the online verbs (same as RMQCTL_TOKEN).")
 @click.option(
+    "--cacert", metavar="FILE", help="PEM CA bundle that https:// controllers are checked against (RMQCTL_CACERT)."
+)
+@click.option(
+    "--cert", metavar="FILE", help="PEM client certificate for https:// controllers that require one (RMQCTL_CERT)."
+)
+@click.option("--key", metavar="FILE", help="PEM private key of --cert, unless --cert holds it (RMQCTL_KEY).")
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
@@ -189,6 +196,9 @@ def main(
     no_color: bool,
     address: str | None,
     token: str | None,
+    cacert: str | None,
+    cert: str | None,
+    key: str | None,
     timeout: float | None,
 ) -> None:
     """Operate a RocketMQ jRaft controller.
@@ -207,6 +217,9 @@ def main(
         os.environ["RMQCTL_TOKEN"] = token
     if timeout is not None:
         os.environ["RMQCTL_TIMEOUT"] = repr(timeout)
+    for variable, value in (("RMQCTL_CACERT", cacert), ("RMQCTL_CERT", cert), ("RMQCTL_KEY", key)):
+        if value is not None:
+            os.environ[variable] = value
 
 
 # Verb modules, registered last because they import the names above. One import + add_command each.
@@ -225,3 +238,7 @@ register(main)
 from cli.rmqctl.broker import broker  # noqa: E402
 
 main.add_command(broker)
+
+from cli.rmqctl.auditverb import audit  # noqa: E402
+
+main.add_command(audit)

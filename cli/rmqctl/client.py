@@ -29,7 +29,9 @@ Tests replace the transport, the clock and the sleep through `HOOKS` (no sockets
 from __future__ import annotations
 
 import errno
+import os
 import re
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from statemachine.values import JSON, JSONObject
 ENV_ADDRESS = "RMQCTL_ADDRESS"
 ENV_TOKEN = "RMQCTL_TOKEN"
 ENV_TIMEOUT = "RMQCTL_TIMEOUT"
+ENV_CACERT, ENV_CERT, ENV_KEY = "RMQCTL_CACERT", "RMQCTL_CERT", "RMQCTL_KEY"  # --cacert, --cert, --key
 # A connection attempt to one address gives up after this (a host that drops SYNs must not eat the deadline).
 CONNECT_TIMEOUT_S = 2.0
 NOT_LEADER = 2007  # CONTROLLER_NOT_LEADER
@@ -88,6 +91,27 @@ def parse_addresses(text: str | None) -> list[str]:
     if not out:
         raise BadUsage(f"no controller address: pass -a host:port[;host:port...] or set {ENV_ADDRESS}")
     return out
+
+
+def tls_verify() -> ssl.SSLContext | bool:
+    """How https:// addresses are checked: the system's CAs, or --cacert's (RMQCTL_CACERT), presenting --cert
+    and --key (RMQCTL_CERT, RMQCTL_KEY) when a controller requires client certificates. BadUsage naming the
+    option and file when one cannot be used."""
+    cacert, cert, key = (os.environ.get(v) or None for v in (ENV_CACERT, ENV_CERT, ENV_KEY))
+    for option, path in (("--cacert", cacert), ("--cert", cert), ("--key", key)):
+        if path is not None and not os.path.isfile(path):
+            raise BadUsage(f"{option} {path}: no such file")
+    if key is not None and cert is None:
+        raise BadUsage("--key needs --cert (the client certificate it belongs to)")
+    if cacert is None and cert is None:
+        return True
+    try:
+        ctx = ssl.create_default_context(cafile=cacert)
+        if cert is not None:
+            ctx.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError, ValueError) as e:
+        raise BadUsage(f"--cacert {cacert} / --cert {cert} / --key {key}: cannot load: {e}") from None
+    return ctx
 
 
 def _node(address: str) -> str:
@@ -210,7 +234,9 @@ class ControllerClient:
         headers = {"Accept": "application/json", "User-Agent": "rmqctl"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        self._http = httpx.Client(transport=self.hooks.transport, headers=headers, timeout=self.timeout_s)
+        self._http = httpx.Client(
+            transport=self.hooks.transport, headers=headers, timeout=self.timeout_s, verify=tls_verify()
+        )
 
     def __enter__(self) -> ControllerClient:
         return self

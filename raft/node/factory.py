@@ -66,7 +66,7 @@ def open_data_dir(o: NodeOptions, fsm: StateMachine) -> NodeParts:
         raise
 
     def transport(on_messages: OnMessages, peers: Mapping[str, Address]) -> NodeTransport:
-        return TcpTransport(o.node_id, o.peers[o.node_id], dict(peers), o.secret, on_messages, o.transport)
+        return TcpTransport(o.node_id, o.peers[o.node_id], dict(peers), o.secret, on_messages, o.transport, o.tls)
 
     return NodeParts(lg, meta, snapshots, os.path.join(o.data_dir, DOWNLOAD_DIR), transport, lock.release)
 

@@ -17,7 +17,8 @@ import socket
 from collections.abc import Callable, Mapping
 
 from raft.core.messages import Message
-from raft.options import TransportOptions
+from raft.leaf.peercert import common_name
+from raft.options import PeerTls, TransportOptions
 from raft.transport.codec import (
     KIND_SNAPSHOT,
     MAX_FRAME_BYTES,
@@ -58,7 +59,13 @@ COUNTERS = (
     "refused",  # inbound: closed at once, max_unauthenticated_connections already waiting to authenticate
     "unauthenticated_closed",  # inbound: no authenticated header within auth_timeout_s
     "idle_closed",  # inbound: nothing received for idle_timeout_s
+    "identity_mismatch",  # peer TLS: the certificate names another node than the one at the other end
 )
+
+
+def certificate_name(transport: asyncio.BaseTransport) -> str | None:
+    """The subject CN of the verified certificate at the other end of a TLS connection (None: plain, or none)."""
+    return common_name(transport.get_extra_info("peercert"))
 
 
 def format_address(addr: Address) -> str:
@@ -86,8 +93,10 @@ class TcpTransport:
         secret: bytes,
         on_messages: OnMessages,
         options: TransportOptions | None = None,
+        tls: PeerTls | None = None,
     ) -> None:
         self.node_id = node_id
+        self.tls = tls
         self.options = options or TransportOptions()
         self._listen = listen
         self._key = frame_key(secret)
@@ -119,7 +128,8 @@ class TcpTransport:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         host, port = self._listen
-        self._server = await self._loop.create_server(lambda: _Inbound(self), host, port)
+        ssl = self.tls.server_context() if self.tls is not None else None
+        self._server = await self._loop.create_server(lambda: _Inbound(self), host, port, ssl=ssl)
         self._address = self._server.sockets[0].getsockname()[:2]
 
     @property
@@ -317,12 +327,19 @@ class TcpTransport:
         host, port = peer.address
         try:
             async with asyncio.timeout(self.options.connect_timeout):
-                _, conn = await self._loop.create_connection(lambda: _Outbound(self, peer), host, port)
+                ssl = self.tls.client_context() if self.tls is not None else None
+                _, conn = await self._loop.create_connection(lambda: _Outbound(self, peer), host, port, ssl=ssl)
         except (OSError, TimeoutError) as e:
             peer.connecting = None
             self._backoff(peer, f"connect failed: {e!r}")
             return
         peer.connecting = None
+        named = certificate_name(conn.transport) if self.tls is not None else peer.id
+        if named != peer.id:
+            conn.close()
+            self._counters["identity_mismatch"] += 1
+            self._backoff(peer, f"refused: its TLS certificate names {named!r}, not {peer.id!r}")
+            return
         if self._closed or self._peers.get(peer.id) is not peer:  # closed or removed while connecting
             conn.close()
         elif conn.closed:  # lost before we got here
@@ -541,10 +558,12 @@ class _Inbound(asyncio.Protocol):
         self._last_data = self._loop.time()
         self._timer: asyncio.TimerHandle | None = None
         self.sender = ""  # the peer whose authenticated frames arrive here ("" until the first one)
+        self.cert_name: str | None = None  # peer TLS: the node id its certificate names
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         owner = self._owner
+        self.cert_name = certificate_name(transport)
         owner._inbound.add(self)
         if len(owner._unauthenticated) >= owner.options.max_unauthenticated_connections:
             owner._counters["refused"] += 1
@@ -568,6 +587,17 @@ class _Inbound(asyncio.Protocol):
         self._last_data = self._loop.time()
         reader = self._reader
         for sender, payload in reader.feed(data):
+            if owner.tls is not None and sender != self.cert_name:
+                owner._counters["identity_mismatch"] += 1
+                logger.warning(
+                    "%s: frames signed as %s from %s, whose TLS certificate names %r; closing",
+                    owner.node_id,
+                    sender,
+                    self._peer_name(),
+                    self.cert_name,
+                )
+                self.close()
+                return
             self.sender = sender
             owner._on_frame(sender, payload)
         if reader.authenticated and self in owner._unauthenticated:

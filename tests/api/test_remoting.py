@@ -773,11 +773,11 @@ async def test_a_connection_with_too_many_unanswered_requests_stops_being_read(
     started: list[int] = []
     answer = server.dispatcher.answer
 
-    async def slow(cmd: codec.RemotingCommand) -> codec.RemotingCommand:
+    async def slow(cmd: codec.RemotingCommand, peer: str = "?", cert_name: str | None = None) -> codec.RemotingCommand:
         if cmd.code == H.GET_METADATA_INFO:  # held until released; other codes pass
             started.append(cmd.opaque)
             await release.wait()
-        return await answer(cmd)
+        return await answer(cmd, peer, cert_name)
 
     server.dispatcher.answer = slow  # type: ignore[method-assign]
     await server.start()
@@ -901,8 +901,10 @@ async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_enc
         )
         answer = node.server.dispatcher.answer
 
-        async def oversized(cmd: codec.RemotingCommand) -> codec.RemotingCommand:
-            return (await answer(cmd)).response(C.SUCCESS, "x" * (codec.MAX_HEADER + 1))
+        async def oversized(
+            cmd: codec.RemotingCommand, peer: str = "?", cert_name: str | None = None
+        ) -> codec.RemotingCommand:
+            return (await answer(cmd, peer, cert_name)).response(C.SUCCESS, "x" * (codec.MAX_HEADER + 1))
 
         monkeypatch.setattr(node.server.dispatcher, "answer", oversized)
         r = await client.request(H.GET_METADATA_INFO)

@@ -1,5 +1,6 @@
 """python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting,
-failover_rocketmq (real RocketMQ brokers), peers (RocketMQ's own controllers side by side, issue 25)."""
+failover_rocketmq (real RocketMQ brokers), peers (RocketMQ's own controllers side by side, issue 25), tls (heartbeats
+with and without TLS, issue 27)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ def main() -> int:
         "remoting",
         "failover_rocketmq",
         "peers",
+        "tls",
     ):
         print("usage: python -m tools.bench all [--quick] [--json FILE] [--reps N] [--only SECTIONS]", file=sys.stderr)
         print("       python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
@@ -43,7 +45,12 @@ def main() -> int:
             "       python -m tools.bench peers [--rounds R] [--systems ours,jraft,dledger] [--quick] [--json F]",
             file=sys.stderr,
         )
+        print("       python -m tools.bench tls [--seconds S] [--connections C] [--reps R] [--json F]", file=sys.stderr)
         return 2
+    if sys.argv[1] == "tls":
+        from tools.bench import tls_bench
+
+        return tls_bench.main(sys.argv[2:])
     if sys.argv[1] == "peers":
         from tools.bench import peers
 

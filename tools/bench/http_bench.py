@@ -20,6 +20,7 @@ import multiprocessing as mp
 import os
 import platform
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -55,11 +56,17 @@ def _body(i: int) -> bytes:
 
 
 async def _closed_loop(
-    host: str, port: int, requests: list[bytes], deadline: float, lat: list[float], exchange: Exchange
+    host: str,
+    port: int,
+    requests: list[bytes],
+    deadline: float,
+    lat: list[float],
+    exchange: Exchange,
+    tls: ssl.SSLContext | None = None,
 ) -> int:
-    """One connection, one request in flight until `deadline`: the requests in turn, each answer's latency
-    into `lat`; returns how many answers `exchange` found wrong."""
-    reader, writer = await asyncio.open_connection(host, port)
+    """One connection (over TLS with `tls`), one request in flight until `deadline`: the requests in turn, each
+    answer's latency into `lat`; returns how many answers `exchange` found wrong."""
+    reader, writer = await asyncio.open_connection(host, port, ssl=tls)
     errors = 0
     k = 0
     try:
@@ -118,9 +125,21 @@ def _remoting_exchange() -> Exchange:
 
 
 def _client(
-    host: str, port: int, conns: int, seconds: float, offset: int, brokers: int, q: Any, proto: str = "http"
+    host: str,
+    port: int,
+    conns: int,
+    seconds: float,
+    offset: int,
+    brokers: int,
+    q: Any,
+    proto: str = "http",
+    tls: tuple[str, str, str] | None = None,
 ) -> None:
     exchange: Exchange
+    ctx = None
+    if tls is not None:  # (CA file, client certificate, key): built here, a spawned process cannot take a context
+        ctx = ssl.create_default_context(cafile=tls[0])
+        ctx.load_cert_chain(tls[1], tls[2])
     if proto == "http":
         requests, exchange = [_request(host, _body(offset + i)) for i in range(brokers)], _http_exchange
     else:
@@ -130,7 +149,10 @@ def _client(
         lat: list[float] = []
         deadline = time.perf_counter() + seconds
         errs = await asyncio.gather(
-            *(_closed_loop(host, port, requests[c::conns] or requests, deadline, lat, exchange) for c in range(conns))
+            *(
+                _closed_loop(host, port, requests[c::conns] or requests, deadline, lat, exchange, ctx)
+                for c in range(conns)
+            )
         )
         return lat, sum(errs)
 
@@ -139,15 +161,22 @@ def _client(
 
 
 def drive(
-    host: str, port: int, seconds: float, connections: int, clients: int, brokers: int, proto: str = "http"
+    host: str,
+    port: int,
+    seconds: float,
+    connections: int,
+    clients: int,
+    brokers: int,
+    proto: str = "http",
+    tls: tuple[str, str, str] | None = None,
 ) -> dict[str, Any]:
     """`clients` processes with `connections` closed-loop connections in all, for `seconds`; proto "http" (POST
-    heartbeat) or "remoting" (904 frames)."""
+    heartbeat) or "remoting" (904 frames); over TLS with `tls` = (CA file, client certificate, key)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     per = max(1, connections // clients)
     procs = [
-        ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q, proto))
+        ctx.Process(target=_client, args=(host, port, per, seconds, k * brokers, brokers, q, proto, tls))
         for k in range(clients)
     ]
     t0 = time.perf_counter()
@@ -186,8 +215,9 @@ def bench_bare(args: argparse.Namespace) -> dict[str, Any]:
         proc.wait(30)
 
 
-def start_group(root: str, procs: list[subprocess.Popen[bytes]]) -> tuple[str, str]:
-    """Three controllerd processes (appended to `procs`), ready; (leader's HTTP address, its remoting address)."""
+def start_group(root: str, procs: list[subprocess.Popen[bytes]], extra: str = "") -> tuple[str, str]:
+    """Three controllerd processes (appended to `procs`), ready; (leader's HTTP address, its remoting address).
+    `extra`: more controller.conf lines for every node."""
     ports = free_ports(9)
     rafts, https, rpcs = ([f"127.0.0.1:{p}" for p in ports[k : k + 3]] for k in (0, 3, 6))
     addrs = f"jRaftControllerRPCAddr={','.join(rpcs)}\ncontrollerHttpAddr={','.join(https)}\n"
@@ -196,7 +226,7 @@ def start_group(root: str, procs: list[subprocess.Popen[bytes]]) -> tuple[str, s
         with open(conf, "w") as f:
             f.write(
                 f"controllerType=jRaft\njRaftServerId={rafts[i]}\njRaftInitConf={','.join(rafts)}\n{addrs}"
-                f"controllerStorePath={root}/n{i}\n"
+                f"controllerStorePath={root}/n{i}\n{extra}"
             )
         log = open(os.path.join(root, f"n{i}.log"), "wb")  # noqa: SIM115 - the child's
         procs.append(
