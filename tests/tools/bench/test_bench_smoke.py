@@ -31,3 +31,15 @@ def test_remoting_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:
     _, report = run_bench("remoting", "--quick", timeout=170)
     assert report["remoting"]["requests"] > 0 and report["http"]["requests"] > 0
     assert report["remoting"]["errors"] == 0 and report["http"]["errors"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_tls_benchmark_runs_on_tiny_input(run_bench: RunBench) -> None:
+    """Plain and TLS (client certificates) heartbeats alternate against one group and every one is answered;
+    no timing is asserted."""
+    _, report = run_bench("tls", "--quick", "--reps", "1", timeout=170)
+    for mode in ("plain", "tls"):
+        (run,) = report["runs"][mode]
+        assert run["requests"] > 0 and run["errors"] == 0, (mode, run)
+    assert report["ratio"] > 0
