@@ -47,6 +47,9 @@ log = logging.getLogger("controllerd")
 
 # The commands `read` may run against local state: they never change it (nor the state machine's clock).
 READ_CODES = READ_ONLY_CODES
+SCAN_OUTCOMES = ("not_leader", "nothing_to_do", "no_change", "expired", "failed")
+"""A scan tick's outcome: this node does not lead; the guard or the table says there is nothing to judge; a
+1015 was proposed and expired nothing; it expired brokers; proposing it failed (docs/operations.md)."""
 
 
 @dataclass
@@ -214,6 +217,12 @@ class ControllerService:
         # proposes carries it as aliveSinceMillis (docs/statemachine.md, "A new leader's scans").
         self.leader_since_ms: int | None = None
         self.scans = 0
+        # Scan ticks by outcome (SCAN_OUTCOMES) and when the last one ran (this node's clock): a scan timer
+        # that stops ticking is an alert (deploy/prometheus), not a surprise.
+        self.scan_runs: dict[str, int] = dict.fromkeys(SCAN_OUTCOMES, 0)
+        self.scan_last_run_ms: int | None = None
+        self.leader_changes = 0  # times this node saw the known leader change to a (new) node
+        self._last_leader = ""
         self.listeners: list[Callable[[str, Result], None]] = []  # (request type, result) of proposals
         self._tasks: set[asyncio.Task[object]] = set()
         self._scan_task: asyncio.Task[None] | None = None
@@ -412,6 +421,16 @@ class ControllerService:
         """(cluster, broker set) of every broker set the applied state knows."""
         return [(info.cluster_name, info.broker_name) for info in self.sm.replicas.sets.values()]
 
+    def broker_set_masters(self, now_ms: int) -> list[tuple[str, str, bool]]:
+        """(cluster, broker set, whether its master is set and alive at `now_ms`) of every known broker set."""
+        out = []
+        for name, info in self.sm.replicas.sets.items():
+            state = self.sm.sync.sets.get(name)
+            master = state.master_broker_id if state is not None else None
+            alive = master is not None and self.sm.live.is_alive(info.cluster_name, name, master, now_ms)
+            out.append((info.cluster_name, name, alive))
+        return out
+
     def heartbeat_rows(self) -> list[LiveRow]:
         """The applied heartbeat table's rows (statemachine.liveness: cluster, name, id, address, last
         heartbeat, timeout, epoch, max offset, confirm offset, priority). Read only."""
@@ -476,15 +495,27 @@ class ControllerService:
     async def scan_once(self) -> Result | None:
         """One tick of the scan timer: propose 1015 at the leader's now, with its takeover time as
         aliveSinceMillis, when it would change anything. The floor never exceeds the scan's own time (a clock
-        stepped back since the takeover): every replica, and the audit's split replay, then honours it."""
+        stepped back since the takeover): every replica, and the audit's split replay, then honours it.
+        Counts the tick in `scan_runs` by its outcome."""
+        now = self.now_ms()
+        self.scan_last_run_ms = now
         since = self.leader_since_ms
-        if since is None or not self.scan_due(self.now_ms()):
+        if since is None or not self.node.is_leader():
+            self.scan_runs["not_leader"] += 1
+            return None
+        if not self.scan_due(now):
+            self.scan_runs["nothing_to_do"] += 1
             return None
         self.scans += 1
-        r = await self.write(
-            lambda now: commands.check_not_active_broker(now, min(since, now)), "CHECK_NOT_ACTIVE_BROKER"
-        )
+        try:
+            r = await self.write(
+                lambda now: commands.check_not_active_broker(now, min(since, now)), "CHECK_NOT_ACTIVE_BROKER"
+            )
+        except Exception:
+            self.scan_runs["failed"] += 1
+            raise
         body = r.body or {}
+        self.scan_runs["expired" if r.code == C.SUCCESS and body.get("inactiveBrokers") else "no_change"] += 1
         if body.get("inactiveBrokers") or body.get("elections"):
             log.info(
                 "inactive-broker scan: expired %s, elections %s", body.get("inactiveBrokers"), body.get("elections")
@@ -527,6 +558,9 @@ class ControllerService:
         """Node.change_listeners: the known leader changed or a membership entry was applied."""
         try:
             st = self.node.status()
+            if st.leader and st.leader != self._last_leader:
+                self.leader_changes += 1
+            self._last_leader = st.leader or ""
             self.history.on_raft(st.leader, st.term, tuple(st.voters), tuple(st.learners))
         except Exception:  # noqa: BLE001 - the history must never stop the node
             log.exception("event history: recording a raft change failed")
