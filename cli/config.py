@@ -33,7 +33,7 @@ from typing import TypedDict, Unpack
 from api.service import ServiceOptions
 from api.service.properties import PropertiesError, Property
 from api.service.properties import parse_properties as _parse_properties
-from api.service.settings import ApiSettings, read_token_file
+from api.service.settings import ApiSettings, MetricsExport, exporter_type, pairs, read_token_file
 from raft.options import (
     NODE_LOCAL,
     REPLICATED,
@@ -181,7 +181,7 @@ class KeySpec:
 
     @property
     def kind(self) -> str:
-        """int | bool | str | addr | addrs | path | keys | secret"""
+        """int | bool | str | text (may be empty) | addr | addrs | path | keys | secret"""
         return self.setting.kind
 
     @property
@@ -340,6 +340,21 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    metrics_exporter_type: str = same_setting(MetricsExport, "exporter_type")
+    metrics_prom_host: str = same_setting(MetricsExport, "prom_host")
+    metrics_prom_port: int = same_setting(MetricsExport, "prom_port")
+    metrics_grpc_target: str = same_setting(MetricsExport, "grpc_target")
+    metrics_grpc_headers: str = same_setting(MetricsExport, "grpc_headers")
+    metrics_grpc_timeout_ms: int = same_setting(MetricsExport, "grpc_timeout_ms")
+    metrics_grpc_interval_ms: int = same_setting(MetricsExport, "grpc_interval_ms")
+    metrics_log_interval_ms: int = same_setting(MetricsExport, "log_interval_ms")
+    metrics_label: str = key(
+        "metricsLabel",
+        "text",
+        "",
+        default_doc="empty",
+        doc="As in RocketMQ: `key:value,key:value` constant labels added to every series (after `address`, `group`, `peer_id`, which they cannot replace).",
+    )
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type". (A default only because the key fields above, declared
     through `key(...)`, look defaulted to mypy; the parser always passes it.)"""
@@ -374,7 +389,7 @@ IGNORED: Mapping[str, str] = MappingProxyType(
     }
 )
 """RocketMQ keys that are known but have no effect here: accepted with a warning saying why."""
-_IGNORED_PREFIX = ("metrics", "RocketMQ metrics exporter key; this controller serves /metrics on its HTTP address")
+_IGNORED_PREFIX = ("metrics", "RocketMQ metrics exporter key this controller does not read")
 
 
 def _shown(key: str, value: str) -> str:
@@ -452,6 +467,10 @@ def _convert(spec: KeySpec, raw: str) -> ConfValue:
     if kind == "str":
         if not raw or any(c.isspace() for c in raw):
             raise ValueError("must be non-empty without whitespace")
+        return raw
+    if kind == "text":
+        if any(c.isspace() for c in raw):
+            raise ValueError("must not contain whitespace")
         return raw
     if kind == "addr":
         split_addr(raw)
@@ -612,6 +631,22 @@ def parse_config(
             )
             fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address{fix}", ",".join(https))
 
+    if "metricsExporterType" not in bad:
+        try:
+            values["metrics_exporter_type"] = exporter_type(values["metrics_exporter_type"])
+        except ValueError as e:
+            fail("metricsExporterType", str(e))
+            bad.add("metricsExporterType")
+    if values["metrics_exporter_type"] == "OTLP_GRPC" and not values["metrics_grpc_target"]:
+        fail("metricsGrpcExporterTarget", "metricsExporterType=OTLP_GRPC needs an OTLP/gRPC endpoint here", "")
+    for k in ("metricsLabel", "metricsGrpcExporterHeader"):
+        if k not in bad:
+            try:
+                found = pairs(values[BY_KEY[k].attr], k)
+                if k == "metricsLabel":
+                    ApiSettings(metrics_labels=found)  # label names Prometheus accepts
+            except ValueError as e:
+                fail(k, str(e))
     if values["read_only_option"] not in READ_ONLY_OPTIONS:
         fail("jRaftReadOnlyOption", f"must be one of {', '.join(READ_ONLY_OPTIONS)}")
     if values["read_only_option"] == LEASE_BASED and not values["check_quorum"]:
@@ -727,6 +762,20 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             log_margin=cfg.snapshot_trailing_logs,
             chunk_bytes=_fault_size("CONTROLLERD_SNAPSHOT_CHUNK_BYTES", SnapshotOptions().chunk_bytes),
         ),
+    )
+
+
+def metrics_export(cfg: ControllerConfig) -> MetricsExport:
+    """metricsExporterType and its keys (api.service.settings.MetricsExport)."""
+    return MetricsExport(
+        exporter_type=cfg.metrics_exporter_type,
+        prom_host=cfg.metrics_prom_host,
+        prom_port=cfg.metrics_prom_port,
+        grpc_target=cfg.metrics_grpc_target,
+        grpc_headers=cfg.metrics_grpc_headers,
+        grpc_timeout_ms=cfg.metrics_grpc_timeout_ms,
+        grpc_interval_ms=cfg.metrics_grpc_interval_ms,
+        log_interval_ms=cfg.metrics_log_interval_ms,
     )
 
 
@@ -919,6 +968,7 @@ _KIND_TEXT = {
     "path": "path",
     "secret": "secret",
     "keys": "`;`-separated keys",
+    "text": "string, may be empty",
 }
 
 

@@ -27,6 +27,7 @@ from cli.config import (
     http_address,
     http_addresses,
     load_config,
+    metrics_export,
     parse_config,
     properties_lines,
     remoting_address,
@@ -182,7 +183,7 @@ def run_node(
     named in the boot line (the last start-up line)."""
     from api.logs import install
     from api.server import ControllerServer, settle_gc
-    from api.service.settings import ApiSettings
+    from api.service.settings import ApiSettings, pairs
 
     host, port = http_address(cfg)
     server = ControllerServer(
@@ -198,6 +199,8 @@ def run_node(
             group=cfg.group_id,
             peer_id=cfg.server_id,
             config_black_list=cfg.config_black_list,
+            metrics_labels=pairs(cfg.metrics_label, "metricsLabel"),
+            metrics_export=metrics_export(cfg),
             local_config={key: value for key, value, _source in effective_items(cfg)},
         ),
         (host, port),
