@@ -17,6 +17,7 @@ import msgpack
 from snapshot.rw import SnapshotAbleMetadataManager, SnapshotReader, SnapshotWriter, load_managers, save_managers
 from statemachine import codes as C
 from statemachine import commands as K
+from statemachine.alarms import AlarmTable
 from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
 from statemachine.heartbeat import BrokerHeartbeatManager
@@ -24,6 +25,7 @@ from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
 from statemachine.manager import ReplicasInfoManager
 from statemachine.result import Result
+from statemachine.sections import SECTION_ALARMS
 from statemachine.tables import ReplicaTable, SyncStateTable
 from statemachine.values import Unpacked
 
@@ -33,6 +35,8 @@ _unpackb = msgpack.unpackb
 _new_tuple = tuple.__new__
 HEARTBEAT_OK = Result(C.SUCCESS, "Heart beat success")  # shared: a heartbeat answer allocates nothing
 # Commands that only read: answered from local state (ReadIndex) outside the log, so they must not move the clock.
+# Sections a snapshot written before they existed lacks: their manager then starts empty.
+OPTIONAL_SECTIONS = frozenset({SECTION_ALARMS})
 READ_ONLY_CODES = frozenset(
     {C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO, C.KV_GET}
 )
@@ -49,7 +53,7 @@ class ControllerStateMachine:
     config, each one snapshot section. `apply(bytes) -> Result` is the only way to change it."""
 
     def __init__(self) -> None:
-        self._install(ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig())
+        self._install(*_fresh())
         self.leader_term = -1  # the term this node leads, -1 when it does not (informational only)
         self.error: BaseException | None = None
 
@@ -60,8 +64,10 @@ class ControllerStateMachine:
         live: BrokerLiveTable,
         kv: KvConfigManager,
         config: ReplicatedConfig,
+        alarms: AlarmTable,
     ) -> None:
         self.replicas, self.sync, self.live, self.kv, self.config = replicas, sync, live, kv, config
+        self.alarms = alarms
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
         # code -> handler(the command as its commands.NAMED class: typed fields by their wire names).
@@ -83,12 +89,13 @@ class ControllerStateMachine:
             C.KV_GET: self._kv_get,
             C.KV_DELETE: self._kv_delete,
             C.KV_CAS: self._kv_cas,
+            C.ALARM: self._alarm,
         }
         assert self._handlers.keys() == NAMED.keys()
 
     def managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
         """One per snapshot section, in section order."""
-        return (self.replicas, self.sync, self.live, self.kv, self.config)
+        return (self.replicas, self.sync, self.live, self.kv, self.config, self.alarms)
 
     # --- applying -------------------------------------------------------------------------------------
 
@@ -200,6 +207,9 @@ class ControllerStateMachine:
     def _kv_cas(self, c: K.KvCas) -> Result:
         return self.kv.cas(c.namespace, c.key, c.expect, c.value)
 
+    def _alarm(self, c: K.Alarm) -> Result:
+        return self.alarms.apply(c.activate, c.alarm, c.memberId, c.detail, c.timeMillis)
+
     # --- for the daemon -------------------------------------------------------------------------------
 
     def scan_needed(self, now_ms: int, alive_since_ms: int | None = None) -> bool:
@@ -227,7 +237,9 @@ class ControllerStateMachine:
         section, KeyError) the current state is untouched."""
         staged = _fresh()
         for m in staged:
-            m.load_snapshot(sections[m.section_type()])
+            t = m.section_type()
+            if t in sections or t not in OPTIONAL_SECTIONS:
+                m.load_snapshot(sections[t])
         self._install(*staged)
 
     def on_snapshot_save(self, writer: SnapshotWriter) -> None:
@@ -237,7 +249,9 @@ class ControllerStateMachine:
 
     def on_snapshot_load(self, reader: SnapshotReader) -> None:
         staged = _fresh()
-        load_managers(reader, staged)  # SnapshotFormatError on a body that does not decode
+        required = [m for m in staged if m.section_type() not in OPTIONAL_SECTIONS]
+        load_managers(reader, required)  # SnapshotFormatError on a body that does not decode
+        load_managers(reader, [m for m in staged if m not in required], allow_missing=True)
         self._install(*staged)
 
     # --- leadership and errors (informational: results never depend on them) ---------------------------
@@ -255,8 +269,8 @@ class ControllerStateMachine:
         log.error("controller state machine: the node stopped: %r", error)
 
 
-def _fresh() -> tuple[ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig]:
-    return ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig()
+def _fresh() -> tuple[ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig, AlarmTable]:
+    return ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig(), AlarmTable()
 
 
 def _malformed(reason: str) -> Result:

@@ -46,6 +46,7 @@ def test_section_registry() -> None:
         3: "brokerLiveTable",
         4: "kvConfig",
         5: "controllerConfig",
+        6: "alarms",
     }
     assert [m.section_type() for m in ControllerStateMachine().managers()] == sorted(SECTION_NAMES)
 
