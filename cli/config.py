@@ -62,6 +62,7 @@ It is public, so it protects nothing: it exists so that `make run` works without
 host can reach the peers anyway. Any non-loopback address makes jRaftClusterSecret mandatory."""
 REDACTED = "****"
 JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
 HTTP_PORT_OFFSET = -1000
 """controllerHttpAddr unset: each node serves HTTP on its remoting address's host, port - 1000 (9770 -> 8770), so
 that a stock RocketMQ controller.conf runs unchanged and an operator can guess where HTTP is."""
@@ -181,7 +182,7 @@ class KeySpec:
 
     @property
     def kind(self) -> str:
-        """int | bool | str | text (may be empty) | addr | addrs | path | keys | secret"""
+        """int | long | bool | str | text (may be empty) | addr | addrs | path | keys | secret"""
         return self.setting.kind
 
     @property
@@ -340,6 +341,9 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    store_quota_bytes: int = same_setting(ServiceOptions, "store_quota_bytes")
+    alarm_free_disk_mb: int = same_setting(ServiceOptions, "alarm_free_disk_mb")
+    alarm_check_interval_ms: int = same_setting(ServiceOptions, "alarm_check_interval_ms")
     metrics_exporter_type: str = same_setting(MetricsExport, "exporter_type")
     metrics_prom_host: str = same_setting(MetricsExport, "prom_host")
     metrics_prom_port: int = same_setting(MetricsExport, "prom_port")
@@ -446,7 +450,7 @@ def is_loopback(host: str) -> bool:
 def _convert(spec: KeySpec, raw: str) -> ConfValue:
     """The typed value of one key, or ValueError with a one-line reason."""
     kind = spec.kind
-    if kind == "int":
+    if kind in ("int", "long"):
         if not _INT.fullmatch(raw):
             raise ValueError("not an integer")
         v = int(raw)
@@ -454,8 +458,9 @@ def _convert(spec: KeySpec, raw: str) -> ConfValue:
             raise ValueError(f"must be >= {spec.minimum}")
         if spec.maximum is not None and v > spec.maximum:
             raise ValueError(f"must be <= {spec.maximum}")
-        if v > JAVA_INT_MAX:
-            raise ValueError(f"must be <= {JAVA_INT_MAX} (a Java int)")
+        top, what = (JAVA_INT_MAX, "a Java int") if kind == "int" else (JAVA_LONG_MAX, "a Java long")
+        if v > top:
+            raise ValueError(f"must be <= {top} ({what})")
         return v
     if kind == "bool":
         low = raw.lower()
@@ -631,6 +636,12 @@ def parse_config(
             )
             fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address{fix}", ",".join(https))
 
+    floor, hard = values["alarm_free_disk_mb"], values["min_free_disk_mb"]
+    if not bad & {"controllerAlarmFreeDiskMB", "controllerMinFreeDiskMB"} and floor and floor <= hard:
+        fail(
+            "controllerAlarmFreeDiskMB",
+            f"must be above controllerMinFreeDiskMB ({hard}), where writes already stop, or 0 (off)",
+        )
     if "metricsExporterType" not in bad:
         try:
             values["metrics_exporter_type"] = exporter_type(values["metrics_exporter_type"])
@@ -786,6 +797,9 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
         node=to_node_options(cfg),
         scan_interval_ms=cfg.scan_not_active_broker_ms,
         scan_wait_ms=cfg.scan_wait_timeout_ms,
+        store_quota_bytes=cfg.store_quota_bytes,
+        alarm_free_disk_mb=cfg.alarm_free_disk_mb,
+        alarm_check_interval_ms=cfg.alarm_check_interval_ms,
         # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.
         unsafe_local_reads=os.environ.get("CONTROLLERD_UNSAFE_LOCAL_READS") == "1",
         file_config={k: v for k, v in replicated_defaults(cfg).items() if cfg.sources[k] != "default"},
@@ -975,8 +989,8 @@ _KIND_TEXT = {
 def _type_text(s: Setting) -> str:
     if s.type_doc:
         return s.type_doc
-    if s.kind == "int":
-        return f"int {s.minimum}..{s.maximum}" if s.maximum is not None else f"int >= {s.minimum}"
+    if s.kind in ("int", "long"):
+        return f"{s.kind} {s.minimum}..{s.maximum}" if s.maximum is not None else f"{s.kind} >= {s.minimum}"
     return _KIND_TEXT[s.kind]
 
 

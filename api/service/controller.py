@@ -24,9 +24,10 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from api.service import alarms
 from api.service.admin import AdminOperations
 from api.service.errors import NotLeaderError, UnavailableError, checked, outcome_of
 from api.service.history import History
@@ -80,6 +81,32 @@ class ServiceOptions:
         '(statemachine.md, "A new leader\'s scans").',
     )
     """No scan until this long after the first heartbeat."""
+    store_quota_bytes: int = setting(
+        "controllerStoreQuotaBytes",
+        "long",
+        2 * 1024**3,
+        minimum=0,
+        default_doc="`2147483648` (2 GiB, etcd's default quota)",
+        doc="When the files under `controllerStorePath` pass this many bytes, this node raises the NOSPACE alarm: "
+        "the leader then refuses writes that grow the state until an operator frees space and disarms it "
+        '(`rmqctl alarm disarm`; docs/operations.md, "NOSPACE"). 0: no quota. Ours (etcd\'s `--quota-backend-bytes`).',
+    )
+    alarm_free_disk_mb: int = setting(
+        "controllerAlarmFreeDiskMB",
+        "int",
+        64,
+        minimum=0,
+        doc="When the file system of `controllerStorePath` has less free space than this many MiB, this node "
+        "raises the NOSPACE alarm (above `controllerMinFreeDiskMB`, where writes stop by themselves). 0: off. Ours.",
+    )
+    alarm_check_interval_ms: int = setting(
+        "controllerAlarmCheckIntervalMs",
+        "int",
+        5000,
+        minimum=100,
+        type_doc="int >= 100 (ms)",
+        doc="How often each node checks its store against `controllerStoreQuotaBytes` and `controllerAlarmFreeDiskMB`. Ours.",
+    )
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
     request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
     file_config: Mapping[str, ConfigValue] = field(default_factory=dict)  # replicated keys the properties file sets
@@ -228,6 +255,10 @@ class ControllerService:
         self._scan_task: asyncio.Task[None] | None = None
         self._deadlines = Deadlines(options.request_timeout_s)
         self.admin = AdminOperations(self)
+        self._alarm_task: asyncio.Task[None] | None = None
+        # How a follower raises an alarm: asks the leader (installed by the HTTP front end, api/http/app.py).
+        self.alarm_forwarder: Callable[[str, str, str], Awaitable[Result]] | None = None
+        self.alarm_checks: dict[str, int] = {"ok": 0, "nospace": 0, "failed": 0}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -237,6 +268,7 @@ class ControllerService:
         await self.node.start()
         self.started = True
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
+        self._alarm_task = asyncio.get_running_loop().create_task(self._alarm_loop(), name=f"alarms-{self.id}")
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
         if self.opts.unsafe_local_reads:
             log.warning(
@@ -259,6 +291,8 @@ class ControllerService:
         self.stopping = True
         if self._scan_task is not None:
             self._scan_task.cancel()
+        if self._alarm_task is not None:
+            self._alarm_task.cancel()
         for t in list(self._tasks):
             t.cancel()
         await self.node.stop()
@@ -340,6 +374,12 @@ class ControllerService:
         UnavailableError when the commit does not come within the request timeout (outcome unknown)."""
         self._check_serving()
         data = build(self.now_ms())
+        if self.sm.alarms.table:
+            refused = alarms.refusal(self.sm, data)
+            if refused is not None:
+                for listener in self.listeners:
+                    listener(request_type, refused)
+                return refused
         try:
             fut = self.node.apply(data)
         except RaftBaseError as e:
@@ -530,6 +570,53 @@ class ControllerService:
             except (NotLeaderError, UnavailableError) as e:
                 log.debug("scan skipped: %s", e)
             await asyncio.sleep(self.opts.scan_interval_ms / 1000)
+
+    # ------------------------------------------------------------------ alarms
+
+    def raised_alarms(self, alarm: str) -> list[tuple[str, int, str]]:
+        """(member, raisedAtMillis, detail) of every member that raised `alarm`, in the applied state."""
+        return self.sm.alarms.raised(alarm)
+
+    def alarm_list(self) -> JSONObject:
+        """The raised alarms of this node's applied state (statemachine.alarms.AlarmTable.to_json)."""
+        return self.sm.alarms.to_json()
+
+    async def raise_alarm(self, alarm: str, detail: str, member: str | None = None) -> Result:
+        """Raise `alarm` for `member` (default: this node): proposed on the leader; a follower asks the leader
+        through `alarm_forwarder` (NotLeaderError without one)."""
+        member = member or self.id
+        if not self.is_leader() and self.alarm_forwarder is not None and self.started:
+            return await self.alarm_forwarder(alarm, member, detail)
+        return await self.write(lambda now: commands.alarm(now, True, alarm, member, detail), "CONTROLLER_ALARM")
+
+    async def disarm_alarm(self, alarm: str = "") -> Result:
+        """Disarm `alarm` on every member ("": every alarm). On the leader (else NotLeaderError)."""
+        return await self.write(lambda now: commands.alarm(now, False, alarm, ""), "CONTROLLER_ALARM")
+
+    async def check_store(self) -> str | None:
+        """One NOSPACE check of this node's store (module api.service.alarms): raises the alarm when the store
+        is past its limits and the applied state does not have it yet; the reason, None when within limits."""
+        o = self.opts
+        reason = alarms.nospace_reason(o.node.data_dir, o.store_quota_bytes, o.alarm_free_disk_mb << 20)
+        if reason is None:
+            self.alarm_checks["ok"] += 1
+            return None
+        self.alarm_checks["nospace"] += 1
+        if (alarms.NOSPACE, self.id) not in self.sm.alarms.table:
+            log.warning("NOSPACE: %s; raising the alarm", reason)
+            r = await self.raise_alarm(alarms.NOSPACE, reason)
+            if r.code != C.SUCCESS:
+                log.warning("NOSPACE: raising the alarm failed: %s %s", r.code_name, r.remark)
+        return reason
+
+    async def _alarm_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.opts.alarm_check_interval_ms / 1000)
+            try:
+                await self.check_store()
+            except (NotLeaderError, UnavailableError, OSError) as e:
+                self.alarm_checks["failed"] += 1
+                log.warning("alarm check: %s", e)
 
     # ------------------------------------------------------------------ status
 

@@ -28,8 +28,10 @@ from prometheus_client.core import (
     Metric,
 )
 
+from api.service import alarms
 from raft.core import Role
 from statemachine import codes as C
+from statemachine.alarms import ALARMS
 from statemachine.result import Result
 
 if TYPE_CHECKING:
@@ -220,6 +222,7 @@ class _Collector:
         yield self._active_brokers(family, values)
         yield from self._brokers(family, values)
         yield from self._store(family, values)
+        yield from self._alarms(family, values)
         if st is None:
             return
 
@@ -380,17 +383,52 @@ class _Collector:
         if not os.path.isdir(path):
             return
         usage = family(GaugeMetricFamily, "dledger_disk_usage", "disk usage of the controller store (bytes)")
-        usage.add_metric(values, dir_bytes(path))
+        usage.add_metric(values, alarms.dir_bytes(path))
         yield usage
-        fs = os.statvfs(path)
         free = family(GaugeMetricFamily, "controllerd_store_free_bytes", "free bytes on the store's file system")
-        free.add_metric(values, fs.f_bavail * fs.f_frsize)
+        free.add_metric(values, alarms.free_bytes(path))
         yield free
         floor = family(
             GaugeMetricFamily, "controllerd_store_min_free_bytes", "controllerMinFreeDiskMB in bytes (0: no floor)"
         )
         floor.add_metric(values, opts.log.min_free_bytes)
         yield floor
+        service_opts = self.m.service.opts
+        for name, doc, v in (
+            (
+                "controllerd_store_quota_bytes",
+                "controllerStoreQuotaBytes (0: no quota)",
+                service_opts.store_quota_bytes,
+            ),
+            (
+                "controllerd_store_alarm_free_bytes",
+                "controllerAlarmFreeDiskMB in bytes: below it NOSPACE is raised (0: off)",
+                service_opts.alarm_free_disk_mb << 20,
+            ),
+        ):
+            g = family(GaugeMetricFamily, name, doc)
+            g.add_metric(values, v)
+            yield g
+
+    def _alarms(self, family: _Family, values: list[str]) -> Iterator[Metric]:
+        """One series per alarm type (1 while any member has it raised), and one per raised (alarm, member)."""
+        service = self.m.service
+        active = family(
+            GaugeMetricFamily, "controllerd_alarm_active", "1 while any member has raised the alarm", ("alarm",)
+        )
+        raised = family(
+            GaugeMetricFamily,
+            "controllerd_alarm_raised",
+            "1 per member that raised the alarm (the applied list)",
+            ("alarm", "member"),
+        )
+        for alarm in ALARMS:
+            members = service.raised_alarms(alarm)
+            active.add_metric([*values, alarm], 1 if members else 0)
+            for member, _at, _detail in members:
+                raised.add_metric([*values, alarm, member], 1)
+        yield active
+        yield raised
 
     def _followers(self, family: _Family, values: list[str], st: NodeStatus) -> Iterator[Metric]:
         """Per-peer replication progress, on the leader only (a follower tracks none)."""
@@ -444,16 +482,3 @@ def quorum_healthy(st: NodeStatus, tick_ms: float, election_timeout_ms: int) -> 
         if v == st.id or (pr is not None and 0 <= pr.contact_ticks * tick_ms <= election_timeout_ms):
             recent += 1
     return recent * 2 > len(st.voters)
-
-
-def dir_bytes(path: str) -> int:
-    """Bytes of the files under `path` (as RocketMQ's UtilAll.calculateFileSizeInPath); files that vanish while
-    walking (a log segment dropped, a snapshot pruned) are skipped."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                continue
-    return total

@@ -4,7 +4,8 @@
   `cleanBrokerMetadata`, `getControllerConfig`, `updateControllerConfig` (aliases: `controller metadata`,
   `controller config get|set`, `sync-state-set`, `elect-master`, `clean-broker-metadata`);
 * `raft status|peers|snapshot|snapshots|transfer-leader|add-peer|remove-peer`;
-* `kv get|put|delete|cas`.
+* `kv get|put|delete|cas`;
+* `alarm list|disarm`.
 
 Every verb takes `-a/--address` (one or several `host:port`, `;` or `,` separated; RMQCTL_ADDRESS),
 `--token` (RMQCTL_TOKEN), `--timeout` (RMQCTL_TIMEOUT) and `-v/--verbose`, and renders in the group's
@@ -946,6 +947,65 @@ controller_config.add_command(_alias(get_controller_config, "get"))
 controller_config.add_command(_alias(update_controller_config, "set"))
 
 
+# --- alarms ----------------------------------------------------------------------------------------------
+
+
+@click.group("alarm")
+def alarm() -> None:
+    """Online: the group's raised alarms (NOSPACE) and disarming them, as etcdctl's `alarm list|disarm`."""
+
+
+ALARM_COLUMNS = ["alarm", "memberId", "raisedAt", "detail"]
+
+
+@alarm.command("list")
+@connection_options()
+@pass_out
+def alarm_list(out: Out, conn: Conn) -> None:
+    """Every raised alarm: which alarm, which member raised it, when and why (the node asked's applied list)."""
+    with conn.client() as c:
+        reply = c.get("/api/v1/alarms")
+    _check(out, reply, "alarm list")
+    if out.mode == "json":
+        _json(out, reply.envelope)
+        return
+    rows = [
+        {
+            "alarm": a.get("alarm"),
+            "memberId": a.get("memberId"),
+            "raisedAt": iso_seconds(a["raisedAtMillis"] / 1000) if isinstance(a.get("raisedAtMillis"), int) else None,
+            "detail": a.get("detail"),
+        }
+        for a in (reply.body or {}).get("alarms") or []
+        if isinstance(a, Mapping)
+    ]
+    emit_rows(out, rows, ALARM_COLUMNS, title=f"alarms on {reply.node}")
+
+
+@alarm.command("disarm")
+@click.option(
+    "--alarm", "name", type=click.Choice(["NOSPACE", "CORRUPT"]), help="Disarm only this alarm (default: every alarm)."
+)
+@connection_options()
+@pass_out
+def alarm_disarm(out: Out, conn: Conn, name: str | None) -> None:
+    """Disarm alarms on every member (the leader proposes it). Free the space first: a member still past its
+    limit raises NOSPACE again at its next check."""
+    with conn.client() as c:
+        reply = c.post("/api/v1/alarms/disarm", {"alarm": name} if name else {})
+    _check(out, reply, "alarm disarm")
+    gone = [g for g in (reply.body or {}).get("disarmed") or [] if isinstance(g, Mapping)]
+    if out.mode == "json":
+        _json(out, reply.envelope)
+        return
+    emit_rows(
+        out,
+        [{"alarm": g.get("alarm"), "memberId": g.get("memberId")} for g in gone],
+        ["alarm", "memberId"],
+        title="disarmed",
+    )
+
+
 def register(group: click.Group) -> None:
     """Add the online verbs to rmqctl's top-level group (idempotent)."""
     if "getControllerMetaData" in group.commands:
@@ -958,3 +1018,4 @@ def register(group: click.Group) -> None:
     group.add_command(controller)
     group.add_command(raft)
     group.add_command(kv)
+    group.add_command(alarm)
