@@ -17,8 +17,7 @@ from statemachine.sections import SECTION_ALARMS
 from statemachine.values import JSONObject
 
 NOSPACE = "NOSPACE"  # a member's store passed controllerStoreQuotaBytes or its free space the floor
-CORRUPT = "CORRUPT"  # reserved: a member's applied state differs from the others' at the same index
-ALARMS = (NOSPACE, CORRUPT)
+ALARMS = (NOSPACE,)  # every alarm this version knows (a snapshot row or command naming another is refused)
 
 
 class AlarmTable:

@@ -25,7 +25,7 @@ from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
 from statemachine.manager import ReplicasInfoManager
 from statemachine.result import Result
-from statemachine.sections import SECTION_ALARMS
+from statemachine.sections import OPTIONAL_SECTIONS
 from statemachine.tables import ReplicaTable, SyncStateTable
 from statemachine.values import Unpacked
 
@@ -35,8 +35,6 @@ _unpackb = msgpack.unpackb
 _new_tuple = tuple.__new__
 HEARTBEAT_OK = Result(C.SUCCESS, "Heart beat success")  # shared: a heartbeat answer allocates nothing
 # Commands that only read: answered from local state (ReadIndex) outside the log, so they must not move the clock.
-# Sections a snapshot written before they existed lacks: their manager then starts empty.
-OPTIONAL_SECTIONS = frozenset({SECTION_ALARMS})
 READ_ONLY_CODES = frozenset(
     {C.GET_REPLICA_INFO, C.GET_SYNC_STATE_DATA, C.GET_NEXT_BROKER_ID, C.GET_BROKER_LIVE_INFO, C.KV_GET}
 )
@@ -228,9 +226,14 @@ class ControllerStateMachine:
 
     # --- snapshots --------------------------------------------------------------------------------------
 
+    def saved_managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
+        """The managers a snapshot holds: every one, but the alarms only while one is raised, so that a group
+        that never raised an alarm writes snapshots the readers of earlier versions still load."""
+        return tuple(m for m in self.managers() if m is not self.alarms or self.alarms.table)
+
     def encode_sections(self) -> dict[int, bytes]:
         """{section type: body}: a point-in-time image, cheap enough for the apply thread."""
-        return {m.section_type(): m.encode_snapshot() for m in self.managers()}
+        return {m.section_type(): m.encode_snapshot() for m in self.saved_managers()}
 
     def load_sections(self, sections: Mapping[int, bytes]) -> None:
         """Replace the whole state with decoded section bodies. All or nothing: on a ValueError (or a missing
@@ -245,7 +248,7 @@ class ControllerStateMachine:
     def on_snapshot_save(self, writer: SnapshotWriter) -> None:
         """On the apply thread: one `add_section(type, bytes)` per manager. Cheap: the replica and sync-state
         rows are cached per set, and the live rows are packed as stored, in one msgpack call."""
-        save_managers(writer, self.managers())
+        save_managers(writer, self.saved_managers())
 
     def on_snapshot_load(self, reader: SnapshotReader) -> None:
         staged = _fresh()

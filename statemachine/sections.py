@@ -26,3 +26,6 @@ SECTION_NAMES: dict[int, str] = {
 
 # Every section body is a msgpack array whose first item is the body's own layout version.
 SECTION_VERSION = 1
+# Sections a snapshot may lack (written only when not empty; a snapshot of an earlier version has none): the
+# manager then starts empty. Every other section is required to load.
+OPTIONAL_SECTIONS = frozenset({SECTION_ALARMS})

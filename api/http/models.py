@@ -463,7 +463,7 @@ class MembershipAnswer(Envelope[None, MembershipBody]):
 
 # ---------------------------------------------------------------------------------------------- alarms
 
-AlarmName = Literal["NOSPACE", "CORRUPT"]
+AlarmName = Literal["NOSPACE"]
 
 
 class AlarmRaiseRequest(Strict):

@@ -37,7 +37,6 @@ async def test_nospace_refuses_growing_writes_until_freed_and_disarmed(tmp_path:
         assert (row["alarm"], row["memberId"], row["detail"]) == ("NOSPACE", svc.id, reason)
         samples = await scrape(node)
         assert value(samples, "controllerd_alarm_active", alarm="NOSPACE") == 1
-        assert value(samples, "controllerd_alarm_active", alarm="CORRUPT") == 0
         assert value(samples, "controllerd_alarm_raised", alarm="NOSPACE", member=svc.id) == 1
 
         # A new registration is refused naming the alarm, and nothing is proposed.

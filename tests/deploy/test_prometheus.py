@@ -1,11 +1,15 @@
 """A real Prometheus (Debian's package, on loopback) scrapes a 3-node group of controllerd processes and
 evaluates deploy/prometheus's rules (with `for:` shortened): a broker set whose master stops heartbeating
-raises ControllerdBrokerSetWithoutMaster, and every query of deploy/grafana's dashboard returns series."""
+raises ControllerdBrokerSetWithoutMaster; a follower whose store passes its quota raises NOSPACE through the
+leader (ControllerdAlarmRaised fires, rmqctl names the member, registrations are refused until it is freed and
+disarmed); and every query of deploy/grafana's dashboard returns series. The tests share the group, in order."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,13 +17,17 @@ import httpx
 import pytest
 
 from cli.rocketmq import free_port, wait_until
-from tests.daemon.cluster import ControllerdCluster
+from tests.daemon.cluster import ROOT, ControllerdCluster
 from tests.deploy.helpers import panel_queries, rules_with_for
 from tools.programs import which
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
 BROKER_TIMEOUT_MS = 1500
-CONF = "scanNotActiveBrokerInterval=300\njRaftScanWaitTimeoutMs=100\n"
+QUOTA = 256 << 20
+CONF = (
+    "scanNotActiveBrokerInterval=300\njRaftScanWaitTimeoutMs=100\n"
+    f"controllerStoreQuotaBytes={QUOTA}\ncontrollerAlarmCheckIntervalMs=200\n"
+)
 
 
 class Prometheus:
@@ -128,7 +136,7 @@ def register(addr: str, cluster: str, name: str, broker_id: int, broker_addr: st
     )
 
 
-def test_master_loss_fires_the_alert_and_every_panel_has_series(
+def test_master_loss_fires_the_alert(
     monitored: tuple[ControllerdCluster, Prometheus, str],
 ) -> None:
     cluster, prom, leader = monitored
@@ -155,11 +163,52 @@ def test_master_loss_fires_the_alert_and_every_panel_has_series(
     assert labels[0]["instance"] == leader
     elections = prom.query('election_total{broker_set="lost", election_result="no_master_elected"} > 0')
     assert elections, "the scan's failed election is counted"
-    # Every query of the dashboard returns series from this Prometheus.
-    empty = []
-    for title, expr in panel_queries():
-        try:
-            wait_until(f"panel {title!r}: {expr}", lambda e=expr: prom.query(e) or None, 20)  # type: ignore[misc]
-        except AssertionError:
-            empty.append((title, expr))
-    assert empty == []
+
+
+def rmqctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.rmqctl", *args], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
+
+
+def test_a_full_follower_raises_nospace_and_every_panel_has_series(
+    monitored: tuple[ControllerdCluster, Prometheus, str],
+) -> None:
+    cluster, prom, leader = monitored
+    follower = next(i for i, a in enumerate(cluster.https) if a != leader)
+    filler = os.path.join(cluster.root, f"n{follower}", "filler.bin")
+    with open(filler, "wb") as f:
+        f.truncate(QUOTA)  # sparse: the store's bytes pass the quota, the disk does not fill
+    try:
+        wait_until("ControllerdAlarmRaised fires", lambda: prom.firing("ControllerdAlarmRaised") or None, 60)
+        listed = rmqctl("alarm", "list", "-a", leader, "-o", "json")
+        assert listed.returncode == 0, listed.stderr
+        (row,) = json.loads(listed.stdout)["body"]["alarms"]
+        assert (row["alarm"], row["memberId"]) == ("NOSPACE", cluster.rafts[follower])
+        assert "controllerStoreQuotaBytes 268435456" in row["detail"]
+        refused = httpx.post(
+            f"http://{leader}/api/v1/controller/apply-broker-id",
+            json={"clusterName": "pc", "brokerName": "late", "appliedBrokerId": 1, "registerCheckCode": "10.9.0.9:1;1"},
+            timeout=5,
+        ).json()
+        assert refused["code"] == 1 and refused["remark"].startswith(
+            f"alarm NOSPACE raised by {cluster.rafts[follower]}"
+        )
+        # Every query of the dashboard returns series from this Prometheus (the alarm panel's too, now).
+        empty = []
+        for title, expr in panel_queries():
+            try:
+                wait_until(f"panel {title!r}: {expr}", lambda e=expr: prom.query(e) or None, 20)  # type: ignore[misc]
+            except AssertionError:
+                empty.append((title, expr))
+        assert empty == []
+    finally:
+        os.unlink(filler)
+    disarmed = rmqctl("alarm", "disarm", "-a", ";".join(cluster.https), "-o", "json")
+    assert disarmed.returncode == 0, disarmed.stderr
+    assert json.loads(disarmed.stdout)["body"]["disarmed"] == [
+        {"alarm": "NOSPACE", "memberId": cluster.rafts[follower]}
+    ]
+    # Freed: the follower does not raise it again, and registrations go through.
+    register(leader, "pc", "late", 1, "10.9.0.9:10911")
+    assert json.loads(rmqctl("alarm", "list", "-a", leader, "-o", "json").stdout)["body"]["alarms"] == []
