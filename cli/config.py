@@ -280,6 +280,7 @@ class ControllerConfig:
     scan_wait_timeout_ms: int = same_setting(ServiceOptions, "scan_wait_ms")
     snapshot_interval_secs: int = same_setting(SnapshotOptions, "interval_s")
     snapshot_threshold: int = same_setting(SnapshotOptions, "threshold_entries")
+    snapshot_log_bytes: int = same_setting(SnapshotOptions, "threshold_log_bytes")
     max_snapshot_reserved: int = same_setting(SnapshotOptions, "max_reserved")
     snapshot_trailing_logs: int = same_setting(SnapshotOptions, "log_margin")
     scan_not_active_broker_ms: int = same_setting(ServiceOptions, "scan_interval_ms")
@@ -768,6 +769,7 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         ),
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
+            threshold_log_bytes=cfg.snapshot_log_bytes,
             interval_s=float(cfg.snapshot_interval_secs),
             max_reserved=cfg.max_snapshot_reserved,
             log_margin=cfg.snapshot_trailing_logs,

@@ -246,8 +246,18 @@ class SnapshotOptions:
     """[statemachineSnapshotThreshold] take a snapshot once this many entries were applied since the last one.
     RIP-59 suggests 1000; at the heartbeat load of a fleet (hundreds of commands/s) that is a snapshot every
     few seconds, so the default is 10,000. 0 disables the trigger."""
-    threshold_log_bytes: int = 64 * 1024 * 1024
-    """Take a snapshot once this many bytes of commands were applied since the last one. 0 disables it."""
+    threshold_log_bytes: int = setting(
+        "statemachineSnapshotLogBytes",
+        "long",
+        64 * 1024 * 1024,
+        minimum=0,
+        default_doc="`67108864` (64 MiB)",
+        doc="Bytes of commands applied since the last snapshot that trigger one, whatever their count: a log of "
+        "large entries is truncated before it fills the store (with `controllerStoreQuotaBytes`, etcd's "
+        "quota). 0 disables it. Ours.",
+    )
+    """[statemachineSnapshotLogBytes] take a snapshot once this many bytes of commands were applied since the last
+    one. 0 disables it."""
     interval_s: float = setting(
         "jRaftSnapshotIntervalSecs", "int", 3600.0, minimum=0, doc="Time-based snapshot trigger. 0 disables it."
     )

@@ -716,3 +716,17 @@ def test_metrics_exporter_keys_by_name_or_number() -> None:
 def test_bad_metrics_exporter_keys_are_errors_naming_key_and_line(text: str, error: str) -> None:
     with pytest.raises(ConfigError, match=error):
         parse_config(LOOPBACK + text, "n.conf")
+
+
+def test_snapshot_log_bytes_and_the_store_quota_reach_the_options() -> None:
+    text = "statemachineSnapshotLogBytes=1048576\ncontrollerStoreQuotaBytes=8589934592\ncontrollerAlarmFreeDiskMB=0\n"
+    cfg, _ = parse_config(LOOPBACK + text, "n.conf")
+    opts = to_service_options(cfg)
+    assert opts.node.snapshot.threshold_log_bytes == 1 << 20
+    assert (opts.store_quota_bytes, opts.alarm_free_disk_mb) == (8 << 30, 0)  # a quota past a Java int: a long
+    default = to_service_options(parse_config(LOOPBACK, "n.conf")[0])
+    assert (default.node.snapshot.threshold_log_bytes, default.store_quota_bytes) == (64 << 20, 2 << 30)
+    with pytest.raises(ConfigError, match=r"controllerAlarmFreeDiskMB=8: must be above controllerMinFreeDiskMB \(16\)"):
+        parse_config(LOOPBACK + "controllerAlarmFreeDiskMB=8\n", "n.conf")
+    with pytest.raises(ConfigError, match=r"statemachineSnapshotLogBytes=-1: must be >= 0"):
+        parse_config(LOOPBACK + "statemachineSnapshotLogBytes=-1\n", "n.conf")
