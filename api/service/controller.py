@@ -606,6 +606,7 @@ class ControllerService:
             log.warning("NOSPACE: %s; raising the alarm", reason)
             r = await self.raise_alarm(alarms.NOSPACE, reason)
             if r.code != C.SUCCESS:
+                self.alarm_checks["failed"] += 1
                 log.warning("NOSPACE: raising the alarm failed: %s %s", r.code_name, r.remark)
         return reason
 

@@ -429,6 +429,15 @@ class _Collector:
                 raised.add_metric([*values, alarm, member], 1)
         yield active
         yield raised
+        checks = family(
+            CounterMetricFamily,
+            "controllerd_store_checks",
+            "this node's NOSPACE checks by outcome: ok, nospace (past a limit), failed (could not raise)",
+            ("outcome",),
+        )
+        for outcome, n in service.alarm_checks.items():
+            checks.add_metric([*values, outcome], n)
+        yield checks
 
     def _followers(self, family: _Family, values: list[str], st: NodeStatus) -> Iterator[Metric]:
         """Per-peer replication progress, on the leader only (a follower tracks none)."""

@@ -38,6 +38,8 @@ async def test_nospace_refuses_growing_writes_until_freed_and_disarmed(tmp_path:
         samples = await scrape(node)
         assert value(samples, "controllerd_alarm_active", alarm="NOSPACE") == 1
         assert value(samples, "controllerd_alarm_raised", alarm="NOSPACE", member=svc.id) == 1
+        assert value(samples, "controllerd_store_checks_total", outcome="ok") == 1
+        assert value(samples, "controllerd_store_checks_total", outcome="nospace") == 1
 
         # A new registration is refused naming the alarm, and nothing is proposed.
         before = node.last_index()
