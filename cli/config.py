@@ -38,6 +38,7 @@ from raft.options import (
     NODE_LOCAL,
     REPLICATED,
     SETTING,
+    AutopilotOptions,
     LogStorageOptions,
     NodeOptions,
     RaftOptions,
@@ -342,6 +343,10 @@ class ControllerConfig:
     )
     """controllerAdminTokenFile; "" when unset."""
     remoting_max_frame_bytes: int = same_setting(ApiSettings, "remoting_max_frame_bytes")
+    autopilot: bool = same_setting(AutopilotOptions, "enabled")
+    autopilot_stabilization_secs: int = same_setting(AutopilotOptions, "stabilization_s")
+    autopilot_dead_server_secs: int = same_setting(AutopilotOptions, "dead_server_s")
+    autopilot_min_quorum: int = same_setting(AutopilotOptions, "min_quorum")
     store_quota_bytes: int = same_setting(ServiceOptions, "store_quota_bytes")
     alarm_free_disk_mb: int = same_setting(ServiceOptions, "alarm_free_disk_mb")
     alarm_check_interval_ms: int = same_setting(ServiceOptions, "alarm_check_interval_ms")
@@ -766,6 +771,12 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
             fsync_sidecar=os.environ.get("CONTROLLERD_FSYNC_SIDECAR") == "1",
             min_free_bytes=cfg.min_free_disk_mb << 20,
             segment_bytes=_fault_size("CONTROLLERD_SEGMENT_BYTES", LogStorageOptions().segment_bytes),
+        ),
+        autopilot=AutopilotOptions(
+            enabled=cfg.autopilot,
+            stabilization_s=float(cfg.autopilot_stabilization_secs),
+            dead_server_s=float(cfg.autopilot_dead_server_secs),
+            min_quorum=cfg.autopilot_min_quorum,
         ),
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,

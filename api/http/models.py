@@ -461,6 +461,19 @@ class MembershipAnswer(Envelope[None, MembershipBody]):
     pass
 
 
+class AutopilotRequest(Strict):
+    enabled: bool | None = Field(None, description="turn autopilot on or off on this node")
+    stabilizationSecs: int | None = Field(
+        None, ge=0, le=86_400, description="a learner's healthy time before promotion"
+    )
+    deadServerSecs: int | None = Field(None, ge=1, le=86_400 * 30, description="a voter's silent time before removal")
+    minQuorum: int | None = Field(None, ge=1, le=1000, description="never remove a voter below this many voters")
+
+
+class AutopilotAnswer(Envelope[None, dict[str, JSON]]):
+    pass
+
+
 # ---------------------------------------------------------------------------------------------- alarms
 
 AlarmName = Literal["NOSPACE"]

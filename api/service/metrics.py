@@ -328,6 +328,19 @@ class _Collector:
             "scanNotActiveBrokerMillis",
             service.opts.scan_interval_ms / 1000,
         )
+        pilot = service.admin.autopilot()
+        yield one(
+            GaugeMetricFamily, "controllerd_raft_autopilot_enabled", "1 if autopilot is on here", pilot["enabled"]
+        )
+        actions = family(
+            CounterMetricFamily,
+            "controllerd_raft_autopilot_actions",
+            "membership changes this node's autopilot made as leader: join, promote, remove; failed attempts",
+            ("action",),
+        )
+        for action, n in pilot["counts"].items():
+            actions.add_metric([*values, action], n)
+        yield actions
         yield one(
             GaugeMetricFamily,
             "controllerd_raft_snapshot_interval_seconds",

@@ -3,7 +3,7 @@
 * mqadmin parity, same names and short options: `getControllerMetaData`, `getSyncStateSet`, `electMaster`,
   `cleanBrokerMetadata`, `getControllerConfig`, `updateControllerConfig` (aliases: `controller metadata`,
   `controller config get|set`, `sync-state-set`, `elect-master`, `clean-broker-metadata`);
-* `raft status|peers|snapshot|snapshots|transfer-leader|add-peer|remove-peer`;
+* `raft status|peers|snapshot|snapshots|autopilot|transfer-leader|add-peer|remove-peer`;
 * `kv get|put|delete|cas`;
 * `alarm list|disarm`.
 
@@ -714,6 +714,92 @@ def _snapshot_all(out: Out, c: ControllerClient) -> None:
             if r.ok
         ]
         emit_rows(out, rows, SNAPSHOT_ALL_COLUMNS, title="snapshots taken")
+    _raise_all(errors)
+
+
+AUTOPILOT_COLUMNS = (
+    "node",
+    "leading",
+    "enabled",
+    "stabilizationSecs",
+    "deadServerSecs",
+    "minQuorum",
+    "join",
+    "promote",
+    "remove",
+    "failed",
+)
+
+
+@raft.command("autopilot")
+@click.option("--enable/--disable", "enabled", default=None, help="Turn autopilot on or off.")
+@click.option(
+    "--stabilization-secs", type=click.IntRange(min=0), metavar="S", help="A learner's healthy time before promotion."
+)
+@click.option(
+    "--dead-server-secs", type=click.IntRange(min=1), metavar="S", help="A voter's silent time before removal."
+)
+@click.option("--min-quorum", type=click.IntRange(min=1), metavar="N", help="Never remove a voter below N voters.")
+@connection_options()
+@pass_out
+def raft_autopilot(
+    out: Out,
+    conn: Conn,
+    enabled: bool | None,
+    stabilization_secs: int | None,
+    dead_server_secs: int | None,
+    min_quorum: int | None,
+) -> None:
+    """Autopilot on every member (their HTTP addresses from raft status): its settings and what it did, one row
+    per member; with options, set them on every member first, so that whichever leads acts alike. The
+    leader's recent decisions follow its row (-o json: every member's document)."""
+    change: JSONObject = {}
+    for key, value in (
+        ("enabled", enabled),
+        ("stabilizationSecs", stabilization_secs),
+        ("deadServerSecs", dead_server_secs),
+        ("minQuorum", min_quorum),
+    ):
+        if value is not None:
+            change[key] = value
+    with conn.client() as c:
+        status = c.get("/api/v1/raft/status")
+        _check(out, status)
+        members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+        addresses = [str(p["httpAddress"]) for p in members if p.get("httpAddress")]
+        errors: list[click.ClickException] = []
+        if change:
+            for address in addresses:
+                try:
+                    reply = c.request(
+                        "PUT", "/api/v1/raft/autopilot", change, targets=[address], follow=False, retry=False
+                    )
+                except Unreachable as e:
+                    errors.append(e)
+                    continue
+                if not reply.ok:
+                    errors.append(reply.failure("autopilot"))
+        answers, more = _ask_each(
+            c, "GET", "/api/v1/raft/autopilot", addresses, "autopilot", keep_failed=out.mode == "json"
+        )
+        errors += more
+    if out.mode == "json":
+        emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
+    else:
+        docs = {node: dict(r.body or {}) for node, r in answers.items() if r.ok}
+        rows = [
+            {"node": node, **{k: d.get(k) for k in AUTOPILOT_COLUMNS[1:6]}, **dict(d.get("counts") or {})}
+            for node, d in docs.items()
+        ]
+        events = [
+            {"leader": node, **e}
+            for node, d in docs.items()
+            if d.get("leading")
+            for e in d.get("events") or []
+            if isinstance(e, Mapping)
+        ]
+        blocks = [Block("decisions", events, ["leader", "secsAgo", "action", "peer", "reason"])] if events else []
+        emit_document(out, {}, [Block("autopilot", rows, list(AUTOPILOT_COLUMNS)), *blocks], title="autopilot")
     _raise_all(errors)
 
 

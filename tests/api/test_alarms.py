@@ -79,7 +79,7 @@ async def test_nospace_refuses_growing_writes_until_freed_and_disarmed(tmp_path:
         assert value(await scrape(node), "controllerd_alarm_active", alarm="NOSPACE") == 0
 
 
-async def test_bad_alarm_requests_are_422_naming_the_field(tmp_path: Path) -> None:
+async def test_bad_alarm_and_autopilot_requests_are_422_naming_the_field(tmp_path: Path) -> None:
     async with solo(tmp_path) as node:
         before = node.last_index()
         for path, body, field in (
@@ -89,6 +89,10 @@ async def test_bad_alarm_requests_are_422_naming_the_field(tmp_path: Path) -> No
         ):
             r = await node.call("POST", path, json=body, token=True)
             assert r.status_code == 422 and field in r.text, (path, r.text)
+        for field in ("minQuorum", "deadServerSecs", "x"):
+            r = await node.call("PUT", "/api/v1/raft/autopilot", json={field: 0}, token=True)
+            assert r.status_code == 422 and field in r.text, (field, r.text)
+        assert (await node.ok("GET", "/api/v1/raft/autopilot", token=True))["body"]["enabled"] is False
         r = await node.call("GET", "/api/v1/alarms")  # no token
         assert r.status_code == 401
         assert node.last_index() == before

@@ -730,3 +730,13 @@ def test_snapshot_log_bytes_and_the_store_quota_reach_the_options() -> None:
         parse_config(LOOPBACK + "controllerAlarmFreeDiskMB=8\n", "n.conf")
     with pytest.raises(ConfigError, match=r"statemachineSnapshotLogBytes=-1: must be >= 0"):
         parse_config(LOOPBACK + "statemachineSnapshotLogBytes=-1\n", "n.conf")
+
+
+def test_autopilot_keys_reach_the_node_options() -> None:
+    text = "jRaftAutopilot=true\njRaftAutopilotStabilizationSecs=20\njRaftAutopilotDeadServerSecs=90\njRaftAutopilotMinQuorum=5\n"
+    ap = to_node_options(parse_config(LOOPBACK + text, "n.conf")[0]).autopilot
+    assert (ap.enabled, ap.stabilization_s, ap.dead_server_s, ap.min_quorum) == (True, 20.0, 90.0, 5)
+    off = to_node_options(parse_config(LOOPBACK, "n.conf")[0]).autopilot
+    assert (off.enabled, off.stabilization_s, off.dead_server_s, off.min_quorum) == (False, 10.0, 60.0, 3)
+    with pytest.raises(ConfigError, match=r"n\.conf:4: jRaftAutopilotMinQuorum=0: must be >= 1"):
+        parse_config(LOOPBACK + "jRaftAutopilotMinQuorum=0\n", "n.conf")

@@ -212,3 +212,34 @@ def test_a_full_follower_raises_nospace_and_every_panel_has_series(
     # Freed: the follower does not raise it again, and registrations go through.
     register(leader, "pc", "late", 1, "10.9.0.9:10911")
     assert json.loads(rmqctl("alarm", "list", "-a", leader, "-o", "json").stdout)["body"]["alarms"] == []
+
+
+def test_rmqctl_raft_autopilot_sets_every_member_and_the_metric_shows_it(
+    monitored: tuple[ControllerdCluster, Prometheus, str],
+) -> None:
+    cluster, prom, leader = monitored
+    shown = rmqctl("raft", "autopilot", "-a", leader, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    before = json.loads(shown.stdout)
+    assert sorted(before) == sorted(cluster.https) and all(not d["body"]["enabled"] for d in before.values())
+    args = ["--enable", "--stabilization-secs", "5", "--dead-server-secs", "120", "--min-quorum", "3"]
+    changed = rmqctl("raft", "autopilot", *args, "-a", leader, "-o", "json")
+    assert changed.returncode == 0, changed.stderr
+    for node, doc in json.loads(changed.stdout).items():
+        body = doc["body"]
+        assert (body["enabled"], body["stabilizationSecs"], body["deadServerSecs"], body["minQuorum"]) == (
+            True,
+            5.0,
+            120.0,
+            3,
+        ), node
+        assert body["leading"] == (node == leader) and body["counts"]["remove"] == 0
+    wait_until(
+        "every member reports autopilot on",
+        lambda: len(prom.query("controllerd_raft_autopilot_enabled == 1")) == 3 or None,
+        20,
+    )
+    table = rmqctl("raft", "autopilot", "-a", leader, "-o", "text")
+    assert table.returncode == 0 and leader in table.stdout
+    bad = rmqctl("raft", "autopilot", "--min-quorum", "0", "-a", leader)
+    assert bad.returncode == 2 and "--min-quorum" in bad.stderr

@@ -123,3 +123,20 @@ async def remove_peer(
     """Remove a voter or learner. Leader only."""
     gw.require_started()
     return ok(documents.membership(await gw.service.admin.remove_peer(peer_id)))
+
+
+@router.get("/autopilot", response_model=M.AutopilotAnswer)
+async def autopilot(gw: GatewayDep) -> Response:
+    """This node's autopilot settings, counts and recent decisions (only the leader's autopilot acts)."""
+    gw.require_started()
+    return ok(gw.service.admin.autopilot())
+
+
+@router.put("/autopilot", response_model=M.AutopilotAnswer)
+async def configure_autopilot(req: M.AutopilotRequest, gw: GatewayDep) -> Response:
+    """Change this node's autopilot settings (the fields given). Set every member alike (`rmqctl raft autopilot`
+    does): whichever leads acts with its own."""
+    gw.require_started()
+    stab = None if req.stabilizationSecs is None else float(req.stabilizationSecs)
+    dead = None if req.deadServerSecs is None else float(req.deadServerSecs)
+    return ok(gw.service.admin.configure_autopilot(req.enabled, stab, dead, req.minQuorum))
