@@ -347,6 +347,8 @@ class ControllerConfig:
     autopilot_stabilization_secs: int = same_setting(AutopilotOptions, "stabilization_s")
     autopilot_dead_server_secs: int = same_setting(AutopilotOptions, "dead_server_s")
     autopilot_min_quorum: int = same_setting(AutopilotOptions, "min_quorum")
+    corrupt_check_entries: int = same_setting(ServiceOptions, "corrupt_check_entries")
+    corrupt_check_interval_ms: int = same_setting(ServiceOptions, "corrupt_check_interval_ms")
     store_quota_bytes: int = same_setting(ServiceOptions, "store_quota_bytes")
     alarm_free_disk_mb: int = same_setting(ServiceOptions, "alarm_free_disk_mb")
     alarm_check_interval_ms: int = same_setting(ServiceOptions, "alarm_check_interval_ms")
@@ -811,6 +813,8 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
         scan_interval_ms=cfg.scan_not_active_broker_ms,
         scan_wait_ms=cfg.scan_wait_timeout_ms,
         store_quota_bytes=cfg.store_quota_bytes,
+        corrupt_check_entries=cfg.corrupt_check_entries,
+        corrupt_check_interval_ms=cfg.corrupt_check_interval_ms,
         alarm_free_disk_mb=cfg.alarm_free_disk_mb,
         alarm_check_interval_ms=cfg.alarm_check_interval_ms,
         # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.

@@ -17,7 +17,8 @@ from statemachine.sections import SECTION_ALARMS
 from statemachine.values import JSONObject
 
 NOSPACE = "NOSPACE"  # a member's store passed controllerStoreQuotaBytes or its free space the floor
-ALARMS = (NOSPACE,)  # every alarm this version knows (a snapshot row or command naming another is refused)
+CORRUPT = "CORRUPT"  # a member's applied state hash differs from the majority's at the same index
+ALARMS = (CORRUPT, NOSPACE)  # every alarm this version knows (a snapshot row or command naming another is refused)
 
 
 class AlarmTable:

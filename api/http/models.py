@@ -474,9 +474,24 @@ class AutopilotAnswer(Envelope[None, dict[str, JSON]]):
     pass
 
 
+class Checkpoint(BaseModel):
+    index: int
+    hash: str = Field(description="first 16 hex digits of SHA-256 over the applied state's sections after `index`")
+
+
+class HashesBody(BaseModel):
+    nodeId: str
+    appliedIndex: int
+    checkpoints: list[Checkpoint]
+
+
+class HashesAnswer(Envelope[None, HashesBody]):
+    pass
+
+
 # ---------------------------------------------------------------------------------------------- alarms
 
-AlarmName = Literal["NOSPACE"]
+AlarmName = Literal["NOSPACE", "CORRUPT"]
 
 
 class AlarmRaiseRequest(Strict):

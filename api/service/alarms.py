@@ -18,7 +18,7 @@ import os
 
 from statemachine import codes as C
 from statemachine import commands
-from statemachine.alarms import NOSPACE
+from statemachine.alarms import CORRUPT, NOSPACE
 from statemachine.machine import ControllerStateMachine
 from statemachine.result import Result
 
@@ -28,6 +28,7 @@ ALLOWED_WHILE_NOSPACE = frozenset(
     {C.ALARM, C.CHECK_NOT_ACTIVE_BROKER, C.BROKER_CLOSE_CHANNEL, C.CLEAN_BROKER_DATA, C.KV_DELETE}
 )
 _MIB = 1 << 20
+__all__ = ["CORRUPT", "NOSPACE", "dir_bytes", "free_bytes", "nospace_reason", "refusal"]
 
 
 def dir_bytes(path: str) -> int:

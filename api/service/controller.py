@@ -21,9 +21,10 @@ proposed), `UnavailableError` (HTTP 503: the outcome is unknown or the node cann
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -48,6 +49,20 @@ log = logging.getLogger("controllerd")
 
 # The commands `read` may run against local state: they never change it (nor the state machine's clock).
 READ_CODES = READ_ONLY_CODES
+CHECKPOINTS_KEPT = 8
+# Bytes 2..4 of every ALARM entry: msgpack uint16 1200 after the array header and the version (commands.encode).
+_ALARM_CODE = commands.encode(C.ALARM, 0, False, "", "", "")[2:5]
+
+
+def state_hash(sm: ControllerStateMachine) -> str:
+    """SHA-256 of the applied state's canonical section bytes (equal state, equal bytes: docs/statemachine.md),
+    hex, first 16 digits."""
+    h = hashlib.sha256()
+    for t, body in sorted(sm.encode_sections().items()):
+        h.update(t.to_bytes(2, "big") + len(body).to_bytes(8, "big") + body)
+    return h.hexdigest()[:16]
+
+
 SCAN_OUTCOMES = ("not_leader", "nothing_to_do", "no_change", "expired", "failed")
 """A scan tick's outcome: this node does not lead; the guard or the table says there is nothing to judge; a
 1015 was proposed and expired nothing; it expired brokers; proposing it failed (docs/operations.md)."""
@@ -107,6 +122,23 @@ class ServiceOptions:
         type_doc="int >= 100 (ms)",
         doc="How often each node checks its store against `controllerStoreQuotaBytes` and `controllerAlarmFreeDiskMB`. Ours.",
     )
+    corrupt_check_entries: int = setting(
+        "controllerCorruptCheckEntries",
+        "int",
+        10_000,
+        minimum=1,
+        doc="Every member hashes its applied state after each index that is a multiple of this (the same index "
+        'everywhere), keeping the last 8 (docs/operations.md, "CORRUPT"). Ours (etcd\'s corruption check).',
+    )
+    corrupt_check_interval_ms: int = setting(
+        "controllerCorruptCheckIntervalMs",
+        "int",
+        60_000,
+        minimum=100,
+        type_doc="int >= 100 (ms)",
+        doc="How often the leader compares the members' hashes (and once right after it takes leadership); a member "
+        "whose hash differs from the majority's at the same index gets the CORRUPT alarm. Ours.",
+    )
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
     request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
     file_config: Mapping[str, ConfigValue] = field(default_factory=dict)  # replicated keys the properties file sets
@@ -139,14 +171,21 @@ class _Machine(ControllerStateMachine):
     def __init__(self, service: ControllerService) -> None:
         super().__init__()
         self._service = service
+        # (index, hash of the applied state right after it) at every multiple of corrupt_check_entries.
+        self.checkpoints: deque[tuple[int, str]] = deque(maxlen=CHECKPOINTS_KEPT)
 
     def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:
         apply, record, beat = self.apply, self._service.history.on_applied, HEARTBEAT_OK
+        every = self._service.opts.corrupt_check_entries
         out = []
         for e in entries:
             r = apply(e.data)
             if r is not beat:
                 record(e.index, e.data, r, self.live.clock)
+                if e.data[2:5] == _ALARM_CODE:  # an ALARM entry: the service re-reads this member's alarms
+                    self._service.alarms_applied()
+            if e.index % every == 0:
+                self.checkpoints.append((e.index, state_hash(self)))
             out.append(r)
         return out
 
@@ -256,6 +295,9 @@ class ControllerService:
         self._deadlines = Deadlines(options.request_timeout_s)
         self.admin = AdminOperations(self)
         self._alarm_task: asyncio.Task[None] | None = None
+        self._corrupt_task: asyncio.Task[None] | None = None
+        # How the leader reads a member's checkpoint hashes (installed by the HTTP front end); None: unknown.
+        self.peer_hashes: Callable[[str], Awaitable[list[tuple[int, str]] | None]] | None = None
         # How a follower raises an alarm: asks the leader (installed by the HTTP front end, api/http/app.py).
         self.alarm_forwarder: Callable[[str, str, str], Awaitable[Result]] | None = None
         self.alarm_checks: dict[str, int] = {"ok": 0, "nospace": 0, "failed": 0}
@@ -269,6 +311,8 @@ class ControllerService:
         self.started = True
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
         self._alarm_task = asyncio.get_running_loop().create_task(self._alarm_loop(), name=f"alarms-{self.id}")
+        self._corrupt_task = asyncio.get_running_loop().create_task(self._corrupt_loop(), name=f"corrupt-{self.id}")
+        self._alarm_effects()  # a member found corrupt before a restart stays out of elections
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
         if self.opts.unsafe_local_reads:
             log.warning(
@@ -293,6 +337,8 @@ class ControllerService:
             self._scan_task.cancel()
         if self._alarm_task is not None:
             self._alarm_task.cancel()
+        if self._corrupt_task is not None:
+            self._corrupt_task.cancel()
         for t in list(self._tasks):
             t.cancel()
         await self.node.stop()
@@ -410,6 +456,11 @@ class ControllerService:
     async def read_state(self, answer: Callable[[int], Result]) -> Result:
         """Linearizable read of the applied state: a ReadIndex barrier, then `answer(now)` (a read that is no
         RocketMQ command, e.g. every broker set of a cluster, whose names are only known after the barrier)."""
+        if self.started and self.corrupt():
+            raise UnavailableError(
+                "CORRUPT alarm: this member's applied state differs from the group's; it serves no reads until an "
+                "operator rebuilds it and disarms the alarm (rmqctl alarm list)"
+            )
         if not self.opts.unsafe_local_reads:
             self._check_serving()
         elif not self.started or self.stopping:
@@ -572,6 +623,66 @@ class ControllerService:
             await asyncio.sleep(self.opts.scan_interval_ms / 1000)
 
     # ------------------------------------------------------------------ alarms
+
+    def corrupt(self) -> bool:
+        """Whether the applied alarms say this member's state diverged (CORRUPT raised for it)."""
+        return (alarms.CORRUPT, self.id) in self.sm.alarms.table
+
+    def alarms_applied(self) -> None:
+        """An ALARM entry was applied (the state machine calls this, on the node's loop): this member's part."""
+        if self.started:
+            self._alarm_effects()
+
+    def _alarm_effects(self) -> None:
+        """CORRUPT raised for this member: it may never be elected, and a leader hands over; disarmed: it may."""
+        corrupt = self.corrupt()
+        self.node.suspend_candidacy(corrupt)
+        if corrupt:
+            log.error("CORRUPT: this member's applied state diverged; it will not campaign or serve reads")
+            if self.node.is_leader():
+                self._spawn(self.hand_over(), "corrupt-hand-over")
+
+    def checkpoint_hashes(self) -> list[tuple[int, str]]:
+        """(index, hash of the applied state right after it) of the last checkpoints, oldest first."""
+        return list(self.sm.checkpoints)
+
+    async def check_corruption(self) -> list[str]:
+        """On the leader: compare every member's checkpoint hashes at the newest index most of them have, and
+        raise CORRUPT for each member whose hash differs from the majority's. The members raised for."""
+        if not self.is_leader() or self.peer_hashes is None:
+            return []
+        rings: dict[str, dict[int, str]] = {self.id: dict(self.checkpoint_hashes())}
+        st = self.node_status()
+        for peer in sorted({*st.voters, *st.learners} - {self.id}):
+            got = await self.peer_hashes(peer)
+            if got is not None:
+                rings[peer] = dict(got)
+        for index in sorted(rings[self.id], reverse=True):
+            at = {m: ring[index] for m, ring in rings.items() if index in ring}
+            if len(at) * 2 <= len(st.voters):
+                continue  # too few members have this checkpoint yet: an older one
+            (majority, n), *_ = Counter(at.values()).most_common()
+            if n * 2 <= len(at):
+                log.error("CORRUPT check at index %d: no majority among %s", index, at)
+                return []
+            raised = []
+            for member, h in sorted(at.items()):
+                if h != majority and (alarms.CORRUPT, member) not in self.sm.alarms.table:
+                    why = f"applied state hash {h} at index {index}; {n} of {len(at)} members have {majority}"
+                    log.error("CORRUPT: %s: %s", member, why)
+                    await self.raise_alarm(alarms.CORRUPT, why, member)
+                    raised.append(member)
+            return raised
+        return []
+
+    async def _corrupt_loop(self) -> None:
+        await asyncio.sleep(self.opts.first_scan_delay_ms / 1000)  # once soon after start, then periodically
+        while True:
+            try:
+                await self.check_corruption()
+            except (NotLeaderError, UnavailableError) as e:
+                log.warning("corruption check: %s", e)
+            await asyncio.sleep(self.opts.corrupt_check_interval_ms / 1000)
 
     def raised_alarms(self, alarm: str) -> list[tuple[str, int, str]]:
         """(member, raisedAtMillis, detail) of every member that raised `alarm`, in the applied state."""

@@ -330,7 +330,10 @@ class _Collector:
         )
         pilot = service.admin.autopilot()
         yield one(
-            GaugeMetricFamily, "controllerd_raft_autopilot_enabled", "1 if autopilot is on here", pilot["enabled"]
+            GaugeMetricFamily,
+            "controllerd_raft_autopilot_enabled",
+            "1 if autopilot is on here",
+            1 if pilot["enabled"] else 0,
         )
         actions = family(
             CounterMetricFamily,

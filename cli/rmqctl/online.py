@@ -1069,7 +1069,9 @@ def alarm_list(out: Out, conn: Conn) -> None:
 
 
 @alarm.command("disarm")
-@click.option("--alarm", "name", type=click.Choice(["NOSPACE"]), help="Disarm only this alarm (default: every alarm).")
+@click.option(
+    "--alarm", "name", type=click.Choice(["NOSPACE", "CORRUPT"]), help="Disarm only this alarm (default: every alarm)."
+)
 @connection_options()
 @pass_out
 def alarm_disarm(out: Out, conn: Conn, name: str | None) -> None:

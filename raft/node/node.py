@@ -256,6 +256,11 @@ class Node:
             )
         )
 
+    def suspend_candidacy(self, suspended: bool) -> None:
+        """Never campaign (nor take leadership by a transfer) while `suspended`: the node can never be elected,
+        and still votes and replicates. A leader that suspends itself keeps leading until it hands over."""
+        self.driver.core_().suspended = suspended
+
     async def promote(self, peer: str) -> None:
         """Make a learner a voter now (autopilot judged it caught up)."""
         await self._conf_change(ConfChange(ConfChangeOp.ADD_VOTER, peer))

@@ -724,6 +724,7 @@ def test_snapshot_log_bytes_and_the_store_quota_reach_the_options() -> None:
     opts = to_service_options(cfg)
     assert opts.node.snapshot.threshold_log_bytes == 1 << 20
     assert (opts.store_quota_bytes, opts.alarm_free_disk_mb) == (8 << 30, 0)  # a quota past a Java int: a long
+    assert (opts.corrupt_check_entries, opts.corrupt_check_interval_ms) == (10_000, 60_000)
     default = to_service_options(parse_config(LOOPBACK, "n.conf")[0])
     assert (default.node.snapshot.threshold_log_bytes, default.store_quota_bytes) == (64 << 20, 2 << 30)
     with pytest.raises(ConfigError, match=r"controllerAlarmFreeDiskMB=8: must be above controllerMinFreeDiskMB \(16\)"):
