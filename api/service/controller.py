@@ -665,6 +665,8 @@ class ControllerService:
             if n * 2 <= len(at):
                 log.error("CORRUPT check at index %d: no majority among %s", index, at)
                 return []
+            if n == len(at):
+                log.info("corruption check: %d members agree at index %d (%s)", n, index, majority)
             raised = []
             for member, h in sorted(at.items()):
                 if h != majority and (alarms.CORRUPT, member) not in self.sm.alarms.table:
