@@ -252,15 +252,23 @@ def test_the_members_hash_their_state_alike_and_the_leader_compares_them_over_ht
     """Three processes, one log: at every common checkpoint index the hashes are equal (the state and its
     encoding are deterministic), and the leader's check, reading them over HTTP, finds all three agreeing."""
     cluster, _prom, leader = monitored
-    rings = [
-        {
-            c["index"]: c["hash"]
-            for c in httpx.get(f"http://{a}/api/v1/raft/hashes", timeout=5).json()["body"]["checkpoints"]
-        }
-        for a in cluster.https
-    ]
-    common = set(rings[0]) & set(rings[1]) & set(rings[2])
-    assert common and all(rings[0][i] == rings[1][i] == rings[2][i] for i in common)
+    for k in range(16):  # two checkpoints' worth of entries, whatever ran before
+        env = httpx.put(f"http://{leader}/api/v1/kv/hash/k{k}", json={"value": str(k)}, timeout=5).json()
+        assert env["code"] == 0, env
+
+    def common() -> tuple[list[dict[int, str]], set[int]] | None:
+        got = [
+            {
+                c["index"]: c["hash"]
+                for c in httpx.get(f"http://{a}/api/v1/raft/hashes", timeout=5).json()["body"]["checkpoints"]
+            }
+            for a in cluster.https
+        ]
+        both = set(got[0]) & set(got[1]) & set(got[2])
+        return (got, both) if both else None
+
+    got, indexes = wait_until("a checkpoint on every member", common, 30)
+    assert all(got[0][i] == got[1][i] == got[2][i] for i in indexes)
     log_file = cluster.log_path(cluster.https.index(leader))
 
     def agreed() -> bool:
