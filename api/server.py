@@ -24,7 +24,9 @@ import socket
 from collections.abc import Generator
 
 import uvicorn
+from prometheus_client import CollectorRegistry, make_asgi_app
 
+from api.export import MetricsExporter
 from api.http.app import create_app
 from api.http.hotpath import HeartbeatPath
 from api.remoting.server import RemotingServer
@@ -73,6 +75,47 @@ def bind(address: tuple[str, int]) -> socket.socket:
         raise OSError(e.errno, f"cannot listen for HTTP on {host}:{port}: {e.strerror}") from None
 
 
+class _PromExporter:
+    """metricsExporterType=PROM: the node's series in Prometheus text format on metricsPromExporterHost:Port
+    (every path, as RocketMQ's PrometheusHttpServer), served on the node's loop."""
+
+    def __init__(self, registry: CollectorRegistry, address: tuple[str, int]) -> None:
+        self.address = address
+        self._config = uvicorn.Config(
+            make_asgi_app(registry), loop="none", lifespan="off", access_log=False, log_config=None
+        )
+        self._server: _EmbeddedUvicorn | None = None
+        self._main: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
+
+    async def start(self) -> None:
+        host, port = self.address
+        try:
+            self._sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        except OSError as e:
+            raise OSError(
+                e.errno, f"cannot listen for metricsPromExporterPort on {host}:{port}: {e.strerror}"
+            ) from None
+        self._config.load()
+        server = _EmbeddedUvicorn(self._config)
+        server.lifespan = self._config.lifespan_class(self._config)
+        await server.startup(sockets=[self._sock])
+        self._server = server
+        self._main = asyncio.get_running_loop().create_task(server.main_loop(), name="metrics-prom")
+        log.info("serving metrics (metricsExporterType=PROM) on http://%s:%d/metrics", host, port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._main is not None:
+                await self._main
+            await self._server.shutdown(sockets=[self._sock] if self._sock else None)
+            self._server = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
 class ControllerServer:
     def __init__(
         self,
@@ -110,18 +153,29 @@ class ControllerServer:
         self._http: _EmbeddedUvicorn | None = None
         self._main: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
+        metrics = self.app.state.gateway.metrics
+        self.exporter = MetricsExporter(metrics, settings.metrics_export)
+        self._prom: _PromExporter | None = None
+        if settings.metrics_export.exporter_type == "PROM":
+            export = settings.metrics_export
+            self._prom = _PromExporter(metrics.registry, (export.prom_host or "0.0.0.0", export.prom_port))
 
     async def start(self) -> None:
         self._sock = bind(self.address)
         try:
+            if self._prom is not None:
+                await self._prom.start()
             if self.remoting is not None:
                 await self.remoting.start()  # the same loop as HTTP and the node
             await self.service.start()
         except BaseException:
             self._sock.close()
+            if self._prom is not None:
+                await self._prom.stop()
             if self.remoting is not None:
                 await self.remoting.stop()
             raise
+        self.exporter.start()
         self._config.load()
         if self.http_tls is not None:
             self._config.ssl = self.http_tls.listening_context()
@@ -160,6 +214,9 @@ class ControllerServer:
             self._http = None
         if self.remoting is not None:
             await self.remoting.stop()
+        await self.exporter.stop()
+        if self._prom is not None:
+            await self._prom.stop()
         await svc.stop(transfer=False)
         if self._sock is not None:
             self._sock.close()

@@ -35,7 +35,7 @@ from api.service import ServiceOptions
 from api.service.acl import AclFileError, load_users
 from api.service.properties import PropertiesError, Property
 from api.service.properties import parse_properties as _parse_properties
-from api.service.settings import ApiSettings, read_token_file
+from api.service.settings import ApiSettings, MetricsExport, exporter_type, pairs, read_token_file
 from api.service.tls import (
     CLIENT_AUTH,
     DEFAULT_CONFIG_FILE,
@@ -49,6 +49,7 @@ from raft.options import (
     NODE_LOCAL,
     REPLICATED,
     SETTING,
+    AutopilotOptions,
     LogStorageOptions,
     NodeOptions,
     PeerTls,
@@ -74,6 +75,7 @@ It is public, so it protects nothing: it exists so that `make run` works without
 host can reach the peers anyway. Any non-loopback address makes jRaftClusterSecret mandatory."""
 REDACTED = "****"
 JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
 HTTP_PORT_OFFSET = -1000
 """controllerHttpAddr unset: each node serves HTTP on its remoting address's host, port - 1000 (9770 -> 8770), so
 that a stock RocketMQ controller.conf runs unchanged and an operator can guess where HTTP is."""
@@ -193,7 +195,7 @@ class KeySpec:
 
     @property
     def kind(self) -> str:
-        """int | bool | str | addr | addrs | path | keys | secret"""
+        """int | long | bool | str | text (may be empty) | addr | addrs | path | keys | secret"""
         return self.setting.kind
 
     @property
@@ -291,6 +293,7 @@ class ControllerConfig:
     scan_wait_timeout_ms: int = same_setting(ServiceOptions, "scan_wait_ms")
     snapshot_interval_secs: int = same_setting(SnapshotOptions, "interval_s")
     snapshot_threshold: int = same_setting(SnapshotOptions, "threshold_entries")
+    snapshot_log_bytes: int = same_setting(SnapshotOptions, "threshold_log_bytes")
     max_snapshot_reserved: int = same_setting(SnapshotOptions, "max_reserved")
     snapshot_trailing_logs: int = same_setting(SnapshotOptions, "log_margin")
     scan_not_active_broker_ms: int = same_setting(ServiceOptions, "scan_interval_ms")
@@ -441,6 +444,30 @@ class ControllerConfig:
         default_doc="unset",
         doc="PEM CA certificate(s) that client certificates must chain to.",
     )
+    autopilot: bool = same_setting(AutopilotOptions, "enabled")
+    autopilot_stabilization_secs: int = same_setting(AutopilotOptions, "stabilization_s")
+    autopilot_dead_server_secs: int = same_setting(AutopilotOptions, "dead_server_s")
+    autopilot_min_quorum: int = same_setting(AutopilotOptions, "min_quorum")
+    corrupt_check_entries: int = same_setting(ServiceOptions, "corrupt_check_entries")
+    corrupt_check_interval_ms: int = same_setting(ServiceOptions, "corrupt_check_interval_ms")
+    store_quota_bytes: int = same_setting(ServiceOptions, "store_quota_bytes")
+    alarm_free_disk_mb: int = same_setting(ServiceOptions, "alarm_free_disk_mb")
+    alarm_check_interval_ms: int = same_setting(ServiceOptions, "alarm_check_interval_ms")
+    metrics_exporter_type: str = same_setting(MetricsExport, "exporter_type")
+    metrics_prom_host: str = same_setting(MetricsExport, "prom_host")
+    metrics_prom_port: int = same_setting(MetricsExport, "prom_port")
+    metrics_grpc_target: str = same_setting(MetricsExport, "grpc_target")
+    metrics_grpc_headers: str = same_setting(MetricsExport, "grpc_headers")
+    metrics_grpc_timeout_ms: int = same_setting(MetricsExport, "grpc_timeout_ms")
+    metrics_grpc_interval_ms: int = same_setting(MetricsExport, "grpc_interval_ms")
+    metrics_log_interval_ms: int = same_setting(MetricsExport, "log_interval_ms")
+    metrics_label: str = key(
+        "metricsLabel",
+        "text",
+        "",
+        default_doc="empty",
+        doc="As in RocketMQ: `key:value,key:value` constant labels added to every series (after `address`, `group`, `peer_id`, which they cannot replace).",
+    )
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """key -> "default", "<file>:<line>" or "--type". (A default only because the key fields above, declared
     through `key(...)`, look defaulted to mypy; the parser always passes it.)"""
@@ -475,7 +502,7 @@ IGNORED: Mapping[str, str] = MappingProxyType(
     }
 )
 """RocketMQ keys that are known but have no effect here: accepted with a warning saying why."""
-_IGNORED_PREFIX = ("metrics", "RocketMQ metrics exporter key; this controller serves /metrics on its HTTP address")
+_IGNORED_PREFIX = ("metrics", "RocketMQ metrics exporter key this controller does not read")
 
 
 def _shown(key: str, value: str) -> str:
@@ -532,7 +559,7 @@ def is_loopback(host: str) -> bool:
 def _convert(spec: KeySpec, raw: str) -> ConfValue:
     """The typed value of one key, or ValueError with a one-line reason."""
     kind = spec.kind
-    if kind == "int":
+    if kind in ("int", "long"):
         if not _INT.fullmatch(raw):
             raise ValueError("not an integer")
         v = int(raw)
@@ -540,8 +567,9 @@ def _convert(spec: KeySpec, raw: str) -> ConfValue:
             raise ValueError(f"must be >= {spec.minimum}")
         if spec.maximum is not None and v > spec.maximum:
             raise ValueError(f"must be <= {spec.maximum}")
-        if v > JAVA_INT_MAX:
-            raise ValueError(f"must be <= {JAVA_INT_MAX} (a Java int)")
+        top, what = (JAVA_INT_MAX, "a Java int") if kind == "int" else (JAVA_LONG_MAX, "a Java long")
+        if v > top:
+            raise ValueError(f"must be <= {top} ({what})")
         return v
     if kind == "bool":
         low = raw.lower()
@@ -553,6 +581,10 @@ def _convert(spec: KeySpec, raw: str) -> ConfValue:
     if kind == "str":
         if not raw or any(c.isspace() for c in raw):
             raise ValueError("must be non-empty without whitespace")
+        return raw
+    if kind == "text":
+        if any(c.isspace() for c in raw):
+            raise ValueError("must not contain whitespace")
         return raw
     if kind == "addr":
         split_addr(raw)
@@ -713,6 +745,28 @@ def parse_config(
             )
             fail("controllerHttpAddr", f"{clash[0]} is also a raft or remoting address{fix}", ",".join(https))
 
+    floor, hard = values["alarm_free_disk_mb"], values["min_free_disk_mb"]
+    if not bad & {"controllerAlarmFreeDiskMB", "controllerMinFreeDiskMB"} and floor and floor <= hard:
+        fail(
+            "controllerAlarmFreeDiskMB",
+            f"must be above controllerMinFreeDiskMB ({hard}), where writes already stop, or 0 (off)",
+        )
+    if "metricsExporterType" not in bad:
+        try:
+            values["metrics_exporter_type"] = exporter_type(values["metrics_exporter_type"])
+        except ValueError as e:
+            fail("metricsExporterType", str(e))
+            bad.add("metricsExporterType")
+    if values["metrics_exporter_type"] == "OTLP_GRPC" and not values["metrics_grpc_target"]:
+        fail("metricsGrpcExporterTarget", "metricsExporterType=OTLP_GRPC needs an OTLP/gRPC endpoint here", "")
+    for k in ("metricsLabel", "metricsGrpcExporterHeader"):
+        if k not in bad:
+            try:
+                found = pairs(values[BY_KEY[k].attr], k)
+                if k == "metricsLabel":
+                    ApiSettings(metrics_labels=found)  # label names Prometheus accepts
+            except ValueError as e:
+                fail(k, str(e))
     if values["read_only_option"] not in READ_ONLY_OPTIONS:
         fail("jRaftReadOnlyOption", f"must be one of {', '.join(READ_ONLY_OPTIONS)}")
     if values["read_only_option"] == LEASE_BASED and not values["check_quorum"]:
@@ -869,8 +923,15 @@ def to_node_options(cfg: ControllerConfig) -> NodeOptions:
         )
         if cfg.peer_tls_cert_path
         else None,
+        autopilot=AutopilotOptions(
+            enabled=cfg.autopilot,
+            stabilization_s=float(cfg.autopilot_stabilization_secs),
+            dead_server_s=float(cfg.autopilot_dead_server_secs),
+            min_quorum=cfg.autopilot_min_quorum,
+        ),
         snapshot=SnapshotOptions(
             threshold_entries=cfg.snapshot_threshold,
+            threshold_log_bytes=cfg.snapshot_log_bytes,
             interval_s=float(cfg.snapshot_interval_secs),
             max_reserved=cfg.max_snapshot_reserved,
             log_margin=cfg.snapshot_trailing_logs,
@@ -965,6 +1026,20 @@ def tls_settings(cfg: ControllerConfig) -> TlsSettings:
     )
 
 
+def metrics_export(cfg: ControllerConfig) -> MetricsExport:
+    """metricsExporterType and its keys (api.service.settings.MetricsExport)."""
+    return MetricsExport(
+        exporter_type=cfg.metrics_exporter_type,
+        prom_host=cfg.metrics_prom_host,
+        prom_port=cfg.metrics_prom_port,
+        grpc_target=cfg.metrics_grpc_target,
+        grpc_headers=cfg.metrics_grpc_headers,
+        grpc_timeout_ms=cfg.metrics_grpc_timeout_ms,
+        grpc_interval_ms=cfg.metrics_grpc_interval_ms,
+        log_interval_ms=cfg.metrics_log_interval_ms,
+    )
+
+
 def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
     """The controller node's options: the raft node's (group and peers' addresses included) plus the leader's
     duties."""
@@ -972,6 +1047,11 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
         node=to_node_options(cfg),
         scan_interval_ms=cfg.scan_not_active_broker_ms,
         scan_wait_ms=cfg.scan_wait_timeout_ms,
+        store_quota_bytes=cfg.store_quota_bytes,
+        corrupt_check_entries=cfg.corrupt_check_entries,
+        corrupt_check_interval_ms=cfg.corrupt_check_interval_ms,
+        alarm_free_disk_mb=cfg.alarm_free_disk_mb,
+        alarm_check_interval_ms=cfg.alarm_check_interval_ms,
         # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.
         unsafe_local_reads=os.environ.get("CONTROLLERD_UNSAFE_LOCAL_READS") == "1",
         file_config={k: v for k, v in replicated_defaults(cfg).items() if cfg.sources[k] != "default"},
@@ -1154,14 +1234,15 @@ _KIND_TEXT = {
     "path": "path",
     "secret": "secret",
     "keys": "`;`-separated keys",
+    "text": "string, may be empty",
 }
 
 
 def _type_text(s: Setting) -> str:
     if s.type_doc:
         return s.type_doc
-    if s.kind == "int":
-        return f"int {s.minimum}..{s.maximum}" if s.maximum is not None else f"int >= {s.minimum}"
+    if s.kind in ("int", "long"):
+        return f"{s.kind} {s.minimum}..{s.maximum}" if s.maximum is not None else f"{s.kind} >= {s.minimum}"
     return _KIND_TEXT[s.kind]
 
 

@@ -31,6 +31,7 @@ from cli.config import (
     http_addresses,
     is_loopback,
     load_config,
+    metrics_export,
     parse_config,
     properties_lines,
     remoting_address,
@@ -187,7 +188,7 @@ def run_node(
     named in the boot line (the last start-up line)."""
     from api.logs import install
     from api.server import ControllerServer, settle_gc
-    from api.service.settings import ApiSettings
+    from api.service.settings import ApiSettings, pairs
 
     host, port = http_address(cfg)
     options = to_service_options(cfg)
@@ -204,6 +205,8 @@ def run_node(
             group=cfg.group_id,
             peer_id=cfg.server_id,
             config_black_list=cfg.config_black_list,
+            metrics_labels=pairs(cfg.metrics_label, "metricsLabel"),
+            metrics_export=metrics_export(cfg),
             local_config={key: value for key, value, _source in effective_items(cfg)},
             remoting_tls=tls_settings(cfg),
             remoting_acl_file=cfg.acl_file or None,

@@ -247,8 +247,18 @@ class SnapshotOptions:
     """[statemachineSnapshotThreshold] take a snapshot once this many entries were applied since the last one.
     RIP-59 suggests 1000; at the heartbeat load of a fleet (hundreds of commands/s) that is a snapshot every
     few seconds, so the default is 10,000. 0 disables the trigger."""
-    threshold_log_bytes: int = 64 * 1024 * 1024
-    """Take a snapshot once this many bytes of commands were applied since the last one. 0 disables it."""
+    threshold_log_bytes: int = setting(
+        "statemachineSnapshotLogBytes",
+        "long",
+        64 * 1024 * 1024,
+        minimum=0,
+        default_doc="`67108864` (64 MiB)",
+        doc="Bytes of commands applied since the last snapshot that trigger one, whatever their count: a log of "
+        "large entries is truncated before it fills the store (with `controllerStoreQuotaBytes`, etcd's "
+        "quota). 0 disables it. Ours.",
+    )
+    """[statemachineSnapshotLogBytes] take a snapshot once this many bytes of commands were applied since the last
+    one. 0 disables it."""
     interval_s: float = setting(
         "jRaftSnapshotIntervalSecs", "int", 3600.0, minimum=0, doc="Time-based snapshot trigger. 0 disables it."
     )
@@ -318,6 +328,50 @@ class PeerTls:
 
 
 @dataclass(frozen=True, slots=True)
+class AutopilotOptions:
+    """Consul-style self-healing membership, run by the leader (raft/node/autopilot.py; docs/raft.md "Autopilot")."""
+
+    enabled: bool = setting(
+        "jRaftAutopilot",
+        "bool",
+        False,
+        doc="The leader adds configured peers that are no members as learners, promotes a learner once it has been "
+        "healthy and caught up for `jRaftAutopilotStabilizationSecs`, and removes a voter silent for "
+        "`jRaftAutopilotDeadServerSecs` while at least `jRaftAutopilotMinQuorum` voters remain (docs/raft.md, "
+        '"Autopilot"). `rmqctl raft autopilot` shows and changes it at run time. Ours.',
+    )
+    stabilization_s: float = setting(
+        "jRaftAutopilotStabilizationSecs",
+        "int",
+        10.0,
+        minimum=0,
+        doc="How long a learner must stay healthy and caught up before autopilot promotes it. Ours.",
+    )
+    dead_server_s: float = setting(
+        "jRaftAutopilotDeadServerSecs",
+        "int",
+        60.0,
+        minimum=1,
+        doc="How long a voter must stay silent (no answer to the leader) before autopilot removes it. Ours.",
+    )
+    min_quorum: int = setting(
+        "jRaftAutopilotMinQuorum",
+        "int",
+        3,
+        minimum=1,
+        doc="Autopilot never removes a voter when fewer voters than this would remain. Ours.",
+    )
+    period_s: float = 1.0
+    """How often the leader looks (its clock)."""
+
+    def __post_init__(self) -> None:
+        if self.stabilization_s < 0 or self.dead_server_s <= 0 or self.period_s <= 0:
+            raise ValueError("stabilization_s must be >= 0, dead_server_s and period_s > 0")
+        if self.min_quorum < 1:
+            raise ValueError(f"min_quorum must be >= 1, got {self.min_quorum}")
+
+
+@dataclass(frozen=True, slots=True)
 class NodeOptions:
     """One Raft node: identity, peers, storage location and the component options."""
 
@@ -349,6 +403,7 @@ class NodeOptions:
     snapshot: SnapshotOptions = SnapshotOptions()
     tls: PeerTls | None = field(default=None, compare=False)
     """Mutual TLS between peers; None: plain TCP (frames still carry the MAC)."""
+    autopilot: AutopilotOptions = AutopilotOptions()
 
     def __post_init__(self) -> None:
         if self.node_id not in self.peers:

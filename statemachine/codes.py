@@ -27,6 +27,8 @@ KV_PUT = 100
 KV_GET = 101
 KV_DELETE = 102
 KV_CAS = 1100
+# Ours too: raise or disarm an alarm (statemachine/alarms.py), outside every range RocketMQ uses.
+ALARM = 1200
 
 REQUEST_NAMES: dict[int, str] = {
     ALTER_SYNC_STATE_SET: "CONTROLLER_ALTER_SYNC_STATE_SET",
@@ -46,6 +48,7 @@ REQUEST_NAMES: dict[int, str] = {
     KV_GET: "GET_KV_CONFIG",
     KV_DELETE: "DELETE_KV_CONFIG",
     KV_CAS: "CAS_KV_CONFIG",
+    ALARM: "CONTROLLER_ALARM",
 }
 
 # --- response codes (ResponseCode.java / RemotingSysResponseCode.java) ------------------------------

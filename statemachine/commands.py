@@ -23,6 +23,7 @@ from typing import NamedTuple
 import msgpack
 
 from statemachine import codes as C
+from statemachine.alarms import ALARMS
 from statemachine.values import JSONObject, Unpacked
 
 FORMAT_VERSION = 1
@@ -214,6 +215,16 @@ class KvCas(NamedTuple):
     value: str
 
 
+class Alarm(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    activate: bool
+    alarm: str
+    memberId: str
+    detail: str
+
+
 TypedCommand = (
     AlterSyncStateSet
     | ElectMaster
@@ -232,6 +243,7 @@ TypedCommand = (
     | KvGet
     | KvDelete
     | KvCas
+    | Alarm
 )
 # code -> its command class.
 NAMED: dict[int, type[TypedCommand]] = {
@@ -252,6 +264,7 @@ NAMED: dict[int, type[TypedCommand]] = {
     C.KV_GET: KvGet,
     C.KV_DELETE: KvDelete,
     C.KV_CAS: KvCas,
+    C.ALARM: Alarm,
 }
 
 # What timeMillis means for each code, for docs and inspection.
@@ -633,3 +646,13 @@ def kv_delete(now_ms: int, namespace: str, key: str) -> bytes:
 def kv_cas(now_ms: int, namespace: str, key: str, expect: str | None, value: str) -> bytes:
     """Set `key` to `value` only if its current value is `expect` (None: only if absent)."""
     return encode(C.KV_CAS, now_ms, namespace, key, expect, value)
+
+
+def alarm(now_ms: int, activate: bool, alarm: str, member_id: str, detail: str = "") -> bytes:
+    """Raise `alarm` for `member_id` (activate), or disarm it: every member's ("" member) of that type ("" alarm:
+    every type). CommandError naming the field for an alarm that is not known, or a raise without a member."""
+    if alarm not in ALARMS and not (alarm == "" and not activate):
+        raise CommandError(f"unknown alarm {alarm!r}; one of {', '.join(ALARMS)}", "alarm")
+    if activate and not member_id:
+        raise CommandError("raising an alarm needs the member that raises it", "memberId")
+    return encode(C.ALARM, now_ms, activate, alarm, member_id, detail)

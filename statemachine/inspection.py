@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from statemachine.alarms import AlarmTable
 from statemachine.config import ReplicatedConfig
 from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
@@ -26,7 +27,8 @@ class Section(Protocol):
 
 
 _MANAGERS: dict[int, Callable[[], Section]] = {
-    m().section_type(): m for m in (ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig)
+    m().section_type(): m
+    for m in (ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig, AlarmTable)
 }
 
 

@@ -17,6 +17,7 @@ import msgpack
 from snapshot.rw import SnapshotAbleMetadataManager, SnapshotReader, SnapshotWriter, load_managers, save_managers
 from statemachine import codes as C
 from statemachine import commands as K
+from statemachine.alarms import AlarmTable
 from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
 from statemachine.heartbeat import BrokerHeartbeatManager
@@ -24,6 +25,7 @@ from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
 from statemachine.manager import ReplicasInfoManager
 from statemachine.result import Result
+from statemachine.sections import OPTIONAL_SECTIONS
 from statemachine.tables import ReplicaTable, SyncStateTable
 from statemachine.values import Unpacked
 
@@ -49,7 +51,7 @@ class ControllerStateMachine:
     config, each one snapshot section. `apply(bytes) -> Result` is the only way to change it."""
 
     def __init__(self) -> None:
-        self._install(ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig())
+        self._install(*_fresh())
         self.leader_term = -1  # the term this node leads, -1 when it does not (informational only)
         self.error: BaseException | None = None
 
@@ -60,8 +62,10 @@ class ControllerStateMachine:
         live: BrokerLiveTable,
         kv: KvConfigManager,
         config: ReplicatedConfig,
+        alarms: AlarmTable,
     ) -> None:
         self.replicas, self.sync, self.live, self.kv, self.config = replicas, sync, live, kv, config
+        self.alarms = alarms
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
         # code -> handler(the command as its commands.NAMED class: typed fields by their wire names).
@@ -83,12 +87,13 @@ class ControllerStateMachine:
             C.KV_GET: self._kv_get,
             C.KV_DELETE: self._kv_delete,
             C.KV_CAS: self._kv_cas,
+            C.ALARM: self._alarm,
         }
         assert self._handlers.keys() == NAMED.keys()
 
     def managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
         """One per snapshot section, in section order."""
-        return (self.replicas, self.sync, self.live, self.kv, self.config)
+        return (self.replicas, self.sync, self.live, self.kv, self.config, self.alarms)
 
     # --- applying -------------------------------------------------------------------------------------
 
@@ -200,6 +205,9 @@ class ControllerStateMachine:
     def _kv_cas(self, c: K.KvCas) -> Result:
         return self.kv.cas(c.namespace, c.key, c.expect, c.value)
 
+    def _alarm(self, c: K.Alarm) -> Result:
+        return self.alarms.apply(c.activate, c.alarm, c.memberId, c.detail, c.timeMillis)
+
     # --- for the daemon -------------------------------------------------------------------------------
 
     def scan_needed(self, now_ms: int, alive_since_ms: int | None = None) -> bool:
@@ -218,26 +226,35 @@ class ControllerStateMachine:
 
     # --- snapshots --------------------------------------------------------------------------------------
 
+    def saved_managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
+        """The managers a snapshot holds: every one, but the alarms only while one is raised, so that a group
+        that never raised an alarm writes snapshots the readers of earlier versions still load."""
+        return tuple(m for m in self.managers() if m is not self.alarms or self.alarms.table)
+
     def encode_sections(self) -> dict[int, bytes]:
         """{section type: body}: a point-in-time image, cheap enough for the apply thread."""
-        return {m.section_type(): m.encode_snapshot() for m in self.managers()}
+        return {m.section_type(): m.encode_snapshot() for m in self.saved_managers()}
 
     def load_sections(self, sections: Mapping[int, bytes]) -> None:
         """Replace the whole state with decoded section bodies. All or nothing: on a ValueError (or a missing
         section, KeyError) the current state is untouched."""
         staged = _fresh()
         for m in staged:
-            m.load_snapshot(sections[m.section_type()])
+            t = m.section_type()
+            if t in sections or t not in OPTIONAL_SECTIONS:
+                m.load_snapshot(sections[t])
         self._install(*staged)
 
     def on_snapshot_save(self, writer: SnapshotWriter) -> None:
         """On the apply thread: one `add_section(type, bytes)` per manager. Cheap: the replica and sync-state
         rows are cached per set, and the live rows are packed as stored, in one msgpack call."""
-        save_managers(writer, self.managers())
+        save_managers(writer, self.saved_managers())
 
     def on_snapshot_load(self, reader: SnapshotReader) -> None:
         staged = _fresh()
-        load_managers(reader, staged)  # SnapshotFormatError on a body that does not decode
+        required = [m for m in staged if m.section_type() not in OPTIONAL_SECTIONS]
+        load_managers(reader, required)  # SnapshotFormatError on a body that does not decode
+        load_managers(reader, [m for m in staged if m not in required], allow_missing=True)
         self._install(*staged)
 
     # --- leadership and errors (informational: results never depend on them) ---------------------------
@@ -255,8 +272,8 @@ class ControllerStateMachine:
         log.error("controller state machine: the node stopped: %r", error)
 
 
-def _fresh() -> tuple[ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig]:
-    return ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig()
+def _fresh() -> tuple[ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig, AlarmTable]:
+    return ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig(), AlarmTable()
 
 
 def _malformed(reason: str) -> Result:

@@ -67,6 +67,20 @@ PROGRAMS: dict[str, Program] = {
         ),
         Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/tools/bench/test_all_smoke.py)"),
         Program("pgrep", ("procps",), True, "tests", "tests/cli/test_localcluster.py"),
+        Program(
+            "prometheus",
+            ("prometheus",),
+            True,
+            "monitoring",
+            "tests/deploy/test_prometheus.py: a real Prometheus scraping a local group, evaluating deploy/ rules",
+        ),
+        Program(
+            "promtool",
+            ("prometheus",),
+            True,
+            "monitoring",
+            "tests/deploy/test_rules.py: promtool check rules / test rules on deploy/prometheus",
+        ),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
         Program(
             "java",

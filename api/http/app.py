@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from api.http.audit import AuditMiddleware
 from api.http.errors import BodyLimitMiddleware, install_handlers
 from api.http.models import LONG_MAX, LONG_MIN
-from api.http.routes import admin, controller, health, kv, raft
+from api.http.routes import admin, alarms, controller, health, kv, raft
 from api.http.routes.common import Gateway
 from api.http.ui import make_router as ui_router
 from api.service import ControllerService
@@ -31,6 +31,7 @@ TAGS = [
     {"name": "kv", "description": "Replicated namespaced key/value config."},
     {"name": "raft", "description": "Raft status and operations. Bearer token when one is configured."},
     {"name": "health", "description": "Liveness and readiness (etcd conventions)."},
+    {"name": "alarms", "description": "Raised alarms (NOSPACE); disarm. Bearer token when one is configured."},
     {"name": "metrics", "description": "Prometheus metrics."},
 ]
 DESCRIPTION = """A RocketMQ controller of the jRaft kind. Every /api/v1 operation answers HTTP 200 with the
@@ -70,13 +71,15 @@ def create_app(service: ControllerService, settings: ApiSettings | None = None) 
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.gateway = Gateway(service, settings, metrics)
+    service.alarm_forwarder = alarms.forwarder(service, settings)
+    service.peer_hashes = raft.hash_fetcher(service, settings)
     install_handlers(app)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, on_reject=lambda: metrics.rejected("body_too_large")
     )
     if settings.audit_log:
         app.add_middleware(AuditMiddleware, audit=AuditLog.open(settings.audit_log), settings=settings)
-    for module in (controller, admin, kv, raft, health):
+    for module in (controller, admin, kv, raft, alarms, health):
         app.include_router(module.router)
     app.include_router(ui_router(service))  # the status page at /ui/ (docs/ui.md)
     _exact_longs(app)

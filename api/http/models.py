@@ -9,7 +9,7 @@ models: the routes answer `Result.to_envelope()` as is, and the tests validate a
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Annotated, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Generic, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel, create_model
 
@@ -458,6 +458,68 @@ class TransferLeaderAnswer(Envelope[None, TransferLeaderBody]):
 
 
 class MembershipAnswer(Envelope[None, MembershipBody]):
+    pass
+
+
+class AutopilotRequest(Strict):
+    enabled: bool | None = Field(None, description="turn autopilot on or off on this node")
+    stabilizationSecs: int | None = Field(
+        None, ge=0, le=86_400, description="a learner's healthy time before promotion"
+    )
+    deadServerSecs: int | None = Field(None, ge=1, le=86_400 * 30, description="a voter's silent time before removal")
+    minQuorum: int | None = Field(None, ge=1, le=1000, description="never remove a voter below this many voters")
+
+
+class AutopilotAnswer(Envelope[None, dict[str, JSON]]):
+    pass
+
+
+class Checkpoint(BaseModel):
+    index: int
+    hash: str = Field(description="first 16 hex digits of SHA-256 over the applied state's sections after `index`")
+
+
+class HashesBody(BaseModel):
+    nodeId: str
+    appliedIndex: int
+    checkpoints: list[Checkpoint]
+
+
+class HashesAnswer(Envelope[None, HashesBody]):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------- alarms
+
+AlarmName = Literal["NOSPACE", "CORRUPT"]
+
+
+class AlarmRaiseRequest(Strict):
+    alarm: AlarmName = Field(description="the alarm to raise")
+    memberId: Text = Field(min_length=1, description="raft id (host:port) of the member it is raised for")
+    detail: Text = Field("", max_length=1024, description="why, shown in the list")
+
+
+class AlarmDisarmRequest(Strict):
+    alarm: AlarmName | None = Field(None, description="the alarm to disarm on every member; none: every alarm")
+
+
+class AlarmRow(BaseModel):
+    alarm: str
+    memberId: str
+    raisedAtMillis: int = Field(description="the leader's clock when the alarm entry was proposed")
+    detail: str
+
+
+class AlarmsBody(BaseModel):
+    alarms: list[AlarmRow]
+
+
+class AlarmsAnswer(Envelope[None, AlarmsBody]):
+    pass
+
+
+class AlarmChangedAnswer(Envelope[None, dict[str, JSON]]):
     pass
 
 

@@ -16,6 +16,7 @@ from api.service.errors import MemberNotFoundError, RefusedError, UnavailableErr
 from raft.core import CoreStatus
 from raft.status import RaftBaseError
 from snapshot.format import SnapshotMeta
+from statemachine.values import JSONObject
 
 if TYPE_CHECKING:
     from api.service.controller import ControllerService
@@ -183,6 +184,44 @@ class AdminOperations:
     def snapshots(self) -> list[SnapshotMeta]:
         """The committed snapshots on this node's disk, newest first."""
         return self._node.snapshots()
+
+    def autopilot(self) -> JSONObject:
+        """This node's autopilot: settings, what it counted, its recent decisions (only a leader's act), and the
+        learners it watches and the voters it finds silent, with how long (raft/node/autopilot.py)."""
+        ap = self._node.autopilot
+        o, now = ap.options, self._node.driver.now() if self._node.driver.clock is not None else 0.0
+        return {
+            "nodeId": self._service.id,
+            "leading": self._service.is_leader(),
+            "enabled": o.enabled,
+            "stabilizationSecs": o.stabilization_s,
+            "deadServerSecs": o.dead_server_s,
+            "minQuorum": o.min_quorum,
+            "counts": dict(ap.counts),
+            "healthyForSecs": {p: round(now - t, 3) for p, t in sorted(ap.healthy_since.items())},
+            "silentForSecs": {p: round(now - t, 3) for p, t in sorted(ap.silent_since.items())},
+            "events": [
+                {"secsAgo": round(now - e.time, 3), "action": e.action, "peer": e.peer, "reason": e.reason}
+                for e in ap.events
+            ],
+        }
+
+    def configure_autopilot(
+        self,
+        enabled: bool | None = None,
+        stabilization_s: float | None = None,
+        dead_server_s: float | None = None,
+        min_quorum: int | None = None,
+    ) -> JSONObject:
+        """Change this node's autopilot settings (the ones given); its autopilot document after."""
+        given = {"enabled": enabled, "stabilization_s": stabilization_s, "dead_server_s": dead_server_s}
+        changes: dict[str, float | int | bool] = {k: v for k, v in given.items() if v is not None}
+        if min_quorum is not None:
+            changes["min_quorum"] = min_quorum
+        if changes:
+            self._node.autopilot.configure(**changes)
+            log.info("autopilot settings changed: %s", changes)
+        return self.autopilot()
 
 
 def _ms_since(t0: float) -> float:

@@ -21,12 +21,14 @@ proposed), `UnavailableError` (HTTP 503: the outcome is unknown or the node cann
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from api.service import alarms
 from api.service.admin import AdminOperations
 from api.service.errors import NotLeaderError, UnavailableError, checked, outcome_of
 from api.service.history import History
@@ -47,6 +49,23 @@ log = logging.getLogger("controllerd")
 
 # The commands `read` may run against local state: they never change it (nor the state machine's clock).
 READ_CODES = READ_ONLY_CODES
+CHECKPOINTS_KEPT = 8
+# Bytes 2..4 of every ALARM entry: msgpack uint16 1200 after the array header and the version (commands.encode).
+_ALARM_CODE = commands.encode(C.ALARM, 0, False, "", "", "")[2:5]
+
+
+def state_hash(sm: ControllerStateMachine) -> str:
+    """SHA-256 of the applied state's canonical section bytes (equal state, equal bytes: docs/statemachine.md),
+    hex, first 16 digits."""
+    h = hashlib.sha256()
+    for t, body in sorted(sm.encode_sections().items()):
+        h.update(t.to_bytes(2, "big") + len(body).to_bytes(8, "big") + body)
+    return h.hexdigest()[:16]
+
+
+SCAN_OUTCOMES = ("not_leader", "nothing_to_do", "no_change", "expired", "failed")
+"""A scan tick's outcome: this node does not lead; the guard or the table says there is nothing to judge; a
+1015 was proposed and expired nothing; it expired brokers; proposing it failed (docs/operations.md)."""
 
 
 @dataclass
@@ -77,6 +96,49 @@ class ServiceOptions:
         '(statemachine.md, "A new leader\'s scans").',
     )
     """No scan until this long after the first heartbeat."""
+    store_quota_bytes: int = setting(
+        "controllerStoreQuotaBytes",
+        "long",
+        2 * 1024**3,
+        minimum=0,
+        default_doc="`2147483648` (2 GiB, etcd's default quota)",
+        doc="When the files under `controllerStorePath` pass this many bytes, this node raises the NOSPACE alarm: "
+        "the leader then refuses writes that grow the state until an operator frees space and disarms it "
+        '(`rmqctl alarm disarm`; docs/operations.md, "NOSPACE"). 0: no quota. Ours (etcd\'s `--quota-backend-bytes`).',
+    )
+    alarm_free_disk_mb: int = setting(
+        "controllerAlarmFreeDiskMB",
+        "int",
+        64,
+        minimum=0,
+        doc="When the file system of `controllerStorePath` has less free space than this many MiB, this node "
+        "raises the NOSPACE alarm (above `controllerMinFreeDiskMB`, where writes stop by themselves). 0: off. Ours.",
+    )
+    alarm_check_interval_ms: int = setting(
+        "controllerAlarmCheckIntervalMs",
+        "int",
+        5000,
+        minimum=100,
+        type_doc="int >= 100 (ms)",
+        doc="How often each node checks its store against `controllerStoreQuotaBytes` and `controllerAlarmFreeDiskMB`. Ours.",
+    )
+    corrupt_check_entries: int = setting(
+        "controllerCorruptCheckEntries",
+        "int",
+        10_000,
+        minimum=1,
+        doc="Every member hashes its applied state after each index that is a multiple of this (the same index "
+        'everywhere), keeping the last 8 (docs/operations.md, "CORRUPT"). Ours (etcd\'s corruption check).',
+    )
+    corrupt_check_interval_ms: int = setting(
+        "controllerCorruptCheckIntervalMs",
+        "int",
+        60_000,
+        minimum=100,
+        type_doc="int >= 100 (ms)",
+        doc="How often the leader compares the members' hashes (and once right after it takes leadership); a member "
+        "whose hash differs from the majority's at the same index gets the CORRUPT alarm. Ours.",
+    )
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
     request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
     file_config: Mapping[str, ConfigValue] = field(default_factory=dict)  # replicated keys the properties file sets
@@ -109,14 +171,21 @@ class _Machine(ControllerStateMachine):
     def __init__(self, service: ControllerService) -> None:
         super().__init__()
         self._service = service
+        # (index, hash of the applied state right after it) at every multiple of corrupt_check_entries.
+        self.checkpoints: deque[tuple[int, str]] = deque(maxlen=CHECKPOINTS_KEPT)
 
     def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:
         apply, record, beat = self.apply, self._service.history.on_applied, HEARTBEAT_OK
+        every = self._service.opts.corrupt_check_entries
         out = []
         for e in entries:
             r = apply(e.data)
             if r is not beat:
                 record(e.index, e.data, r, self.live.clock)
+                if e.data[2:5] == _ALARM_CODE:  # an ALARM entry: the service re-reads this member's alarms
+                    self._service.alarms_applied()
+            if e.index % every == 0:
+                self.checkpoints.append((e.index, state_hash(self)))
             out.append(r)
         return out
 
@@ -214,11 +283,24 @@ class ControllerService:
         # proposes carries it as aliveSinceMillis (docs/statemachine.md, "A new leader's scans").
         self.leader_since_ms: int | None = None
         self.scans = 0
+        # Scan ticks by outcome (SCAN_OUTCOMES) and when the last one ran (this node's clock): a scan timer
+        # that stops ticking is an alert (deploy/prometheus), not a surprise.
+        self.scan_runs: dict[str, int] = dict.fromkeys(SCAN_OUTCOMES, 0)
+        self.scan_last_run_ms: int | None = None
+        self.leader_changes = 0  # times this node saw the known leader change to a (new) node
+        self._last_leader = ""
         self.listeners: list[Callable[[str, Result], None]] = []  # (request type, result) of proposals
         self._tasks: set[asyncio.Task[object]] = set()
         self._scan_task: asyncio.Task[None] | None = None
         self._deadlines = Deadlines(options.request_timeout_s)
         self.admin = AdminOperations(self)
+        self._alarm_task: asyncio.Task[None] | None = None
+        self._corrupt_task: asyncio.Task[None] | None = None
+        # How the leader reads a member's checkpoint hashes (installed by the HTTP front end); None: unknown.
+        self.peer_hashes: Callable[[str], Awaitable[list[tuple[int, str]] | None]] | None = None
+        # How a follower raises an alarm: asks the leader (installed by the HTTP front end, api/http/app.py).
+        self.alarm_forwarder: Callable[[str, str, str], Awaitable[Result]] | None = None
+        self.alarm_checks: dict[str, int] = {"ok": 0, "nospace": 0, "failed": 0}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,6 +310,9 @@ class ControllerService:
         await self.node.start()
         self.started = True
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
+        self._alarm_task = asyncio.get_running_loop().create_task(self._alarm_loop(), name=f"alarms-{self.id}")
+        self._corrupt_task = asyncio.get_running_loop().create_task(self._corrupt_loop(), name=f"corrupt-{self.id}")
+        self._alarm_effects()  # a member found corrupt before a restart stays out of elections
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
         if self.opts.unsafe_local_reads:
             log.warning(
@@ -250,6 +335,10 @@ class ControllerService:
         self.stopping = True
         if self._scan_task is not None:
             self._scan_task.cancel()
+        if self._alarm_task is not None:
+            self._alarm_task.cancel()
+        if self._corrupt_task is not None:
+            self._corrupt_task.cancel()
         for t in list(self._tasks):
             t.cancel()
         await self.node.stop()
@@ -331,6 +420,12 @@ class ControllerService:
         UnavailableError when the commit does not come within the request timeout (outcome unknown)."""
         self._check_serving()
         data = build(self.now_ms())
+        if self.sm.alarms.table:
+            refused = alarms.refusal(self.sm, data)
+            if refused is not None:
+                for listener in self.listeners:
+                    listener(request_type, refused)
+                return refused
         try:
             fut = self.node.apply(data)
         except RaftBaseError as e:
@@ -361,6 +456,11 @@ class ControllerService:
     async def read_state(self, answer: Callable[[int], Result]) -> Result:
         """Linearizable read of the applied state: a ReadIndex barrier, then `answer(now)` (a read that is no
         RocketMQ command, e.g. every broker set of a cluster, whose names are only known after the barrier)."""
+        if self.started and self.corrupt():
+            raise UnavailableError(
+                "CORRUPT alarm: this member's applied state differs from the group's; it serves no reads until an "
+                "operator rebuilds it and disarms the alarm (rmqctl alarm list)"
+            )
         if not self.opts.unsafe_local_reads:
             self._check_serving()
         elif not self.started or self.stopping:
@@ -411,6 +511,16 @@ class ControllerService:
     def broker_set_names(self) -> list[tuple[str, str]]:
         """(cluster, broker set) of every broker set the applied state knows."""
         return [(info.cluster_name, info.broker_name) for info in self.sm.replicas.sets.values()]
+
+    def broker_set_masters(self, now_ms: int) -> list[tuple[str, str, bool]]:
+        """(cluster, broker set, whether its master is set and alive at `now_ms`) of every known broker set."""
+        out = []
+        for name, info in self.sm.replicas.sets.items():
+            state = self.sm.sync.sets.get(name)
+            master = state.master_broker_id if state is not None else None
+            alive = master is not None and self.sm.live.is_alive(info.cluster_name, name, master, now_ms)
+            out.append((info.cluster_name, name, alive))
+        return out
 
     def heartbeat_rows(self) -> list[LiveRow]:
         """The applied heartbeat table's rows (statemachine.liveness: cluster, name, id, address, last
@@ -476,15 +586,27 @@ class ControllerService:
     async def scan_once(self) -> Result | None:
         """One tick of the scan timer: propose 1015 at the leader's now, with its takeover time as
         aliveSinceMillis, when it would change anything. The floor never exceeds the scan's own time (a clock
-        stepped back since the takeover): every replica, and the audit's split replay, then honours it."""
+        stepped back since the takeover): every replica, and the audit's split replay, then honours it.
+        Counts the tick in `scan_runs` by its outcome."""
+        now = self.now_ms()
+        self.scan_last_run_ms = now
         since = self.leader_since_ms
-        if since is None or not self.scan_due(self.now_ms()):
+        if since is None or not self.node.is_leader():
+            self.scan_runs["not_leader"] += 1
+            return None
+        if not self.scan_due(now):
+            self.scan_runs["nothing_to_do"] += 1
             return None
         self.scans += 1
-        r = await self.write(
-            lambda now: commands.check_not_active_broker(now, min(since, now)), "CHECK_NOT_ACTIVE_BROKER"
-        )
+        try:
+            r = await self.write(
+                lambda now: commands.check_not_active_broker(now, min(since, now)), "CHECK_NOT_ACTIVE_BROKER"
+            )
+        except Exception:
+            self.scan_runs["failed"] += 1
+            raise
         body = r.body or {}
+        self.scan_runs["expired" if r.code == C.SUCCESS and body.get("inactiveBrokers") else "no_change"] += 1
         if body.get("inactiveBrokers") or body.get("elections"):
             log.info(
                 "inactive-broker scan: expired %s, elections %s", body.get("inactiveBrokers"), body.get("elections")
@@ -499,6 +621,116 @@ class ControllerService:
             except (NotLeaderError, UnavailableError) as e:
                 log.debug("scan skipped: %s", e)
             await asyncio.sleep(self.opts.scan_interval_ms / 1000)
+
+    # ------------------------------------------------------------------ alarms
+
+    def corrupt(self) -> bool:
+        """Whether the applied alarms say this member's state diverged (CORRUPT raised for it)."""
+        return (alarms.CORRUPT, self.id) in self.sm.alarms.table
+
+    def alarms_applied(self) -> None:
+        """An ALARM entry was applied (the state machine calls this, on the node's loop): this member's part."""
+        if self.started:
+            self._alarm_effects()
+
+    def _alarm_effects(self) -> None:
+        """CORRUPT raised for this member: it may never be elected, and a leader hands over; disarmed: it may."""
+        corrupt = self.corrupt()
+        self.node.suspend_candidacy(corrupt)
+        if corrupt:
+            log.error("CORRUPT: this member's applied state diverged; it will not campaign or serve reads")
+            if self.node.is_leader():
+                self._spawn(self.hand_over(), "corrupt-hand-over")
+
+    def checkpoint_hashes(self) -> list[tuple[int, str]]:
+        """(index, hash of the applied state right after it) of the last checkpoints, oldest first."""
+        return list(self.sm.checkpoints)
+
+    async def check_corruption(self) -> list[str]:
+        """On the leader: compare every member's checkpoint hashes at the newest index most of them have, and
+        raise CORRUPT for each member whose hash differs from the majority's. The members raised for."""
+        if not self.is_leader() or self.peer_hashes is None:
+            return []
+        rings: dict[str, dict[int, str]] = {self.id: dict(self.checkpoint_hashes())}
+        st = self.node_status()
+        for peer in sorted({*st.voters, *st.learners} - {self.id}):
+            got = await self.peer_hashes(peer)
+            if got is not None:
+                rings[peer] = dict(got)
+        for index in sorted(rings[self.id], reverse=True):
+            at = {m: ring[index] for m, ring in rings.items() if index in ring}
+            if len(at) * 2 <= len(st.voters):
+                continue  # too few members have this checkpoint yet: an older one
+            (majority, n), *_ = Counter(at.values()).most_common()
+            if n * 2 <= len(at):
+                log.error("CORRUPT check at index %d: no majority among %s", index, at)
+                return []
+            if n == len(at):
+                log.info("corruption check: %d members agree at index %d (%s)", n, index, majority)
+            raised = []
+            for member, h in sorted(at.items()):
+                if h != majority and (alarms.CORRUPT, member) not in self.sm.alarms.table:
+                    why = f"applied state hash {h} at index {index}; {n} of {len(at)} members have {majority}"
+                    log.error("CORRUPT: %s: %s", member, why)
+                    await self.raise_alarm(alarms.CORRUPT, why, member)
+                    raised.append(member)
+            return raised
+        return []
+
+    async def _corrupt_loop(self) -> None:
+        await asyncio.sleep(self.opts.first_scan_delay_ms / 1000)  # once soon after start, then periodically
+        while True:
+            try:
+                await self.check_corruption()
+            except (NotLeaderError, UnavailableError) as e:
+                log.warning("corruption check: %s", e)
+            await asyncio.sleep(self.opts.corrupt_check_interval_ms / 1000)
+
+    def raised_alarms(self, alarm: str) -> list[tuple[str, int, str]]:
+        """(member, raisedAtMillis, detail) of every member that raised `alarm`, in the applied state."""
+        return self.sm.alarms.raised(alarm)
+
+    def alarm_list(self) -> JSONObject:
+        """The raised alarms of this node's applied state (statemachine.alarms.AlarmTable.to_json)."""
+        return self.sm.alarms.to_json()
+
+    async def raise_alarm(self, alarm: str, detail: str, member: str | None = None) -> Result:
+        """Raise `alarm` for `member` (default: this node): proposed on the leader; a follower asks the leader
+        through `alarm_forwarder` (NotLeaderError without one)."""
+        member = member or self.id
+        if not self.is_leader() and self.alarm_forwarder is not None and self.started:
+            return await self.alarm_forwarder(alarm, member, detail)
+        return await self.write(lambda now: commands.alarm(now, True, alarm, member, detail), "CONTROLLER_ALARM")
+
+    async def disarm_alarm(self, alarm: str = "") -> Result:
+        """Disarm `alarm` on every member ("": every alarm). On the leader (else NotLeaderError)."""
+        return await self.write(lambda now: commands.alarm(now, False, alarm, ""), "CONTROLLER_ALARM")
+
+    async def check_store(self) -> str | None:
+        """One NOSPACE check of this node's store (module api.service.alarms): raises the alarm when the store
+        is past its limits and the applied state does not have it yet; the reason, None when within limits."""
+        o = self.opts
+        reason = alarms.nospace_reason(o.node.data_dir, o.store_quota_bytes, o.alarm_free_disk_mb << 20)
+        if reason is None:
+            self.alarm_checks["ok"] += 1
+            return None
+        self.alarm_checks["nospace"] += 1
+        if (alarms.NOSPACE, self.id) not in self.sm.alarms.table:
+            log.warning("NOSPACE: %s; raising the alarm", reason)
+            r = await self.raise_alarm(alarms.NOSPACE, reason)
+            if r.code != C.SUCCESS:
+                self.alarm_checks["failed"] += 1
+                log.warning("NOSPACE: raising the alarm failed: %s %s", r.code_name, r.remark)
+        return reason
+
+    async def _alarm_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.opts.alarm_check_interval_ms / 1000)
+            try:
+                await self.check_store()
+            except (NotLeaderError, UnavailableError, OSError) as e:
+                self.alarm_checks["failed"] += 1
+                log.warning("alarm check: %s", e)
 
     # ------------------------------------------------------------------ status
 
@@ -527,6 +759,9 @@ class ControllerService:
         """Node.change_listeners: the known leader changed or a membership entry was applied."""
         try:
             st = self.node.status()
+            if st.leader and st.leader != self._last_leader:
+                self.leader_changes += 1
+            self._last_leader = st.leader or ""
             self.history.on_raft(st.leader, st.term, tuple(st.voters), tuple(st.learners))
         except Exception:  # noqa: BLE001 - the history must never stop the node
             log.exception("event history: recording a raft change failed")

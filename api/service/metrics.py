@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
+from api.service import alarms
 from raft.core import Role
 from statemachine import codes as C
+from statemachine.alarms import ALARMS
 from statemachine.result import Result
 
 if TYPE_CHECKING:
@@ -44,6 +53,7 @@ NEW_MASTER_ELECTED, KEEP_CURRENT_MASTER, NO_MASTER_ELECTED = (
     "no_master_elected",
 )
 STATUSES = ("success", "failed", "timeout")
+HEARTBEAT_AGE_BUCKETS_S: tuple[float, ...] = (0.5, 1, 2, 3, 5, 10, 15, 20, 30, 60, 120, 300)
 
 
 def election_result(code: int) -> str | None:
@@ -152,7 +162,7 @@ class ControllerMetrics:
         return self._snapshot_cache[1]
 
 
-_F = TypeVar("_F", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily)
+_F = TypeVar("_F", CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, GaugeHistogramMetricFamily)
 
 
 class _Family(Protocol):
@@ -224,6 +234,9 @@ class _Collector:
         role.add_metric(values, ROLE_VALUES.get(st.role, 0) if st else 0)
         yield role
         yield self._active_brokers(family, values)
+        yield from self._brokers(family, values)
+        yield from self._store(family, values)
+        yield from self._alarms(family, values)
         if st is None:
             return
 
@@ -281,6 +294,180 @@ class _Collector:
         scans = family(CounterMetricFamily, "controllerd_inactive_broker_scans", "inactive-broker scans proposed")
         scans.add_metric(values, service.scans)
         yield scans
+        yield from self._operations(family, values, st)
+
+    def _operations(self, family: _Family, values: list[str], st: NodeStatus) -> Iterator[Metric]:
+        """What an operator alerts on (deploy/prometheus/controllerd-alerts.yml): quorum health, leader
+        changes, the scan timer's ticks, the snapshot schedule."""
+        service = self.m.service
+
+        def one(kind: type[CounterMetricFamily] | type[GaugeMetricFamily], name: str, doc: str, v: float) -> Metric:
+            fam = (
+                family(CounterMetricFamily, name, doc)
+                if kind is CounterMetricFamily
+                else family(GaugeMetricFamily, name, doc)
+            )
+            fam.add_metric(values, v)
+            return fam
+
+        yield one(
+            GaugeMetricFamily,
+            "controllerd_raft_quorum_healthy",
+            "leader: 1 if a majority of voters (itself included) answered within an election timeout; "
+            "follower: 1 if it knows a leader",
+            1 if quorum_healthy(st, service.tick_ms(), service.opts.node.raft.election_timeout_ms) else 0,
+        )
+        yield one(
+            CounterMetricFamily,
+            "controllerd_raft_leader_changes",
+            "times this node saw the leader change to another node (or come back after none)",
+            service.leader_changes,
+        )
+        runs = family(
+            CounterMetricFamily, "controllerd_inactive_broker_scan_runs", "scan timer ticks by outcome", ("outcome",)
+        )
+        for outcome, n in service.scan_runs.items():
+            runs.add_metric([*values, outcome], n)
+        yield runs
+        if service.scan_last_run_ms is not None:
+            yield one(
+                GaugeMetricFamily,
+                "controllerd_inactive_broker_scan_last_run_timestamp_seconds",
+                "when the scan timer last ticked (unix time, this node's clock)",
+                service.scan_last_run_ms / 1000,
+            )
+        yield one(
+            GaugeMetricFamily,
+            "controllerd_inactive_broker_scan_interval_seconds",
+            "scanNotActiveBrokerMillis",
+            service.opts.scan_interval_ms / 1000,
+        )
+        pilot = service.admin.autopilot()
+        yield one(
+            GaugeMetricFamily,
+            "controllerd_raft_autopilot_enabled",
+            "1 if autopilot is on here",
+            1 if pilot["enabled"] else 0,
+        )
+        actions = family(
+            CounterMetricFamily,
+            "controllerd_raft_autopilot_actions",
+            "membership changes this node's autopilot made as leader: join, promote, remove; failed attempts",
+            ("action",),
+        )
+        for action, n in pilot["counts"].items():
+            actions.add_metric([*values, action], n)
+        yield actions
+        yield one(
+            GaugeMetricFamily,
+            "controllerd_raft_snapshot_interval_seconds",
+            "jRaftSnapshotIntervalSecs",
+            service.opts.node.snapshot.interval_s,
+        )
+
+    def _brokers(self, family: _Family, values: list[str]) -> Iterator[Metric]:
+        """Per broker set: seconds since each broker's last heartbeat (a gauge histogram: the distribution now),
+        brokers past half their timeout, and whether the set has a live master."""
+        service = self.m.service
+        now = service.now_ms()
+        ages = family(
+            GaugeHistogramMetricFamily,
+            "controllerd_broker_heartbeat_age_seconds",
+            "seconds since each broker's last heartbeat (the applied table, now)",
+            ("cluster", "broker_set"),
+        )
+        late = family(
+            GaugeMetricFamily,
+            "controllerd_brokers_past_half_timeout",
+            "brokers whose last heartbeat is older than half their heartbeatTimeoutMillis",
+            ("cluster", "broker_set"),
+        )
+        per_set: dict[tuple[str, str], list[float]] = {key: [] for key in service.broker_set_names()}
+        halves: dict[tuple[str, str], int] = dict.fromkeys(per_set, 0)
+        for row in service.heartbeat_rows():
+            key, age_ms = (str(row[0]), str(row[1])), max(0, now - int(row[4]))
+            per_set.setdefault(key, []).append(age_ms / 1000)
+            halves[key] = halves.get(key, 0) + (1 if age_ms * 2 > int(row[5]) else 0)
+        for key, seen in sorted(per_set.items()):
+            counts = [sum(1 for a in seen if a <= le) for le in HEARTBEAT_AGE_BUCKETS_S]
+            buckets = [(str(float(le)), float(n)) for le, n in zip(HEARTBEAT_AGE_BUCKETS_S, counts, strict=True)]
+            ages.add_metric([*values, *key], [*buckets, ("+Inf", float(len(seen)))], sum(seen))
+            late.add_metric([*values, *key], halves.get(key, 0))
+        yield ages
+        yield late
+        master = family(
+            GaugeMetricFamily,
+            "controllerd_broker_set_master_alive",
+            "1 if the broker set has a master whose heartbeat has not expired",
+            ("cluster", "broker_set"),
+        )
+        for cluster, name, alive in sorted(service.broker_set_masters(now)):
+            master.add_metric([*values, cluster, name], 1 if alive else 0)
+        yield master
+
+    def _store(self, family: _Family, values: list[str]) -> Iterator[Metric]:
+        """RocketMQ's dledger_disk_usage (bytes under controllerStorePath), plus the file system's free space
+        and the floor below which writes are refused (controllerMinFreeDiskMB)."""
+        opts = self.m.service.opts.node
+        path = opts.data_dir
+        if not os.path.isdir(path):
+            return
+        usage = family(GaugeMetricFamily, "dledger_disk_usage", "disk usage of the controller store (bytes)")
+        usage.add_metric(values, alarms.dir_bytes(path))
+        yield usage
+        free = family(GaugeMetricFamily, "controllerd_store_free_bytes", "free bytes on the store's file system")
+        free.add_metric(values, alarms.free_bytes(path))
+        yield free
+        floor = family(
+            GaugeMetricFamily, "controllerd_store_min_free_bytes", "controllerMinFreeDiskMB in bytes (0: no floor)"
+        )
+        floor.add_metric(values, opts.log.min_free_bytes)
+        yield floor
+        service_opts = self.m.service.opts
+        for name, doc, v in (
+            (
+                "controllerd_store_quota_bytes",
+                "controllerStoreQuotaBytes (0: no quota)",
+                service_opts.store_quota_bytes,
+            ),
+            (
+                "controllerd_store_alarm_free_bytes",
+                "controllerAlarmFreeDiskMB in bytes: below it NOSPACE is raised (0: off)",
+                service_opts.alarm_free_disk_mb << 20,
+            ),
+        ):
+            g = family(GaugeMetricFamily, name, doc)
+            g.add_metric(values, v)
+            yield g
+
+    def _alarms(self, family: _Family, values: list[str]) -> Iterator[Metric]:
+        """One series per alarm type (1 while any member has it raised), and one per raised (alarm, member)."""
+        service = self.m.service
+        active = family(
+            GaugeMetricFamily, "controllerd_alarm_active", "1 while any member has raised the alarm", ("alarm",)
+        )
+        raised = family(
+            GaugeMetricFamily,
+            "controllerd_alarm_raised",
+            "1 per member that raised the alarm (the applied list)",
+            ("alarm", "member"),
+        )
+        for alarm in ALARMS:
+            members = service.raised_alarms(alarm)
+            active.add_metric([*values, alarm], 1 if members else 0)
+            for member, _at, _detail in members:
+                raised.add_metric([*values, alarm, member], 1)
+        yield active
+        yield raised
+        checks = family(
+            CounterMetricFamily,
+            "controllerd_store_checks",
+            "this node's NOSPACE checks by outcome: ok, nospace (past a limit), failed (could not raise)",
+            ("outcome",),
+        )
+        for outcome, n in service.alarm_checks.items():
+            checks.add_metric([*values, outcome], n)
+        yield checks
 
     def _followers(self, family: _Family, values: list[str], st: NodeStatus) -> Iterator[Metric]:
         """Per-peer replication progress, on the leader only (a follower tracks none)."""
@@ -321,3 +508,16 @@ class _Collector:
         for (cluster, name), n in sorted(counts.items()):
             g.add_metric([*values, cluster, name], n)
         return g
+
+
+def quorum_healthy(st: NodeStatus, tick_ms: float, election_timeout_ms: int) -> bool:
+    """A leader: a majority of its voters, itself included, answered within an election timeout. A follower or
+    candidate: it knows a leader."""
+    if st.role is not Role.LEADER:
+        return bool(st.leader)
+    recent = 0
+    for v in st.voters:
+        pr = st.progress.get(v)
+        if v == st.id or (pr is not None and 0 <= pr.contact_ticks * tick_ms <= election_timeout_ms):
+            recent += 1
+    return recent * 2 > len(st.voters)

@@ -20,6 +20,101 @@ ALWAYS_BLACK_LISTED = ("configBlackList", "configStorePath", "rocketmqHome")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
+EXPORTER_TYPES = {"DISABLE": 0, "OTLP_GRPC": 1, "PROM": 2, "LOG": 3}  # RocketMQ's MetricsExporterType
+
+
+def exporter_type(value: str) -> str:
+    """metricsExporterType by name or number, as RocketMQ's setters take it (`PROM` or `2`); ValueError
+    listing the valid values."""
+    v = value.strip()
+    for name, number in EXPORTER_TYPES.items():
+        if v == name or v == str(number):
+            return name
+    valid = ", ".join(f"{n} ({i})" for n, i in EXPORTER_TYPES.items())
+    raise ValueError(f"unknown metrics exporter type {value!r}; one of {valid}")
+
+
+@dataclass(frozen=True)
+class MetricsExport:
+    """RocketMQ's metrics exporter keys (ControllerMetricsManager): where this node pushes or serves its series
+    besides /metrics on its HTTP address (api/export.py, docs/operations.md "Metrics exporters")."""
+
+    exporter_type: str = setting(
+        "metricsExporterType",
+        "str",
+        "DISABLE",
+        type_doc="`DISABLE` (0), `OTLP_GRPC` (1), `PROM` (2) or `LOG` (3)",
+        doc="As in RocketMQ: `PROM` serves the series on `metricsPromExporterHost:metricsPromExporterPort` "
+        "(Prometheus text format), `OTLP_GRPC` pushes them to `metricsGrpcExporterTarget` every "
+        "`metricGrpcExporterIntervalInMills`, `LOG` logs them every `metricLoggingExporterIntervalInMills`. "
+        "/metrics on the HTTP address is served whatever this says.",
+    )
+    prom_host: str = setting(
+        "metricsPromExporterHost",
+        "text",
+        "",
+        default_doc="empty, meaning `0.0.0.0`",
+        doc="With `metricsExporterType=PROM`: the address the exporter listens on.",
+    )
+    prom_port: int = setting(
+        "metricsPromExporterPort",
+        "int",
+        5557,
+        minimum=1,
+        maximum=65535,
+        doc="With `metricsExporterType=PROM`: the port the exporter listens on.",
+    )
+    grpc_target: str = setting(
+        "metricsGrpcExporterTarget",
+        "text",
+        "",
+        doc="With `metricsExporterType=OTLP_GRPC` (required then): the OTLP/gRPC endpoint, `host:port` "
+        "(TLS, as RocketMQ prefixes `https://`) or `http://host:port` (plaintext).",
+    )
+    grpc_headers: str = setting(
+        "metricsGrpcExporterHeader",
+        "text",
+        "",
+        doc="With `OTLP_GRPC`: `key:value,key:value` gRPC metadata sent with every export.",
+    )
+    grpc_timeout_ms: int = setting(
+        "metricGrpcExporterTimeOutInMills", "int", 3000, minimum=1, doc="With `OTLP_GRPC`: deadline of one export."
+    )
+    grpc_interval_ms: int = setting(
+        "metricGrpcExporterIntervalInMills", "int", 60_000, minimum=1, doc="With `OTLP_GRPC`: period of the exports."
+    )
+    log_interval_ms: int = setting(
+        "metricLoggingExporterIntervalInMills",
+        "int",
+        10_000,
+        minimum=1,
+        doc="With `metricsExporterType=LOG`: period of the metrics log records (logger `controllerd.metrics`).",
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "exporter_type", exporter_type(self.exporter_type))  # `2` -> `PROM`
+        if self.exporter_type == "OTLP_GRPC" and not self.grpc_target:
+            raise ValueError("metricsExporterType=OTLP_GRPC needs metricsGrpcExporterTarget")
+        pairs(self.grpc_headers, "metricsGrpcExporterHeader")
+
+    def headers(self) -> dict[str, str]:
+        return pairs(self.grpc_headers, "metricsGrpcExporterHeader")
+
+
+def pairs(text: str, key: str) -> dict[str, str]:
+    """RocketMQ's `k:v,k:v` lists (metricsLabel, metricsGrpcExporterHeader); empty items are skipped as
+    RocketMQ's Splitter does. ValueError naming the key and the item that is not `k:v` (RocketMQ only warns)."""
+    out = {}
+    for item in text.split(","):
+        if not item:
+            continue
+        parts = item.split(":")
+        if len(parts) != 2 or not parts[0]:
+            raise ValueError(f"{key}: {item!r} is not key:value")
+        out[parts[0]] = parts[1]
+    return out
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     """Options of `api.http.app.create_app`. The daemon fills them from controller.conf (cli/config.py)."""
@@ -61,6 +156,8 @@ class ApiSettings:
     """Metric label `peer_id`; None: the node's raft id."""
     metrics_labels: Mapping[str, str] = field(default_factory=dict)
     """Extra constant labels on every series (RocketMQ's metricsLabel `k:v,k:v` pairs)."""
+    metrics_export: MetricsExport = field(default_factory=MetricsExport)
+    """Where the series go besides /metrics (metricsExporterType and its keys)."""
     config_black_list: tuple[str, ...] = setting(
         "configBlackList",
         "keys",

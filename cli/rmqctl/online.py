@@ -3,8 +3,9 @@
 * mqadmin parity, same names and short options: `getControllerMetaData`, `getSyncStateSet`, `electMaster`,
   `cleanBrokerMetadata`, `getControllerConfig`, `updateControllerConfig` (aliases: `controller metadata`,
   `controller config get|set`, `sync-state-set`, `elect-master`, `clean-broker-metadata`);
-* `raft status|peers|snapshot|snapshots|transfer-leader|add-peer|remove-peer`;
-* `kv get|put|delete|cas`.
+* `raft status|peers|snapshot|snapshots|autopilot|transfer-leader|add-peer|remove-peer`;
+* `kv get|put|delete|cas`;
+* `alarm list|disarm`.
 
 Every verb takes `-a/--address` (one or several `host:port`, `;` or `,` separated; RMQCTL_ADDRESS),
 `--token` (RMQCTL_TOKEN), `--timeout` (RMQCTL_TIMEOUT) and `-v/--verbose`, and renders in the group's
@@ -716,6 +717,92 @@ def _snapshot_all(out: Out, c: ControllerClient) -> None:
     _raise_all(errors)
 
 
+AUTOPILOT_COLUMNS = (
+    "node",
+    "leading",
+    "enabled",
+    "stabilizationSecs",
+    "deadServerSecs",
+    "minQuorum",
+    "join",
+    "promote",
+    "remove",
+    "failed",
+)
+
+
+@raft.command("autopilot")
+@click.option("--enable/--disable", "enabled", default=None, help="Turn autopilot on or off.")
+@click.option(
+    "--stabilization-secs", type=click.IntRange(min=0), metavar="S", help="A learner's healthy time before promotion."
+)
+@click.option(
+    "--dead-server-secs", type=click.IntRange(min=1), metavar="S", help="A voter's silent time before removal."
+)
+@click.option("--min-quorum", type=click.IntRange(min=1), metavar="N", help="Never remove a voter below N voters.")
+@connection_options()
+@pass_out
+def raft_autopilot(
+    out: Out,
+    conn: Conn,
+    enabled: bool | None,
+    stabilization_secs: int | None,
+    dead_server_secs: int | None,
+    min_quorum: int | None,
+) -> None:
+    """Autopilot on every member (their HTTP addresses from raft status): its settings and what it did, one row
+    per member; with options, set them on every member first, so that whichever leads acts alike. The
+    leader's recent decisions follow its row (-o json: every member's document)."""
+    change: JSONObject = {}
+    for key, value in (
+        ("enabled", enabled),
+        ("stabilizationSecs", stabilization_secs),
+        ("deadServerSecs", dead_server_secs),
+        ("minQuorum", min_quorum),
+    ):
+        if value is not None:
+            change[key] = value
+    with conn.client() as c:
+        status = c.get("/api/v1/raft/status")
+        _check(out, status)
+        members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+        addresses = [str(p["httpAddress"]) for p in members if p.get("httpAddress")]
+        errors: list[click.ClickException] = []
+        if change:
+            for address in addresses:
+                try:
+                    reply = c.request(
+                        "PUT", "/api/v1/raft/autopilot", change, targets=[address], follow=False, retry=False
+                    )
+                except Unreachable as e:
+                    errors.append(e)
+                    continue
+                if not reply.ok:
+                    errors.append(reply.failure("autopilot"))
+        answers, more = _ask_each(
+            c, "GET", "/api/v1/raft/autopilot", addresses, "autopilot", keep_failed=out.mode == "json"
+        )
+        errors += more
+    if out.mode == "json":
+        emit_document(out, {}, json_doc={node: r.envelope for node, r in answers.items()})
+    else:
+        docs = {node: dict(r.body or {}) for node, r in answers.items() if r.ok}
+        rows = [
+            {"node": node, **{k: d.get(k) for k in AUTOPILOT_COLUMNS[1:6]}, **dict(d.get("counts") or {})}
+            for node, d in docs.items()
+        ]
+        events = [
+            {"leader": node, **e}
+            for node, d in docs.items()
+            if d.get("leading")
+            for e in d.get("events") or []
+            if isinstance(e, Mapping)
+        ]
+        blocks = [Block("decisions", events, ["leader", "secsAgo", "action", "peer", "reason"])] if events else []
+        emit_document(out, {}, [Block("autopilot", rows, list(AUTOPILOT_COLUMNS)), *blocks], title="autopilot")
+    _raise_all(errors)
+
+
 @raft.command("snapshots")
 @connection_options()
 @pass_out
@@ -946,6 +1033,65 @@ controller_config.add_command(_alias(get_controller_config, "get"))
 controller_config.add_command(_alias(update_controller_config, "set"))
 
 
+# --- alarms ----------------------------------------------------------------------------------------------
+
+
+@click.group("alarm")
+def alarm() -> None:
+    """Online: the group's raised alarms (NOSPACE) and disarming them, as etcdctl's `alarm list|disarm`."""
+
+
+ALARM_COLUMNS = ["alarm", "memberId", "raisedAt", "detail"]
+
+
+@alarm.command("list")
+@connection_options()
+@pass_out
+def alarm_list(out: Out, conn: Conn) -> None:
+    """Every raised alarm: which alarm, which member raised it, when and why (the node asked's applied list)."""
+    with conn.client() as c:
+        reply = c.get("/api/v1/alarms")
+    _check(out, reply, "alarm list")
+    if out.mode == "json":
+        _json(out, reply.envelope)
+        return
+    rows = [
+        {
+            "alarm": a.get("alarm"),
+            "memberId": a.get("memberId"),
+            "raisedAt": iso_seconds(a["raisedAtMillis"] / 1000) if isinstance(a.get("raisedAtMillis"), int) else None,
+            "detail": a.get("detail"),
+        }
+        for a in (reply.body or {}).get("alarms") or []
+        if isinstance(a, Mapping)
+    ]
+    emit_rows(out, rows, ALARM_COLUMNS, title=f"alarms on {reply.node}")
+
+
+@alarm.command("disarm")
+@click.option(
+    "--alarm", "name", type=click.Choice(["NOSPACE", "CORRUPT"]), help="Disarm only this alarm (default: every alarm)."
+)
+@connection_options()
+@pass_out
+def alarm_disarm(out: Out, conn: Conn, name: str | None) -> None:
+    """Disarm alarms on every member (the leader proposes it). Free the space first: a member still past its
+    limit raises NOSPACE again at its next check."""
+    with conn.client() as c:
+        reply = c.post("/api/v1/alarms/disarm", {"alarm": name} if name else {})
+    _check(out, reply, "alarm disarm")
+    gone = [g for g in (reply.body or {}).get("disarmed") or [] if isinstance(g, Mapping)]
+    if out.mode == "json":
+        _json(out, reply.envelope)
+        return
+    emit_rows(
+        out,
+        [{"alarm": g.get("alarm"), "memberId": g.get("memberId")} for g in gone],
+        ["alarm", "memberId"],
+        title="disarmed",
+    )
+
+
 def register(group: click.Group) -> None:
     """Add the online verbs to rmqctl's top-level group (idempotent)."""
     if "getControllerMetaData" in group.commands:
@@ -958,3 +1104,4 @@ def register(group: click.Group) -> None:
     group.add_command(controller)
     group.add_command(raft)
     group.add_command(kv)
+    group.add_command(alarm)

@@ -14,7 +14,7 @@ from snapshot.format import CODEC_NAMES, HEADER_SIZE, SectionEntry
 from snapshot.rw import SnapshotReader
 from statemachine.inspection import decode_section
 from statemachine.liveness import ROW_FIELDS
-from statemachine.sections import SECTION_NAMES
+from statemachine.sections import OPTIONAL_SECTIONS, SECTION_NAMES
 from statemachine.values import JSON, JSONObject
 
 # What a table's "rows" are, per section: broker sets, live brokers, KV keys, explicitly set config keys.
@@ -65,7 +65,7 @@ def read_sections(reader: SnapshotReader, *, require_all: bool = True) -> list[S
             raise SnapshotFormatError(reader.path, e.offset, reason, section=e.type, section_name=name) from err
         out.append(Section(e, name, decoded))
     if require_all:
-        missing = [t for t in SECTION_NAMES if t not in reader]
+        missing = [t for t in SECTION_NAMES if t not in reader and t not in OPTIONAL_SECTIONS]
         if missing:
             names = ", ".join(f"{t} ({SECTION_NAMES[t]})" for t in missing)
             raise SnapshotFormatError(reader.path, HEADER_SIZE, f"the section table lacks section {names}")

@@ -186,6 +186,9 @@ class RaftCore:
         self.prev_hard = HardState(self.term, self.vote)
         self.durable_hard = self.prev_hard  # the latest hard state the driver reported durable
         self.pending_install: SnapshotMeta | None = None
+        # Set by the host (Node.suspend_candidacy): this node never campaigns, so it can never be elected (a
+        # member whose applied state diverged, the controller's CORRUPT alarm). It still votes and replicates.
+        self.suspended = False
         # (our last index, the commit the leader says we acknowledged): set when a heartbeat shows that this
         # node's disk lost entries it had acknowledged; the driver reports it and clears it.
         self.lost_acknowledged: tuple[int, int] | None = None
@@ -719,7 +722,7 @@ class RaftCore:
         while that removal is not known to be committed (thesis §4.2.2): otherwise a leader that appended its
         own removal and lost leadership before it committed could deadlock the group, its newer log refusing
         every other candidate. Either way the votes are counted in the latest configuration, never its own."""
-        if self.pending_install is not None:
+        if self.pending_install is not None or self.suspended:
             return False
         return self.id in self.conf.voters or (
             self.log.conf_index() > self.log.committed and self.id in self.log.conf_at(self.log.committed).voters

@@ -22,6 +22,7 @@ from typing import Any
 from raft.core import ConfChange, ConfChangeOp, ConfState, RaftCore, Role, SnapshotMeta
 from raft.latency import LatencyHistogram
 from raft.leaf import failpoint
+from raft.node.autopilot import Autopilot
 from raft.node.clock import LoopClock
 from raft.node.factory import PartsFactory, core_config, open_data_dir
 from raft.node.loop import NodeLoop
@@ -51,6 +52,7 @@ class Node:
         self._open_parts = open_parts
         self._meta: MetaStorage | None = None
         self._release: Callable[[], None] = lambda: None  # the data directory's lock, once started
+        self.autopilot = Autopilot(self, options.autopilot)
 
     # the driver's parts, for status readers and tests
     @property
@@ -104,6 +106,7 @@ class Node:
         await transport.start()
         snaps.manager.start_clock(d.now())
         d.start_ticking()
+        self.autopilot.start()
         if core.campaign_if_sole_voter():
             d.process()
         if lg.skipped is not None:
@@ -137,6 +140,7 @@ class Node:
             return
         d.stopped = True
         d.stop_ticking()
+        self.autopilot.stop()
         d.fail_all(RaftException(RaftError.ECANCELED, "node stopped"))
         loop = asyncio.get_running_loop()
         if d.snapshots is not None:
@@ -239,6 +243,27 @@ class Node:
 
     async def remove_peer(self, peer: str) -> None:
         await self._conf_change(ConfChange(ConfChangeOp.REMOVE, peer))
+
+    async def add_learner(self, peer: str) -> None:
+        """Add a configured peer (its addresses from this node's options) as a learner, not promoted (autopilot)."""
+        o = self.opts
+        await self._conf_change(
+            ConfChange(
+                ConfChangeOp.ADD_LEARNER,
+                peer,
+                format_address(o.peers[peer]),
+                member_context(o.http_addresses.get(peer, ""), o.remoting_addresses.get(peer, "")),
+            )
+        )
+
+    def suspend_candidacy(self, suspended: bool) -> None:
+        """Never campaign (nor take leadership by a transfer) while `suspended`: the node can never be elected,
+        and still votes and replicates. A leader that suspends itself keeps leading until it hands over."""
+        self.driver.core_().suspended = suspended
+
+    async def promote(self, peer: str) -> None:
+        """Make a learner a voter now (autopilot judged it caught up)."""
+        await self._conf_change(ConfChange(ConfChangeOp.ADD_VOTER, peer))
 
     async def _conf_change(self, change: ConfChange) -> None:
         d = self.driver

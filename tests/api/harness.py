@@ -150,10 +150,14 @@ async def running(nodes: list[Node]) -> AsyncIterator[list[Node]]:
 
 @asynccontextmanager
 async def solo(
-    root: Path, settings: ApiSettings | None = None, clock: Callable[[], int] | None = None, **kw: Any
+    root: Path,
+    settings: ApiSettings | None = None,
+    clock: Callable[[], int] | None = None,
+    on_disk: bool = False,
+    **kw: Any,
 ) -> AsyncIterator[Node]:
-    """A started one-node group that leads, with an applied entry of its term."""
-    node = build(service_options(root, free_ports(1), 0, SOLO_RAFT, **kw), settings, clock)
+    """A started one-node group that leads, with an applied entry of its term (`on_disk`: see build)."""
+    node = build(service_options(root, free_ports(1), 0, SOLO_RAFT, **kw), settings, clock, on_disk)
     async with running([node]):
         await node.service.node.wait_for_leader(10)
         yield node

@@ -125,4 +125,7 @@ async def test_openapi_documents_the_bearer_scheme_on_protected_routes(node: Nod
     for path, ops in spec["paths"].items():
         for op in ops.values():
             secured = op.get("security") == [{"adminToken": []}]
-            assert secured == path.startswith(("/api/v1/admin", "/api/v1/raft")), (path, op.get("security"))
+            assert secured == path.startswith(("/api/v1/admin", "/api/v1/raft", "/api/v1/alarms")), (
+                path,
+                op.get("security"),
+            )

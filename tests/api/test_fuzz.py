@@ -241,7 +241,7 @@ async def test_the_fuzzed_schema_is_the_served_one(node: Node) -> None:
     docs = await node.call("GET", "/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     tags = {t for o in SPEC["paths"].values() for op in o.values() for t in op.get("tags", ())}
-    assert tags == {"controller", "admin", "kv", "raft", "health", "metrics"}
+    assert tags == {"controller", "admin", "kv", "raft", "alarms", "health", "metrics"}
 
 
 @FUZZ

@@ -179,6 +179,15 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
     assert delta("election_total", cluster="mc", broker_set=name, election_result="new_master_elected") == 1
     assert delta("election_total", cluster="mc", broker_set=name, election_result="keep_current_master") == 1
     assert value(after, "active_broker_num", cluster="mc", broker_set=name) == 1
+    assert value(after, "controllerd_broker_set_master_alive", cluster="mc", broker_set=name) == 1
+    assert value(after, "controllerd_broker_heartbeat_age_seconds_gcount", cluster="mc", broker_set=name) == 1
+    assert (
+        value(after, "controllerd_raft_quorum_healthy") == 1
+        and value(after, "controllerd_raft_leader_changes_total") >= 1
+    )
+    assert (
+        value(after, "controllerd_inactive_broker_scan_interval_seconds") == node.service.opts.scan_interval_ms / 1000
+    )
     assert delta("controllerd_raft_log_last_index") >= 5 and delta("controllerd_raft_commit_index") >= 5
     assert delta("controllerd_http_rejected_total", reason="validation") == 1
     # Every write is one or more fsynced batches and one commit on this leader.
@@ -198,7 +207,10 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
 async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None:
     """The service's listener sees the scan's result (1015); its re-elections count in election_total."""
     clock = FakeClock()
-    async with solo(tmp_path, clock=clock) as node:
+    async with solo(tmp_path, clock=clock, on_disk=True) as node:
+        samples = await scrape(node)
+        assert value(samples, "dledger_disk_usage") > 0 and value(samples, "controllerd_store_free_bytes") > 0
+        assert value(samples, "controllerd_store_min_free_bytes") == 16 << 20
         await register(node, "sc", "s", 1, "10.8.0.1:10911", timeout_ms=1_000)
         await register(node, "sc", "s", 2, "10.8.0.2:10911", timeout_ms=60_000)
         await node.ok(
@@ -221,6 +233,29 @@ async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None
         assert value(samples, "election_total", cluster="sc", broker_set="s", election_result="new_master_elected") == 2
         assert value(samples, "active_broker_num", cluster="sc", broker_set="s") == 1
         assert value(samples, "controllerd_inactive_broker_scans_total") == 1
+        assert value(samples, "controllerd_inactive_broker_scan_runs_total", outcome="expired") == 1
+        assert value(samples, "controllerd_inactive_broker_scan_last_run_timestamp_seconds") == clock.now / 1000
+        assert value(samples, "controllerd_broker_set_master_alive", cluster="sc", broker_set="s") == 1
+        # Broker 1 is gone from the table; broker 2 heartbeated 5 s ago (timeout 60 s): under half.
+        assert value(samples, "controllerd_broker_heartbeat_age_seconds_gcount", cluster="sc", broker_set="s") == 1
+        assert value(samples, "controllerd_broker_heartbeat_age_seconds_gsum", cluster="sc", broker_set="s") == 5
+        age = {"cluster": "sc", "broker_set": "s"}
+        assert value(samples, "controllerd_broker_heartbeat_age_seconds_bucket", le="3.0", **age) == 0
+        assert value(samples, "controllerd_broker_heartbeat_age_seconds_bucket", le="5.0", **age) == 1
+        assert value(samples, "controllerd_brokers_past_half_timeout", **age) == 0
+        assert await node.service.scan_once() is None  # nothing left to judge
+        clock.now += 30_001  # broker 2 past half its timeout, not expired: still the master
+        samples = await scrape(node)
+        assert value(samples, "controllerd_brokers_past_half_timeout", **age) == 1
+        assert value(samples, "controllerd_inactive_broker_scan_runs_total", outcome="nothing_to_do") == 1
+        assert value(samples, "controllerd_broker_set_master_alive", **age) == 1
+        clock.now += 30_000  # broker 2 expired: the set has no live master, before and after the scan
+        assert value(await scrape(node), "controllerd_broker_set_master_alive", **age) == 0
+        await node.service.scan_once()
+        samples = await scrape(node)
+        assert value(samples, "controllerd_inactive_broker_scan_runs_total", outcome="expired") == 2
+        assert value(samples, "controllerd_broker_set_master_alive", **age) == 0
+        assert value(samples, "election_total", election_result="no_master_elected", **age) == 1
 
 
 async def test_docs_load_swagger_ui_and_redoc_from_the_node_itself_not_a_cdn(node: Node) -> None:

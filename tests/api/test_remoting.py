@@ -993,3 +993,20 @@ async def test_a_refused_alter_sync_state_set_carries_new_sync_state_set_epoch_0
         body = json.dumps({"syncStateSet": ids, "syncStateSetEpoch": epoch}).encode()
         r = await node.client.request(C.ALTER_SYNC_STATE_SET, ext | {"masterBrokerId": master}, body)
         assert (r.code, r.ext_fields, r.body) == (code, {"newSyncStateSetEpoch": "0"}, None), r
+
+
+async def test_a_broker_registering_over_remoting_during_nospace_gets_the_alarm_named(node: RemotingNode) -> None:
+    """The same gate as HTTP (api/service/alarms.py): a broker's CONTROLLER_APPLY_BROKER_ID is refused with
+    SYSTEM_ERROR naming the alarm and the member, and nothing is proposed; disarmed, it goes through."""
+    raised = await node.service.raise_alarm("NOSPACE", "store 3 GiB > controllerStoreQuotaBytes 2 GiB")
+    assert raised.code == C.SUCCESS
+    try:
+        before = node.last_index()
+        fields = {"clusterName": "ns-c", "brokerName": "ns-b", "appliedBrokerId": "1", "registerCheckCode": "h:1;1"}
+        r = await node.client.request(C.APPLY_BROKER_ID, fields)
+        assert r.code == C.SYSTEM_ERROR and r.remark is not None
+        assert r.remark.startswith(f"alarm NOSPACE raised by {node.id} (store 3 GiB > controllerStoreQuotaBytes 2 GiB)")
+        assert node.last_index() == before
+    finally:
+        assert (await node.service.disarm_alarm()).code == C.SUCCESS
+    assert (await node.client.request(C.APPLY_BROKER_ID, fields)).code == C.SUCCESS

@@ -68,6 +68,22 @@ async def test_the_state_shows_nodes_broker_sets_with_heartbeats_and_the_electio
     )
 
 
+async def test_the_state_shows_raised_alarms_until_disarmed(node: Node) -> None:
+    assert (await node.call("GET", "/ui/api/state", token=True)).json()["alarms"] == []
+    await node.ok(
+        "POST", "/api/v1/alarms", token=True, json={"alarm": "NOSPACE", "memberId": node.id, "detail": "full"}
+    )
+    try:
+        state = (await node.call("GET", "/ui/api/state", token=True)).json()
+        [row] = state["alarms"]
+        assert (row["alarm"], row["memberId"], row["detail"]) == ("NOSPACE", node.id, "full")
+    finally:
+        await node.ok("POST", "/api/v1/alarms/disarm", token=True, json={})
+    assert (await node.call("GET", "/ui/api/state", token=True)).json()["alarms"] == []
+    page = (await node.call("GET", "/ui/")).text
+    assert '<table id="alarms">' in page and "renderAlarms(state.alarms)" in (await node.call("GET", "/ui/ui.js")).text
+
+
 async def test_a_nodes_row_shows_its_newest_snapshot_with_its_age(node: Node) -> None:
     taken = (await node.ok("POST", "/api/v1/raft/snapshot", token=True))["body"]
     assert taken["index"] > 0

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from api.service.settings import pairs
 from cli.config import (
     BY_KEY,
     DEV_CLUSTER_SECRET,
@@ -26,6 +27,7 @@ from cli.config import (
     http_address,
     http_addresses,
     load_config,
+    metrics_export,
     parse_config,
     parse_properties,
     remoting_address,
@@ -270,7 +272,7 @@ def test_unreadable_and_non_utf8_files(tmp_path: Path) -> None:
 
 
 def test_unknown_ignored_and_duplicate_keys_are_warnings_naming_file_and_line(caplog: pytest.LogCaptureFixture) -> None:
-    text = LOOPBACK + "jraftElectionTimeoutMs=500\njRaftElectionTimeotMs=500\nfoo=bar\nmetricsExporterType=PROM\n"
+    text = LOOPBACK + "jraftElectionTimeoutMs=500\njRaftElectionTimeotMs=500\nfoo=bar\nmetricsInDelta=true\n"
     text += "controllerDLegerPeers=n0-127.0.0.1:1\njRaftGroupId=a\njRaftGroupId=b\n"
     with caplog.at_level(logging.WARNING, logger="controllerd.config"):
         cfg, warnings = parse_config(text, "n.conf")
@@ -280,8 +282,8 @@ def test_unknown_ignored_and_duplicate_keys_are_warnings_naming_file_and_line(ca
         " ignored",
         "n.conf:5: unknown key jRaftElectionTimeotMs (did you mean jRaftElectionTimeoutMs?); ignored",
         "n.conf:6: unknown key foo; ignored",
-        "n.conf:7: key metricsExporterType has no effect here (RocketMQ metrics exporter key; this controller serves"
-        " /metrics on its HTTP address); ignored",
+        "n.conf:7: key metricsInDelta has no effect here (RocketMQ metrics exporter key this controller does not"
+        " read); ignored",
         "n.conf:8: key controllerDLegerPeers has no effect here (DLedger only); ignored",
         "n.conf:10: duplicate key jRaftGroupId overrides line 9",
     ]
@@ -677,3 +679,65 @@ def test_the_sample_configs_parse_without_a_warning_remoting_on_rpc_addr_http_on
     cfg, warnings = load_config(str(path))
     assert warnings == []
     assert remoting_address(cfg) == (f"10.0.0.{n}", 9770) and http_address(cfg) == (f"10.0.0.{n}", 8080)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics exporter keys (RocketMQ's ControllerConfig names)
+
+
+def test_metrics_exporter_keys_by_name_or_number() -> None:
+    cfg, _ = parse_config(LOOPBACK, "n.conf")
+    assert (cfg.metrics_exporter_type, cfg.metrics_prom_port, cfg.metrics_prom_host) == ("DISABLE", 5557, "")
+    for value, name in (("PROM", "PROM"), ("2", "PROM"), ("LOG", "LOG"), ("3", "LOG"), ("0", "DISABLE")):
+        cfg, _ = parse_config(LOOPBACK + f"metricsExporterType={value}\n", "n.conf")
+        assert cfg.metrics_exporter_type == name
+    text = "metricsExporterType=1\nmetricsGrpcExporterTarget=http://127.0.0.1:4317\nmetricsGrpcExporterHeader=a:b,c:d\n"
+    cfg, _ = parse_config(LOOPBACK + text + "metricsLabel=dc:east,,rack:r1\nmetricsPromExporterPort=9555\n", "n.conf")
+    export = metrics_export(cfg)
+    assert export.exporter_type == "OTLP_GRPC" and export.headers() == {"a": "b", "c": "d"}
+    assert pairs(cfg.metrics_label, "metricsLabel") == {"dc": "east", "rack": "r1"} and export.prom_port == 9555
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "metricsExporterType=PROMETHEUS\n",
+            r"n\.conf:4: metricsExporterType=PROMETHEUS: unknown metrics exporter type",
+        ),
+        ("metricsExporterType=7\n", r"metricsExporterType=7: unknown metrics exporter type '7'; one of DISABLE \(0\)"),
+        ("metricsExporterType=OTLP_GRPC\n", r"metricsGrpcExporterTarget= \(default.*needs an OTLP/gRPC endpoint"),
+        ("metricsLabel=dc\n", r"n\.conf:4: metricsLabel=dc: metricsLabel: 'dc' is not key:value"),
+        ("metricsLabel=a-b:1\n", r"metricsLabel=a-b:1: metrics label 'a-b' is not a valid Prometheus label name"),
+        ("metricsGrpcExporterHeader=x:1:2\n", r"metricsGrpcExporterHeader: 'x:1:2' is not key:value"),
+        ("metricsPromExporterPort=70000\n", r"metricsPromExporterPort=70000: must be <= 65535"),
+    ],
+)
+def test_bad_metrics_exporter_keys_are_errors_naming_key_and_line(text: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        parse_config(LOOPBACK + text, "n.conf")
+
+
+def test_snapshot_log_bytes_and_the_store_quota_reach_the_options() -> None:
+    text = "statemachineSnapshotLogBytes=1048576\ncontrollerStoreQuotaBytes=8589934592\ncontrollerAlarmFreeDiskMB=0\n"
+    cfg, _ = parse_config(LOOPBACK + text, "n.conf")
+    opts = to_service_options(cfg)
+    assert opts.node.snapshot.threshold_log_bytes == 1 << 20
+    assert (opts.store_quota_bytes, opts.alarm_free_disk_mb) == (8 << 30, 0)  # a quota past a Java int: a long
+    assert (opts.corrupt_check_entries, opts.corrupt_check_interval_ms) == (10_000, 60_000)
+    default = to_service_options(parse_config(LOOPBACK, "n.conf")[0])
+    assert (default.node.snapshot.threshold_log_bytes, default.store_quota_bytes) == (64 << 20, 2 << 30)
+    with pytest.raises(ConfigError, match=r"controllerAlarmFreeDiskMB=8: must be above controllerMinFreeDiskMB \(16\)"):
+        parse_config(LOOPBACK + "controllerAlarmFreeDiskMB=8\n", "n.conf")
+    with pytest.raises(ConfigError, match=r"statemachineSnapshotLogBytes=-1: must be >= 0"):
+        parse_config(LOOPBACK + "statemachineSnapshotLogBytes=-1\n", "n.conf")
+
+
+def test_autopilot_keys_reach_the_node_options() -> None:
+    text = "jRaftAutopilot=true\njRaftAutopilotStabilizationSecs=20\njRaftAutopilotDeadServerSecs=90\njRaftAutopilotMinQuorum=5\n"
+    ap = to_node_options(parse_config(LOOPBACK + text, "n.conf")[0]).autopilot
+    assert (ap.enabled, ap.stabilization_s, ap.dead_server_s, ap.min_quorum) == (True, 20.0, 90.0, 5)
+    off = to_node_options(parse_config(LOOPBACK, "n.conf")[0]).autopilot
+    assert (off.enabled, off.stabilization_s, off.dead_server_s, off.min_quorum) == (False, 10.0, 60.0, 3)
+    with pytest.raises(ConfigError, match=r"n\.conf:4: jRaftAutopilotMinQuorum=0: must be >= 1"):
+        parse_config(LOOPBACK + "jRaftAutopilotMinQuorum=0\n", "n.conf")

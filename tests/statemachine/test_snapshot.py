@@ -46,12 +46,14 @@ def test_section_registry() -> None:
         3: "brokerLiveTable",
         4: "kvConfig",
         5: "controllerConfig",
+        6: "alarms",
     }
     assert [m.section_type() for m in ControllerStateMachine().managers()] == sorted(SECTION_NAMES)
 
 
 def test_save_and_load_through_real_files(tmp_path) -> None:  # noqa: ANN001
     ctl = busy()
+    ctl.sm.apply(cmd.alarm(ctl.now, True, "NOSPACE", "127.0.0.1:9880", "full"))  # every section written
     assert ctl.sm.live.reelect == {BROKER: 2}
     writer = SnapshotWriter(tmp_path / "data", known_types=SECTION_NAMES)
     ctl.sm.on_snapshot_save(writer)
@@ -146,6 +148,8 @@ def test_bad_bodies_are_refused_and_leave_the_state_untouched(tmp_path, t: int, 
 
 def test_inspection_gives_plain_json() -> None:
     ctl = busy()
+    assert 6 not in ctl.sm.encode_sections()  # no alarm raised: no alarms section (earlier readers load it)
+    ctl.sm.apply(cmd.alarm(ctl.now, True, "NOSPACE", "127.0.0.1:9880", "full"))
     data = encode_file(sorted(ctl.sm.encode_sections().items()))
     doc = decode_sections(decode_file(data, known_types=SECTION_NAMES))
     json.dumps(doc)  # plain JSON
@@ -157,6 +161,9 @@ def test_inspection_gives_plain_json() -> None:
     assert doc["brokerLiveTable"]["pendingReelections"] == {BROKER: 2}
     assert [e["brokerId"] for e in doc["brokerLiveTable"]["brokers"]] == [1]
     assert doc["kvConfig"] == {"ns": {"k": "v"}}
+    assert doc["alarms"] == {
+        "alarms": [{"alarm": "NOSPACE", "memberId": "127.0.0.1:9880", "raisedAtMillis": ctl.now, "detail": "full"}]
+    }
     assert doc["controllerConfig"]["explicit"] == {"enableElectUncleanMaster": True}
 
 

@@ -7,8 +7,11 @@ lagging or silent transfer target, a peer already there, a change in progress) a
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
+import httpx
 from fastapi import APIRouter, Depends, Path, Response
 from fastapi.responses import JSONResponse
 
@@ -17,11 +20,13 @@ from api.http import models as M
 from api.http.auth import require_admin
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep
-from api.service import invalid
+from api.service import ControllerService, invalid
+from api.service.settings import ApiSettings
 from statemachine import codes as C
 from statemachine.result import Result
 from statemachine.values import JSON
 
+log = logging.getLogger("controllerd.api")
 router = APIRouter(
     prefix="/api/v1/raft",
     tags=["raft"],
@@ -123,3 +128,57 @@ async def remove_peer(
     """Remove a voter or learner. Leader only."""
     gw.require_started()
     return ok(documents.membership(await gw.service.admin.remove_peer(peer_id)))
+
+
+@router.get("/autopilot", response_model=M.AutopilotAnswer)
+async def autopilot(gw: GatewayDep) -> Response:
+    """This node's autopilot settings, counts and recent decisions (only the leader's autopilot acts)."""
+    gw.require_started()
+    return ok(gw.service.admin.autopilot())
+
+
+@router.put("/autopilot", response_model=M.AutopilotAnswer)
+async def configure_autopilot(req: M.AutopilotRequest, gw: GatewayDep) -> Response:
+    """Change this node's autopilot settings (the fields given). Set every member alike (`rmqctl raft autopilot`
+    does): whichever leads acts with its own."""
+    gw.require_started()
+    stab = None if req.stabilizationSecs is None else float(req.stabilizationSecs)
+    dead = None if req.deadServerSecs is None else float(req.deadServerSecs)
+    return ok(gw.service.admin.configure_autopilot(req.enabled, stab, dead, req.minQuorum))
+
+
+@router.get("/hashes", response_model=M.HashesAnswer)
+async def hashes(gw: GatewayDep) -> Response:
+    """This node's checkpoint hashes of its applied state (the leader's corruption check compares them)."""
+    gw.require_started()
+    ring = gw.service.checkpoint_hashes()
+    body = {
+        "nodeId": gw.service.id,
+        "appliedIndex": gw.service.node_status().applied,
+        "checkpoints": [{"index": i, "hash": h} for i, h in ring],
+    }
+    return ok(body)
+
+
+def hash_fetcher(
+    service: ControllerService, settings: ApiSettings
+) -> Callable[[str], Awaitable[list[tuple[int, str]] | None]]:
+    """`service.peer_hashes`: GET a member's /api/v1/raft/hashes with this node's admin token; None when it does
+    not answer (it is then left out of the comparison)."""
+
+    async def fetch(peer: str) -> list[tuple[int, str]] | None:
+        address = service.http_address(peer)
+        if not address:
+            return None
+        tokens = settings.admin_tokens()
+        headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
+        try:
+            async with httpx.AsyncClient(timeout=service.opts.request_timeout_s) as client:
+                r = await client.get(f"http://{address}/api/v1/raft/hashes", headers=headers)
+            env = r.json()
+            return [(int(c["index"]), str(c["hash"])) for c in env["body"]["checkpoints"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            log.warning("corruption check: no hashes from %s at %s: %s", peer, address, e)
+            return None
+
+    return fetch

@@ -177,6 +177,7 @@ def make_router(service: ControllerService) -> APIRouter:
                 "generatedAt": time.time(),
                 "nodes": nodes,
                 "brokerSets": result.body,
+                "alarms": service.alarm_list()["alarms"],
                 "events": merge_events(rings),
             }
         )
@@ -216,6 +217,7 @@ def _follower_view(
         "which may lag the leader's",
         "nodes": [{**mine, "httpAddress": service.http_address(service.id), "reachable": True}],
         "brokerSets": broker_sets(service, service.applied_clock_ms()),
+        "alarms": service.alarm_list()["alarms"],
         "events": merge_events([mine["events"]]),
     }
 

@@ -84,6 +84,20 @@
     }));
   }
 
+  function renderAlarms(alarms) {
+    const body = $("#alarms tbody");
+    if (!alarms || !alarms.length) {
+      body.replaceChildren(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "None raised.")));
+      return;
+    }
+    // A raised alarm is a failure: NOSPACE refuses writes that grow the state until it is disarmed.
+    body.replaceChildren(...alarms.map((a) => el("tr", { class: "bad" },
+      el("td", {}, el("strong", { class: "bad" }, "\u2716 " + a.alarm)),
+      el("td", {}, labelOf(a.memberId)),
+      el("td", {}, el("time", { datetime: new Date(a.raisedAtMillis).toISOString() }, clock(a.raisedAtMillis / 1000))),
+      el("td", {}, a.detail))));
+  }
+
   function renderEvents(events) {
     const list = $("#events");
     if (!events.length) { list.replaceChildren(el("li", { class: "muted" }, "None recorded yet.")); return; }
@@ -123,6 +137,7 @@
       view.textContent = `Follower's view from ${nameOf(state.servedBy)}: ${state.note}`;
     }
     renderNodes(state.nodes, state.view === "leader" ? state.leaderId : null);
+    renderAlarms(state.alarms);
     renderBrokers(state.brokerSets);
     renderEvents(state.events);
     announce(state);
