@@ -225,3 +225,7 @@ register(main)
 from cli.rmqctl.broker import broker  # noqa: E402
 
 main.add_command(broker)
+
+from cli.rmqctl.migrate import migrate  # noqa: E402
+
+main.add_command(migrate)
