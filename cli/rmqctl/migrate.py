@@ -35,6 +35,7 @@ from raft.leaf.durable import atomic_write
 from statemachine import ControllerStateMachine
 from statemachine import codes as C
 from statemachine.commands import CONFIG_KEYS, HEARTBEAT_DEFAULTS, heartbeat_of
+from statemachine.config import DEFAULTS, ConfigValue
 from statemachine.tables import BrokerReplicaInfo, SyncStateInfo
 from statemachine.values import JSON, JSONObject
 
@@ -231,11 +232,14 @@ def cluster_of_sets(namesrv: str, timeout: float) -> dict[str, str]:
     return {name: cluster for cluster, names in clusters.items() for name in names or ()}
 
 
-def read_controller(addrs: list[str], namesrv: str, timeout: float) -> tuple[JSONObject, list[str]]:
-    """The whole state of a running controller as an export document (no checksum yet), and the NameServer's
-    broker sets the controller does not manage (not in controller mode)."""
+def read_controller(
+    addrs: list[str], namesrv: str, timeout: float, clusters: Mapping[str, str] | None = None
+) -> tuple[JSONObject, list[str]]:
+    """The whole state of a running controller as an export document (no checksum yet), and the broker sets
+    it does not manage (not in controller mode). The sets asked for are the NameServer's (`clusters`
+    brokerName -> clusterName read from it when not given)."""
     leader, group = find_leader(addrs, timeout)
-    clusters = cluster_of_sets(namesrv, timeout)
+    clusters = clusters if clusters is not None else cluster_of_sets(namesrv, timeout)
     names = sorted(clusters)
 
     def sync_state_data() -> JSONObject:
@@ -382,15 +386,21 @@ def state_of(f: MigrationFile, grace_ms: int, now_ms: int) -> ControllerStateMac
                     "heartbeatTimeoutMillis": grace_ms,
                 }
                 sm.apply(heartbeat_of(now_ms, fields))
-    changes = {}
-    for key, kind in CONFIG_KEYS.items():
-        if key in f.controllerConfig:
-            value = parse_config_value(kind, f.controllerConfig[key])
-            if value is None:
-                raise Failed(f"controllerConfig.{key}: {f.controllerConfig[key]!r} is not a value of this key")
-            changes[key] = value
-    sm.config.update(changes)
+    sm.config.update(replicated_config(f.controllerConfig))
     return sm
+
+
+def replicated_config(config: Mapping[str, str]) -> dict[str, ConfigValue]:
+    """The replicated keys (statemachine/config.py) of a 1010 answer, typed; a key it leaves out has RocketMQ's
+    default. Failed naming the key when a value is not one of its type."""
+    values: dict[str, ConfigValue] = dict(DEFAULTS)
+    for key, kind in CONFIG_KEYS.items():
+        if key in config:
+            value = parse_config_value(kind, config[key])
+            if value is None:
+                raise Failed(f"controllerConfig.{key}: {config[key]!r} is not a value of this key")
+            values[key] = value
+    return values
 
 
 @migrate.command("import")
@@ -455,8 +465,9 @@ def differences(old: MigrationFile, new: MigrationFile) -> list[JSONObject]:
                 xv, yv = getattr(x, key, None), getattr(y, key, None)
                 if xv != yv:
                     rows.append({"brokerName": name, "field": f"broker {i} {key}", "old": xv, "new": yv})
+    xs, ys = replicated_config(old.controllerConfig), replicated_config(new.controllerConfig)
     for key in sorted(CONFIG_KEYS):
-        xv, yv = old.controllerConfig.get(key), new.controllerConfig.get(key)
+        xv, yv = xs.get(key), ys.get(key)
         if xv != yv:
             rows.append({"brokerName": "", "field": f"controllerConfig {key}", "old": xv, "new": yv})
     return rows
@@ -467,23 +478,31 @@ def differences(old: MigrationFile, new: MigrationFile) -> list[JSONObject]:
 @click.option("--file", "path", type=click.Path(dir_okay=False), help="Or the export file as the old view.")
 @click.option("--to", "targets", required=True, metavar="ADDR[;ADDR...]", help="The new group's remoting addresses.")
 @click.option(
-    "--namesrv", envvar="NAMESRV_ADDR", required=True, metavar="ADDR", help="A NameServer (env NAMESRV_ADDR)."
+    "--namesrv",
+    envvar="NAMESRV_ADDR",
+    metavar="ADDR",
+    help="A NameServer (env NAMESRV_ADDR): the broker sets to compare. With --file and no --namesrv, the file's.",
 )
 @timeout_option
 @output_options
 @pass_out
-def verify(out: Out, sources: str | None, path: str | None, targets: str, namesrv: str, timeout: float) -> None:
+def verify(out: Out, sources: str | None, path: str | None, targets: str, namesrv: str | None, timeout: float) -> None:
     """Compare the old controller's view (--from, or --file) with the new group's (--to); exit 1 listing every
     difference, 0 when they agree."""
     if (sources is None) == (path is None):
         raise BadUsage("pass exactly one of --from ADDR (the running old controller) or --file FILE (its export)")
-    (ns,) = _split(namesrv)[:1]
+    if namesrv is None and path is None:
+        raise BadUsage("--from needs --namesrv ADDR (or NAMESRV_ADDR): the NameServer names the broker sets")
+    ns = _split(namesrv)[0] if namesrv is not None else ""
+    clusters = cluster_of_sets(ns, timeout) if ns else None
     if path is not None:
         old = load_file(path)
+        if clusters is None:
+            clusters = {s.brokerName: s.clusterName for s in old.brokerSets}
     else:
-        doc, _ = read_controller(_split(sources or ""), ns, timeout)
+        doc, _ = read_controller(_split(sources or ""), ns, timeout, clusters)
         old = MigrationFile.model_validate({**doc, "sha256": ""})
-    doc, _ = read_controller(_split(targets), ns, timeout)
+    doc, _ = read_controller(_split(targets), ns, timeout, clusters)
     new = MigrationFile.model_validate({**doc, "sha256": ""})
     rows = differences(old, new)
     summary = {

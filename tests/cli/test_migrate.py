@@ -3,19 +3,25 @@ controller (export, verify) and switching real brokers is tests/interop/test_mig
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from api.remoting import headers as H
+from api.remoting.client import RemotingClient
 from cli.rmqctl.migrate import checksum
 from snapshot.storage import FileSnapshotStorage
 from statemachine import ControllerStateMachine
+from statemachine import codes as C
 from statemachine.commands import HEARTBEAT_DEFAULTS, heartbeat_of
 from statemachine.sections import SECTION_NAMES
 from tests.cli import helpers
+from tools.cluster import ControllerdCluster
 
 VOTERS = ("127.0.0.1:9880", "127.0.0.1:9881", "127.0.0.1:9882")
 
@@ -207,3 +213,59 @@ def test_export_from_an_unreachable_controller_exits_3_and_writes_nothing(tmp_pa
 def test_verify_needs_one_old_view(tmp_path: Path) -> None:
     r = helpers.rmqctl("migrate", "verify", "--to", "127.0.0.1:1", "--namesrv", "127.0.0.1:2")
     assert r.exit_code == 2 and "exactly one of --from" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("controllerd")
+def test_a_group_started_from_the_import_serves_it_and_verify_lists_every_difference(tmp_path: Path) -> None:
+    """Three controllerd nodes start from the imported snapshot: their remoting front end answers 1005/1006/1004/
+    1010 with the file's state (verify --file: no difference); after a designated election in the new group,
+    verify lists the master, its epoch and the SyncStateSet change, and exits 1."""
+    src = write(tmp_path / "x.json", export_doc())
+    group = ControllerdCluster(str(tmp_path / "ours"), election_ms=500, extra="scanNotActiveBrokerInterval=1000\n")
+    r = helpers.rmqctl(
+        "migrate", "import", src, *[a for v in group.rafts for a in ("--voter", v)], "--write-snapshot", tmp_path / "s"
+    )
+    assert r.exit_code == 0, r.output
+    snap = next((tmp_path / "s").iterdir())
+    for i in range(3):
+        shutil.copytree(snap, tmp_path / "ours" / f"n{i}" / "snapshot" / snap.name)
+    try:
+        group.start_all()
+        group.wait_ready()
+        to = ";".join(group.remotings)
+        same = helpers.rmqctl("migrate", "verify", "--file", src, "--to", to, "-o", "json")
+        assert same.exit_code == 0, same.output
+        assert json.loads(same.stdout)["differences"] == []
+
+        host, port = json.loads(same.stdout)["new"].rsplit(":", 1)  # the leader's remoting address
+
+        async def elect_and_verify() -> Any:
+            # The broker's connection stays open: a heartbeating broker whose channel closes is gone (RocketMQ's
+            # channelClosed), and its set would be re-elected.
+            c = await RemotingClient.connect(host, int(port))
+            try:
+                beat = {"clusterName": "C1", "brokerName": "a", "brokerId": 3, "brokerAddr": "127.0.0.1:10913"}
+                await c.request(H.BROKER_HEARTBEAT, {**beat, "heartbeatTimeoutMills": 60000})
+                names = {"clusterName": "C1", "brokerName": "a", "brokerId": 3, "designateElect": True}
+                r = await c.request(C.ELECT_MASTER, names)
+                assert r.code == 0 and r.ext_fields["masterEpoch"] == "8", r
+                return await asyncio.to_thread(
+                    helpers.rmqctl, "migrate", "verify", "--file", src, "--to", to, "-o", "json"
+                )
+            finally:
+                c.close()
+
+        moved = asyncio.run(elect_and_verify())
+        assert moved.exit_code == 1
+        rows = {(d["brokerName"], d["field"]): (d["old"], d["new"]) for d in json.loads(moved.stdout)["differences"]}
+        assert rows == {
+            ("a", "masterBrokerId"): (2, 3),
+            ("a", "masterAddress"): ("127.0.0.1:10912", "127.0.0.1:10913"),
+            ("a", "masterEpoch"): (7, 8),
+            ("a", "syncStateSet"): ([2, 3], [3]),
+            ("a", "syncStateSetEpoch"): (11, 12),
+        }
+        assert "rmqctl: error: 5 difference(s) between the old and the new controller" in moved.stderr
+    finally:
+        group.stop_all()
