@@ -227,7 +227,7 @@ def test_a_group_started_from_the_import_serves_it_and_verify_lists_every_differ
         "migrate", "import", src, *[a for v in group.rafts for a in ("--voter", v)], "--write-snapshot", tmp_path / "s"
     )
     assert r.exit_code == 0, r.output
-    snap = next((tmp_path / "s").iterdir())
+    (snap,) = (tmp_path / "s").glob("snapshot_*")
     for i in range(3):
         shutil.copytree(snap, tmp_path / "ours" / f"n{i}" / "snapshot" / snap.name)
     try:
