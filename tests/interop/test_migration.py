@@ -118,7 +118,9 @@ class Migration:
             out = d.mqadmin("updateTopic", "-b", self.masters[n].addr, "-t", "MigrateT", "-r", "2", "-w", "2")
             assert "success" in out.lower(), out
         self.world = SimpleNamespace(rmq=d, root=root, sets=self.brokers)
-        self.producer = Producer(self.world, "MigrateT", 600)  # type: ignore[arg-type]
+        # 5 ms between sends: a few hundred a second, not the thousands an idle loopback takes, so that the
+        # consumer reads them all well within its idle limit on a loaded machine.
+        self.producer = Producer(self.world, "MigrateT", 600, pause_ms=5)  # type: ignore[arg-type]
         self.windows: list[str] = []
 
     def settled(self, addrs: list[str]) -> dict[str, dict[str, Any]] | None:
