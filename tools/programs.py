@@ -67,6 +67,7 @@ PROGRAMS: dict[str, Program] = {
         ),
         Program("wrk", ("wrk",), True, "bench", "tools/bench/wrk.py: HTTP load (tests/tools/bench/test_all_smoke.py)"),
         Program("pgrep", ("procps",), True, "tests", "tests/cli/test_localcluster.py"),
+        Program("git", ("git",), True, "tests", "tests/daemon/test_upgrade.py: `git archive` of the previous release"),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
         Program(
             "java",
