@@ -302,7 +302,13 @@ def test_adopt_from_dledger_controller_and_roll_back(tmp_path: Any) -> None:
             m.old.start()
             m.tl.step("DLedger controllers started again")
             m.switch(m.old.remotings, "DLedger", stopped)
-            back = wait_until("DLedger sees every broker alive again", lambda: m.settled(m.old.remotings), 60)
+
+            def all_alive() -> dict[str, dict[str, Any]] | None:
+                sets = m.settled(m.old.remotings)
+                ok = sets is not None and all(b["alive"] for s in sets.values() for b in s["brokers"])
+                return sets if ok else None
+
+            back = wait_until("DLedger sees every broker alive again", all_alive, 60)
             m.unchanged(back)
             m.tl.step("rolled back: DLedger holds every master at its epoch, every broker alive")
             acked = len(m.producer.acked())
