@@ -345,13 +345,17 @@ def migrate() -> None:
 @pass_out
 def export(out: Out, sources: str, namesrv: str, path: Path, timeout: float) -> None:
     """Read a running RocketMQ controller's whole state and write it to FILE (atomically, fsynced)."""
-    addrs = _split(sources)
-    (namesrv,) = _split(namesrv)[:1]
-    doc, unmanaged = read_controller(addrs, namesrv, timeout)
+    doc, unmanaged = read_controller(_split(sources), _split(namesrv)[0], timeout)
     doc["sha256"] = checksum(doc)
+    try:  # what the controller answered holds the file's rules, or nothing is written
+        parsed = MigrationFile.model_validate(doc)
+        _check_sets(doc["source"]["leader"], parsed.brokerSets)
+    except ValidationError as e:
+        raise Failed(f"{doc['source']['leader']}: an answer does not fit the export file: {e.errors()[0]}") from None
+    except CorruptInput as e:
+        raise Failed(e.message) from None
     path = path.absolute()
     atomic_write(path.parent, path.name, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode())
-    parsed = MigrationFile.model_validate(doc)
     for name in unmanaged:
         click.echo(f"rmqctl: warning: broker set {name} is not managed by the controller (not exported)", err=True)
     summary = {
