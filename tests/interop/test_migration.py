@@ -174,9 +174,12 @@ class Migration:
         of `to` (its broker.log says so). Records each broker's time without a reachable controller leader: from
         `since` (its controller stopped) to following the new leader."""
         marks = {b.name: b.log_mark() for b in self.all}
+        # -c CLUSTER -a true: every broker of the cluster, slaves included (UpdateBrokerConfigSubCommand, 5.5.0).
+        out = self.d.mqadmin(
+            "updateBrokerConfig", "-c", "DefaultCluster", "-a", "true", "-k", "controllerAddr", "-v", ";".join(to)
+        )
         for b in self.all:
-            out = self.d.mqadmin("updateBrokerConfig", "-b", b.addr, "-k", "controllerAddr", "-v", ";".join(to))
-            assert "success" in out.lower(), out
+            assert f"update broker config success, {b.addr}" in out, out
         self.tl.step(f"mqadmin updateBrokerConfig -k controllerAddr (-> {label}) sent to {len(self.all)} brokers")
         switched: set[str] = set()
 
