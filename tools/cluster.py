@@ -59,14 +59,16 @@ class ControllerdCluster:
     def log_path(self, i: int) -> str:
         return os.path.join(self.root, f"n{i}.log")
 
-    def start(self, i: int, env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
+    def start(self, i: int, env_extra: dict[str, str] | None = None, tree: str = ROOT) -> subprocess.Popen[bytes]:
+        """Start node i from the source tree `tree` (another release's, checked out elsewhere, runs with this
+        interpreter and its installed dependencies: tests/daemon/test_upgrade.py)."""
+        env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env_extra or {}))
         p = subprocess.Popen(
             [sys.executable, "-m", "cli.controllerd", "--type", "jraft", "-c", self.confs[i], "--log-format", "json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
-            cwd=ROOT,
+            cwd=tree,
         )
         assert p.stdout is not None
         reader = threading.Thread(target=self._copy_log, args=(p.stdout, self.log_path(i)), daemon=True)

@@ -81,6 +81,7 @@ PROGRAMS: dict[str, Program] = {
             "monitoring",
             "tests/deploy/test_rules.py: promtool check rules / test rules on deploy/prometheus",
         ),
+        Program("git", ("git",), True, "tests", "tests/daemon/test_upgrade.py: `git archive` of the previous release"),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
         Program(
             "java",

@@ -335,3 +335,18 @@ def decode(frame: tuple[int, bytes, bytes]) -> RemotingCommand:
     cmd = decode_header(header, stype)
     cmd.body = body or None
     return cmd
+
+
+# fastjson writes a Map<Long, String> with bare numeric keys (`{1:"127.0.0.1:10911"}`, not JSON: the NameServer's
+# ClusterInfo brokerAddrs, for one); it reads both forms.
+_BARE_KEY = re.compile(r'([{,])(-?\d+):(?=["{\[0-9tfn-])')
+
+
+def loads_fastjson(raw: bytes) -> object:
+    """A JSON body as fastjson writes it: plain JSON, or JSON but for bare numeric map keys. Raises ValueError
+    (json.JSONDecodeError, with the position in the body) when it is neither."""
+    text = raw.decode()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(_BARE_KEY.sub(r'\1"\2":', text))

@@ -34,7 +34,7 @@ def config_view(service: ControllerService, settings: ApiSettings) -> dict[str, 
     return dict(sorted(out.items()))
 
 
-def _parse(kind: int, raw: object) -> ConfigValue | None:
+def parse_config_value(kind: int, raw: object) -> ConfigValue | None:
     """A replicated key's value from properties text or the JSON value of its type; None if neither."""
     if kind == commands.BOOL:
         if type(raw) is bool:
@@ -68,7 +68,7 @@ def plan_config_update(body: Mapping[str, object], settings: ApiSettings) -> dic
                 why = f"not a controller config key that can change at runtime (those are {runtime})"
             errors.append({"field": key, "location": "body", "message": why, "type": "config_key"})
             continue
-        value = _parse(kind, raw)
+        value = parse_config_value(kind, raw)
         out_of_range = kind == commands.INT and value is not None and not 0 <= value <= JAVA_INT_MAX
         if value is None or out_of_range or not commands.config_value_ok(key, value):
             want = '"true" or "false"' if kind == commands.BOOL else f"an integer from 0 to {JAVA_INT_MAX}"

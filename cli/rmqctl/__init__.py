@@ -242,3 +242,7 @@ main.add_command(broker)
 from cli.rmqctl.auditverb import audit  # noqa: E402
 
 main.add_command(audit)
+
+from cli.rmqctl.migrate import migrate  # noqa: E402
+
+main.add_command(migrate)

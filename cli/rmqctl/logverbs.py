@@ -348,9 +348,23 @@ def _write(
             f"the voters at index {doc['toIndex']} are unknown (no snapshot and no CONF entry): "
             "pass --voter ID for each voter"
         )
+    user_meta = {"writtenBy": "rmqctl log replay", "source": doc["path"], "fromSnapshot": doc["fromSnapshot"]}
+    write_state_snapshot(out, sm, root, doc, voters, learners, user_meta)
+
+
+def write_state_snapshot(
+    out: Out,
+    sm: ControllerStateMachine,
+    root: Path,
+    doc: JSONObject,
+    voters: tuple[str, ...],
+    learners: tuple[str, ...],
+    user_meta: JSONObject,
+) -> None:
+    """Write `sm` as the committed snapshot `root/snapshot_<doc.toIndex>` (term doc.toTerm) with the snapshot
+    package's writer, and print `doc` with where it went (`log replay`, `migrate import`)."""
     # No retention here: the operator's directory keeps every snapshot written to it.
     st = FileSnapshotStorage(root, max_reserved=1 << 30, known_types=SECTION_NAMES)
-    user_meta = {"writtenBy": "rmqctl log replay", "source": doc["path"], "fromSnapshot": doc["fromSnapshot"]}
     try:
         pending = st.create(
             doc["toIndex"], doc["toTerm"], voters, learners, created_at=time.time(), user_meta=user_meta

@@ -30,11 +30,11 @@ FAILOVER_BOUND_S = (HEARTBEAT_TIMEOUT_MS + SCAN_INTERVAL_MS) / 1000 + 1.0
 
 
 class Demo:
-    def __init__(self, cluster: ControllerdCluster, groups: int = 2, replicas: int = 3) -> None:
+    def __init__(self, cluster: ControllerdCluster, groups: int = 2, replicas: int = 3, cfg: SimConfig = FAST) -> None:
         self.cluster = cluster
         self._changed = threading.Condition()
         self.events: list[dict[str, Any]] = []
-        self.sim = Simulator(list(cluster.https), groups, replicas, FAST, on_event=self._on_event)
+        self.sim = Simulator(list(cluster.https), groups, replicas, cfg, on_event=self._on_event)
         self.runner = SimThread(self.sim)
 
     def _on_event(self, event: dict[str, Any]) -> None:  # on the simulator's loop thread

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ import pytest
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient
-from api.remoting.codec import FrameDecoder, RemotingCommand
+from api.remoting.codec import FrameDecoder, RemotingCommand, loads_fastjson
 from cli import rocketmq
 from cli.rocketmq import Deployment
 from statemachine import codes as C
@@ -418,21 +417,13 @@ def normalize(value: Any, names: dict[str, str]) -> Any:
     return value
 
 
-# fastjson writes a Map<Long, String> with bare numeric keys (`{1:"127.0.0.1:10911"}`, not JSON); it reads
-# both forms, so the body is compared as the object it encodes.
-_BARE_KEY = re.compile(r'([{,])(-?\d+):(?=["{\[0-9tfn-])')
-
-
 def parse_body(raw: bytes) -> Any:
-    text = raw.decode(errors="replace")
+    """The body as the object it encodes (fastjson writes bare numeric map keys, `{1:"127.0.0.1:10911"}`, and
+    reads both forms, so bodies are compared as objects), or as text when it is not JSON."""
     try:
-        return json.loads(text)
+        return loads_fastjson(raw)
     except ValueError:
-        pass
-    try:
-        return json.loads(_BARE_KEY.sub(r'\1"\2":', text))
-    except ValueError:
-        return text
+        return raw.decode(errors="replace")
 
 
 def answer(r: RemotingCommand, names: dict[str, str]) -> dict[str, Any]:

@@ -333,14 +333,21 @@ def asyncio_register_scratch(remoting: str) -> None:
 class Producer:
     """interop.Producer in the background: every acknowledged send is a line of `acks`."""
 
-    def __init__(self, world: World, topic: str, seconds: int) -> None:
+    def __init__(self, world: World, topic: str, seconds: int, pause_ms: int = 0) -> None:
         d = world.rmq
         self.dir = os.path.join(world.root, f"producer-{topic}")
         os.makedirs(self.dir, exist_ok=True)
         self.acks = os.path.join(self.dir, "acks")
         self.stop_file = os.path.join(self.dir, "stop")
         self.proc = d.java_client(
-            "interop.Producer", d.namesrv_addr, topic, self.acks, self.stop_file, str(seconds), name=f"producer-{topic}"
+            "interop.Producer",
+            d.namesrv_addr,
+            topic,
+            self.acks,
+            self.stop_file,
+            str(seconds),
+            str(pause_ms),
+            name=f"producer-{topic}",
         ).start()
 
     def acked(self) -> list[str]:

@@ -14,12 +14,14 @@ import org.apache.rocketmq.common.message.Message;
  * Sends numbered messages to one topic, one at a time, and writes a line per acknowledged send (SEND_OK) to
  * a file: "seq brokerName queueId queueOffset msgId". Runs until the stop file exists or the time is up.
  *
- * Args: namesrv topic ackFile stopFile maxSeconds
+ * Args: namesrv topic ackFile stopFile maxSeconds [pauseMillis]
+ * pauseMillis (default 0): a pause after each send, to bound the message count of a long run.
  */
 public final class Producer {
     public static void main(String[] args) throws Exception {
         String namesrv = args[0], topic = args[1], ackFile = args[2], stopFile = args[3];
         long deadline = System.currentTimeMillis() + Long.parseLong(args[4]) * 1000L;
+        long pause = args.length > 5 ? Long.parseLong(args[5]) : 0L;
         DefaultMQProducer producer = new DefaultMQProducer("interop-producer");
         producer.setNamesrvAddr(namesrv);
         producer.setSendMsgTimeout(3000);
@@ -40,6 +42,9 @@ public final class Producer {
                         acked++;
                         if (acked == 1 || acked % 50 == 0) {
                             System.out.println("acked " + acked + " failed " + failed);
+                        }
+                        if (pause > 0) {
+                            Thread.sleep(pause);
                         }
                     } else {
                         failed++;
