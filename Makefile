@@ -26,14 +26,15 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # tools/setup.sh installs with apt-get every program the tests run that is missing (the table of
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
 # that table or is not on this machine.
-# The real-RocketMQ interop suite (tests/interop, docs/interop.md) runs after the rest, alone, so that its JVMs
-# have both cores. `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs
+# The real-RocketMQ interop suite (tests/interop, docs/interop.md) runs after the rest, on two workers, one file
+# per worker (--dist loadfile): tests/interop/test_migration.py spends most of its 9 minutes waiting for real
+# brokers' fixed 120 s controllerAddr refresh, while the other worker runs the other files. `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs
 # Hadoop's own HDFS and ships the executors' Python as a packed archive.
 test: lint rocketmq hadoop audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not interop"
-	$(BIN)/python -m pytest -q -m interop
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m interop
 
 # Offline: no Maven, no RocketMQ, no real processes.
 test-fast: setup

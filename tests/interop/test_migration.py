@@ -345,8 +345,8 @@ def test_a_master_slave_pair_upgraded_in_place_keeps_its_master_and_every_messag
             ours.wait_ready()
             port_m, port_s = port_triples(2)
             classic = {"enableControllerMode": False, "controllerAddr": ""}
-            master = d.broker("ms", port_m, [], index=0, brokerId=0, brokerRole="ASYNC_MASTER", **classic)
-            slave = d.broker("ms", port_s, [], index=1, brokerId=1, brokerRole="SLAVE", **classic)
+            master = d.broker("ms", port_m, [], 0, (), brokerId=0, brokerRole="ASYNC_MASTER", **classic)
+            slave = d.broker("ms", port_s, [], 1, (), brokerId=1, brokerRole="SLAVE", **classic)
             master.start_and_wait()
             slave.start_and_wait()
             out = d.mqadmin("updateTopic", "-b", master.addr, "-t", "UpgradeT", "-r", "2", "-w", "2")
