@@ -953,8 +953,8 @@ def certificate_common_name(path: str) -> str | None:
 
 class PeerFiles(PeerTls):
     """Peer TLS from PEM files, reloaded like the remoting certificates (api.service.tls.ServerTls): when a file
-    changes, and on `reload()` (SIGHUP). The listener keeps one context that switches each handshake to the
-    current certificate; each outbound connection gets the current client context."""
+    changes, and on `reload()` (SIGHUP). Each inbound handshake gets the current server context (certificate,
+    key and CA bundle) and each outbound connection the current client context."""
 
     def __init__(self, cert: str, key: str, password: str | None, trust: str) -> None:
         settings = TlsSettings(
@@ -970,11 +970,10 @@ class PeerFiles(PeerTls):
             sources={"tls.server.certPath": "jRaftTlsCertPath", "tls.server.keyPath": "jRaftTlsKeyPath"},
         )
         self.files = ServerTls(settings, "peer")
-        self._listening = self.files.listening_context()
         self._built: tuple[ssl.SSLContext | None, ssl.SSLContext | None] = (None, None)
 
     def server_context(self) -> ssl.SSLContext:
-        return self._listening
+        return self.files.context()
 
     def client_context(self) -> ssl.SSLContext:
         """A client context on the current files: our certificate, the CA, no host-name check (the CN is checked

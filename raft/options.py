@@ -319,7 +319,7 @@ class PeerTls:
         self._server, self._client = server, client
 
     def server_context(self) -> ssl.SSLContext:
-        """The listener's context, asked once when the transport starts."""
+        """The context of the next inbound handshake (asked per connection, so a reloaded one applies at once)."""
         return self._server
 
     def client_context(self) -> ssl.SSLContext:

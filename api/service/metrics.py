@@ -30,6 +30,7 @@ from prometheus_client.core import (
 
 from api.service import alarms
 from raft.core import Role
+from raft.transport.tcp import TLS_REFUSED as RAFT_TLS_REFUSED
 from statemachine import codes as C
 from statemachine.alarms import ALARMS
 from statemachine.result import Result
@@ -218,9 +219,22 @@ class _Collector:
             "connections refused by the TLS layer (plain on enforcing, bad certificate, handshake failed or timed out)",
             ("listener", "reason"),
         )
-        for (listener, reason), n in sorted(m.tls_refusals.items()):
+        counts = dict(m.tls_refusals)
+        for stat, n in (self._transport_stats() or {}).items():
+            if stat.startswith(RAFT_TLS_REFUSED):  # the peer transport's, by reason (raft/transport/tcp.py)
+                counts[("raft", stat.removeprefix(RAFT_TLS_REFUSED))] = n
+        for (listener, reason), n in sorted(counts.items()):
             refused.add_metric([*values, listener, reason], n)
         yield refused
+
+    def _transport_stats(self) -> Mapping[str, int] | None:
+        service = self.m.service
+        if not service.started:
+            return None
+        try:
+            return service.node_status().transport
+        except Exception:  # noqa: BLE001 - a scrape must answer even if the node is broken
+            return None
 
     def _state(self, family: _Family, values: list[str]) -> Iterator[Metric]:
         m, service = self.m, self.m.service
@@ -287,6 +301,8 @@ class _Collector:
             yield counter("log_batches", "batches written by the log writer", writer.batches)
             yield counter("log_entries", "entries written by the log writer", writer.entries)
         for key, v in sorted((st.transport or {}).items()):
+            if key.startswith(RAFT_TLS_REFUSED):
+                continue  # in controllerd_tls_refused_total{listener="raft"}
             if key == "pending_bytes":
                 yield gauge("transport_pending_bytes", "encoded messages waiting for peers", v)
             else:

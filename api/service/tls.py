@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from api.service.properties import PropertiesError, parse_properties
+from raft.leaf.peercert import refusal_reason as peer_refusal_reason
 
 log = logging.getLogger("controllerd.tls")
 
@@ -317,18 +318,5 @@ class ServerTls:
 
 
 def refusal_reason(exc: BaseException) -> tuple[str, str]:
-    """(counter label, log text) of a failed TLS handshake."""
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        message = exc.verify_message or str(exc)
-        label = "expired" if "expired" in message else "bad_certificate"
-        return label, f"client certificate refused: {message}"
-    if isinstance(exc, ssl.SSLError):
-        text = exc.reason or str(exc)
-        if "PEER_DID_NOT_RETURN_A_CERTIFICATE" in text:
-            return "no_certificate", "no client certificate (tls.server.need.client.auth=require)"
-        if "UNKNOWN_CA" in text or "CERTIFICATE_UNKNOWN" in text or "BAD_CERTIFICATE" in text:
-            return "peer_refused_certificate", f"the client refused this server's certificate ({text})"
-        return "handshake_failed", f"TLS handshake failed: {text}"
-    if isinstance(exc, TimeoutError):
-        return "handshake_timeout", f"TLS handshake not finished within {HANDSHAKE_TIMEOUT_S:.0f} s"
-    return "truncated_handshake", f"connection closed during the TLS handshake ({type(exc).__name__}: {exc})"
+    """(counter label, log text) of a failed TLS handshake on a listener (raft.leaf.peercert.refusal_reason)."""
+    return peer_refusal_reason(exc, HANDSHAKE_TIMEOUT_S)

@@ -14,3 +14,28 @@ def common_name(cert: object) -> str | None:
             if key == "commonName":
                 return str(value)
     return None
+
+
+HANDSHAKE_RECORD = 0x16  # the first byte of a TLS connection: a handshake record
+
+
+def refusal_reason(exc: BaseException, timeout_s: float, *, their: str = "client") -> tuple[str, str]:
+    """(counter label, log text) of a failed TLS handshake; `their` names the other end's role ("client" on a
+    listener, "server" when we dialled). Shared by every TLS listener (remoting, HTTP, raft peers)."""
+    import ssl
+
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        message = exc.verify_message or str(exc)
+        label = "expired" if "expired" in message else "bad_certificate"
+        return label, f"{their} certificate refused: {message}"
+    if isinstance(exc, ssl.SSLError):
+        text = exc.reason or str(exc)
+        if "PEER_DID_NOT_RETURN_A_CERTIFICATE" in text:
+            return "no_certificate", "no client certificate (one is required)"
+        if "UNKNOWN_CA" in text or "CERTIFICATE_UNKNOWN" in text or "BAD_CERTIFICATE" in text or "EXPIRED" in text:
+            mine = "server" if their == "client" else "client"
+            return "peer_refused_certificate", f"the {their} refused this {mine}'s certificate ({text})"
+        return "handshake_failed", f"TLS handshake failed: {text}"
+    if isinstance(exc, TimeoutError):
+        return "handshake_timeout", f"TLS handshake not finished within {timeout_s:g} s"
+    return "truncated_handshake", f"connection closed during the TLS handshake ({type(exc).__name__}: {exc})"

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Mapping
 
 from raft.core.messages import Message
-from raft.leaf.peercert import common_name
+from raft.leaf.peercert import HANDSHAKE_RECORD, common_name, refusal_reason
 from raft.options import PeerTls, TransportOptions
 from raft.transport.codec import (
     KIND_SNAPSHOT,
@@ -60,7 +61,12 @@ COUNTERS = (
     "unauthenticated_closed",  # inbound: no authenticated header within auth_timeout_s
     "idle_closed",  # inbound: nothing received for idle_timeout_s
     "identity_mismatch",  # peer TLS: the certificate names another node than the one at the other end
+    "tls_refused",  # peer TLS: handshakes refused, either direction (by reason: stats()'s tls_refused_<reason>)
 )
+TLS_REFUSED = (
+    "tls_refused_"  # stats() keys tls_refused_<reason>: /metrics' controllerd_tls_refused_total{listener="raft"}
+)
+ACCEPT_RETRY_S = 1.0  # after a failed accept (EMFILE, ...)
 
 
 def certificate_name(transport: asyncio.BaseTransport) -> str | None:
@@ -115,6 +121,9 @@ class TcpTransport:
         self._counters = dict.fromkeys(COUNTERS, 0)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
+        self._sock: socket.socket | None = None  # peer TLS: our own listening socket (see _accept)
+        self._admitting: set[asyncio.Task[None]] = set()  # peer TLS: connections in their handshake
+        self.tls_refusals: dict[str, int] = {}  # peer TLS: reason -> handshakes refused
         self._address: Address | None = None
         self._inbound: set[_Inbound] = set()
         self._unauthenticated: set[_Inbound] = set()  # inbound connections whose first header has not verified
@@ -128,9 +137,78 @@ class TcpTransport:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         host, port = self._listen
-        ssl = self.tls.server_context() if self.tls is not None else None
-        self._server = await self._loop.create_server(lambda: _Inbound(self), host, port, ssl=ssl)
-        self._address = self._server.sockets[0].getsockname()[:2]
+        if self.tls is None:
+            self._server = await self._loop.create_server(lambda: _Inbound(self), host, port)
+            self._address = self._server.sockets[0].getsockname()[:2]
+            return
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.create_server((host, port), family=family, backlog=128)
+        self._sock.setblocking(False)
+        self._address = self._sock.getsockname()[:2]
+        self._admitting.add(self._loop.create_task(self._accept(self._sock), name=f"raft-accept-{self.node_id}"))
+
+    async def _accept(self, sock: socket.socket) -> None:
+        """Peer TLS: our own accept loop, so that each handshake uses the context current at that moment
+        (`tls.server_context()`, a changed CA bundle included) and every refused handshake is seen here: one
+        warning naming the address and the reason, one count (`refused_handshake`)."""
+        assert self._loop is not None
+        while True:
+            try:
+                conn, addr = await self._loop.sock_accept(sock)
+            except OSError as e:
+                if self._closed:
+                    return
+                logger.error("%s: raft accept failed: %s; retrying in %.1f s", self.node_id, e, ACCEPT_RETRY_S)
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            peer = format_address((str(addr[0]), int(addr[1])))
+            if len(self._admitting) > self.options.max_unauthenticated_connections:
+                self._counters["refused"] += 1
+                logger.warning("%s: too many TLS handshakes in progress; refusing one from %s", self.node_id, peer)
+                conn.close()
+                continue
+            task = self._loop.create_task(self._admit(conn, peer))
+            self._admitting.add(task)
+            task.add_done_callback(self._admitting.discard)
+
+    async def _admit(self, conn: socket.socket, peer: str) -> None:
+        """One inbound TLS connection: its first byte must start a TLS handshake, which must finish within
+        auth_timeout_s with the current server context."""
+        assert self._loop is not None and self.tls is not None
+        loop, timeout = self._loop, self.options.auth_timeout_s
+        conn.setblocking(False)
+        try:
+            async with asyncio.timeout(timeout):
+                first = await _peek(loop, conn)
+                if first == b"":
+                    conn.close()  # closed before a byte: nothing to refuse
+                    return
+                if first[0] != HANDSHAKE_RECORD:
+                    conn.close()
+                    self.refused_handshake("inbound", peer, "plain_on_enforcing", "a plain connection, TLS required")
+                    return
+                await loop.connect_accepted_socket(
+                    lambda: _Inbound(self), conn, ssl=self.tls.server_context(), ssl_handshake_timeout=timeout
+                )
+        except asyncio.CancelledError:
+            conn.close()
+            raise
+        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
+            conn.close()
+            self.refused_handshake("inbound", peer, *refusal_reason(e, timeout))
+
+    def refused_handshake(self, direction: str, peer: str, reason: str, text: str) -> None:
+        """A TLS handshake refused: one warning naming the remote address and the reason, one count."""
+        self._counters["tls_refused"] += 1
+        self.tls_refusals[reason] = self.tls_refusals.get(reason, 0) + 1
+        logger.warning(
+            "%s: raft %s TLS connection %s %s refused: %s",
+            self.node_id,
+            direction,
+            "from" if direction == "inbound" else "to",
+            peer,
+            text,
+        )
 
     @property
     def address(self) -> Address:
@@ -157,6 +235,11 @@ class TcpTransport:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        if self._sock is not None:
+            self._sock.close()
+            for task in list(self._admitting):
+                task.cancel()
+                waits.append(task)
         if waits:  # wait for connection_lost so that nothing outlives us; bounded in case a peer stalls
             await asyncio.wait(waits, timeout=1.0)
 
@@ -173,7 +256,9 @@ class TcpTransport:
                 self._peers[pid] = _Peer(pid, addr, self.options.backoff_min)
 
     def stats(self) -> dict[str, int]:
-        return {**self._counters, "pending_bytes": sum(p.pending_bytes + p.frame_bytes for p in self._peers.values())}
+        pending = sum(p.pending_bytes + p.frame_bytes for p in self._peers.values())
+        by_reason = {TLS_REFUSED + reason: n for reason, n in self.tls_refusals.items()}
+        return {**self._counters, **by_reason, "pending_bytes": pending}
 
     # --- outbound ---------------------------------------------------------------------------------------
 
@@ -327,12 +412,33 @@ class TcpTransport:
         host, port = peer.address
         try:
             async with asyncio.timeout(self.options.connect_timeout):
-                ssl = self.tls.client_context() if self.tls is not None else None
-                _, conn = await self._loop.create_connection(lambda: _Outbound(self, peer), host, port, ssl=ssl)
+                if self.tls is None:
+                    _, conn = await self._loop.create_connection(lambda: _Outbound(self, peer), host, port)
+                else:
+                    sock = await _connected_socket(self._loop, host, port)
         except (OSError, TimeoutError) as e:
             peer.connecting = None
             self._backoff(peer, f"connect failed: {e!r}")
             return
+        if self.tls is not None:
+            # TCP is up: what fails from here is the TLS handshake, refused with a warning and a count
+            timeout = self.options.connect_timeout
+            try:
+                async with asyncio.timeout(timeout):
+                    _, conn = await self._loop.create_connection(
+                        lambda: _Outbound(self, peer),
+                        sock=sock,
+                        ssl=self.tls.client_context(),
+                        server_hostname=host,
+                        ssl_handshake_timeout=timeout,
+                    )
+            except (OSError, TimeoutError) as e:
+                sock.close()
+                peer.connecting = None
+                reason, text = refusal_reason(e, timeout, their="server")
+                self.refused_handshake("outbound", f"{peer.id} at {format_address(peer.address)}", reason, text)
+                self._backoff(peer, f"TLS handshake failed: {text}")
+                return
         peer.connecting = None
         named = certificate_name(conn.transport) if self.tls is not None else peer.id
         if named != peer.id:
@@ -365,6 +471,9 @@ class TcpTransport:
             # The peer closed a connection we had left idle (idle_timeout_s): no failure, reconnect on demand.
             peer.backoff, peer.retry_at = self.options.backoff_min, 0.0
             return
+        if isinstance(exc, ssl.SSLError):  # TLS 1.3: the server refuses our certificate after our side finished
+            reason, text = refusal_reason(exc, self.options.connect_timeout, their="server")
+            self.refused_handshake("outbound", f"{peer.id} at {format_address(peer.address)}", reason, text)
         if now - conn.since >= self.options.backoff_max:
             peer.backoff = self.options.backoff_min  # it was healthy for a while: retry soon
         self._backoff(peer, f"connection lost: {exc!r}")
@@ -465,6 +574,44 @@ class TcpTransport:
             else:
                 kept.append(m)
         return kept
+
+
+async def _connected_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A TCP connection to host:port (each address of the name in turn), before any TLS."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, address)
+            return sock
+        except OSError as e:
+            sock.close()
+            error = e
+        except BaseException:
+            sock.close()
+            raise
+    raise error or OSError(f"no address for {host}")
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _peek(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+    """The first byte a client sent, left in the socket for the transport (b"" when it closed first)."""
+    while True:
+        try:
+            return sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            pass
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), _wake, readable)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(sock.fileno())
 
 
 class _Peer:
