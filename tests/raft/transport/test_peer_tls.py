@@ -5,18 +5,21 @@ and a plain-TCP peer are refused, and nothing they send is delivered."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from cli.config import PeerFiles, peer_contexts
 from raft.options import PeerTls
 from raft.transport import TcpTransport
+from raft.transport.tcp import format_address
 from tests.raft.transport.test_transport import DEADLINE, FAST, LOCAL, SECRET, Inbox, eventually, hb
-from tools.pki import CA
+from tools.pki import CA, write
 
 
 def tls_for(ca: CA, name: str) -> PeerTls:
@@ -118,6 +121,172 @@ def test_a_rotated_peer_certificate_is_served_and_used_without_a_restart(tmp_pat
             assert isinstance(tls["a"], PeerFiles) and tls["a"].files.reloads == 1
         finally:
             await a.close()
+            await b.close()
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
+
+
+# --- refused handshakes: one warning naming the address and the reason, one count ------------------------------
+
+TRUNCATED_CLIENT_HELLO = b"\x16\x03\x01\x00\xc8\x01\x00"  # a ClientHello's first 7 bytes, then nothing
+
+
+def raw_client(address: tuple[str, int], ctx: ssl.SSLContext | None, data: bytes = b"") -> str:
+    """Connect, then either handshake with `ctx` (and read until the server closes) or send `data` and close;
+    returns our host:port as the server sees it."""
+    with socket.create_connection(address, timeout=5) as raw:
+        me = "{}:{}".format(*raw.getsockname()[:2])
+        if ctx is None:
+            raw.sendall(data)
+            return me
+        try:
+            with ctx.wrap_socket(raw) as s:
+                s.recv(1)  # TLS 1.3: the server's refusal of our certificate arrives after our side finished
+        except (ssl.SSLError, OSError):
+            pass
+    return me
+
+
+def client_ctx(pair: object | None, trust: str | None = None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    if trust is None:
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        ctx.load_verify_locations(cafile=trust)
+    if pair is not None:
+        ctx.load_cert_chain(pair.cert, pair.key)  # type: ignore[attr-defined]
+    return ctx
+
+
+def refusals(caplog: pytest.LogCaptureFixture, where: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "raft.transport.tcp" and "refused" in r.getMessage() and where in r.getMessage()
+    ]
+
+
+def test_each_refused_inbound_handshake_is_logged_once_with_the_address_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="raft.transport.tcp")
+    ca, other = CA(tmp_path / "ca"), CA(tmp_path / "other", "other-ca")
+    expired = ca.issue("a", expired=True, file="expired")
+    foreign = other.issue("a")
+    tls = tls_for(ca, "b")
+
+    async def main() -> None:
+        b = TcpTransport("b", LOCAL, {}, SECRET, Inbox(), FAST, tls)
+        await b.start()
+        try:
+            cases = [
+                ("expired", client_ctx(expired), b"", "certificate has expired"),
+                ("bad_certificate", client_ctx(foreign), b"", "certificate refused"),
+                ("plain_on_enforcing", None, b"GET / HTTP/1.1\r\n\r\n", "a plain connection"),
+                ("truncated_handshake", None, TRUNCATED_CLIENT_HELLO, "closed during the TLS handshake"),
+            ]
+            for reason, ctx, data, text in cases:
+                before = b.stats()
+                me = await asyncio.to_thread(raw_client, b.address, ctx, data)
+                await eventually(lambda r=reason: b.stats().get(f"tls_refused_{r}", 0) == 1)  # type: ignore[misc]
+                after = b.stats()
+                assert after["tls_refused"] == before["tls_refused"] + 1, reason
+                lines = refusals(caplog, me)
+                assert len(lines) == 1 and text in lines[0], (reason, lines)
+            assert b.stats()["frames_received"] == 0
+        finally:
+            await b.close()
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
+
+
+def test_each_refused_outbound_handshake_is_logged_once_with_the_peer_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="raft.transport.tcp")
+    ca, other = CA(tmp_path / "ca"), CA(tmp_path / "other", "other-ca")
+    old = ca.issue("b", expired=True, file="b-expired")
+    listeners = {
+        "expired": peer_contexts(old.cert, old.key, None, ca.path),
+        "bad_certificate": tls_for(other, "b"),
+    }
+
+    async def main() -> None:
+        a = TcpTransport("a", LOCAL, {}, SECRET, Inbox(), FAST, tls_for(ca, "a"))
+        await a.start()
+        try:
+            for reason, server_tls in [*listeners.items(), ("truncated_handshake", None)]:
+                b = TcpTransport("b", LOCAL, {}, SECRET, Inbox(), FAST, server_tls)  # None: a plain peer
+                await b.start()
+                try:
+                    a.update_peers({"b": b.address})
+                    a.send([hb("a", "b", 1)])
+                    await eventually(lambda r=reason: a.stats().get(f"tls_refused_{r}", 0) == 1)  # type: ignore[misc]
+                    lines = refusals(caplog, f"b at {format_address(b.address)}")
+                    assert len(lines) == 1 and "outbound" in lines[0], (reason, lines)
+                finally:
+                    await b.close()
+            assert a.stats()["tls_refused"] == 3 and a.stats()["connects"] == 0
+        finally:
+            await a.close()
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
+
+
+def test_a_replaced_ca_bundle_applies_to_the_next_inbound_connection(tmp_path: Path) -> None:
+    old_ca, new_ca = CA(tmp_path / "old"), CA(tmp_path / "new", "new-ca")
+    trust = str(tmp_path / "trust.pem")  # b's jRaftTlsTrustCertPath
+    write(trust, old_ca.cert.public_bytes(serialization.Encoding.PEM))
+    both = str(tmp_path / "both.pem")  # the clients trust either CA (b's own certificate stays the old CA's)
+    write(both, b"".join(c.cert.public_bytes(serialization.Encoding.PEM) for c in (old_ca, new_ca)))
+    b_pair = old_ca.issue("b")
+    b_tls = peer_contexts(b_pair.cert, b_pair.key, None, trust)
+    old_a, new_a = old_ca.issue("a", file="a-old"), new_ca.issue("a", file="a-new")
+
+    async def main() -> None:
+        inbox = Inbox()
+        b = TcpTransport("b", LOCAL, {}, SECRET, inbox, FAST, b_tls)
+        await b.start()
+        clients = {
+            name: TcpTransport(
+                "a", LOCAL, {"b": b.address}, SECRET, Inbox(), FAST, peer_contexts(p.cert, p.key, None, both)
+            )
+            for name, p in (("old", old_a), ("new", new_a))
+        }
+        for c in clients.values():
+            await c.start()
+        seq = 0
+
+        async def gets_through(name: str) -> bool:
+            nonlocal seq
+            seq += 1
+            refused = b.stats()["tls_refused"]
+            clients[name].send([hb("a", "b", seq)])
+            await eventually(lambda: b.stats()["tls_refused"] > refused or seq in [m.seq for m in inbox.messages])
+            return seq in [m.seq for m in inbox.messages]
+
+        try:
+            assert await gets_through("old") and not await gets_through("new")
+            write(trust, new_ca.cert.public_bytes(serialization.Encoding.PEM))  # the CA rotated: no restart
+            assert b_tls.reload()  # what SIGHUP does (the file's change alone triggers it as well)
+            for c in clients.values():  # new connections: drop the established ones, and the back-off
+                await c.close()
+            clients.update(
+                {
+                    name: TcpTransport(
+                        "a", LOCAL, {"b": b.address}, SECRET, Inbox(), FAST, peer_contexts(p.cert, p.key, None, both)
+                    )
+                    for name, p in (("old", old_a), ("new", new_a))
+                }
+            )
+            for c in clients.values():
+                await c.start()
+            assert await gets_through("new") and not await gets_through("old")
+            assert b.stats()["tls_refused_bad_certificate"] == 2
+        finally:
+            for c in clients.values():
+                await c.close()
             await b.close()
 
     asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
