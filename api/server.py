@@ -32,7 +32,7 @@ from api.http.hotpath import HeartbeatPath
 from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
 from api.service.settings import ApiSettings
-from api.service.tls import ServerTls
+from api.service.tls import ServerTls, TlsAcceptor
 
 log = logging.getLogger("controllerd")
 
@@ -150,6 +150,7 @@ class ControllerServer:
         )
         https = dataclasses.replace(settings.remoting_tls, mode="enforcing")
         self.http_tls = ServerTls(https, "HTTP") if settings.http_tls else None
+        self._acceptor: TlsAcceptor | None = None  # HTTPS: TLS terminated by us, per connection (TlsAcceptor)
         self._http: _EmbeddedUvicorn | None = None
         self._main: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
@@ -177,8 +178,6 @@ class ControllerServer:
             raise
         self.exporter.start()
         self._config.load()
-        if self.http_tls is not None:
-            self._config.ssl = self.http_tls.listening_context()
         if not self._config.access_log:
             # Uvicorn logs access lines whenever "uvicorn.access" has a handler, including the root's through
             # propagation (a host's logging setup): off means off, it costs ~5% of request throughput.
@@ -188,7 +187,22 @@ class ControllerServer:
             logging.getLogger("uvicorn.access").propagate = True  # to the host's (or controllerd's) handlers
         http = _EmbeddedUvicorn(self._config)
         http.lifespan = self._config.lifespan_class(self._config)
-        await http.startup(sockets=[self._sock])
+        if self.http_tls is None:
+            await http.startup(sockets=[self._sock])
+        else:
+            # HTTPS: uvicorn gets no socket and no ssl; our accept loop does each handshake with the current
+            # context (a reloaded certificate or CA applies to the next connection), logs and counts every
+            # refusal, and hands the TLS connection to the protocol uvicorn's own listener would have built.
+            await http.startup(sockets=[])
+            config, loop, metrics = self._config, asyncio.get_running_loop(), self.app.state.gateway.metrics
+
+            def protocol() -> asyncio.Protocol:
+                return config.http_protocol_class(  # type: ignore[call-arg]
+                    config=config, server_state=http.server_state, app_state=http.lifespan.state, _loop=loop
+                )
+
+            self._acceptor = TlsAcceptor(self.http_tls, "HTTP", protocol, lambda r: metrics.tls_refused("http", r))
+            self._acceptor.start(self._sock)
         self._http = http
         self._main = asyncio.get_running_loop().create_task(http.main_loop(), name="http")
         host, port = self.address
@@ -206,6 +220,9 @@ class ControllerServer:
         svc = self.service
         if svc.is_leader():
             await svc.hand_over()
+        if self._acceptor is not None:
+            await self._acceptor.stop()  # no new connection; the served ones are uvicorn's to close
+            self._acceptor = None
         if self._http is not None:
             self._http.should_exit = True
             if self._main is not None:
