@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import re
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,13 +19,14 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from api.server import ControllerServer
 from api.service.tls import TlsSettings
 from cli.rmqctl import main as rmqctl
 from raft.testing.cluster import free_ports
 from tests.api.harness import GROUP_RAFT, SETTINGS, TOKEN, service_options
-from tools.pki import CA
+from tools.pki import CA, Pair, write
 
 pytestmark = pytest.mark.anyio
 
@@ -115,3 +118,121 @@ async def test_a_tls_client_hello_on_the_plain_http_port_is_refused_and_the_port
             writer.close()
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"http://127.0.0.1:{port}/livez", timeout=5)).status_code == 200
+
+
+# --- refused handshakes, and a replaced CA bundle -----------------------------------------------------------
+
+TRUNCATED_CLIENT_HELLO = b"\x16\x03\x01\x00\xc8\x01\x00"  # a ClientHello's first 7 bytes, then nothing
+
+
+def tls_client(pair: Pair | None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    if pair is not None:
+        ctx.load_cert_chain(pair.cert, pair.key)
+    return ctx
+
+
+def get(port: int, ctx: ssl.SSLContext | None, data: bytes = b"", path: str = "/livez") -> tuple[str, bytes]:
+    """(our host:port, the answer) of one request over TLS with `ctx`, or of `data` sent plain (no answer)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        me = "{}:{}".format(*raw.getsockname()[:2])
+        if ctx is None:
+            raw.sendall(data)
+            return me, b""
+        answer = b""
+        try:
+            with ctx.wrap_socket(raw) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                while chunk := s.recv(65536):
+                    answer += chunk
+        except (ssl.SSLError, OSError):
+            pass
+        return me, answer
+
+
+@contextlib.asynccontextmanager
+async def https_server(root: Path, ca: CA, trust: str) -> AsyncIterator[tuple[ControllerServer, int]]:
+    pair = ca.issue("controller")
+    https = TlsSettings(
+        config_file="",
+        test_mode=False,
+        need_client_auth="require",
+        cert_path=pair.cert,
+        key_path=pair.key,
+        auth_client=True,
+        trust_cert_path=trust,
+    )
+    raft, http = free_ports(2)
+    settings = replace(SETTINGS, http_tls=True, remoting_tls=https)
+    server = ControllerServer(service_options(root, [raft], 0, GROUP_RAFT), settings, ("127.0.0.1", http))
+    await server.start()
+    try:
+        yield server, http
+    finally:
+        await server.stop()
+
+
+def refusal_lines(caplog: pytest.LogCaptureFixture, peer: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith(f"HTTP connection from {peer} refused: ") and r.levelno == logging.WARNING
+    ]
+
+
+async def test_each_refused_https_handshake_is_logged_once_with_the_address_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="controllerd.tls")
+    ca, other = CA(tmp_path / "pki"), CA(tmp_path / "other", "other-ca")
+    good, expired, foreign = ca.issue("operator"), ca.issue("old", expired=True), other.issue("operator")
+    async with https_server(tmp_path / "n", ca, ca.path) as (server, port):
+        counts = server.app.state.gateway.metrics.tls_refusals
+        cases = [
+            ("expired", tls_client(expired), b"", "certificate has expired"),
+            ("bad_certificate", tls_client(foreign), b"", "client certificate refused"),
+            ("no_certificate", tls_client(None), b"", "no client certificate"),
+            ("plain_on_enforcing", None, b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n", "a plain connection"),
+            ("truncated_handshake", None, TRUNCATED_CLIENT_HELLO, "closed during the TLS handshake"),
+        ]
+        for reason, ctx, data, text in cases:
+            me, answer = await asyncio.to_thread(get, port, ctx, data)
+            assert not answer.startswith(b"HTTP/"), reason
+            await eventually(lambda r=reason: counts[("http", r)] == 1)  # type: ignore[misc]
+            lines = refusal_lines(caplog, me)
+            assert len(lines) == 1 and text in lines[0], (reason, lines)
+        _, metrics = await asyncio.to_thread(get, port, tls_client(good), path="/metrics")
+        assert metrics.startswith(b"HTTP/1.1 200")
+        for reason, *_ in cases:
+            assert re.search(
+                rf'controllerd_tls_refused_total{{[^}}]*listener="http"[^}}]*reason="{reason}"}} 1\.0', metrics.decode()
+            )
+        assert sum(n for (listener, _), n in counts.items() if listener == "http") == len(cases)
+
+
+async def test_a_replaced_ca_bundle_applies_to_the_next_https_connection(tmp_path: Path) -> None:
+    old_ca, new_ca = CA(tmp_path / "old"), CA(tmp_path / "new", "new-ca")
+    trust = str(tmp_path / "trust.pem")  # tls.server.trustCertPath
+    write(trust, old_ca.cert.public_bytes(serialization.Encoding.PEM))
+    old_client, new_client = old_ca.issue("operator"), new_ca.issue("operator")
+    async with https_server(tmp_path / "n", old_ca, trust) as (server, port):
+        counts = server.app.state.gateway.metrics.tls_refusals
+
+        async def answered(pair: Pair) -> bool:
+            _, answer = await asyncio.to_thread(get, port, tls_client(pair))
+            return answer.startswith(b"HTTP/1.1 200")
+
+        assert await answered(old_client) and not await answered(new_client)
+        await eventually(lambda: counts[("http", "bad_certificate")] == 1)
+        write(trust, new_ca.cert.public_bytes(serialization.Encoding.PEM))  # the CA rotated: no restart
+        assert await answered(new_client) and not await answered(old_client)  # the file's change alone
+        server.reload_tls()  # and what SIGHUP does
+        assert await answered(new_client) and not await answered(old_client)
+        await eventually(lambda: counts[("http", "bad_certificate")] == 3)
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
