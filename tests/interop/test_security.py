@@ -93,7 +93,9 @@ class World:
         total = 0.0
         for i in self.ours.procs:
             text = httpx.get(self.ours.url(i, "/metrics"), timeout=5).text
-            m = re.search(rf'controllerd_tls_refused_total{{[^}}]*reason="{reason}"[^}}]*}} (\S+)', text)
+            m = re.search(
+                rf'controllerd_tls_refused_total{{[^}}]*listener="remoting"[^}}]*reason="{reason}"[^}}]*}} (\S+)', text
+            )
             total += float(m.group(1)) if m else 0.0
         return total
 

@@ -8,9 +8,12 @@ import asyncio
 import logging
 import socket
 import ssl
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvloop
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
@@ -18,7 +21,15 @@ from cli.config import PeerFiles, peer_contexts
 from raft.options import PeerTls
 from raft.transport import TcpTransport
 from raft.transport.tcp import format_address
-from tests.raft.transport.test_transport import DEADLINE, FAST, LOCAL, SECRET, Inbox, eventually, hb
+from tests.raft.transport.test_transport import (
+    DEADLINE,
+    FAST,
+    LOCAL,
+    SECRET,
+    Inbox,
+    eventually,
+    hb,
+)
 from tools.pki import CA, write
 
 
@@ -128,6 +139,20 @@ def test_a_rotated_peer_certificate_is_served_and_used_without_a_restart(tmp_pat
 
 # --- refused handshakes: one warning naming the address and the reason, one count ------------------------------
 
+Runner = Callable[[Coroutine[Any, Any, None]], None]
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Runner:
+    """Runs a test's coroutine on the stock loop and on uvloop (what controllerd runs), bounded."""
+
+    def runner(coro: Coroutine[Any, Any, None]) -> None:
+        bounded = asyncio.wait_for(coro, DEADLINE * 4)
+        uvloop.run(bounded) if request.param == "uvloop" else asyncio.run(bounded)
+
+    return runner
+
+
 TRUNCATED_CLIENT_HELLO = b"\x16\x03\x01\x00\xc8\x01\x00"  # a ClientHello's first 7 bytes, then nothing
 
 
@@ -168,7 +193,7 @@ def refusals(caplog: pytest.LogCaptureFixture, where: str) -> list[str]:
 
 
 def test_each_refused_inbound_handshake_is_logged_once_with_the_address_and_counted(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    run: Runner, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="raft.transport.tcp")
     ca, other = CA(tmp_path / "ca"), CA(tmp_path / "other", "other-ca")
@@ -198,11 +223,11 @@ def test_each_refused_inbound_handshake_is_logged_once_with_the_address_and_coun
         finally:
             await b.close()
 
-    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
+    run(main())
 
 
 def test_each_refused_outbound_handshake_is_logged_once_with_the_peer_and_counted(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    run: Runner, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="raft.transport.tcp")
     ca, other = CA(tmp_path / "ca"), CA(tmp_path / "other", "other-ca")
@@ -231,10 +256,10 @@ def test_each_refused_outbound_handshake_is_logged_once_with_the_peer_and_counte
         finally:
             await a.close()
 
-    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
+    run(main())
 
 
-def test_a_replaced_ca_bundle_applies_to_the_next_inbound_connection(tmp_path: Path) -> None:
+def test_a_replaced_ca_bundle_applies_to_the_next_inbound_connection(run: Runner, tmp_path: Path) -> None:
     old_ca, new_ca = CA(tmp_path / "old"), CA(tmp_path / "new", "new-ca")
     trust = str(tmp_path / "trust.pem")  # b's jRaftTlsTrustCertPath
     write(trust, old_ca.cert.public_bytes(serialization.Encoding.PEM))
@@ -289,4 +314,4 @@ def test_a_replaced_ca_bundle_applies_to_the_next_inbound_connection(tmp_path: P
                 await c.close()
             await b.close()
 
-    asyncio.run(asyncio.wait_for(main(), DEADLINE * 4))
+    run(main())
