@@ -122,6 +122,9 @@ async def test_a_tls_client_hello_on_the_plain_http_port_is_refused_and_the_port
 
 # --- refused handshakes, and a replaced CA bundle -----------------------------------------------------------
 
+BOTH_LOOPS = pytest.mark.parametrize(
+    "anyio_backend", [("asyncio", {}), ("asyncio", {"use_uvloop": True})], ids=["asyncio", "uvloop"]
+)
 TRUNCATED_CLIENT_HELLO = b"\x16\x03\x01\x00\xc8\x01\x00"  # a ClientHello's first 7 bytes, then nothing
 
 
@@ -181,6 +184,7 @@ def refusal_lines(caplog: pytest.LogCaptureFixture, peer: str) -> list[str]:
     ]
 
 
+@BOTH_LOOPS  # uvloop: what controllerd runs
 async def test_each_refused_https_handshake_is_logged_once_with_the_address_and_counted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -211,6 +215,7 @@ async def test_each_refused_https_handshake_is_logged_once_with_the_address_and_
         assert sum(n for (listener, _), n in counts.items() if listener == "http") == len(cases)
 
 
+@BOTH_LOOPS  # uvloop: what controllerd runs
 async def test_a_replaced_ca_bundle_applies_to_the_next_https_connection(tmp_path: Path) -> None:
     old_ca, new_ca = CA(tmp_path / "old"), CA(tmp_path / "new", "new-ca")
     trust = str(tmp_path / "trust.pem")  # tls.server.trustCertPath
