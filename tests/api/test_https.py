@@ -241,3 +241,35 @@ async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> Non
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.001)
+
+
+async def test_refusals_on_the_raft_port_reach_metrics_as_listener_raft(tmp_path: Path) -> None:
+    from cli.config import peer_contexts
+
+    ca = CA(tmp_path / "pki")
+    raft, http = free_ports(2)
+    me = f"127.0.0.1:{raft}"
+    pair = ca.issue(me, file="peer")
+    opts = service_options(tmp_path / "n", [raft], 0, GROUP_RAFT)
+    opts = replace(opts, node=replace(opts.node, tls=peer_contexts(pair.cert, pair.key, None, ca.path)))
+    server = ControllerServer(opts, SETTINGS, ("127.0.0.1", http))
+    await server.start()
+    try:
+        await asyncio.to_thread(get, raft, None, b"plain bytes on the raft port")
+        await asyncio.to_thread(get, raft, None, TRUNCATED_CLIENT_HELLO)
+
+        def scrape() -> str:
+            return httpx.get(f"http://127.0.0.1:{http}/metrics", timeout=5).text
+
+        def count(text: str, reason: str) -> str | None:
+            series = rf'controllerd_tls_refused_total{{[^}}]*listener="raft"[^}}]*reason="{reason}"}} (\S+)'
+            m = re.search(series, text)
+            return m.group(1) if m else None
+
+        async with asyncio.timeout(5):
+            while count(text := await asyncio.to_thread(scrape), "truncated_handshake") is None:
+                await asyncio.sleep(0.01)
+        assert count(text, "plain_on_enforcing") == "1.0" and count(text, "truncated_handshake") == "1.0"
+        assert "controllerd_raft_transport_tls_refused_truncated" not in text  # by reason only in the TLS family
+    finally:
+        await server.stop()
