@@ -286,21 +286,6 @@ class ServerTls:
             self._refresh()
         return self._ctx
 
-    def listening_context(self) -> ssl.SSLContext:
-        """One context for a server that takes a single context at start (uvicorn): each handshake switches
-        to the current `context()` in the ClientHello callback, so that a reloaded certificate reaches every
-        new connection. (OpenSSL takes the certificate and key from the switched-to context; the client
-        verification settings stay those of the start.)"""
-        base = self.context()
-
-        def switch(sslobj: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
-            current = self.context()
-            if current is not sslobj.context:
-                sslobj.context = current
-
-        base.sni_callback = switch
-        return base
-
     def _refresh(self) -> ssl.SSLContext | None:
         try:
             effective = self.settings.effective()

@@ -122,7 +122,8 @@ class TcpTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._sock: socket.socket | None = None  # peer TLS: our own listening socket (see _accept)
-        self._admitting: set[asyncio.Task[None]] = set()  # peer TLS: connections in their handshake
+        self._accepting: asyncio.Task[None] | None = None  # peer TLS: the accept loop
+        self._admitting: dict[asyncio.Task[None], str] = {}  # peer TLS: (oldest first) -> address, in their handshake
         self.tls_refusals: dict[str, int] = {}  # peer TLS: reason -> handshakes refused
         self._address: Address | None = None
         self._inbound: set[_Inbound] = set()
@@ -145,12 +146,14 @@ class TcpTransport:
         self._sock = socket.create_server((host, port), family=family, backlog=128)
         self._sock.setblocking(False)
         self._address = self._sock.getsockname()[:2]
-        self._admitting.add(self._loop.create_task(self._accept(self._sock), name=f"raft-accept-{self.node_id}"))
+        self._accepting = self._loop.create_task(self._accept(self._sock), name=f"raft-accept-{self.node_id}")
 
     async def _accept(self, sock: socket.socket) -> None:
         """Peer TLS: our own accept loop, so that each handshake uses the context current at that moment
         (`tls.server_context()`, a changed CA bundle included) and every refused handshake is seen here: one
-        warning naming the address and the reason, one count (`refused_handshake`)."""
+        warning naming the address and the reason, one count (`refused_handshake`). At most
+        max_unauthenticated_connections handshakes wait at once (one more drops the oldest), each for at most
+        auth_timeout_s."""
         assert self._loop is not None
         while True:
             try:
@@ -162,14 +165,15 @@ class TcpTransport:
                 await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
             peer = format_address((str(addr[0]), int(addr[1])))
-            if len(self._admitting) > self.options.max_unauthenticated_connections:
-                self._counters["refused"] += 1
-                logger.warning("%s: too many TLS handshakes in progress; refusing one from %s", self.node_id, peer)
-                conn.close()
-                continue
+            if len(self._admitting) >= self.options.max_unauthenticated_connections:
+                # the oldest waiting handshake makes room: half-open ones cannot lock a peer out for long
+                oldest = next(iter(self._admitting))
+                text = f"dropped: the oldest of {len(self._admitting)} connections still in their TLS handshake"
+                self.refused_handshake("inbound", self._admitting.pop(oldest), "too_many_handshakes", text)
+                oldest.cancel()
             task = self._loop.create_task(self._admit(conn, peer))
-            self._admitting.add(task)
-            task.add_done_callback(self._admitting.discard)
+            self._admitting[task] = peer
+            task.add_done_callback(lambda t: self._admitting.pop(t, None))
 
     async def _admit(self, conn: socket.socket, peer: str) -> None:
         """One inbound TLS connection: its first byte must start a TLS handshake, which must finish within
@@ -237,9 +241,10 @@ class TcpTransport:
             await self._server.wait_closed()
         if self._sock is not None:
             self._sock.close()
-            for task in list(self._admitting):
-                task.cancel()
-                waits.append(task)
+            for task in [self._accepting, *self._admitting]:
+                if task is not None:
+                    task.cancel()
+                    waits.append(task)
         if waits:  # wait for connection_lost so that nothing outlives us; bounded in case a peer stalls
             await asyncio.wait(waits, timeout=1.0)
 

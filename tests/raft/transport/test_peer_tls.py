@@ -9,6 +9,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +313,36 @@ def test_a_replaced_ca_bundle_applies_to_the_next_inbound_connection(run: Runner
         finally:
             for c in clients.values():
                 await c.close()
+            await b.close()
+
+    run(main())
+
+
+def test_half_open_handshakes_are_bounded_in_number_and_time(run: Runner, tmp_path: Path) -> None:
+    ca = CA(tmp_path)
+    tight = replace(FAST, max_unauthenticated_connections=2, auth_timeout_s=0.5)
+
+    async def main() -> None:
+        inbox = Inbox()
+        b = TcpTransport("b", LOCAL, {}, SECRET, inbox, tight, tls_for(ca, "b"))
+        a = TcpTransport("a", LOCAL, {}, SECRET, Inbox(), FAST, tls_for(ca, "a"))
+        await b.start()
+        await a.start()
+        held = []
+        try:
+            for _ in range(3):  # each sends the start of a ClientHello and then nothing
+                _, writer = await asyncio.open_connection(*b.address)
+                writer.write(TRUNCATED_CLIENT_HELLO)
+                held.append(writer)
+            await eventually(lambda: b.stats().get("tls_refused_too_many_handshakes", 0) == 1)
+            await eventually(lambda: b.stats().get("tls_refused_handshake_timeout", 0) == 2)
+            a.update_peers({"b": b.address})
+            a.send([hb("a", "b", 1)])  # a real peer still gets in
+            assert [m.seq for m in await inbox.wait(1)] == [1]
+        finally:
+            for w in held:
+                w.close()
+            await a.close()
             await b.close()
 
     run(main())
