@@ -239,14 +239,14 @@ class TcpTransport:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-        if self._sock is not None:
-            self._sock.close()
-            for task in [self._accepting, *self._admitting]:
-                if task is not None:
-                    task.cancel()
-                    waits.append(task)
+        for task in [self._accepting, *self._admitting]:
+            if task is not None:  # peer TLS: the accept loop and the handshakes in progress
+                task.cancel()
+                waits.append(task)
         if waits:  # wait for connection_lost so that nothing outlives us; bounded in case a peer stalls
             await asyncio.wait(waits, timeout=1.0)
+        if self._sock is not None:
+            self._sock.close()  # after the accept loop has stopped polling it
 
     def update_peers(self, peers: Mapping[str, Address]) -> None:
         """Replace the peer set. A removed peer, or one whose address changed, loses its connection and its
