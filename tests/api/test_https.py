@@ -1,6 +1,8 @@
 """HTTPS on controllerHttpAddr (controllerHttpTls): real uvicorn on loopback with the tls.server.* settings and
 client certificates; rmqctl with https://, --cacert, --cert and --key; a replaced certificate served to the next
-connection; and hostile input: a plain HTTP request on the HTTPS port, a TLS ClientHello on a plain HTTP port."""
+connection; and hostile input: a plain HTTP request on the HTTPS port, a TLS ClientHello on a plain HTTP port.
+Every refused handshake is one warning naming the client and the reason and one count in /metrics
+(controllerd_tls_refused_total, listener http and raft); a replaced CA bundle applies to the next connection."""
 
 from __future__ import annotations
 

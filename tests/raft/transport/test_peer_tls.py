@@ -1,6 +1,8 @@
 """Mutual TLS between peers (jRaftTls*; raft/transport/tcp.py): peers with certificates naming their ids exchange
 messages; a peer whose certificate names another id than it speaks as, a server that is not the peer dialled,
-and a plain-TCP peer are refused, and nothing they send is delivered."""
+and a plain-TCP peer are refused, and nothing they send is delivered. Every refused handshake (expired
+certificate, another CA, a plain client, a truncated or too slow handshake), inbound or outbound, is one warning
+naming the address and the reason and one count; a replaced CA bundle applies to the next connection."""
 
 from __future__ import annotations
 
