@@ -275,3 +275,26 @@ async def test_refusals_on_the_raft_port_reach_metrics_as_listener_raft(tmp_path
         assert "controllerd_raft_transport_tls_refused_truncated" not in text  # by reason only in the TLS family
     finally:
         await server.stop()
+
+
+async def test_half_open_https_handshakes_are_bounded(tmp_path: Path) -> None:
+    ca = CA(tmp_path / "pki")
+    good = ca.issue("operator")
+    async with https_server(tmp_path / "n", ca, ca.path) as (server, port):
+        acceptor = server._acceptor
+        assert acceptor is not None
+        acceptor.handshakes_max, acceptor.handshake_timeout_s = 2, 0.5
+        counts = server.app.state.gateway.metrics.tls_refusals
+        held = []
+        try:
+            for _ in range(3):  # each sends the start of a ClientHello and then nothing
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(TRUNCATED_CLIENT_HELLO)
+                held.append(writer)
+            await eventually(lambda: counts[("http", "too_many_handshakes")] == 1)
+            await eventually(lambda: counts[("http", "handshake_timeout")] == 2)
+            _, answer = await asyncio.to_thread(get, port, tls_client(good))
+            assert answer.startswith(b"HTTP/1.1 200")  # the port keeps serving
+        finally:
+            for w in held:
+                w.close()
