@@ -124,4 +124,5 @@ def executor_pythons(sc: Any) -> list[ExecutorPython]:
     the audit with the code ship_code added."""
     n = max(2, 2 * sc.defaultParallelism)
     rows = sc.parallelize(range(n), n).map(_probe).distinct().collect()
-    return [ExecutorPython(*r) for r in sorted(set(rows))]
+    # `error` is None where the import worked: sorted on a key, so that both kinds of executor can be reported
+    return sorted((ExecutorPython(*r) for r in set(rows)), key=lambda p: (p.host, p.executable, p.error or ""))

@@ -196,7 +196,8 @@ def ship_code(spark: Any) -> str | None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.path.join(tempfile.mkdtemp(prefix="rmq-audit-"), "rmq_controller.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for pkg in ("raft", "snapshot", "statemachine", "cli", "tools"):
+        # cli.rmqctl.state (the tables the tasks decode) imports the package cli.rmqctl, whose verbs import api
+        for pkg in ("raft", "snapshot", "statemachine", "api", "cli", "tools"):
             for d, dirs, files in os.walk(os.path.join(root, pkg)):
                 dirs[:] = [x for x in dirs if x != "__pycache__"]
                 for f in files:
