@@ -52,7 +52,7 @@ from api.service.tls import (
     forward_context,
     refusal_reason,
 )
-from raft.leaf.peercert import common_name
+from raft.leaf.peercert import common_name, peek_first_byte
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
@@ -282,26 +282,6 @@ class Dispatcher:
         return cmd.response(result.code, result.remark, H.to_ext(result.header, cmd.code), body)
 
 
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-async def _peek(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
-    """The first byte a client sent, left in the socket for the transport (b"" when it closed first)."""
-    while True:
-        try:
-            return sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            pass
-        readable = loop.create_future()
-        loop.add_reader(sock.fileno(), _wake, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(sock.fileno())
-
-
 class _Connection(asyncio.Protocol):
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
@@ -523,7 +503,7 @@ class RemotingServer:
         deadline = loop.time() + self.handshake_timeout_s
         try:
             async with asyncio.timeout_at(deadline):
-                first = await _peek(loop, conn)
+                first = await peek_first_byte(loop, conn)
                 if first == b"":
                     conn.close()  # closed before a byte: nothing to serve, nothing to refuse
                     return

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from api.service.properties import PropertiesError, parse_properties
+from raft.leaf.peercert import peek_first_byte
 from raft.leaf.peercert import refusal_reason as peer_refusal_reason
 
 log = logging.getLogger("controllerd.tls")
@@ -309,26 +310,6 @@ def refusal_reason(exc: BaseException) -> tuple[str, str]:
     return peer_refusal_reason(exc, HANDSHAKE_TIMEOUT_S)
 
 
-async def peek(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
-    """The first byte a client sent, left in the socket for the transport (b"" when it closed first)."""
-    while True:
-        try:
-            return sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            pass
-        readable = loop.create_future()
-        loop.add_reader(sock.fileno(), _wake, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(sock.fileno())
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
 class TlsAcceptor:
     """A TLS-only listener terminating TLS itself (the HTTPS port): accepts on `sock`, requires a first byte
     0x16, handshakes with the context current at that moment (`tls.context()`: a reloaded certificate, key or
@@ -390,7 +371,7 @@ class TlsAcceptor:
         deadline = loop.time() + self.handshake_timeout_s
         try:
             async with asyncio.timeout_at(deadline):
-                first = await peek(loop, conn)
+                first = await peek_first_byte(loop, conn)
                 if first == b"":
                     conn.close()  # closed before a byte: nothing to refuse
                     return

@@ -1,8 +1,13 @@
 """Who is at the other end of a TLS connection: the subject CN of the certificate it presented and we verified.
 Shared by the raft transport (a peer's certificate must name its raft id) and the remoting front end (the audit
-log names a client by its certificate). A leaf module (raft/leaf/__init__.py): standard library only."""
+log names a client by its certificate). A leaf module (raft/leaf/__init__.py): standard library only.
+And the first-byte peek every TLS listener does before its handshake (`peek_first_byte`).
+"""
 
 from __future__ import annotations
+
+import asyncio
+import socket
 
 
 def common_name(cert: object) -> str | None:
@@ -39,3 +44,24 @@ def refusal_reason(exc: BaseException, timeout_s: float, *, their: str = "client
     if isinstance(exc, TimeoutError):
         return "handshake_timeout", f"TLS handshake not finished within {timeout_s:g} s"
     return "truncated_handshake", f"connection closed during the TLS handshake ({type(exc).__name__}: {exc})"
+
+
+async def peek_first_byte(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+    """The first byte a client sent on an accepted non-blocking socket, left in the socket for the transport
+    (b"" when it closed first): how a TLS listener tells a handshake (HANDSHAKE_RECORD) from plain bytes."""
+    while True:
+        try:
+            return sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            pass
+        readable = loop.create_future()
+        loop.add_reader(sock.fileno(), _wake, readable)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(sock.fileno())
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

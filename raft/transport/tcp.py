@@ -18,7 +18,7 @@ import ssl
 from collections.abc import Callable, Mapping
 
 from raft.core.messages import Message
-from raft.leaf.peercert import HANDSHAKE_RECORD, common_name, refusal_reason
+from raft.leaf.peercert import HANDSHAKE_RECORD, common_name, peek_first_byte, refusal_reason
 from raft.options import PeerTls, TransportOptions
 from raft.transport.codec import (
     KIND_SNAPSHOT,
@@ -183,7 +183,7 @@ class TcpTransport:
         conn.setblocking(False)
         try:
             async with asyncio.timeout(timeout):
-                first = await _peek(loop, conn)
+                first = await peek_first_byte(loop, conn)
                 if first == b"":
                     conn.close()  # closed before a byte: nothing to refuse
                     return
@@ -597,26 +597,6 @@ async def _connected_socket(loop: asyncio.AbstractEventLoop, host: str, port: in
             sock.close()
             raise
     raise error or OSError(f"no address for {host}")
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-async def _peek(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
-    """The first byte a client sent, left in the socket for the transport (b"" when it closed first)."""
-    while True:
-        try:
-            return sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            pass
-        readable = loop.create_future()
-        loop.add_reader(sock.fileno(), _wake, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(sock.fileno())
 
 
 class _Peer:
