@@ -81,7 +81,13 @@ PROGRAMS: dict[str, Program] = {
             "monitoring",
             "tests/deploy/test_rules.py: promtool check rules / test rules on deploy/prometheus",
         ),
-        Program("git", ("git",), True, "tests", "tests/daemon/test_upgrade.py: `git archive` of the previous release"),
+        Program(
+            "git",
+            ("git",),
+            True,
+            "tests",
+            "tools/release.py and tests/tools/test_release.py: `git archive` of a tagged release",
+        ),
         Program("ss", ("iproute2",), True, "interop", "the RocketMQ interop suite: no connection beyond loopback"),
         Program(
             "java",
