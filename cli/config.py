@@ -450,6 +450,8 @@ class ControllerConfig:
     autopilot_min_quorum: int = same_setting(AutopilotOptions, "min_quorum")
     corrupt_check_entries: int = same_setting(ServiceOptions, "corrupt_check_entries")
     corrupt_check_interval_ms: int = same_setting(ServiceOptions, "corrupt_check_interval_ms")
+    feature_level_auto: bool = same_setting(ServiceOptions, "feature_level_auto")
+    feature_check_interval_ms: int = same_setting(ServiceOptions, "feature_check_interval_ms")
     store_quota_bytes: int = same_setting(ServiceOptions, "store_quota_bytes")
     alarm_free_disk_mb: int = same_setting(ServiceOptions, "alarm_free_disk_mb")
     alarm_check_interval_ms: int = same_setting(ServiceOptions, "alarm_check_interval_ms")
@@ -1049,6 +1051,8 @@ def to_service_options(cfg: ControllerConfig) -> ServiceOptions:
         store_quota_bytes=cfg.store_quota_bytes,
         corrupt_check_entries=cfg.corrupt_check_entries,
         corrupt_check_interval_ms=cfg.corrupt_check_interval_ms,
+        feature_level_auto=cfg.feature_level_auto,
+        feature_check_interval_ms=cfg.feature_check_interval_ms,
         alarm_free_disk_mb=cfg.alarm_free_disk_mb,
         alarm_check_interval_ms=cfg.alarm_check_interval_ms,
         # Fault injection only (the Jepsen suite's negative control, docs/jepsen.md): reads skip ReadIndex.

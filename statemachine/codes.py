@@ -29,6 +29,8 @@ KV_DELETE = 102
 KV_CAS = 1100
 # Ours too: raise or disarm an alarm (statemachine/alarms.py), outside every range RocketMQ uses.
 ALARM = 1200
+# Ours: raise the group's feature level (statemachine/features.py).
+FEATURE_LEVEL = 1201
 
 REQUEST_NAMES: dict[int, str] = {
     ALTER_SYNC_STATE_SET: "CONTROLLER_ALTER_SYNC_STATE_SET",
@@ -49,6 +51,7 @@ REQUEST_NAMES: dict[int, str] = {
     KV_DELETE: "DELETE_KV_CONFIG",
     KV_CAS: "CAS_KV_CONFIG",
     ALARM: "CONTROLLER_ALARM",
+    FEATURE_LEVEL: "CONTROLLER_FEATURE_LEVEL",
 }
 
 # --- response codes (ResponseCode.java / RemotingSysResponseCode.java) ------------------------------

@@ -225,6 +225,13 @@ class Alarm(NamedTuple):
     detail: str
 
 
+class FeatureLevel(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int
+    level: int
+
+
 TypedCommand = (
     AlterSyncStateSet
     | ElectMaster
@@ -244,6 +251,7 @@ TypedCommand = (
     | KvDelete
     | KvCas
     | Alarm
+    | FeatureLevel
 )
 # code -> its command class.
 NAMED: dict[int, type[TypedCommand]] = {
@@ -265,6 +273,7 @@ NAMED: dict[int, type[TypedCommand]] = {
     C.KV_DELETE: KvDelete,
     C.KV_CAS: KvCas,
     C.ALARM: Alarm,
+    C.FEATURE_LEVEL: FeatureLevel,
 }
 
 # What timeMillis means for each code, for docs and inspection.
@@ -656,3 +665,11 @@ def alarm(now_ms: int, activate: bool, alarm: str, member_id: str, detail: str =
     if activate and not member_id:
         raise CommandError("raising an alarm needs the member that raises it", "memberId")
     return encode(C.ALARM, now_ms, activate, alarm, member_id, detail)
+
+
+def feature_level(now_ms: int, level: int) -> bytes:
+    """Raise the group's feature level to `level` (statemachine/features.py); the leader proposes it only once
+    every member reads that level."""
+    if type(level) is not int or level < 0:
+        raise CommandError(f"feature level must be a non-negative integer, not {level!r}", "level")
+    return encode(C.FEATURE_LEVEL, now_ms, level)

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from statemachine.alarms import AlarmTable
 from statemachine.config import ReplicatedConfig
+from statemachine.features import FeatureTable
 from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
 from statemachine.sections import SECTION_NAMES
@@ -28,7 +29,15 @@ class Section(Protocol):
 
 _MANAGERS: dict[int, Callable[[], Section]] = {
     m().section_type(): m
-    for m in (ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig, AlarmTable)
+    for m in (
+        ReplicaTable,
+        SyncStateTable,
+        BrokerLiveTable,
+        KvConfigManager,
+        ReplicatedConfig,
+        AlarmTable,
+        FeatureTable,
+    )
 }
 
 

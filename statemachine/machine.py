@@ -20,6 +20,7 @@ from statemachine import commands as K
 from statemachine.alarms import AlarmTable
 from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
+from statemachine.features import FeatureLevelError, FeatureTable
 from statemachine.heartbeat import BrokerHeartbeatManager
 from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
@@ -63,9 +64,10 @@ class ControllerStateMachine:
         kv: KvConfigManager,
         config: ReplicatedConfig,
         alarms: AlarmTable,
+        features: FeatureTable,
     ) -> None:
         self.replicas, self.sync, self.live, self.kv, self.config = replicas, sync, live, kv, config
-        self.alarms = alarms
+        self.alarms, self.features = alarms, features
         self.manager = ReplicasInfoManager(replicas, sync, live, config)
         self.heartbeats = BrokerHeartbeatManager(self.manager)
         # code -> handler(the command as its commands.NAMED class: typed fields by their wire names).
@@ -88,12 +90,13 @@ class ControllerStateMachine:
             C.KV_DELETE: self._kv_delete,
             C.KV_CAS: self._kv_cas,
             C.ALARM: self._alarm,
+            C.FEATURE_LEVEL: self._feature_level,
         }
         assert self._handlers.keys() == NAMED.keys()
 
     def managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
         """One per snapshot section, in section order."""
-        return (self.replicas, self.sync, self.live, self.kv, self.config, self.alarms)
+        return (self.replicas, self.sync, self.live, self.kv, self.config, self.alarms, self.features)
 
     # --- applying -------------------------------------------------------------------------------------
 
@@ -206,7 +209,13 @@ class ControllerStateMachine:
         return self.kv.cas(c.namespace, c.key, c.expect, c.value)
 
     def _alarm(self, c: K.Alarm) -> Result:
+        refused = self.features.gate(C.ALARM)  # below level 1: what v0.3.0, which has no alarms, answers too
+        if refused is not None:
+            return refused
         return self.alarms.apply(c.activate, c.alarm, c.memberId, c.detail, c.timeMillis)
+
+    def _feature_level(self, c: K.FeatureLevel) -> Result:
+        return self.features.apply(c.level)  # FeatureLevelError above MAX_LEVEL: the node stops
 
     # --- for the daemon -------------------------------------------------------------------------------
 
@@ -227,9 +236,12 @@ class ControllerStateMachine:
     # --- snapshots --------------------------------------------------------------------------------------
 
     def saved_managers(self) -> tuple[SnapshotAbleMetadataManager, ...]:
-        """The managers a snapshot holds: every one, but the alarms only while one is raised, so that a group
-        that never raised an alarm writes snapshots the readers of earlier versions still load."""
-        return tuple(m for m in self.managers() if m is not self.alarms or self.alarms.table)
+        """The managers a snapshot holds: every one, but the alarms only while one is raised and the feature
+        level only above 0, so that a group at level 0 writes snapshots v0.3.0 still loads."""
+        skip = {id(self.alarms)} if not self.alarms.table else set()
+        if self.features.level == 0:
+            skip.add(id(self.features))
+        return tuple(m for m in self.managers() if id(m) not in skip)
 
     def encode_sections(self) -> dict[int, bytes]:
         """{section type: body}: a point-in-time image, cheap enough for the apply thread."""
@@ -251,10 +263,15 @@ class ControllerStateMachine:
         save_managers(writer, self.saved_managers())
 
     def on_snapshot_load(self, reader: SnapshotReader) -> None:
+        """FeatureLevelError (naming the file) for a snapshot of a feature level above this release's: a valid
+        snapshot this node cannot read, refused rather than quarantined."""
         staged = _fresh()
         required = [m for m in staged if m.section_type() not in OPTIONAL_SECTIONS]
         load_managers(reader, required)  # SnapshotFormatError on a body that does not decode
-        load_managers(reader, [m for m in staged if m not in required], allow_missing=True)
+        try:
+            load_managers(reader, [m for m in staged if m not in required], allow_missing=True)
+        except FeatureLevelError as e:
+            raise FeatureLevelError(f"{reader.path}: {e}") from None
         self._install(*staged)
 
     # --- leadership and errors (informational: results never depend on them) ---------------------------
@@ -272,8 +289,18 @@ class ControllerStateMachine:
         log.error("controller state machine: the node stopped: %r", error)
 
 
-def _fresh() -> tuple[ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig, AlarmTable]:
-    return ReplicaTable(), SyncStateTable(), BrokerLiveTable(), KvConfigManager(), ReplicatedConfig(), AlarmTable()
+def _fresh() -> tuple[
+    ReplicaTable, SyncStateTable, BrokerLiveTable, KvConfigManager, ReplicatedConfig, AlarmTable, FeatureTable
+]:
+    return (
+        ReplicaTable(),
+        SyncStateTable(),
+        BrokerLiveTable(),
+        KvConfigManager(),
+        ReplicatedConfig(),
+        AlarmTable(),
+        FeatureTable(),
+    )
 
 
 def _malformed(reason: str) -> Result:

@@ -14,6 +14,7 @@ SECTION_BROKER_LIVE_TABLE = 3  # RaftReplicasInfoManager.brokerLiveTable (+ pend
 SECTION_KV_CONFIG = 4  # KvConfigManager
 SECTION_CONTROLLER_CONFIG = 5  # replicated (decision-affecting) controller config
 SECTION_ALARMS = 6  # raised alarms (ours; etcd's alarm list)
+SECTION_FEATURES = 7  # the group's feature level (ours; KRaft's metadata.version)
 
 SECTION_NAMES: dict[int, str] = {
     SECTION_REPLICA_TABLE: "replicaInfoTable",
@@ -22,10 +23,11 @@ SECTION_NAMES: dict[int, str] = {
     SECTION_KV_CONFIG: "kvConfig",
     SECTION_CONTROLLER_CONFIG: "controllerConfig",
     SECTION_ALARMS: "alarms",
+    SECTION_FEATURES: "featureLevel",
 }
 
 # Every section body is a msgpack array whose first item is the body's own layout version.
 SECTION_VERSION = 1
 # Sections a snapshot may lack (written only when not empty; a snapshot of an earlier version has none): the
 # manager then starts empty. Every other section is required to load.
-OPTIONAL_SECTIONS = frozenset({SECTION_ALARMS})
+OPTIONAL_SECTIONS = frozenset({SECTION_ALARMS, SECTION_FEATURES})

@@ -73,6 +73,7 @@ def create_app(service: ControllerService, settings: ApiSettings | None = None) 
     app.state.gateway = Gateway(service, settings, metrics)
     service.alarm_forwarder = alarms.forwarder(service, settings)
     service.peer_hashes = raft.hash_fetcher(service, settings)
+    service.peer_features = raft.feature_fetcher(service, settings)
     install_handlers(app)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, on_reject=lambda: metrics.rejected("body_too_large")

@@ -489,6 +489,23 @@ class HashesAnswer(Envelope[None, HashesBody]):
     pass
 
 
+class FeaturesBody(BaseModel):
+    nodeId: str
+    level: int = Field(description="the group's feature level, as this node has applied it")
+    maxLevel: int = Field(description="the highest feature level this node's release reads")
+    levels: dict[str, str] = Field(description="what each level this release knows adds")
+
+
+class FeaturesAnswer(Envelope[None, FeaturesBody]):
+    pass
+
+
+class FeatureUpgradeRequest(Strict):
+    level: int | None = Field(
+        None, ge=1, le=1000, description="the level to raise to; default: the highest the leader's release reads"
+    )
+
+
 # ---------------------------------------------------------------------------------------------- alarms
 
 AlarmName = Literal["NOSPACE", "CORRUPT"]

@@ -38,7 +38,7 @@ from raft.node import Node, NodeStatus, PartsFactory, open_data_dir
 from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
 from statemachine import codes as C
-from statemachine import commands
+from statemachine import commands, features
 from statemachine.config import ConfigValue
 from statemachine.liveness import LiveRow
 from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, AppliedEntry, ControllerStateMachine
@@ -139,6 +139,25 @@ class ServiceOptions:
         doc="How often the leader compares the members' hashes (and once right after it takes leadership); a member "
         "whose hash differs from the majority's at the same index gets the CORRUPT alarm. Ours.",
     )
+    feature_level_auto: bool = setting(
+        "controllerFeatureLevelAuto",
+        "bool",
+        True,
+        doc="Whether the leader raises the group's feature level by itself once every member reads a higher one "
+        "(checked every `controllerFeatureCheckIntervalMs` and before the first alarm), as etcd raises its "
+        "cluster version. false: only `rmqctl raft features upgrade` raises it, which keeps a rolling upgrade's "
+        'way back to the previous release open until the operator finalizes (docs/operations.md, "Upgrades and '
+        "versions\"). Ours (KRaft's `metadata.version`).",
+    )
+    feature_check_interval_ms: int = setting(
+        "controllerFeatureCheckIntervalMs",
+        "int",
+        30_000,
+        minimum=100,
+        type_doc="int >= 100 (ms)",
+        doc="How often the leader asks the members which feature level they read (with "
+        "`controllerFeatureLevelAuto`). Ours.",
+    )
     first_scan_delay_ms: int = 2000  # RocketMQ's first scan runs 2 s after start
     request_timeout_s: float = 3.0  # commit (or ReadIndex) wait before answering 503
     file_config: Mapping[str, ConfigValue] = field(default_factory=dict)  # replicated keys the properties file sets
@@ -179,7 +198,10 @@ class _Machine(ControllerStateMachine):
         every = self._service.opts.corrupt_check_entries
         out = []
         for e in entries:
-            r = apply(e.data)
+            try:
+                r = apply(e.data)
+            except features.FeatureLevelError as err:  # the node stops: name the entry
+                raise features.FeatureLevelError(f"entry {e.index}: {err}") from None
             if r is not beat:
                 record(e.index, e.data, r, self.live.clock)
                 if e.data[2:5] == _ALARM_CODE:  # an ALARM entry: the service re-reads this member's alarms
@@ -301,6 +323,10 @@ class ControllerService:
         # How a follower raises an alarm: asks the leader (installed by the HTTP front end, api/http/app.py).
         self.alarm_forwarder: Callable[[str, str, str], Awaitable[Result]] | None = None
         self.alarm_checks: dict[str, int] = {"ok": 0, "nospace": 0, "failed": 0}
+        # How the leader asks a member the highest feature level it reads (installed by the HTTP front end):
+        # 0 for a member of a release without feature levels, None when it does not answer.
+        self.peer_features: Callable[[str], Awaitable[int | None]] | None = None
+        self._feature_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -312,6 +338,7 @@ class ControllerService:
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name=f"scan-{self.id}")
         self._alarm_task = asyncio.get_running_loop().create_task(self._alarm_loop(), name=f"alarms-{self.id}")
         self._corrupt_task = asyncio.get_running_loop().create_task(self._corrupt_loop(), name=f"corrupt-{self.id}")
+        self._feature_task = asyncio.get_running_loop().create_task(self._feature_loop(), name=f"features-{self.id}")
         self._alarm_effects()  # a member found corrupt before a restart stays out of elections
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
         if self.opts.unsafe_local_reads:
@@ -337,8 +364,9 @@ class ControllerService:
             self._scan_task.cancel()
         if self._alarm_task is not None:
             self._alarm_task.cancel()
-        if self._corrupt_task is not None:
-            self._corrupt_task.cancel()
+        for task in (self._corrupt_task, self._feature_task):
+            if task is not None:
+                task.cancel()
         for t in list(self._tasks):
             t.cancel()
         await self.node.stop()
@@ -696,11 +724,91 @@ class ControllerService:
 
     async def raise_alarm(self, alarm: str, detail: str, member: str | None = None) -> Result:
         """Raise `alarm` for `member` (default: this node): proposed on the leader; a follower asks the leader
-        through `alarm_forwarder` (NotLeaderError without one)."""
+        through `alarm_forwarder` (NotLeaderError without one). Alarms need feature level 1: below it the leader
+        first raises the level when every member reads it (`controllerFeatureLevelAuto`), else the answer says
+        which members hold it back and nothing is proposed."""
         member = member or self.id
         if not self.is_leader() and self.alarm_forwarder is not None and self.started:
             return await self.alarm_forwarder(alarm, member, detail)
+        need = features.GATED[C.ALARM]
+        if self.sm.features.level < need:
+            if not self.opts.feature_level_auto:
+                return self._below_level(
+                    C.ALARM, need, "controllerFeatureLevelAuto=false: rmqctl raft features upgrade"
+                )
+            r = await self.raise_feature_level(need)
+            if r.code != C.SUCCESS:
+                return self._below_level(C.ALARM, need, r.remark or "")
         return await self.write(lambda now: commands.alarm(now, True, alarm, member, detail), "CONTROLLER_ALARM")
+
+    def _below_level(self, code: int, need: int, why: str) -> Result:
+        remark = (
+            f"{C.REQUEST_NAMES[code]} not proposed: it needs feature level {need} and the group is at "
+            f"{self.sm.features.level} ({why})"
+        )
+        log.warning("%s", remark)
+        return Result(C.CONTROLLER_INVALID_REQUEST, remark)
+
+    # ------------------------------------------------------------------ feature level
+
+    async def member_levels(self) -> dict[str, int | None]:
+        """The highest feature level each member (voters and learners) reads: this node's MAX_LEVEL, the others'
+        through `peer_features` (0: a release without feature levels; None: no answer, or no way to ask)."""
+        st = self.node_status()
+        out: dict[str, int | None] = {}
+        for peer in sorted({*st.voters, *st.learners}):
+            if peer == self.id:
+                out[peer] = features.MAX_LEVEL
+            else:
+                out[peer] = await self.peer_features(peer) if self.peer_features is not None else None
+        return out
+
+    def feature_status(self) -> JSONObject:
+        """This node's part: the group's level as applied here, the highest it reads, and what each level adds."""
+        return {
+            "nodeId": self.id,
+            "level": self.sm.features.level,
+            "maxLevel": features.MAX_LEVEL,
+            "levels": {str(k): v for k, v in features.LEVELS.items()},
+        }
+
+    async def raise_feature_level(self, level: int | None = None) -> Result:
+        """On the leader: raise the group's feature level to `level` (default: the highest this release reads),
+        once every member answers that it reads it. Refused (CONTROLLER_INVALID_REQUEST, naming the members
+        and their levels) when one does not answer or reads less; SUCCESS without a proposal when the group is
+        already there. NotLeaderError elsewhere."""
+        self.require_leader()
+        levels = await self.member_levels()
+        silent = [m for m, v in levels.items() if v is None]
+        if silent:
+            return Result(C.CONTROLLER_INVALID_REQUEST, f"no feature level from {', '.join(silent)}: not raised")
+        readable = min(v for v in levels.values() if v is not None)
+        target = features.MAX_LEVEL if level is None else level
+        current = self.sm.features.level
+        if target > readable:
+            below = ", ".join(f"{m} reads {v}" for m, v in levels.items() if v is not None and v < target)
+            return Result(C.CONTROLLER_INVALID_REQUEST, f"feature level {target} not raised: {below}")
+        if target <= current:
+            return Result(C.SUCCESS, body={"level": current, "raised": False, "members": levels})
+        r = await self.write(lambda now: commands.feature_level(now, target), "CONTROLLER_FEATURE_LEVEL")
+        if r.code == C.SUCCESS:
+            log.info("feature level raised from %d to %d (members: %s)", current, target, levels)
+            r = Result(C.SUCCESS, body={"level": self.sm.features.level, "raised": True, "members": levels})
+        return r
+
+    async def _feature_loop(self) -> None:
+        await asyncio.sleep(self.opts.first_scan_delay_ms / 1000)  # once soon after start, then periodically
+        while True:
+            if self.opts.feature_level_auto and self.is_leader() and self.sm.features.level < features.MAX_LEVEL:
+                try:
+                    known = [v for v in (await self.member_levels()).values() if v is not None]
+                    if known and min(known) > self.sm.features.level:  # a silent member: raise_ says so
+                        r = await self.raise_feature_level(min(known))
+                        if r.code != C.SUCCESS:
+                            log.info("feature level stays %d: %s", self.sm.features.level, r.remark)
+                except (NotLeaderError, UnavailableError) as e:
+                    log.debug("feature level check: %s", e)
+            await asyncio.sleep(self.opts.feature_check_interval_ms / 1000)
 
     async def disarm_alarm(self, alarm: str = "") -> Result:
         """Disarm `alarm` on every member ("": every alarm). On the leader (else NotLeaderError)."""

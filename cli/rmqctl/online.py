@@ -3,7 +3,7 @@
 * mqadmin parity, same names and short options: `getControllerMetaData`, `getSyncStateSet`, `electMaster`,
   `cleanBrokerMetadata`, `getControllerConfig`, `updateControllerConfig` (aliases: `controller metadata`,
   `controller config get|set`, `sync-state-set`, `elect-master`, `clean-broker-metadata`);
-* `raft status|peers|snapshot|snapshots|autopilot|transfer-leader|add-peer|remove-peer`;
+* `raft status|peers|snapshot|snapshots|autopilot|features|transfer-leader|add-peer|remove-peer`;
 * `kv get|put|delete|cas`;
 * `alarm list|disarm`.
 
@@ -800,6 +800,58 @@ def raft_autopilot(
         ]
         blocks = [Block("decisions", events, ["leader", "secsAgo", "action", "peer", "reason"])] if events else []
         emit_document(out, {}, [Block("autopilot", rows, list(AUTOPILOT_COLUMNS)), *blocks], title="autopilot")
+    _raise_all(errors)
+
+
+FEATURE_COLUMNS = ("node", "level", "maxLevel")
+
+
+@raft.command("features")
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Raise the group's feature level first (on the leader): refused, naming them, while a member reads less.",
+)
+@click.option("--level", type=click.IntRange(min=1), metavar="N", help="With --upgrade: the level to raise to.")
+@connection_options()
+@pass_out
+def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> None:
+    """The group's feature level as each member applied it and the highest level each member reads, one row
+    per member (a release without feature levels, v0.3.0, shows maxLevel 0). With --upgrade, raise the group's
+    level first: to --level, by default the highest the leader's release reads (docs/operations.md, "Upgrades and
+    versions"). The level is never lowered."""
+    if level is not None and not upgrade:
+        raise BadUsage("--level goes with --upgrade")
+    with conn.client() as c:
+        if upgrade:
+            reply = c.post("/api/v1/raft/features", {"level": level} if level is not None else {})
+            _check(out, reply, "feature level upgrade")
+        status = c.get("/api/v1/raft/status")
+        _check(out, status)
+        members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
+        rows: list[JSONObject] = []
+        errors: list[click.ClickException] = []
+        for p in members:
+            address = p.get("httpAddress")
+            if not address:
+                errors.append(Failed(f"features: member {p.get('id')} has no known HTTP address; not asked"))
+                continue
+            try:
+                reply = c.get("/api/v1/raft/features", targets=[str(address)], follow=False, retry=False)
+            except Unreachable as e:
+                errors.append(e)
+                continue
+            except Failed as e:
+                if "HTTP 404" not in e.message:
+                    raise
+                rows.append({"node": str(address), "level": None, "maxLevel": 0})  # no feature levels: v0.3.0
+                continue
+            if not reply.ok:
+                errors.append(reply.failure("features"))
+                continue
+            body = reply.body or {}
+            rows.append({"node": reply.node, "level": body.get("level"), "maxLevel": body.get("maxLevel")})
+    emit_rows(out, rows, FEATURE_COLUMNS, title="feature levels")
     _raise_all(errors)
 
 

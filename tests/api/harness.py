@@ -5,7 +5,7 @@ so a service rebuilt on the same options finds its log); the remoting and HTTP l
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,9 +170,26 @@ async def group(
     """A started n-node group whose every node knows the leader (`on_disk`: real data directories, see build)."""
     ports = free_ports(n)
     nodes = [build(service_options(root, ports, i, raft, **kw), on_disk=on_disk) for i in range(n)]
+    for node in nodes:
+        node.service.peer_features = features_via(nodes)
     async with running(nodes):
         await settled(nodes)
         yield nodes
+
+
+def features_via(nodes: list[Node]) -> Callable[[str], Awaitable[int | None]]:
+    """The service's peer_features through each member's in-process app (what api.http.routes.raft.feature_fetcher
+    does over the network): a member's GET /api/v1/raft/features; None for one not running."""
+    by_id = {n.id: n for n in nodes}
+
+    async def fetch(peer: str) -> int | None:
+        node = by_id.get(peer)
+        if node is None or not node.service.started or node.service.stopping:
+            return None
+        env = await node.ok("GET", "/api/v1/raft/features", token=True)
+        return int(env["body"]["maxLevel"])
+
+    return fetch
 
 
 def joiner(root: Path, members: list[Node]) -> Node:

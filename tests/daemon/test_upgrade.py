@@ -4,7 +4,9 @@
 The previous release's tree (`PREVIOUS`, kept in the repository as releases/PREVIOUS.tar.xz, tools/release.py) is
 extracted into a temporary directory and its nodes run with this interpreter and its pinned dependencies. A 3-node group of it runs two simulated
 broker sets of three (tools/brokersim) that keep writing; the nodes are replaced one at a time by this tree
-(same config, same data dir), then one goes back to the previous release. Throughout: no broker changes role,
+(same config, same data dir), then one goes back to the previous release: the feature level cannot be raised
+then, and the refusal names it. It goes forward again, and the operator's upgrade raises the level to 1 on every
+node (docs/operations.md, "Upgrades and versions"). Throughout: no broker changes role,
 every set keeps its master at its epoch, acknowledged writes keep growing; afterwards no master lacks an
 acknowledged write, and the audit (tools/audit, on the three data dirs, each with a snapshot taken at the end)
 finds nothing: every node, whichever release, applied the log to the same state."""
@@ -12,6 +14,7 @@ finds nothing: every node, whichever release, applied the log to the same state.
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +41,37 @@ def previous_release(dst: Path) -> str:
     return str(release.extract(PREVIOUS, dst))
 
 
+def features(cluster: ControllerdCluster, i: int) -> dict[str, Any]:
+    r = httpx.get(cluster.url(i, "/api/v1/raft/features"), headers=cluster.headers, timeout=10)
+    assert r.status_code == 200, (i, r.status_code, r.text)
+    return dict(r.json()["body"])
+
+
+def rmqctl_features(cluster: ControllerdCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rmqctl -o json raft features ARGS` against every node's HTTP address."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.rmqctl", "-o", "json", "-a", ",".join(cluster.https), "raft", "features", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def lead_on(cluster: ControllerdCluster, i: int) -> None:
+    """Make node i the leader (a transfer asked of the current one, any release), and wait until all agree."""
+    leader = cluster.wait_ready()
+    if leader != cluster.rafts[i]:
+        r = httpx.post(
+            cluster.url(cluster.index_of(leader), "/api/v1/raft/transfer-leader"),
+            json={"to": cluster.rafts[i]},
+            headers=cluster.headers,
+            timeout=30,
+        )
+        assert r.status_code == 200 and r.json()["code"] == 0, r.text
+    assert cluster.wait_ready() == cluster.rafts[i]
+
+
 def roles(demo: Demo) -> dict[str, tuple[int | None, int]]:
     """Each set's master id and epoch, as its brokers hold them (None until every replica is in sync)."""
 
@@ -55,9 +89,10 @@ def roles(demo: Demo) -> dict[str, tuple[int | None, int]]:
 
 def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: Path) -> None:
     old = previous_release(tmp_path / PREVIOUS)
-    cluster = ControllerdCluster(
-        str(tmp_path / "group"), election_ms=500, extra=f"scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\n"
-    )
+    # controllerFeatureLevelAuto=false (v0.3.0 warns about a key it does not know): the runbook's way, so that
+    # only the operator's `features --upgrade` at the end raises the level and the way back stays open.
+    extra = f"scanNotActiveBrokerInterval={SCAN_INTERVAL_MS}\ncontrollerFeatureLevelAuto=false\n"
+    cluster = ControllerdCluster(str(tmp_path / "group"), election_ms=500, extra=extra)
     for i in range(3):
         cluster.start(i, tree=old)
     demo = None
@@ -73,8 +108,7 @@ def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: P
         def acked() -> int:  # on the simulator's loop (Demo.wait runs its predicate there)
             return sum(len(g.acked) for g in sim.sets.values())
 
-        steps = [(i, ROOT, "this tree") for i in range(3)] + [(1, old, PREVIOUS)]
-        for i, tree, label in steps:
+        def step(i: int, tree: str, label: str) -> None:
             cluster.terminate(i)
             cluster.start(i, tree=tree)
             cluster.wait_ready()
@@ -85,6 +119,32 @@ def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: P
 
             demo.wait(f"writes acknowledged after node {i} runs {label}", grew, 30)
             assert roles(demo) == before, f"after node {i} went to {label}"
+
+        for i in range(3):
+            step(i, ROOT, "this tree")
+        step(1, old, PREVIOUS)
+        # Node 1 runs v0.3.0 (no feature levels): the level cannot be raised, and the refusal names it.
+        lead_on(cluster, 0)
+        shown = rmqctl_features(cluster)
+        assert shown.returncode == 0, shown.stderr
+        rows = {row["node"]: (row["level"], row["maxLevel"]) for row in map(json.loads, shown.stdout.splitlines())}
+        assert rows == {cluster.https[0]: (0, 1), cluster.https[1]: (None, 0), cluster.https[2]: (0, 1)}, rows
+        refused = rmqctl_features(cluster, "--upgrade")
+        assert refused.returncode == 1, (refused.stdout, refused.stderr)
+        assert "CONTROLLER_INVALID_REQUEST" in refused.stderr and f"{cluster.rafts[1]} reads 0" in refused.stderr
+        assert [features(cluster, i)["level"] for i in (0, 2)] == [0, 0]
+        step(1, ROOT, "this tree again")
+        lead_on(cluster, 0)
+        raised = rmqctl_features(cluster, "--upgrade")
+        assert raised.returncode == 0, raised.stderr
+        assert [json.loads(line)["level"] for line in raised.stdout.splitlines()] == [1, 1, 1], raised.stdout
+        index = httpx.get(cluster.url(0, "/api/v1/raft/status"), headers=cluster.headers).json()["body"]["commitIndex"]
+        for i in range(3):
+            assert cluster.wait_applied(i, index), i
+            assert features(cluster, i)["level"] == 1, i
+        n: int = demo.runner.call(lambda _sim: acked())
+        demo.wait("writes acknowledged at level 1", lambda: acked() >= n + 20, 30)
+        assert roles(demo) == before, "after the level was raised"
         # A snapshot on every node, old and new alike: the audit compares each with the replay of the log, so
         # a node that applied the log differently (a command it could not read answers 2015 and changes
         # nothing) shows even where no broker's role depended on it.

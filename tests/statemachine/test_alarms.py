@@ -15,8 +15,15 @@ from statemachine.sections import SECTION_ALARMS
 A, B = "127.0.0.1:9880", "127.0.0.1:9881"
 
 
-def test_raise_is_idempotent_and_disarm_clears_every_member() -> None:
+def leveled() -> ControllerStateMachine:
+    """A state machine at feature level 1, where alarms apply (statemachine/features.py)."""
     sm = ControllerStateMachine()
+    assert sm.apply(cmd.feature_level(0, 1)).code == C.SUCCESS
+    return sm
+
+
+def test_raise_is_idempotent_and_disarm_clears_every_member() -> None:
+    sm = leveled()
     r = sm.apply(cmd.alarm(1000, True, "NOSPACE", A, "store 3 GiB > quota 2 GiB"))
     assert r.code == C.SUCCESS and r.body == {"alarm": "NOSPACE", "memberId": A, "raised": True}
     assert sm.apply(cmd.alarm(2000, True, "NOSPACE", A, "later")).body["raised"] is False
@@ -28,7 +35,7 @@ def test_raise_is_idempotent_and_disarm_clears_every_member() -> None:
 
 
 def test_the_section_round_trips_and_an_old_snapshot_has_no_alarms() -> None:
-    sm = ControllerStateMachine()
+    sm = leveled()
     sm.apply(cmd.alarm(1000, True, "NOSPACE", B, "b"))
     sm.apply(cmd.alarm(1001, True, "NOSPACE", A, "a"))
     sections = sm.encode_sections()
@@ -36,14 +43,14 @@ def test_the_section_round_trips_and_an_old_snapshot_has_no_alarms() -> None:
     other.load_sections(sections)
     assert other.encode_sections() == sections and other.alarms.table == sm.alarms.table
     del sections[SECTION_ALARMS]  # written before the section existed
-    old = ControllerStateMachine()
+    old = leveled()
     old.apply(cmd.alarm(5, True, "NOSPACE", A))
     old.load_sections(sections)
     assert old.alarms.table == {}
 
 
 def test_a_bad_section_or_command_is_refused_naming_the_field() -> None:
-    sm = ControllerStateMachine()
+    sm = leveled()
     with pytest.raises(ValueError, match="unknown alarm 'FULL'"):
         sm.alarms.load_snapshot(b"\x92\x01\x91\x94\xa4FULL\xa1m\x01\xa0")
     with pytest.raises(CommandError, match="unknown alarm 'FULL'") as e:

@@ -38,6 +38,7 @@ EXAMPLES = {
     C.KV_DELETE: cmd.kv_delete(T, "ns", "k"),
     C.KV_CAS: cmd.kv_cas(T, "ns", "k", None, "v"),
     C.ALARM: cmd.alarm(T, True, "NOSPACE", "127.0.0.1:9880", "store 3 GiB > quota 2 GiB"),
+    C.FEATURE_LEVEL: cmd.feature_level(T, 1),
 }
 
 

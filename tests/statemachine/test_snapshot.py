@@ -47,12 +47,14 @@ def test_section_registry() -> None:
         4: "kvConfig",
         5: "controllerConfig",
         6: "alarms",
+        7: "featureLevel",
     }
     assert [m.section_type() for m in ControllerStateMachine().managers()] == sorted(SECTION_NAMES)
 
 
 def test_save_and_load_through_real_files(tmp_path) -> None:  # noqa: ANN001
     ctl = busy()
+    ctl.sm.apply(cmd.feature_level(ctl.now, 1))
     ctl.sm.apply(cmd.alarm(ctl.now, True, "NOSPACE", "127.0.0.1:9880", "full"))  # every section written
     assert ctl.sm.live.reelect == {BROKER: 2}
     writer = SnapshotWriter(tmp_path / "data", known_types=SECTION_NAMES)
@@ -149,6 +151,8 @@ def test_bad_bodies_are_refused_and_leave_the_state_untouched(tmp_path, t: int, 
 def test_inspection_gives_plain_json() -> None:
     ctl = busy()
     assert 6 not in ctl.sm.encode_sections()  # no alarm raised: no alarms section (earlier readers load it)
+    assert 7 not in ctl.sm.encode_sections()  # level 0: no feature level section (v0.3.0 loads the snapshot)
+    ctl.sm.apply(cmd.feature_level(ctl.now, 1))
     ctl.sm.apply(cmd.alarm(ctl.now, True, "NOSPACE", "127.0.0.1:9880", "full"))
     data = encode_file(sorted(ctl.sm.encode_sections().items()))
     doc = decode_sections(decode_file(data, known_types=SECTION_NAMES))

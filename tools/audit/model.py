@@ -125,7 +125,7 @@ class Buckets:
             return self.of_set(c[at])
         if code in KV_CODES:
             return self.of_kv(c[3], c[4])
-        if code == C.ALARM:  # changes only the alarms section, which the config bucket replays (not compared)
+        if code in (C.ALARM, C.FEATURE_LEVEL):  # the alarms (not compared) and the level they are gated by
             return self.config
         if code in EVERY_SET:
             return (*range(self.sets), self.config) if code == C.UPDATE_CONTROLLER_CONFIG else tuple(range(self.sets))
@@ -156,9 +156,11 @@ def split_state(tables: dict[str, Any], buckets: Buckets) -> dict[int, dict[tupl
     explicit = config.get("explicit", {})
     for k, v in (config.get("effective") or {}).items():
         put(buckets.config, "controllerConfig", k, {"effective": v, "explicit": explicit.get(k)})
+    if "featureLevel" in tables:  # written from level 1 on
+        put(buckets.config, "featureLevel", "level", tables["featureLevel"]["level"])
     return out
 
 
 SPLIT_SECTIONS = frozenset(
-    {"replicaInfoTable", "syncStateSetInfoTable", "brokerLiveTable", "kvConfig", "controllerConfig"}
+    {"replicaInfoTable", "syncStateSetInfoTable", "brokerLiveTable", "kvConfig", "controllerConfig", "featureLevel"}
 )

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import httpx
 from fastapi import APIRouter, Depends, Response
 
 from api.http import models as M
 from api.http.auth import require_admin
+from api.http.members import member_request
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep
 from api.service import ControllerService
@@ -56,14 +56,8 @@ def forwarder(service: ControllerService, settings: ApiSettings) -> Callable[[st
         leader, address = service.leader()
         if not leader or not address:
             return Result(C.CONTROLLER_NOT_LEADER, "no known leader to raise the alarm on")
-        tokens = settings.admin_tokens()
-        headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
-        async with httpx.AsyncClient(timeout=service.opts.request_timeout_s + 1) as client:
-            r = await client.post(
-                f"http://{address}/api/v1/alarms",
-                json={"alarm": alarm, "memberId": member, "detail": detail},
-                headers=headers,
-            )
+        body = {"alarm": alarm, "memberId": member, "detail": detail}
+        r = await member_request(service, settings, "POST", address, "/api/v1/alarms", body, extra_s=1)
         if r.status_code != 200:
             return Result(C.SYSTEM_ERROR, f"the leader at {address} answered HTTP {r.status_code}: {r.text[:200]}")
         env = r.json()

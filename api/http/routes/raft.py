@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from api.http import documents
 from api.http import models as M
 from api.http.auth import require_admin
+from api.http.members import member_request
 from api.http.routes import PROTECTED_ERRORS
 from api.http.routes.common import GatewayDep
 from api.service import ControllerService, invalid
@@ -147,6 +148,23 @@ async def configure_autopilot(req: M.AutopilotRequest, gw: GatewayDep) -> Respon
     return ok(gw.service.admin.configure_autopilot(req.enabled, stab, dead, req.minQuorum))
 
 
+@router.get("/features", response_model=M.FeaturesAnswer)
+async def feature_level(gw: GatewayDep) -> Response:
+    """The group's feature level as this node applied it and the highest level this node reads (the leader
+    asks every member this before it raises the level; a release without feature levels answers 404)."""
+    gw.require_started()
+    return ok(gw.service.feature_status())
+
+
+@router.post("/features", response_model=M.AlarmChangedAnswer)
+async def upgrade_feature_level(req: M.FeatureUpgradeRequest, gw: GatewayDep) -> Response:
+    """Raise the group's feature level (default: the highest the leader reads) once every member reads it;
+    refused naming the members that do not. Leader only; never lowers the level."""
+    gw.require_started()
+    gw.service.require_leader()
+    return await gw.call("CONTROLLER_FEATURE_LEVEL", lambda: gw.service.raise_feature_level(req.level))
+
+
 @router.get("/hashes", response_model=M.HashesAnswer)
 async def hashes(gw: GatewayDep) -> Response:
     """This node's checkpoint hashes of its applied state (the leader's corruption check compares them)."""
@@ -163,22 +181,39 @@ async def hashes(gw: GatewayDep) -> Response:
 def hash_fetcher(
     service: ControllerService, settings: ApiSettings
 ) -> Callable[[str], Awaitable[list[tuple[int, str]] | None]]:
-    """`service.peer_hashes`: GET a member's /api/v1/raft/hashes with this node's admin token; None when it does
-    not answer (it is then left out of the comparison)."""
+    """`service.peer_hashes`: GET a member's /api/v1/raft/hashes; None when it does not answer (it is then left
+    out of the comparison)."""
 
     async def fetch(peer: str) -> list[tuple[int, str]] | None:
         address = service.http_address(peer)
         if not address:
             return None
-        tokens = settings.admin_tokens()
-        headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
         try:
-            async with httpx.AsyncClient(timeout=service.opts.request_timeout_s) as client:
-                r = await client.get(f"http://{address}/api/v1/raft/hashes", headers=headers)
+            r = await member_request(service, settings, "GET", address, "/api/v1/raft/hashes")
             env = r.json()
             return [(int(c["index"]), str(c["hash"])) for c in env["body"]["checkpoints"]]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
             log.warning("corruption check: no hashes from %s at %s: %s", peer, address, e)
+            return None
+
+    return fetch
+
+
+def feature_fetcher(service: ControllerService, settings: ApiSettings) -> Callable[[str], Awaitable[int | None]]:
+    """`service.peer_features`: the highest feature level a member reads, from its /api/v1/raft/features; 0 when
+    it answers 404 (a release without feature levels, v0.3.0); None when it does not answer."""
+
+    async def fetch(peer: str) -> int | None:
+        address = service.http_address(peer)
+        if not address:
+            return None
+        try:
+            r = await member_request(service, settings, "GET", address, "/api/v1/raft/features")
+            if r.status_code == 404:
+                return 0
+            return int(r.json()["body"]["maxLevel"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            log.warning("feature level: no answer from %s at %s: %s", peer, address, e)
             return None
 
     return fetch
