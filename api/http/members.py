@@ -14,7 +14,6 @@ import ssl
 
 import httpx
 
-from api.service import ControllerService
 from api.service.settings import ApiSettings
 from statemachine.values import JSONObject
 
@@ -36,18 +35,12 @@ def member_tls(settings: ApiSettings) -> ssl.SSLContext | None:
 
 
 async def member_request(
-    service: ControllerService,
-    settings: ApiSettings,
-    method: str,
-    address: str,
-    path: str,
-    body: JSONObject | None = None,
-    extra_s: float = 0.0,
+    settings: ApiSettings, method: str, address: str, path: str, timeout_s: float, body: JSONObject | None = None
 ) -> httpx.Response:
     """One request to the member at `address` ("host:port" of its HTTP API); httpx.HTTPError when it fails."""
     tokens = settings.admin_tokens()
     headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
     ctx = member_tls(settings)
     scheme = "https" if ctx is not None else "http"
-    async with httpx.AsyncClient(timeout=service.opts.request_timeout_s + extra_s, verify=ctx or True) as client:
+    async with httpx.AsyncClient(timeout=timeout_s, verify=ctx or True) as client:
         return await client.request(method, f"{scheme}://{address}{path}", json=body, headers=headers)

@@ -23,6 +23,7 @@ from click.testing import CliRunner, Result
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from api.http.members import member_request
 from api.server import ControllerServer
 from api.service.tls import TlsSettings
 from cli.rmqctl import main as rmqctl
@@ -298,3 +299,32 @@ async def test_half_open_https_handshakes_are_bounded(tmp_path: Path) -> None:
         finally:
             for w in held:
                 w.close()
+
+
+async def test_members_call_each_other_over_https_with_their_certificate(tmp_path: Path) -> None:
+    """The leader's feature-level and hash requests and a follower's alarm forwarding (api/http/members.py) use
+    https:// when controllerHttpTls is on, verify the member against tls.server.trustCertPath and present the
+    node's own certificate, which a member requiring client certificates asks for."""
+    ca = CA(tmp_path / "pki")
+    pair = ca.issue("controller")
+    https = TlsSettings(
+        mode="disabled",
+        config_file="",
+        test_mode=False,
+        need_client_auth="require",
+        cert_path=pair.cert,
+        key_path=pair.key,
+        auth_client=True,
+        trust_cert_path=ca.path,
+    )
+    settings = replace(SETTINGS, http_tls=True, remoting_tls=https)
+    async with serving(tmp_path / "n", https) as port:
+        r = await member_request(settings, "GET", f"127.0.0.1:{port}", "/api/v1/raft/features", 5)
+        assert r.status_code == 200 and r.json()["body"]["maxLevel"] >= 1, r.text
+        anonymous = replace(settings, remoting_tls=replace(https, cert_path="", key_path=""))
+        with pytest.raises(httpx.HTTPError):  # no certificate of its own: the member refuses the handshake
+            await member_request(anonymous, "GET", f"127.0.0.1:{port}", "/api/v1/raft/features", 5)
+        stranger = CA(tmp_path / "other")
+        wrong_ca = replace(settings, remoting_tls=replace(https, trust_cert_path=stranger.path))
+        with pytest.raises(httpx.HTTPError):  # a member whose certificate another CA signed is not believed
+            await member_request(wrong_ca, "GET", f"127.0.0.1:{port}", "/api/v1/raft/features", 5)

@@ -57,7 +57,7 @@ def forwarder(service: ControllerService, settings: ApiSettings) -> Callable[[st
         if not leader or not address:
             return Result(C.CONTROLLER_NOT_LEADER, "no known leader to raise the alarm on")
         body = {"alarm": alarm, "memberId": member, "detail": detail}
-        r = await member_request(service, settings, "POST", address, "/api/v1/alarms", body, extra_s=1)
+        r = await member_request(settings, "POST", address, "/api/v1/alarms", service.opts.request_timeout_s + 1, body)
         if r.status_code != 200:
             return Result(C.SYSTEM_ERROR, f"the leader at {address} answered HTTP {r.status_code}: {r.text[:200]}")
         env = r.json()

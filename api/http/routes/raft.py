@@ -189,7 +189,7 @@ def hash_fetcher(
         if not address:
             return None
         try:
-            r = await member_request(service, settings, "GET", address, "/api/v1/raft/hashes")
+            r = await member_request(settings, "GET", address, "/api/v1/raft/hashes", service.opts.request_timeout_s)
             env = r.json()
             return [(int(c["index"]), str(c["hash"])) for c in env["body"]["checkpoints"]]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
@@ -208,7 +208,7 @@ def feature_fetcher(service: ControllerService, settings: ApiSettings) -> Callab
         if not address:
             return None
         try:
-            r = await member_request(service, settings, "GET", address, "/api/v1/raft/features")
+            r = await member_request(settings, "GET", address, "/api/v1/raft/features", service.opts.request_timeout_s)
             if r.status_code == 404:
                 return 0
             return int(r.json()["body"]["maxLevel"])
