@@ -52,7 +52,16 @@ def test_every_mutating_code_is_routed() -> None:
         c = [1, code, 0, *(sample[kind] for _, kind in fields)]
         assert b.route(c) is not None, C.REQUEST_NAMES[code]
     assert (
-        set(NAME_AT) | {C.CHECK_NOT_ACTIVE_BROKER, C.UPDATE_CONTROLLER_CONFIG, C.KV_PUT, C.KV_DELETE, C.KV_CAS, C.ALARM, C.FEATURE_LEVEL}
+        set(NAME_AT)
+        | {
+            C.CHECK_NOT_ACTIVE_BROKER,
+            C.UPDATE_CONTROLLER_CONFIG,
+            C.KV_PUT,
+            C.KV_DELETE,
+            C.KV_CAS,
+            C.ALARM,
+            C.FEATURE_LEVEL,
+        }
         == mutating
     )
 
