@@ -44,15 +44,9 @@ from api.service.audit import AuditLog
 from api.service.metrics import ControllerMetrics
 from api.service.properties import PropertiesError, parse_properties
 from api.service.settings import ApiSettings
-from api.service.tls import (
-    HANDSHAKE_RECORD,
-    HANDSHAKE_TIMEOUT_S,
-    MAX_HANDSHAKES,
-    ServerTls,
-    forward_context,
-    refusal_reason,
-)
-from raft.leaf.peercert import common_name, peek_first_byte
+from api.service.tls import HANDSHAKE_RECORD, HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKES, ServerTls, forward_context
+from raft.leaf.admission import ACCEPT_RETRY_S, TlsAdmission
+from raft.leaf.peercert import common_name
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.result import Result
@@ -64,7 +58,6 @@ MAX_IN_FLIGHT = 4096  # per connection: reading pauses above this many unanswere
 NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker, oneway
 NOTIFY_TIMEOUT_S = 3.0  # RocketMQ's invokeOneway timeout for 1008
 FORWARDED_BY = "controllerForwardedBy"  # ours, in a 1009 a follower passes to the leader: never passed on again
-ACCEPT_RETRY_S = 1.0  # after a failed accept (EMFILE, ...): Netty's ServerBootstrapAcceptor also pauses accepting 1 s
 IDLE_TIMEOUT_S = 120.0  # NettyServerConfig.serverChannelMaxIdleTimeSeconds: a connection silent this long closes
 
 # The request type of each code in the metrics (the same names the HTTP routes count under).
@@ -438,11 +431,25 @@ class RemotingServer:
         self.http_clients_warned: set[str] = set()  # hosts told to use controllerHttpAddr (http_redirected)
         self.metrics = metrics
         self.tls = ServerTls(settings.remoting_tls, "remoting") if settings.remoting_tls.enabled else None
+        # TLS on (permissive or enforcing): our own accept loop, so that the first byte can be looked at before
+        # the connection is handed to a transport, TLS (0x16, a handshake record) or plain, as RocketMQ's
+        # TlsModeHandler does (raft.leaf.admission: the bounds on connections waiting for their first byte or
+        # handshake, the deadline)
+        self.admission: TlsAdmission | None = None
         if self.tls is not None:
             self.dispatcher.forward_tls = forward_context(self.tls.effective)
-        self.handshakes_max = MAX_HANDSHAKES
-        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
-        self.admitting: dict[asyncio.Task[None], str] = {}  # (oldest first) -> peer: first byte or handshake awaited
+            self.admission = TlsAdmission(
+                self.tls.context,
+                lambda: _Connection(self),
+                self.refused,
+                self._accept_failed,
+                handshakes_max=MAX_HANDSHAKES,
+                handshake_timeout_s=HANDSHAKE_TIMEOUT_S,
+                mode=self.tls.mode,
+                plain_refused="a plain connection, but tls.server.mode=enforcing",
+                waiting_for="first byte or handshake",
+                peer_name=lambda addr: f"{addr[0]}:{addr[1]}",
+            )
         self.refusals: dict[str, int] = {}  # reason -> connections refused (also in /metrics)
         self._sock: socket.socket | None = None
         service.listeners.append(self._on_result)
@@ -461,76 +468,29 @@ class RemotingServer:
             raise OSError(e.errno, f"cannot listen for remoting on {host}:{port}: {e.strerror}") from None
         tls = f", TLS {self.tls.mode}" if self.tls is not None else ""
         log.info("serving RocketMQ remoting on %s:%d (raft %s%s)", host, self.port, self.service.id, tls)
-        if self._sock is not None:
-            self._spawn(self._accept(self._sock))
+        if self._sock is not None and self.admission is not None:
+            self._spawn(self.admission.accept(self._sock))
         self._spawn(self._close_idle())
 
-    async def _accept(self, sock: socket.socket) -> None:
-        """TLS on (permissive or enforcing): our own accept loop, so that the first byte can be looked at before
-        the connection is handed to a transport, TLS (0x16, a handshake record) or plain, as RocketMQ's
-        TlsModeHandler does. At most `handshakes_max` connections wait for their first byte or the end of their
-        handshake, each for `handshake_timeout_s`; one more drops the oldest of them (half-open handshakes
-        hold a bounded amount of memory, and a client that handshakes at once always gets through)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, addr = await loop.sock_accept(sock)
-            except OSError as e:  # out of file descriptors, say: keep the port, try again shortly
-                log.error("remoting accept on %s:%d failed: %s; retrying in %.1f s", *self.address, e, ACCEPT_RETRY_S)
-                await asyncio.sleep(ACCEPT_RETRY_S)
-                continue
-            peer = f"{addr[0]}:{addr[1]}"
-            if len(self.admitting) >= self.handshakes_max:
-                oldest = next(iter(self.admitting))
-                self.refused(
-                    self.admitting.pop(oldest),
-                    "too_many_handshakes",
-                    f"dropped: the oldest of {self.handshakes_max} connections still in their first byte or handshake",
-                )
-                oldest.cancel()
-            task = loop.create_task(self._admit(conn, peer))
-            self.admitting[task] = peer
+    def _accept_failed(self, e: OSError) -> bool:
+        """Out of file descriptors, say: keep the port, try again shortly (Netty also pauses accepting 1 s)."""
+        log.error("remoting accept on %s:%d failed: %s; retrying in %.1f s", *self.address, e, ACCEPT_RETRY_S)
+        return True
 
     @property
     def handshaking(self) -> int:
         """Accepted connections whose first byte or TLS handshake is awaited."""
-        return len(self.admitting)
+        return len(self.admission.admitting) if self.admission is not None else 0
 
-    async def _admit(self, conn: socket.socket, peer: str) -> None:
-        assert self.tls is not None
-        loop = asyncio.get_running_loop()
-        conn.setblocking(False)
-        deadline = loop.time() + self.handshake_timeout_s
-        try:
-            async with asyncio.timeout_at(deadline):
-                first = await peek_first_byte(loop, conn)
-                if first == b"":
-                    conn.close()  # closed before a byte: nothing to serve, nothing to refuse
-                    return
-                if first[0] != HANDSHAKE_RECORD:
-                    if self.tls.mode == "enforcing":
-                        conn.close()
-                        self.refused(peer, "plain_on_enforcing", "a plain connection, but tls.server.mode=enforcing")
-                        return
-                    await loop.connect_accepted_socket(lambda: _Connection(self), conn)
-                    return
-                await loop.connect_accepted_socket(
-                    lambda: _Connection(self),
-                    conn,
-                    ssl=self.tls.context(),
-                    ssl_handshake_timeout=max(deadline - loop.time(), 0.001),
-                )
-        except asyncio.CancelledError:  # the listener stops
-            conn.close()
-            raise
-        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
-            conn.close()
-            label, text = refusal_reason(e)
-            self.refused(peer, label, text)
-        finally:
-            task = asyncio.current_task()
-            if task is not None:
-                self.admitting.pop(task, None)
+    @property
+    def handshakes_max(self) -> int:
+        """At most this many connections wait for their first byte or TLS handshake; one more drops the oldest."""
+        return self.admission.handshakes_max if self.admission is not None else MAX_HANDSHAKES
+
+    @handshakes_max.setter
+    def handshakes_max(self, n: int) -> None:
+        assert self.admission is not None, "no TLS: connections are handed over at accept"
+        self.admission.handshakes_max = n
 
     def refused(self, peer: str, reason: str, text: str) -> None:
         """One log line naming the peer and the reason, one count under `reason` (/metrics:
@@ -577,7 +537,7 @@ class RemotingServer:
                 c.abort()  # not close(): that first flushes the write buffer, forever for a peer that does not read
             await self._server.wait_closed()
             self._server = None
-        for t in [*self._tasks, *self.admitting]:
+        for t in [*self._tasks, *(self.admission.admitting if self.admission is not None else ())]:
             t.cancel()
 
     def _on_result(self, request_type: str, result: Result) -> None:

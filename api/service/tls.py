@@ -34,8 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from api.service.properties import PropertiesError, parse_properties
-from raft.leaf.peercert import peek_first_byte
-from raft.leaf.peercert import refusal_reason as peer_refusal_reason
+from raft.leaf.admission import TlsAdmission
 
 log = logging.getLogger("controllerd.tls")
 
@@ -305,18 +304,13 @@ class ServerTls:
         return ctx
 
 
-def refusal_reason(exc: BaseException) -> tuple[str, str]:
-    """(counter label, log text) of a failed TLS handshake on a listener (raft.leaf.peercert.refusal_reason)."""
-    return peer_refusal_reason(exc, HANDSHAKE_TIMEOUT_S)
-
-
-class TlsAcceptor:
+class TlsAcceptor(TlsAdmission):
     """A TLS-only listener terminating TLS itself (the HTTPS port): accepts on `sock`, requires a first byte
     0x16, handshakes with the context current at that moment (`tls.context()`: a reloaded certificate, key or
     CA bundle applies to the next connection), then hands the connection to `factory`'s protocol. Every refusal
     is one warning `<listener> connection from HOST:PORT refused: REASON` and one `on_refused(reason)` (the
-    counter). Bounded as the remoting port: at most MAX_HANDSHAKES connections between accept and a finished
-    handshake, each for HANDSHAKE_TIMEOUT_S; one more drops the oldest."""
+    counter). Bounded as the remoting port (raft.leaf.admission): at most MAX_HANDSHAKES connections between
+    accept and a finished handshake, each for HANDSHAKE_TIMEOUT_S; one more drops the oldest."""
 
     def __init__(
         self,
@@ -325,16 +319,21 @@ class TlsAcceptor:
         factory: Callable[[], asyncio.Protocol],
         on_refused: Callable[[str], None] | None = None,
     ) -> None:
+        super().__init__(
+            tls.context,
+            factory,
+            self.refused,
+            self._accept_failed,
+            handshakes_max=MAX_HANDSHAKES,
+            handshake_timeout_s=HANDSHAKE_TIMEOUT_S,
+        )
         self.tls, self.listener, self.factory, self.on_refused = tls, listener, factory, on_refused
-        self.handshakes_max = MAX_HANDSHAKES
-        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
-        self.admitting: dict[asyncio.Task[None], str] = {}  # (oldest first) -> peer
         self.refusals: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
 
     def start(self, sock: socket.socket) -> None:
         sock.setblocking(False)
-        self._task = asyncio.get_running_loop().create_task(self._accept(sock), name=f"{self.listener}-accept")
+        self._task = asyncio.get_running_loop().create_task(self.accept(sock), name=f"{self.listener}-accept")
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self.admitting) if t is not None]
@@ -344,57 +343,9 @@ class TlsAcceptor:
             await asyncio.wait(tasks, timeout=1.0)
         self._task = None
 
-    async def _accept(self, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, addr = await loop.sock_accept(sock)
-            except OSError as e:  # out of file descriptors, say: keep the port, try again shortly
-                log.error("%s accept failed: %s; retrying in 1 s", self.listener, e)
-                await asyncio.sleep(1.0)
-                continue
-            peer = f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}"
-            if len(self.admitting) >= self.handshakes_max:
-                oldest = next(iter(self.admitting))
-                self.refused(
-                    self.admitting.pop(oldest),
-                    "too_many_handshakes",
-                    f"dropped: the oldest of {self.handshakes_max} connections still in their TLS handshake",
-                )
-                oldest.cancel()
-            task = loop.create_task(self._admit(conn, peer))
-            self.admitting[task] = peer
-
-    async def _admit(self, conn: socket.socket, peer: str) -> None:
-        loop = asyncio.get_running_loop()
-        conn.setblocking(False)
-        deadline = loop.time() + self.handshake_timeout_s
-        try:
-            async with asyncio.timeout_at(deadline):
-                first = await peek_first_byte(loop, conn)
-                if first == b"":
-                    conn.close()  # closed before a byte: nothing to refuse
-                    return
-                if first[0] != HANDSHAKE_RECORD:
-                    conn.close()
-                    self.refused(peer, "plain_on_enforcing", "a plain connection on a TLS-only port")
-                    return
-                await loop.connect_accepted_socket(
-                    self.factory,
-                    conn,
-                    ssl=self.tls.context(),
-                    ssl_handshake_timeout=max(deadline - loop.time(), 0.001),
-                )
-        except asyncio.CancelledError:
-            conn.close()
-            raise
-        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
-            conn.close()
-            self.refused(peer, *refusal_reason(e))
-        finally:
-            task = asyncio.current_task()
-            if task is not None:
-                self.admitting.pop(task, None)
+    def _accept_failed(self, e: OSError) -> bool:
+        log.error("%s accept failed: %s; retrying in 1 s", self.listener, e)
+        return True
 
     def refused(self, peer: str, reason: str, text: str) -> None:
         self.refusals[reason] = self.refusals.get(reason, 0) + 1

@@ -18,7 +18,8 @@ import ssl
 from collections.abc import Callable, Mapping
 
 from raft.core.messages import Message
-from raft.leaf.peercert import HANDSHAKE_RECORD, common_name, peek_first_byte, refusal_reason
+from raft.leaf.admission import ACCEPT_RETRY_S, TlsAdmission
+from raft.leaf.peercert import common_name, refusal_reason
 from raft.options import PeerTls, TransportOptions
 from raft.transport.codec import (
     KIND_SNAPSHOT,
@@ -66,7 +67,6 @@ COUNTERS = (
 TLS_REFUSED = (
     "tls_refused_"  # stats() keys tls_refused_<reason>: /metrics' controllerd_tls_refused_total{listener="raft"}
 )
-ACCEPT_RETRY_S = 1.0  # after a failed accept (EMFILE, ...)
 
 
 def certificate_name(transport: asyncio.BaseTransport) -> str | None:
@@ -121,9 +121,9 @@ class TcpTransport:
         self._counters = dict.fromkeys(COUNTERS, 0)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._sock: socket.socket | None = None  # peer TLS: our own listening socket (see _accept)
+        self._sock: socket.socket | None = None  # peer TLS: our own listening socket (see start)
         self._accepting: asyncio.Task[None] | None = None  # peer TLS: the accept loop
-        self._admitting: dict[asyncio.Task[None], str] = {}  # peer TLS: (oldest first) -> address, in their handshake
+        self._admission: TlsAdmission | None = None  # peer TLS: the connections in their handshake (see start)
         self.tls_refusals: dict[str, int] = {}  # peer TLS: reason -> handshakes refused
         self._address: Address | None = None
         self._inbound: set[_Inbound] = set()
@@ -146,60 +146,27 @@ class TcpTransport:
         self._sock = socket.create_server((host, port), family=family, backlog=128)
         self._sock.setblocking(False)
         self._address = self._sock.getsockname()[:2]
-        self._accepting = self._loop.create_task(self._accept(self._sock), name=f"raft-accept-{self.node_id}")
+        # Our own accept loop, so that each handshake uses the context current at that moment
+        # (`tls.server_context()`, a changed CA bundle included) and every refused handshake is seen here: one
+        # warning naming the address and the reason, one count (`refused_handshake`). The first byte must start
+        # a TLS handshake; at most max_unauthenticated_connections handshakes wait at once (one more drops the
+        # oldest), each for at most auth_timeout_s (raft.leaf.admission).
+        self._admission = TlsAdmission(
+            self.tls.server_context,
+            lambda: _Inbound(self),
+            lambda peer, reason, text: self.refused_handshake("inbound", peer, reason, text),
+            self._accept_failed,
+            handshakes_max=self.options.max_unauthenticated_connections,
+            handshake_timeout_s=self.options.auth_timeout_s,
+            plain_refused="a plain connection, TLS required",
+        )
+        self._accepting = self._loop.create_task(self._admission.accept(self._sock), name=f"raft-accept-{self.node_id}")
 
-    async def _accept(self, sock: socket.socket) -> None:
-        """Peer TLS: our own accept loop, so that each handshake uses the context current at that moment
-        (`tls.server_context()`, a changed CA bundle included) and every refused handshake is seen here: one
-        warning naming the address and the reason, one count (`refused_handshake`). At most
-        max_unauthenticated_connections handshakes wait at once (one more drops the oldest), each for at most
-        auth_timeout_s."""
-        assert self._loop is not None
-        while True:
-            try:
-                conn, addr = await self._loop.sock_accept(sock)
-            except OSError as e:
-                if self._closed:
-                    return
-                logger.error("%s: raft accept failed: %s; retrying in %.1f s", self.node_id, e, ACCEPT_RETRY_S)
-                await asyncio.sleep(ACCEPT_RETRY_S)
-                continue
-            peer = format_address((str(addr[0]), int(addr[1])))
-            if len(self._admitting) >= self.options.max_unauthenticated_connections:
-                # the oldest waiting handshake makes room: half-open ones cannot lock a peer out for long
-                oldest = next(iter(self._admitting))
-                text = f"dropped: the oldest of {len(self._admitting)} connections still in their TLS handshake"
-                self.refused_handshake("inbound", self._admitting.pop(oldest), "too_many_handshakes", text)
-                oldest.cancel()
-            task = self._loop.create_task(self._admit(conn, peer))
-            self._admitting[task] = peer
-            task.add_done_callback(lambda t: self._admitting.pop(t, None))
-
-    async def _admit(self, conn: socket.socket, peer: str) -> None:
-        """One inbound TLS connection: its first byte must start a TLS handshake, which must finish within
-        auth_timeout_s with the current server context."""
-        assert self._loop is not None and self.tls is not None
-        loop, timeout = self._loop, self.options.auth_timeout_s
-        conn.setblocking(False)
-        try:
-            async with asyncio.timeout(timeout):
-                first = await peek_first_byte(loop, conn)
-                if first == b"":
-                    conn.close()  # closed before a byte: nothing to refuse
-                    return
-                if first[0] != HANDSHAKE_RECORD:
-                    conn.close()
-                    self.refused_handshake("inbound", peer, "plain_on_enforcing", "a plain connection, TLS required")
-                    return
-                await loop.connect_accepted_socket(
-                    lambda: _Inbound(self), conn, ssl=self.tls.server_context(), ssl_handshake_timeout=timeout
-                )
-        except asyncio.CancelledError:
-            conn.close()
-            raise
-        except (OSError, TimeoutError) as e:  # ssl.SSLError is an OSError
-            conn.close()
-            self.refused_handshake("inbound", peer, *refusal_reason(e, timeout))
+    def _accept_failed(self, e: OSError) -> bool:
+        if self._closed:
+            return False
+        logger.error("%s: raft accept failed: %s; retrying in %.1f s", self.node_id, e, ACCEPT_RETRY_S)
+        return True
 
     def refused_handshake(self, direction: str, peer: str, reason: str, text: str) -> None:
         """A TLS handshake refused: one warning naming the remote address and the reason, one count."""
@@ -239,7 +206,7 @@ class TcpTransport:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-        for task in [self._accepting, *self._admitting]:
+        for task in [self._accepting, *(self._admission.admitting if self._admission is not None else ())]:
             if task is not None:  # peer TLS: the accept loop and the handshakes in progress
                 task.cancel()
                 waits.append(task)
