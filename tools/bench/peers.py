@@ -51,8 +51,9 @@ from tools.cluster import ControllerdCluster
 
 SYSTEMS = ("ours", "jraft", "dledger")
 DEFAULTS = {
-    "ours": "heartbeats through the Raft log, fsync per log batch (group commit), snapshot every 3600 s "
-    "(jRaftSnapshotIntervalSecs), election timeout 1000 ms",
+    "ours": "heartbeats through the Raft log, fsync per log batch (group commit), snapshot every 10,000 entries "
+    "(statemachineSnapshotThreshold) or 3600 s (jRaftSnapshotIntervalSecs), state hashed every 10,000 entries "
+    "(controllerCorruptCheckEntries), election timeout 1000 ms",
     "jraft": "heartbeats through the Raft log (RaftBrokerHeartBeatManager), sofa-jraft's fsync per log batch "
     "(RaftOptions.sync=true), snapshot every 3600 s, election timeout 1000 ms; heap -Xmx256m",
     "dledger": "heartbeats in memory only (DefaultBrokerHeartbeatManager), DLedger log flushed every 10 ms "
