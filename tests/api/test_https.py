@@ -47,6 +47,20 @@ async def serving(root: Path, https: TlsSettings | None) -> AsyncIterator[int]:
         await server.stop()
 
 
+def client_auth(ca: CA, server: Pair, trust: str | None = None) -> TlsSettings:
+    """HTTPS with `server`'s certificate, requiring client certificates that `trust` (default: `ca`) signed."""
+    return TlsSettings(
+        mode="disabled",  # HTTPS does not depend on the remoting port's mode
+        config_file="",
+        test_mode=False,
+        need_client_auth="require",
+        cert_path=server.cert,
+        key_path=server.key,
+        auth_client=True,
+        trust_cert_path=trust or ca.path,
+    )
+
+
 async def rmqctl_run(*args: str) -> Result:
     """rmqctl in a thread (its HTTP client blocks; the server runs on this loop)."""
     return await asyncio.to_thread(CliRunner().invoke, rmqctl, list(args))
@@ -59,16 +73,7 @@ async def test_https_with_client_certificates_rmqctl_and_rotation(
         monkeypatch.setenv(variable, "")  # rmqctl's flags set them: restored (removed) after the test
     ca = CA(tmp_path / "pki")
     server, client = ca.issue("controller"), ca.issue("operator")
-    https = TlsSettings(
-        mode="disabled",  # HTTPS does not depend on the remoting port's mode
-        config_file="",
-        test_mode=False,
-        need_client_auth="require",
-        cert_path=server.cert,
-        key_path=server.key,
-        auth_client=True,
-        trust_cert_path=ca.path,
-    )
+    https = client_auth(ca, server)
     async with serving(tmp_path / "n", https) as port:
         url = f"https://127.0.0.1:{port}"
         tls = ("--cacert", ca.path, "--cert", client.cert, "--key", client.key)
@@ -159,16 +164,7 @@ def get(port: int, ctx: ssl.SSLContext | None, data: bytes = b"", path: str = "/
 
 @contextlib.asynccontextmanager
 async def https_server(root: Path, ca: CA, trust: str) -> AsyncIterator[tuple[ControllerServer, int]]:
-    pair = ca.issue("controller")
-    https = TlsSettings(
-        config_file="",
-        test_mode=False,
-        need_client_auth="require",
-        cert_path=pair.cert,
-        key_path=pair.key,
-        auth_client=True,
-        trust_cert_path=trust,
-    )
+    https = client_auth(ca, ca.issue("controller"), trust)
     raft, http = free_ports(2)
     settings = replace(SETTINGS, http_tls=True, remoting_tls=https)
     server = ControllerServer(service_options(root, [raft], 0, GROUP_RAFT), settings, ("127.0.0.1", http))
@@ -306,17 +302,7 @@ async def test_members_call_each_other_over_https_with_their_certificate(tmp_pat
     https:// when controllerHttpTls is on, verify the member against tls.server.trustCertPath and present the
     node's own certificate, which a member requiring client certificates asks for."""
     ca = CA(tmp_path / "pki")
-    pair = ca.issue("controller")
-    https = TlsSettings(
-        mode="disabled",
-        config_file="",
-        test_mode=False,
-        need_client_auth="require",
-        cert_path=pair.cert,
-        key_path=pair.key,
-        auth_client=True,
-        trust_cert_path=ca.path,
-    )
+    https = client_auth(ca, ca.issue("controller"))
     settings = replace(SETTINGS, http_tls=True, remoting_tls=https)
     async with serving(tmp_path / "n", https) as port:
         r = await member_request(settings, "GET", f"127.0.0.1:{port}", "/api/v1/raft/features", 5)
