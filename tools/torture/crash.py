@@ -17,7 +17,9 @@ Two kinds of point need a workload of their own, so that they are met by constru
   while the others take `lag` writes, enough that the leader compacts its log past the node's last entry,
   then thawed (SIGCONT): it is behind the compacted log and gets an InstallSnapshot (downloaded in 1 KiB
   chunks, so one download is many `install.chunk` hits). Freeze and thaw repeat in the same process until
-  the point fires, so hit counts above 1 are reached too. Only one node is frozen at a time, and a node
+  the point fires, so hit counts above 1 are reached too; a thawed node is frozen again only once it has
+  caught up to the leader's commit at its thaw (frozen in the middle of a download, it never reached the
+  points after it: `wal.reset.before_unlink` was then met only by luck, through another case's restart). Only one node is frozen at a time, and a node
   that crashes meanwhile restarts disarmed (the other two must keep a quorum for the frozen one to fall
   behind); it is killed and re-armed once the frozen one is thawed.
 * membership (`membership.propose`, `membership.apply`): while one of them is armed, a thread keeps adding
@@ -215,6 +217,7 @@ class Armed:
     since: int  # acknowledged writes when the case started (or when the node was last thawed)
     freezes: int = 0
     frozen_at: int | None = None  # acknowledged writes when it was frozen (SIGSTOP), while it is
+    thawed_at: int = 0  # the leader's commit index when it was last thawed: it catches up to it before a new freeze
 
 
 def cases(points: tuple[str, ...], max_hit: int) -> dict[str, deque[int]]:
@@ -291,14 +294,32 @@ def run(
     def frozen() -> bool:
         return any(a.frozen_at is not None for a in arm.values())
 
+    def status(j: int) -> dict | None:
+        try:
+            return dict(httpx.get(c.url(j, "/api/v1/raft/status"), headers=c.headers, timeout=2).json()["body"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+
+    def leader_commit(i: int) -> int:
+        for j in range(3):
+            st = status(j) if j != i and c.procs[j].poll() is None else None
+            if st is not None and st["leaderId"] == st["nodeId"]:
+                return int(st["commitIndex"])
+        return 0
+
     def install_case(i: int, a: Armed, acked: int) -> bool:
         """Freeze and thaw a node armed at an InstallSnapshot point; True when it is not reached."""
         if a.frozen_at is not None:
             if acked - a.frozen_at >= LAG:  # the leader has compacted past it: thawed, it must install
                 os.kill(c.procs[i].pid, signal.SIGCONT)
-                a.frozen_at, a.since = None, acked
+                a.frozen_at, a.since, a.thawed_at = None, acked, leader_commit(i)
             return False
         if acked - a.since < CATCH_UP:
+            return False
+        # Frozen again only once caught up: an InstallSnapshot downloads in 1 KiB chunks, and a node frozen
+        # again in the middle of one never reaches the points after the download (adopt, the WAL's reset).
+        st = status(i)
+        if st is None or int(st["appliedIndex"]) < a.thawed_at:
             return False
         if a.freezes >= min(a.count, MAX_FREEZES) + 2:  # (install.chunk: many hits per download)
             return True
