@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.http import models as M
 from api.http.app import create_app
 from api.http.hotpath import HeartbeatPath
+from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
 from api.service.settings import ApiSettings
 from raft.node.factory import open_data_dir
@@ -175,6 +176,36 @@ async def group(
     async with running(nodes):
         await settled(nodes)
         yield nodes
+
+
+@dataclass
+class RemotingGroup:
+    """Three in-process nodes, each serving RocketMQ remoting (`remoting_group`)."""
+
+    nodes: list[Node]
+    servers: list[RemotingServer]
+    remoting: dict[str, str]  # raft id -> its remoting address (jRaftControllerRPCAddr)
+    rports: list[int]  # the nodes' remoting ports, in node order
+
+
+@asynccontextmanager
+async def remoting_group(root: Path, settings: ApiSettings = SETTINGS, **kw: Any) -> AsyncIterator[RemotingGroup]:
+    """A started 3-node group whose nodes know each other's remoting addresses, a RemotingServer on each (started
+    before the nodes, as controllerd does), stopped however the test ends; `kw` goes to service_options. Not
+    settled: the test waits for the leader it needs."""
+    ports, rports = free_ports(3), free_ports(3)
+    ids = [f"127.0.0.1:{p}" for p in ports]
+    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
+    nodes = [build(service_options(root, ports, i, GROUP_RAFT, remoting_addresses=remoting, **kw)) for i in range(3)]
+    servers = [RemotingServer(n.service, settings, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
+    for s in servers:
+        await s.start()
+    try:
+        async with running(nodes):
+            yield RemotingGroup(nodes, servers, remoting, rports)
+    finally:
+        for s in servers:
+            await s.stop()
 
 
 def features_via(nodes: list[Node]) -> Callable[[str], Awaitable[int | None]]:

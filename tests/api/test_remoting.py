@@ -31,6 +31,7 @@ from tests.api.harness import (
     Node,
     build,
     register,
+    remoting_group,
     running,
     service_options,
     settled,
@@ -349,135 +350,126 @@ async def test_closing_an_older_connection_leaves_a_reconnected_broker_alone(
 
 
 async def test_three_node_failover_with_remoting_brokers(tmp_path: Path) -> None:
-    ports, rports = free_ports(3), free_ports(3)
-    ids = [f"127.0.0.1:{p}" for p in ports]
-    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
-    nodes = [build(service_options(tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting)) for i in range(3)]
-    servers = [RemotingServer(n.service, SETTINGS, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
-    for s in servers:
-        await s.start()
-    try:
-        async with running(nodes):
-            leader = await settled(nodes)
-            follower = next(n for n in nodes if n is not leader)
-            # A broker asks a follower: 2007 names the leader's remoting address, as 1005 does.
-            fclient = await RemotingClient.connect("127.0.0.1", rports[nodes.index(follower)])
-            r = await fclient.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
-            assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
-            assert r.remark == "The controller is not in leader state"  # RocketMQ's remark (issue 12, bug 8)
-            meta = await fclient.request(H.GET_METADATA_INFO)
-            assert meta.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
-            assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or set(
-                meta.ext_fields["peers"].rstrip(";").split(";")
-            ) == set(remoting.values())
-            fclient.close()
-            # mqadmin updateControllerConfig -a <every address>: 1009 to each node in turn, and any answer but
-            # SUCCESS fails the command. A follower passes it to the leader (the keys are replicated), once.
-            followers_first = sorted(nodes, key=lambda n: n is leader)
-            for value, n in enumerate(followers_first, start=5):
-                c = await connect(remoting[n.id])
-                r = await c.request(C.UPDATE_CONTROLLER_CONFIG, body=f"electMasterMaxRetryCount={value}\n".encode())
-                assert (r.code, r.remark) == (C.SUCCESS, None), (n.id, r)
-                c.close()
-            await wait_for(
-                nodes, lambda: all(n.service.replicated_config()["electMasterMaxRetryCount"] == 7 for n in nodes)
-            )
-            c = await connect(remoting[follower.id])
-            r = await c.request(C.UPDATE_CONTROLLER_CONFIG, {FORWARDED_BY: leader.id}, b"electMasterMaxRetryCount=3\n")
-            assert r.code == C.CONTROLLER_NOT_LEADER  # already forwarded once: not passed on again
+    async with remoting_group(tmp_path) as g:
+        nodes, rports, remoting = g.nodes, g.rports, g.remoting
+        ids = list(remoting)
+        leader = await settled(nodes)
+        follower = next(n for n in nodes if n is not leader)
+        # A broker asks a follower: 2007 names the leader's remoting address, as 1005 does.
+        fclient = await RemotingClient.connect("127.0.0.1", rports[nodes.index(follower)])
+        r = await fclient.request(C.GET_NEXT_BROKER_ID, {"clusterName": "c", "brokerName": "b"})
+        assert r.code == C.CONTROLLER_NOT_LEADER and r.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
+        assert r.remark == "The controller is not in leader state"  # RocketMQ's remark (issue 12, bug 8)
+        meta = await fclient.request(H.GET_METADATA_INFO)
+        assert meta.ext_fields["controllerLeaderAddress"] == remoting[leader.id]
+        assert meta.ext_fields["peers"] == "".join(f"{remoting[i]};" for i in sorted(ids, key=ids.index)) or set(
+            meta.ext_fields["peers"].rstrip(";").split(";")
+        ) == set(remoting.values())
+        fclient.close()
+        # mqadmin updateControllerConfig -a <every address>: 1009 to each node in turn, and any answer but
+        # SUCCESS fails the command. A follower passes it to the leader (the keys are replicated), once.
+        followers_first = sorted(nodes, key=lambda n: n is leader)
+        for value, n in enumerate(followers_first, start=5):
+            c = await connect(remoting[n.id])
+            r = await c.request(C.UPDATE_CONTROLLER_CONFIG, body=f"electMasterMaxRetryCount={value}\n".encode())
+            assert (r.code, r.remark) == (C.SUCCESS, None), (n.id, r)
             c.close()
-            # Discovery: every node's HTTP status and peers list name each member's remoting address.
-            for n in nodes:
-                for path in ("/api/v1/raft/status", "/api/v1/raft/peers"):
-                    rows = (await n.ok("GET", path, token=True))["body"]["peers"]
-                    assert {p["id"]: p["remotingAddress"] for p in rows} == remoting, (n.id, path)
+        await wait_for(
+            nodes, lambda: all(n.service.replicated_config()["electMasterMaxRetryCount"] == 7 for n in nodes)
+        )
+        c = await connect(remoting[follower.id])
+        r = await c.request(C.UPDATE_CONTROLLER_CONFIG, {FORWARDED_BY: leader.id}, b"electMasterMaxRetryCount=3\n")
+        assert r.code == C.CONTROLLER_NOT_LEADER  # already forwarded once: not passed on again
+        c.close()
+        # Discovery: every node's HTTP status and peers list name each member's remoting address.
+        for n in nodes:
+            for path in ("/api/v1/raft/status", "/api/v1/raft/peers"):
+                rows = (await n.ok("GET", path, token=True))["body"]["peers"]
+                assert {p["id"]: p["remotingAddress"] for p in rows} == remoting, (n.id, path)
 
-            async def broker_step(fn: Callable[[RemotingClient], Awaitable[Any]]) -> Any:
-                """Run fn against the leader found through 1005, as a broker's controller client does."""
-                async with asyncio.timeout(20):
-                    while True:
-                        for addr in remoting.values():
-                            try:
-                                c = await connect(addr)
-                            except OSError:
-                                continue
-                            try:
-                                m = await c.request(H.GET_METADATA_INFO, timeout=2)
-                                lead = m.ext_fields.get("controllerLeaderAddress")
-                                if m.ext_fields.get("isLeader") == "true":
-                                    result = await fn(c)
-                                    if result is not None:
-                                        return result
-                                elif lead is None:
-                                    pass
-                            except (ConnectionError, TimeoutError):
+        async def broker_step(fn: Callable[[RemotingClient], Awaitable[Any]]) -> Any:
+            """Run fn against the leader found through 1005, as a broker's controller client does."""
+            async with asyncio.timeout(20):
+                while True:
+                    for addr in remoting.values():
+                        try:
+                            c = await connect(addr)
+                        except OSError:
+                            continue
+                        try:
+                            m = await c.request(H.GET_METADATA_INFO, timeout=2)
+                            lead = m.ext_fields.get("controllerLeaderAddress")
+                            if m.ext_fields.get("isLeader") == "true":
+                                result = await fn(c)
+                                if result is not None:
+                                    return result
+                            elif lead is None:
                                 pass
-                            finally:
-                                c.close()
-                        await asyncio.sleep(0.05)
+                        except (ConnectionError, TimeoutError):
+                            pass
+                        finally:
+                            c.close()
+                    await asyncio.sleep(0.05)
 
-            async def register(c: RemotingClient, bid: int) -> Any:
-                addr = f"10.1.0.{bid}:10911"
-                for code, ext in (
-                    (
-                        C.APPLY_BROKER_ID,
-                        {
-                            "clusterName": "c",
-                            "brokerName": "b",
-                            "appliedBrokerId": bid,
-                            "registerCheckCode": f"{addr};1",
-                        },
-                    ),
-                    (
-                        H.BROKER_HEARTBEAT,
-                        {
-                            "clusterName": "c",
-                            "brokerName": "b",
-                            "brokerAddr": addr,
-                            "brokerId": bid,
-                            "heartbeatTimeoutMills": 600000,
-                        },
-                    ),
-                    (
-                        C.REGISTER_BROKER,
-                        {"clusterName": "c", "brokerName": "b", "brokerId": bid, "brokerAddress": addr},
-                    ),
-                ):
-                    r = await c.request(code, ext)
-                    if r.code != C.SUCCESS:
-                        return None
-                return True
-
-            await broker_step(lambda c: register(c, 1))
-            await broker_step(lambda c: register(c, 2))
-
-            async def elect(c: RemotingClient) -> Any:
-                r = await c.request(
-                    C.ELECT_MASTER, {"clusterName": "c", "brokerName": "b", "brokerId": 1, "designateElect": False}
-                )
-                return r if r.code in (C.SUCCESS, C.CONTROLLER_MASTER_STILL_EXIST) else None
-
-            assert (await broker_step(elect)).ext_fields["masterBrokerId"] == "1"
-            # The leader goes away; the brokers find the new one and keep heartbeating and reading.
-            await leader.service.stop(transfer=False)
-            rest = [n for n in nodes if n is not leader]
-            await wait_for(rest, lambda: any(n.service.node.is_leader() for n in rest), 20)
-
-            async def beat_and_read(c: RemotingClient) -> Any:
-                r = await c.request(
+        async def register(c: RemotingClient, bid: int) -> Any:
+            addr = f"10.1.0.{bid}:10911"
+            for code, ext in (
+                (
+                    C.APPLY_BROKER_ID,
+                    {
+                        "clusterName": "c",
+                        "brokerName": "b",
+                        "appliedBrokerId": bid,
+                        "registerCheckCode": f"{addr};1",
+                    },
+                ),
+                (
                     H.BROKER_HEARTBEAT,
-                    {"clusterName": "c", "brokerName": "b", "brokerAddr": "10.1.0.2:10911", "brokerId": 2},
-                )
+                    {
+                        "clusterName": "c",
+                        "brokerName": "b",
+                        "brokerAddr": addr,
+                        "brokerId": bid,
+                        "heartbeatTimeoutMills": 600000,
+                    },
+                ),
+                (
+                    C.REGISTER_BROKER,
+                    {"clusterName": "c", "brokerName": "b", "brokerId": bid, "brokerAddress": addr},
+                ),
+            ):
+                r = await c.request(code, ext)
                 if r.code != C.SUCCESS:
                     return None
-                r = await c.request(C.GET_REPLICA_INFO, {"brokerName": "b"})
-                return r if r.code == C.SUCCESS else None
+            return True
 
-            r = await broker_step(beat_and_read)
-            assert r.ext_fields["masterBrokerId"] == "1" and json.loads(r.body)["syncStateSet"] == [1]
-    finally:
-        for s in servers:
-            await s.stop()
+        await broker_step(lambda c: register(c, 1))
+        await broker_step(lambda c: register(c, 2))
+
+        async def elect(c: RemotingClient) -> Any:
+            r = await c.request(
+                C.ELECT_MASTER, {"clusterName": "c", "brokerName": "b", "brokerId": 1, "designateElect": False}
+            )
+            return r if r.code in (C.SUCCESS, C.CONTROLLER_MASTER_STILL_EXIST) else None
+
+        assert (await broker_step(elect)).ext_fields["masterBrokerId"] == "1"
+        # The leader goes away; the brokers find the new one and keep heartbeating and reading.
+        await leader.service.stop(transfer=False)
+        rest = [n for n in nodes if n is not leader]
+        await wait_for(rest, lambda: any(n.service.node.is_leader() for n in rest), 20)
+
+        async def beat_and_read(c: RemotingClient) -> Any:
+            r = await c.request(
+                H.BROKER_HEARTBEAT,
+                {"clusterName": "c", "brokerName": "b", "brokerAddr": "10.1.0.2:10911", "brokerId": 2},
+            )
+            if r.code != C.SUCCESS:
+                return None
+            r = await c.request(C.GET_REPLICA_INFO, {"brokerName": "b"})
+            return r if r.code == C.SUCCESS else None
+
+        r = await broker_step(beat_and_read)
+        assert r.ext_fields["masterBrokerId"] == "1" and json.loads(r.body)["syncStateSet"] == [1]
 
 
 async def test_controller_server_serves_remoting_beside_http_and_names_a_busy_port(tmp_path: Path) -> None:
@@ -811,17 +803,6 @@ async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp
     from tests.daemon.demo import FAST  # the short broker timeouts of the process-level failover tests
     from tools.brokersim.sim import Simulator
 
-    ports, rports = free_ports(3), free_ports(3)
-    ids = [f"127.0.0.1:{p}" for p in ports]
-    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
-    opts = [
-        service_options(
-            tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting, scan_interval_ms=300, first_scan_delay_ms=0
-        )
-        for i in range(3)
-    ]
-    nodes = [build(o) for o in opts]
-    servers = [RemotingServer(n.service, SETTINGS, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
     changed = asyncio.Event()
 
     async def until(what: str, predicate: Callable[[], Any], timeout: float) -> Any:
@@ -835,13 +816,18 @@ async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp
         assert value, what
         return value
 
-    sim = Simulator(
-        list(remoting.values()), 1, 3, FAST, base_port=free_ports(1)[0], on_event=lambda e: changed.set(), remoting=True
-    )
-    for s in servers:
-        await s.start()
-    try:
-        async with running(nodes):
+    async with remoting_group(tmp_path, scan_interval_ms=300, first_scan_delay_ms=0) as g:
+        nodes, servers, remoting = g.nodes, g.servers, g.remoting
+        sim = Simulator(
+            list(remoting.values()),
+            1,
+            3,
+            FAST,
+            base_port=free_ports(1)[0],
+            on_event=lambda e: changed.set(),
+            remoting=True,
+        )
+        try:
             leader = await settled(nodes)
             await sim.start()
             group = sim.sets["broker-a"]
@@ -876,10 +862,8 @@ async def test_simulated_brokers_over_remoting_through_a_controller_failover(tmp
             assert group.lost(new) == []
             info = await new_leader.ok("POST", "/api/v1/controller/replica-info", json={"brokerName": "broker-a"})
             assert info["header"]["masterBrokerId"] == new.id
-    finally:
-        await sim.stop()
-        for s in servers:
-            await s.stop()
+        finally:
+            await sim.stop()
 
 
 async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_encode_is_still_answered(

@@ -21,9 +21,8 @@ from api.remoting.client import RemotingClient
 from api.remoting.server import RemotingServer
 from api.service.metrics import ControllerMetrics
 from api.service.tls import TlsError, TlsSettings
-from raft.testing.cluster import free_ports
 from statemachine import codes as C
-from tests.api.harness import GROUP_RAFT, SETTINGS, Node, build, running, service_options, settled, solo
+from tests.api.harness import SETTINGS, Node, remoting_group, settled, solo
 from tools.pki import CA
 
 pytestmark = pytest.mark.anyio
@@ -229,26 +228,15 @@ def test_settings_refuse_what_rocketmq_would_silently_accept(pki: Pki, tmp_path:
 async def test_a_follower_forwards_a_config_update_to_the_leader_over_tls(pki: Pki, tmp_path: Path) -> None:
     """mqadmin updateControllerConfig -a <a follower>: the follower passes the 1009 to the leader's enforcing
     port over TLS, presenting its own certificate (tls.server.certPath) as a client certificate."""
-    ports, rports = free_ports(3), free_ports(3)
-    ids = [f"127.0.0.1:{p}" for p in ports]
-    remoting = {i: f"127.0.0.1:{p}" for i, p in zip(ids, rports, strict=True)}
-    nodes = [build(service_options(tmp_path, ports, i, GROUP_RAFT, remoting_addresses=remoting)) for i in range(3)]
-    settings = replace(SETTINGS, remoting_tls=pki.settings("enforcing"))
-    servers = [RemotingServer(n.service, settings, ("127.0.0.1", p)) for n, p in zip(nodes, rports, strict=True)]
-    for s in servers:
-        await s.start()
-    try:
-        async with running(nodes):
-            leader = await settled(nodes)
-            follower = next(i for i, n in enumerate(nodes) if n is not leader)
-            client = await RemotingClient.connect("127.0.0.1", rports[follower], tls=pki.ca.client_context(pki.client))
-            try:
-                r = await client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=4\n")
-            finally:
-                client.close()
-            assert (r.code, r.remark) == (C.SUCCESS, None), r
-            assert leader.service.replicated_config()["electMasterMaxRetryCount"] == 4
-            assert all(s.refusals == {} for s in servers)
-    finally:
-        for s in servers:
-            await s.stop()
+    async with remoting_group(tmp_path, replace(SETTINGS, remoting_tls=pki.settings("enforcing"))) as g:
+        nodes, rports, servers = g.nodes, g.rports, g.servers
+        leader = await settled(nodes)
+        follower = next(i for i, n in enumerate(nodes) if n is not leader)
+        client = await RemotingClient.connect("127.0.0.1", rports[follower], tls=pki.ca.client_context(pki.client))
+        try:
+            r = await client.request(C.UPDATE_CONTROLLER_CONFIG, body=b"electMasterMaxRetryCount=4\n")
+        finally:
+            client.close()
+        assert (r.code, r.remark) == (C.SUCCESS, None), r
+        assert leader.service.replicated_config()["electMasterMaxRetryCount"] == 4
+        assert all(s.refusals == {} for s in servers)
