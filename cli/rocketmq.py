@@ -23,8 +23,8 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from typing import IO, TypeVar
+from collections.abc import Callable, Mapping
+from typing import IO, Any, TypeVar
 
 from raft.testing.cluster import free_port_base
 
@@ -104,6 +104,15 @@ def wait_until(what: str, check: Callable[[], T | None], timeout: float, period:
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what}: not within {timeout:.0f}s" + (f" (last error: {last!r})" if last else ""))
         threading.Event().wait(period)
+
+
+def settled(s: Mapping[str, Any] | None, in_sync: int) -> bool:
+    """Whether a broker set as our controller's status page shows it (an item of `brokerSets` in GET /ui/api/state)
+    has an alive master and exactly `in_sync` alive replicas in its SyncStateSet."""
+    if s is None or s["masterBrokerId"] is None:
+        return False
+    alive_in_sync = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
+    return len(alive_in_sync) == in_sync and any(r["master"] and r["alive"] for r in s["replicas"])
 
 
 def port_triples(n: int) -> list[int]:

@@ -46,10 +46,7 @@ def settled(ours: ControllerdCluster, timeout: float = 120) -> dict[str, Any]:
 
     def check() -> dict[str, Any] | None:
         s = broker_set(ours)
-        if s is None or s["masterBrokerId"] is None:
-            return None
-        in_sync = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
-        return s if len(in_sync) == 2 and any(r["master"] and r["alive"] for r in s["replicas"]) else None
+        return s if rocketmq.settled(s, 2) else None
 
     return wait_until(f"{NAME}: a master and 2 in-sync replicas", check, timeout)
 

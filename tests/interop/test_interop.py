@@ -99,11 +99,7 @@ class World:
 
         def check() -> dict[str, Any] | None:
             s = self.broker_sets().get(name)
-            if s is None or s["masterBrokerId"] is None:
-                return None
-            alive_in_sync = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
-            master_alive = any(r["master"] and r["alive"] for r in s["replicas"])
-            return s if master_alive and len(alive_in_sync) == size else None
+            return s if rocketmq.settled(s, size) else None
 
         return wait_until(f"{name}: a master and {size} in-sync replicas", check, timeout)
 

@@ -51,15 +51,7 @@ def settled(http: str) -> dict[str, Any] | None:
         sets = {s["brokerName"]: s for s in httpx.get(f"http://{http}/ui/api/state", timeout=2).json()["brokerSets"]}
     except (httpx.HTTPError, ValueError, KeyError):
         return None
-    for name in SETS:
-        s = sets.get(name)
-        if s is None or s["masterBrokerId"] is None:
-            return None
-        if not any(r["master"] and r["alive"] for r in s["replicas"]):
-            return None
-        if len([r for r in s["replicas"] if r["inSync"] and r["alive"]]) != 2:
-            return None
-    return sets
+    return sets if all(rocketmq.settled(sets.get(name), 2) for name in SETS) else None
 
 
 def test_local_cluster_with_real_brokers_settles_and_stops_every_jvm(tmp_path: Path) -> None:

@@ -76,11 +76,7 @@ class World:
 
         def check() -> dict[str, Any] | None:
             s = self.broker_set()
-            if s is None or s["masterBrokerId"] is None:
-                return None
-            in_sync = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
-            master = any(r["master"] and r["alive"] for r in s["replicas"])
-            return s if master and len(in_sync) == alive else None
+            return s if rocketmq.settled(s, alive) else None
 
         return wait_until(f"broker-a: a master and {alive} in-sync replicas", check, timeout)
 

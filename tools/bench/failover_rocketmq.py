@@ -136,11 +136,7 @@ class Ours:
     def settled(self, rnd: Round, size: int = 3) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             s = self.broker_set()
-            if s is None or s["masterBrokerId"] is None:
-                return None
-            alive_in_sync = [r for r in s["replicas"] if r["inSync"] and r["alive"]]
-            master_alive = any(r["master"] and r["alive"] for r in s["replicas"])
-            return s if master_alive and len(alive_in_sync) == size else None
+            return s if rocketmq.settled(s, size) else None
 
         return poll(f"{SET}: a master and {size} alive in-sync replicas", check, rnd, 0.2)
 
