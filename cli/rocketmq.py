@@ -23,10 +23,11 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from typing import IO, Any, TypeVar
+from collections.abc import Callable
+from typing import IO, TypeVar
 
 from raft.testing.cluster import free_port_base
+from statemachine.values import JSONObject
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
 INTEROP = os.path.join(ROOT, "interop", "rocketmq")
@@ -106,7 +107,7 @@ def wait_until(what: str, check: Callable[[], T | None], timeout: float, period:
         threading.Event().wait(period)
 
 
-def settled(s: Mapping[str, Any] | None, in_sync: int) -> bool:
+def settled(s: JSONObject | None, in_sync: int) -> bool:
     """Whether a broker set as our controller's status page shows it (an item of `brokerSets` in GET /ui/api/state)
     has an alive master and exactly `in_sync` alive replicas in its SyncStateSet."""
     if s is None or s["masterBrokerId"] is None:
