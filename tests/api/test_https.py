@@ -13,7 +13,7 @@ import logging
 import re
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from api.service.tls import TlsSettings
 from cli.rmqctl import main as rmqctl
 from raft.testing.cluster import free_ports
 from tests.api.harness import GROUP_RAFT, SETTINGS, TOKEN, service_options
+from tests.raft.helpers import eventually
 from tools.pki import CA, Pair, write
 
 pytestmark = pytest.mark.anyio
@@ -234,12 +235,6 @@ async def test_a_replaced_ca_bundle_applies_to_the_next_https_connection(tmp_pat
         server.reload_tls()  # and what SIGHUP does
         assert await answered(new_client) and not await answered(old_client)
         await eventually(lambda: counts[("http", "bad_certificate")] == 3)
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
 
 
 async def test_refusals_on_the_raft_port_reach_metrics_as_listener_raft(tmp_path: Path) -> None:

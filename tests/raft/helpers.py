@@ -15,6 +15,14 @@ from raft.storage.protocols import LogStorage
 FAST = RaftOptions(election_timeout_ms=300)  # real sockets on loopback: elections in a fraction of a second
 
 
+async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Until `condition()` holds: a bounded poll (1 ms) of a counter or state another task or thread changes,
+    TimeoutError after `timeout` seconds."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
 def run(coro: Callable[[], Awaitable[Any]], timeout_s: float = 60) -> Any:
     """Run one async test body to completion, failing it after `timeout_s`."""
     return asyncio.run(asyncio.wait_for(coro(), timeout_s))

@@ -17,6 +17,7 @@ import pytest
 import uvloop
 
 from raft.leaf.admission import TlsAdmission, peer_address
+from tests.raft.helpers import eventually
 from tools.pki import CA
 
 Runner = Callable[[Coroutine[Any, Any, None]], None]
@@ -36,12 +37,6 @@ def run(request: pytest.FixtureRequest) -> Runner:
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory: pytest.TempPathFactory) -> CA:
     return CA(tmp_path_factory.mktemp("pki"))
-
-
-async def eventually(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(DEADLINE / 2):
-        while not condition():
-            await asyncio.sleep(0.001)  # a bounded poll of the condition
 
 
 class Echo(asyncio.Protocol):

@@ -24,13 +24,13 @@ from cli.config import PeerFiles, peer_contexts
 from raft.options import PeerTls
 from raft.transport import TcpTransport
 from raft.transport.tcp import format_address
+from tests.raft.helpers import eventually
 from tests.raft.transport.test_transport import (
     DEADLINE,
     FAST,
     LOCAL,
     SECRET,
     Inbox,
-    eventually,
     hb,
 )
 from tools.pki import CA, write

@@ -19,6 +19,7 @@ from raft.core.messages import Entry, Message, MsgType
 from raft.options import TransportOptions
 from raft.transport import InMemoryTransport, TcpTransport, TransportHub
 from raft.transport.codec import encode_batch, encode_message, frame_header, frame_key
+from tests.raft.helpers import eventually
 
 SECRET = b"test cluster secret"
 LOCAL = ("127.0.0.1", 0)
@@ -52,12 +53,6 @@ class Inbox:
                 self._changed.clear()
                 await self._changed.wait()
         return self.messages
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = DEADLINE) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.001)
 
 
 def hb(frm: str, to: str, seq: int = 0) -> Message:
