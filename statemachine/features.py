@@ -3,8 +3,9 @@
 Every release reads the formats of the levels up to its own MAX_LEVEL. The group's level is replicated state,
 raised only through FEATURE_LEVEL (1201) entries, which the leader proposes once every member says it reads
 that level (api/service/controller.py, `raise_feature_level`); it never goes down. A command of a format
-newer than the group's level (GATED) answers an error and changes nothing on every member, exactly as a
-release that does not know it answers, so a half-upgraded group applies every entry to the same state.
+newer than the group's level (GATED) answers an error and changes nothing on every member, its time not taken
+either (ControllerStateMachine.apply_command checks before the clock), exactly as a release that does not know
+it answers, so a half-upgraded group applies every entry to the same state.
 
 A member that applies a FEATURE_LEVEL above its MAX_LEVEL, or loads a snapshot whose level is above it,
 cannot read what comes next: it stops (FeatureLevelError) naming both levels, rather than answer errors to
@@ -59,9 +60,9 @@ class FeatureTable:
             f"(rmqctl raft features)",
         )
 
-    def apply(self, level: int, index_hint: str = "a FEATURE_LEVEL entry") -> Result:
+    def apply(self, level: int) -> Result:
         if level > MAX_LEVEL:
-            raise FeatureLevelError(too_high(level, index_hint))
+            raise FeatureLevelError(too_high(level, "a FEATURE_LEVEL entry"))
         before = self.level
         self.level = max(before, level)  # never lowered: an older entry proposed late changes nothing
         return Result(SUCCESS, body={"level": self.level, "raised": self.level > before})

@@ -20,7 +20,7 @@ from statemachine import commands as K
 from statemachine.alarms import AlarmTable
 from statemachine.commands import FORMAT_VERSION, HEARTBEAT_ARITY, NAMED, CommandError, check, heartbeat_ok
 from statemachine.config import ReplicatedConfig
-from statemachine.features import FeatureLevelError, FeatureTable
+from statemachine.features import GATED, FeatureLevelError, FeatureTable
 from statemachine.heartbeat import BrokerHeartbeatManager
 from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
@@ -138,11 +138,15 @@ class ControllerStateMachine:
             c = check(c)
         except CommandError as e:
             return _malformed(str(e))
+        code = c[1]
+        if code in GATED:  # a format newer than the group's level: what a release without it answers, state untouched
+            refused = self.features.gate(code)
+            if refused is not None:
+                return refused
         if c[2] < live.clock:
             c[2] = live.clock
         elif c[1] not in READ_ONLY_CODES:
             live.clock = c[2]
-        code = c[1]
         return self._handlers[code](_new_tuple(NAMED[code], c))  # commands.named, inlined
 
     def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:
@@ -209,9 +213,6 @@ class ControllerStateMachine:
         return self.kv.cas(c.namespace, c.key, c.expect, c.value)
 
     def _alarm(self, c: K.Alarm) -> Result:
-        refused = self.features.gate(C.ALARM)  # below level 1: what v0.3.0, which has no alarms, answers too
-        if refused is not None:
-            return refused
         return self.alarms.apply(c.activate, c.alarm, c.memberId, c.detail, c.timeMillis)
 
     def _feature_level(self, c: K.FeatureLevel) -> Result:

@@ -71,3 +71,13 @@ def test_a_bad_level_is_refused_naming_the_field() -> None:
     assert e.value.field == "level"
     with pytest.raises(ValueError, match="featureLevel: bad level 'x'"):
         ControllerStateMachine().features.load_snapshot(msgpack.packb([SECTION_VERSION, "x"]))
+
+
+def test_a_gated_command_below_its_level_leaves_the_state_as_a_release_without_it_does() -> None:
+    """v0.3.0 answers an ALARM entry as an unknown code: an error, before the command's time is taken. A node of
+    this release at level 0 must leave every section as v0.3.0 does, the live table's clock included."""
+    sm = ControllerStateMachine()
+    sm.apply(cmd.heartbeat(1000, "c", "b", "10.0.0.1:10911", 1))
+    before = sm.encode_sections()
+    sm.apply(cmd.alarm(5000, True, "NOSPACE", A, "full"))  # a later time than anything applied
+    assert sm.encode_sections() == before and sm.clock_ms == 1000
