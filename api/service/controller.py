@@ -772,19 +772,25 @@ class ControllerService:
             "levels": {str(k): v for k, v in features.LEVELS.items()},
         }
 
-    async def raise_feature_level(self, level: int | None = None) -> Result:
-        """On the leader: raise the group's feature level to `level` (default: the highest this release reads),
+    async def raise_feature_level(self, level: int | None = None, *, highest_readable: bool = False) -> Result:
+        """On the leader: raise the group's feature level to `level` (default: the highest this release reads;
+        with `highest_readable`, the highest every member that answered reads, nothing when that is no higher),
         once every member answers that it reads it. Refused (CONTROLLER_INVALID_REQUEST, naming the members
         and their levels) when one does not answer or reads less; SUCCESS without a proposal when the group is
         already there. NotLeaderError elsewhere."""
         self.require_leader()
         levels = await self.member_levels()
+        current = self.sm.features.level
+        if highest_readable:
+            known = [v for v in levels.values() if v is not None]
+            if not known or min(known) <= current:
+                return Result(C.SUCCESS, body={"level": current, "raised": False, "members": levels})
+            level = min(known)
         silent = [m for m, v in levels.items() if v is None]
         if silent:
             return Result(C.CONTROLLER_INVALID_REQUEST, f"no feature level from {', '.join(silent)}: not raised")
         readable = min(v for v in levels.values() if v is not None)
         target = features.MAX_LEVEL if level is None else level
-        current = self.sm.features.level
         if target > readable:
             below = ", ".join(f"{m} reads {v}" for m, v in levels.items() if v is not None and v < target)
             return Result(C.CONTROLLER_INVALID_REQUEST, f"feature level {target} not raised: {below}")
@@ -801,11 +807,9 @@ class ControllerService:
         while True:
             if self.opts.feature_level_auto and self.is_leader() and self.sm.features.level < features.MAX_LEVEL:
                 try:
-                    known = [v for v in (await self.member_levels()).values() if v is not None]
-                    if known and min(known) > self.sm.features.level:  # a silent member: raise_ says so
-                        r = await self.raise_feature_level(min(known))
-                        if r.code != C.SUCCESS:
-                            log.info("feature level stays %d: %s", self.sm.features.level, r.remark)
+                    r = await self.raise_feature_level(highest_readable=True)
+                    if r.code != C.SUCCESS:
+                        log.info("feature level stays %d: %s", self.sm.features.level, r.remark)
                 except (NotLeaderError, UnavailableError) as e:
                     log.debug("feature level check: %s", e)
             await asyncio.sleep(self.opts.feature_check_interval_ms / 1000)
