@@ -5,14 +5,16 @@ levels and the entry."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from raft.testing.cluster import free_ports
 from statemachine import codes as C
 from statemachine import commands
 from statemachine.features import MAX_LEVEL
-from tests.api.harness import Node, features_via, group, solo
+from tests.api.harness import GROUP_RAFT, Node, build, features_via, group, running, service_options, settled, solo
 
 pytestmark = pytest.mark.anyio
 
@@ -86,3 +88,36 @@ async def test_a_committed_level_above_this_release_stops_the_node(tmp_path: Pat
             "FeatureLevelError" in error and f"the group's feature level is {MAX_LEVEL + 1}, above {MAX_LEVEL}" in error
         )
         assert "entry " in error and node.service.sm.features.level == 0
+
+
+async def test_the_leader_raises_the_level_by_itself_once_every_member_reads_it(tmp_path: Path) -> None:
+    """controllerFeatureLevelAuto: the leader's periodic check raises the level to the highest every member
+    reads, and leaves it while one member (v0.3.0) reads less."""
+    ports = free_ports(3)
+    nodes = [
+        build(service_options(tmp_path, ports, i, GROUP_RAFT, first_scan_delay_ms=0, feature_check_interval_ms=100))
+        for i in range(3)
+    ]
+    real = features_via(nodes)
+    old_id = ""  # the first member the leader asks runs v0.3.0 until `upgraded` (its features route: a 404)
+    upgraded = False
+    asked = 0
+
+    async def fetch(peer: str) -> int | None:
+        nonlocal asked, old_id
+        asked += 1
+        old_id = old_id or peer
+        return 0 if peer == old_id and not upgraded else await real(peer)
+
+    for n in nodes:
+        n.service.peer_features = fetch
+    async with running(nodes):
+        await settled(nodes)
+        async with asyncio.timeout(10):
+            while asked < 6:  # three rounds of the leader's check (two peers each)
+                await asyncio.sleep(0.01)  # a bounded poll of the counter
+        assert levels(nodes) == [0, 0, 0]
+        upgraded = True
+        async with asyncio.timeout(10):
+            while levels(nodes) != [1, 1, 1]:
+                await asyncio.sleep(0.01)  # a bounded poll of the applied levels
