@@ -57,6 +57,10 @@ HEAP = {
     "peer": ["-Xms128m", "-Xmx256m"],
     "load": ["-Xms128m", "-Xmx256m"],
 }
+# RocketMQ's logging configuration per kind of process: the jars ship rmq.{broker,controller,namesrv,tools,
+# client}.logback.xml; a benchmark peer is a controller and logs as one (without this it fell back to a default
+# configuration writing broker_default.log, before 2026-11-28).
+LOGBACK = {"peer": "controller"}
 COMMON = ["-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=192m", "-Xss512k"]
 
 
@@ -165,7 +169,7 @@ class JavaProcess:
             f"-Drocketmq.home.dir={home}",
             f"-Duser.home={home}",
             f"-Djava.io.tmpdir={os.path.join(home, 'tmp')}",
-            f"-Drmq.logback.configurationFile=rmq.{kind}.logback.xml",
+            f"-Drmq.logback.configurationFile=rmq.{LOGBACK.get(kind, kind)}.logback.xml",
             "-Drocketmq.namesrv.domain=127.0.0.1:1",  # never the default HTTP name-server lookup off this host
             *jvm,
             "-cp",

@@ -45,6 +45,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+import httpx
+
 from cli import rocketmq
 from cli.rocketmq import Deployment
 from tools.cluster import ControllerdCluster
@@ -70,6 +72,9 @@ class Group(Protocol):
     def pid(self, i: int) -> int: ...
     def store(self, i: int) -> str: ...
     def kill(self, i: int) -> None: ...
+    def stop(self, i: int) -> None: ...
+    def start(self, i: int) -> None: ...
+    def applied(self, i: int) -> int | None: ...
 
 
 class Ours:
@@ -87,6 +92,20 @@ class Ours:
     def kill(self, i: int) -> None:
         self.cluster.kill(i)
 
+    def stop(self, i: int) -> None:
+        self.cluster.terminate(i)
+
+    def start(self, i: int) -> None:
+        self.cluster.start(i)
+
+    def applied(self, i: int) -> int | None:
+        """Node i's applied index (its HTTP status), None while it does not answer."""
+        try:
+            r = httpx.get(self.cluster.url(i, "/api/v1/raft/status"), timeout=2, headers=self.cluster.headers)
+            return int(r.json()["body"]["appliedIndex"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+
 
 class Rocket:
     """JRaftControllers or DLedgerControllers of one Deployment."""
@@ -94,6 +113,7 @@ class Rocket:
     def __init__(self, group: rocketmq.JRaftControllers | rocketmq.DLedgerControllers) -> None:
         self.group = group
         self.remotings = group.remotings
+        self.marks: dict[int, int] = {}
 
     def pid(self, i: int) -> int:
         return self.group.nodes[i].pid
@@ -103,6 +123,45 @@ class Rocket:
 
     def kill(self, i: int) -> None:
         self.group.nodes[i].kill()
+
+    def stop(self, i: int) -> None:
+        self.group.nodes[i].stop()
+
+    def start(self, i: int) -> None:
+        self.mark(i)
+        self.group.nodes[i].start()
+
+    def applied(self, i: int) -> int | None:
+        """The last index node i's controller state machine logged applying (neither exposes it otherwise):
+        JRaftControllerStateMachine logs "process event: term T, index I" per entry, DLedgerControllerStateMachine
+        "Apply N events index from A to B" per batch, into ~/logs/rocketmqlogs/controller.log (an AsyncAppender
+        with discardingThreshold 0: no line is dropped). None before the first."""
+        return last_applied(self.log(i), self.marks.get(i, 0))
+
+    def log(self, i: int) -> str:
+        return os.path.join(self.group.nodes[i].home, "logs", "rocketmqlogs", "controller.log")
+
+    def mark(self, i: int) -> None:
+        """From now on applied(i) reads only what node i logs after this point (a restarted node's log file is
+        the one it wrote before)."""
+        self.marks[i] = os.path.getsize(self.log(i)) if os.path.exists(self.log(i)) else 0
+
+
+APPLIED = re.compile(rb"process event: term \d+, index (\d+)|Apply \d+ events index from \d+ to (\d+)")
+
+
+def last_applied(path: str, since: int = 0, tail: int = 1 << 18) -> int | None:
+    """The highest applied index in the last `tail` bytes of a RocketMQ controller's log written after byte
+    `since` (all of it when the file is now shorter: it rolled over), None if none."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0 if size < since else since, size - tail))
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    found = [int(a or b) for a, b in APPLIED.findall(text)]
+    return max(found) if found else None
 
 
 @contextmanager
@@ -172,6 +231,7 @@ class Load:
             ";".join(group.remotings),
             *map(str, args),
         ]
+        self.leader = ""  # the leader the generator sends to, as its last answer said
         self.stderr = tempfile.TemporaryFile("w+")
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
@@ -187,6 +247,14 @@ class Load:
         self.stderr.seek(0)
         tail = "".join(self.stderr.readlines()[-8:]).rstrip()
         raise AssertionError(f"ControllerLoad exited ({code}) without a result: {' '.join(self.argv)}\n{tail}")
+
+    def ask(self, command: str) -> dict[str, Any]:
+        """One command of the `script` mode, and its answer."""
+        self.say(command)
+        out = self.next()
+        if "leader" in out and out.get("mode") != "failover":
+            self.leader = out["leader"]
+        return out
 
     def say(self, text: str) -> None:
         assert self.proc.stdin is not None
@@ -214,6 +282,37 @@ def cores(r: dict[str, Any]) -> float:
     return round(r["cpu_s"] / r["wall_s"], 3) if r.get("wall_s") else 0.0
 
 
+def caught_up(g: Group, i: int, target: int, deadline: float) -> float | None:
+    """Seconds until node i has applied `target` (polled every 50 ms), None at `deadline`."""
+    t0 = time.monotonic()
+    while time.monotonic() < deadline:
+        got = g.applied(i)
+        if got is not None and got >= target:
+            return round(time.monotonic() - t0, 3)
+        time.sleep(0.05)  # a poll period: nothing signals that a node applied an index
+    return None
+
+
+def leader_target(g: Group, leader: int, settle: float = 10) -> int:
+    """The leader's applied index once it stops moving (the load has stopped; a RocketMQ controller's log line
+    trails its apply by a moment)."""
+    last, same_since, deadline = None, time.monotonic(), time.monotonic() + settle
+    while time.monotonic() < deadline:
+        now = g.applied(leader)
+        if now != last:
+            last, same_since = now, time.monotonic()
+        elif now is not None and time.monotonic() - same_since >= 0.5:
+            return now
+        time.sleep(0.05)  # a poll period
+    if last is None:
+        raise AssertionError(f"the leader (node {leader}) reports no applied index")
+    return last
+
+
+def acked(r: dict[str, Any]) -> int:
+    return int(r.get("total_acknowledged", r.get("acknowledged_before_kill", 0)))
+
+
 def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
     """Every row of one system, on a fresh group."""
     out: dict[str, Any] = {"system": system, "load1_before": os.getloadavg()[0]}
@@ -227,30 +326,85 @@ def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
         with Load(g, "hb", "heartbeat", a.hb_brokers, max(1, a.hb_brokers // 3), a.inflight, a.seconds) as ld:
             out["heartbeat_register"] = ld.next()
             out["heartbeat"] = ld.next()
+        heartbeats = acked(out["heartbeat"])
         out["disk"] = {
             "empty_bytes_per_node": empty,
             "bytes_per_node": [du(g.store(i)) for i in range(3)],
             "allocated_bytes_per_node": [du(g.store(i), allocated=True) for i in range(3)],
         }
-        with Load(g, "steady", "steady", a.brokers, max(1, a.brokers // 3), 1, a.seconds) as ld:
-            out["steady_register"] = ld.next()
-            leader = g.remotings.index(out["steady_register"]["leader"])
-            pid = g.pid(leader)
-            c0, w0 = cpu_s(pid), time.monotonic()
-            out["steady"] = ld.next()
-            c1, w1 = cpu_s(pid), time.monotonic()
-            out["memory"] = {"leader_rss_bytes": rss(pid), "leader_cpu_pct": round(100 * (c1 - c0) / (w1 - w0), 1)}
-        if a.failover:
-            with Load(g, "fo", "failover", a.fo_brokers, max(1, a.fo_brokers // 3), 8) as ld:
-                out["failover_register"] = ld.next()
-                ready = ld.next()
-                leader = g.remotings.index(ready["leader"])
-                g.kill(leader)
-                ld.say("killed")
-                out["failover"] = ld.next()
+        sizes = sorted(set(a.sizes) | {a.brokers, a.fo_brokers})
+        n = max([*sizes, a.fo_brokers, a.hb_brokers])
+        with Load(g, "big", "script", n, max(1, n // 3)) as sc:
+            out["curve"] = []
+            for size in sizes:
+                step: dict[str, Any] = {"brokers": size, "register": sc.ask(f"register {size}")}
+                pid = g.pid(g.remotings.index(step["register"]["leader"]))
+                c0, w0 = cpu_s(pid), time.monotonic()
+                step["steady"] = sc.ask(f"steady {size} 1 {a.seconds}")
+                c1, w1 = cpu_s(pid), time.monotonic()
+                step["leader_rss_bytes"] = rss(pid)
+                step["leader_cpu_pct"] = round(100 * (c1 - c0) / (w1 - w0), 1)
+                heartbeats += acked(step["steady"])
+                out["curve"].append(step)
+                if size == a.brokers:
+                    out["steady_register"], out["steady"] = step["register"], step["steady"]
+                    out["memory"] = {k: step[k] for k in ("leader_rss_bytes", "leader_cpu_pct")}
+                if size == a.fo_brokers and a.kills:
+                    out["failovers"] = failovers(g, sc, a)
+                    heartbeats += sum(acked(f) for f in out["failovers"])
+            # the disk and restart rows: heartbeats until `--million` were acknowledged in all
+            sc.ask(f"register {a.hb_brokers}")
+            count = max(0, a.million - heartbeats)
+            out["million"] = sc.ask(f"saturate {a.hb_brokers} {a.inflight} 0 {count}") if count else {}
+            heartbeats += acked(out["million"]) if count else 0
+            out["million_disk"] = {
+                "heartbeats": heartbeats,
+                "bytes_per_node": [du(g.store(i)) for i in range(3)],
+                "allocated_bytes_per_node": [du(g.store(i), allocated=True) for i in range(3)],
+            }
+            out["restart"] = restart(g, g.remotings.index(sc.leader))
+            sc.say("quit")
     out["load1_after"] = os.getloadavg()[0]
     out["wall_s"] = round(time.monotonic() - t0, 1)
     return out
+
+
+def failovers(g: Group, sc: Load, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """`a.kills` times: the realistic load on `a.fo_brokers` brokers for `a.fo_load` seconds, kill -9 of the
+    leader, the time until a new one answers 1004 and accepts 904; then the killed node started again and
+    waited for until it has applied what the new leader has."""
+    runs = []
+    for k in range(a.kills):
+        ready = sc.ask(f"failover {a.fo_brokers} 1")
+        leader = g.remotings.index(ready["leader"])
+        time.sleep(a.fo_load)  # the load runs this long before the kill: a timed phase of the benchmark
+        g.kill(leader)
+        sc.say("killed")
+        r = sc.next()
+        r["kill"] = k
+        sc.leader = r.get("new_leader") or sc.leader
+        g.start(leader)
+        new = g.remotings.index(r["new_leader"]) if r.get("new_leader") in g.remotings else None
+        if new is not None:
+            r["killed_node_caught_up_s"] = caught_up(g, leader, leader_target(g, new), time.monotonic() + 300)
+        runs.append(r)
+        if r.get("serving_s") is None or r.get("killed_node_caught_up_s") is None:
+            raise AssertionError(f"failover {k}: no new leader served, or the killed node never caught up: {r}")
+    return runs
+
+
+def restart(g: Group, leader: int) -> dict[str, Any]:
+    """A follower stopped (SIGTERM) and started again: seconds from its start until it has applied everything
+    the leader had applied (the load is stopped)."""
+    node = (leader + 1) % 3
+    target = leader_target(g, leader)
+    g.stop(node)
+    t0 = time.monotonic()
+    g.start(node)
+    took = caught_up(g, node, target, t0 + 900)
+    if took is None:
+        raise AssertionError(f"node {node} did not apply index {target} within 900 s of its restart")
+    return {"node": node, "target_index": target, "caught_up_s": round(time.monotonic() - t0, 3)}
 
 
 # (row name, unit, how to read it from a round, higher is better)
@@ -263,11 +417,43 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("realistic load: leader CPU", "%", "memory.leader_cpu_pct", False),
     ("realistic load: heartbeat p99", "ms", "steady.p99_ms", False),
     ("realistic load: heartbeats unanswered", "count", "steady.unanswered", False),
+    ("controller failover under the realistic load, p50 of the kills", "s", "failover_kills.p50_s", False),
+    ("controller failover under the realistic load, p99 of the kills", "s", "failover_kills.p99_s", False),
+    (
+        "controller failover: 1004 + 904 answered",
+        "s",
+        "failover.serving_s",
+        False,
+    ),  # one kill, 300 brokers: runs before 2026-11-28
+    ("restart after 1M heartbeats: caught-up follower", "s", "restart.caught_up_s", False),
     ("disk: bytes per node (largest)", "KiB", "disk.max_kib", False),
     ("disk: allocated per node, preallocation included", "KiB", "disk.allocated_max_kib", False),
     ("disk: growth per heartbeat", "B", "disk.per_heartbeat", False),
-    ("controller failover: 1004 + 904 answered", "s", "failover.serving_s", False),
+    ("disk after 1M heartbeats: bytes per node (largest)", "KiB", "million_disk.max_kib", False),
+    ("disk after 1M heartbeats: allocated per node", "KiB", "million_disk.allocated_max_kib", False),
 ]
+CURVE_AFTER = "realistic load: heartbeats unanswered"  # the other sizes' rows come after this one
+
+
+def row_defs(sizes: list[int] | None = None, brokers: int = 10000) -> list[tuple[str, str, str, bool]]:
+    """ROWS with the realistic-load rows of every size of the curve other than `brokers` (whose rows are the
+    realistic-load rows above)."""
+    curve = []
+    for n in sorted(sizes or []):
+        if n != brokers:
+            curve += [
+                (f"realistic load at {n:,} brokers: leader CPU", "%", f"curve_by_size.{n}.leader_cpu_pct", False),
+                (f"realistic load at {n:,} brokers: heartbeat p99", "ms", f"curve_by_size.{n}.p99_ms", False),
+                (f"realistic load at {n:,} brokers: unanswered", "count", f"curve_by_size.{n}.unanswered", False),
+            ]
+    k = next(i for i, r in enumerate(ROWS) if r[0] == CURVE_AFTER) + 1
+    return ROWS[:k] + curve + ROWS[k:]
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    """The q-quantile by nearest rank (of 20 values, p99 is the largest)."""
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, -(-int(q * 100) * len(s) // 100) - 1))]
 
 
 def derive(r: dict[str, Any]) -> None:
@@ -280,6 +466,29 @@ def derive(r: dict[str, Any]) -> None:
     acked = r["heartbeat"]["total_acknowledged"]
     r["disk"]["heartbeats"] = acked
     r["disk"]["per_heartbeat"] = round(max(grown) / acked, 1) if acked else None
+    if "curve" in r:
+        r["curve_by_size"] = {
+            str(c["brokers"]): {
+                "leader_cpu_pct": c["leader_cpu_pct"],
+                "leader_rss_mib": round(c["leader_rss_bytes"] / (1 << 20), 1),
+                "p99_ms": c["steady"]["p99_ms"],
+                "per_s": c["steady"]["per_s"],
+                "unanswered": c["steady"]["unanswered"],
+            }
+            for c in r["curve"]
+        }
+    if r.get("failovers"):
+        took = [f["serving_s"] for f in r["failovers"]]
+        r["failover_kills"] = {
+            "kills": len(took),
+            "p50_s": round(nearest_rank(took, 0.50), 3),
+            "p99_s": round(nearest_rank(took, 0.99), 3),
+            "max_s": round(max(took), 3),
+        }
+    if "million_disk" in r:
+        md = r["million_disk"]
+        md["max_kib"] = round(max(md["bytes_per_node"]) / 1024, 1)
+        md["allocated_max_kib"] = round(max(md["allocated_bytes_per_node"]) / 1024, 1)
 
 
 def get(r: dict[str, Any], path: str) -> float | None:
@@ -291,9 +500,11 @@ def get(r: dict[str, Any], path: str) -> float | None:
     return None if cur is None else float(cur)
 
 
-def summarize(rounds: list[dict[str, Any]], systems: list[str]) -> list[dict[str, Any]]:
+def summarize(
+    rounds: list[dict[str, Any]], systems: list[str], sizes: list[int] | None = None, brokers: int = 10000
+) -> list[dict[str, Any]]:
     rows = []
-    for name, unit, path, higher in ROWS:
+    for name, unit, path, higher in row_defs(sizes, brokers):
         row: dict[str, Any] = {"name": name, "unit": unit, "higher_is_better": higher, "systems": {}}
         for s in systems:
             vals = [v for r in rounds if r["system"] == s and (v := get(r, path)) is not None]
@@ -364,7 +575,8 @@ def charts(doc: dict[str, Any], out_dir: str) -> list[str]:
             lo, hi = v["range"]
             ax.barh(k, v["median"], color=f"C{k}", alpha=0.75)
             ax.errorbar(v["median"], k, xerr=[[v["median"] - lo], [hi - v["median"]]], color="black", capsize=4)
-            dots = [x for r in doc["rounds"] if r["system"] == s and (x := get(r, path_of(row))) is not None]
+            where = path_of(row, *curve_of(doc))
+            dots = [x for r in doc["rounds"] if r["system"] == s and (x := get(r, where)) is not None]
             ax.scatter(dots, [k] * len(dots), color="black", s=10, zorder=3)
             ratio = f"  {v['vs_jraft']:.2f}x jraft" if v.get("vs_jraft") is not None and s != "jraft" else ""
             ax.annotate(f" {fmt(v['median'])}{ratio}", (hi, k), va="center", fontsize=8)
@@ -386,9 +598,15 @@ def charts(doc: dict[str, Any], out_dir: str) -> list[str]:
     return paths
 
 
-def path_of(row: dict[str, Any]) -> str:
+def curve_of(doc: dict[str, Any]) -> tuple[list[int], int]:
+    """The sizes of a run's realistic-load curve and the one whose rows are the realistic-load rows."""
+    settings = doc.get("settings", {})
+    return list(settings.get("sizes") or []), int(settings.get("brokers", 10000))
+
+
+def path_of(row: dict[str, Any], sizes: list[int] | None = None, brokers: int = 10000) -> str:
     """The path into a round of the figure a summarised row is made of."""
-    return next(path for name, _, path, _ in ROWS if name == row["name"])
+    return next(path for name, _, path, _ in row_defs(sizes, brokers) if name == row["name"])
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -402,8 +620,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--inflight", type=int, default=64, help="heartbeats in flight at saturation (default 64)")
     p.add_argument("--seconds", type=float, default=10, help="seconds of each heartbeat row (default 10)")
     p.add_argument("--brokers", type=int, default=10000, help="brokers at 1 heartbeat/s for memory (default 10000)")
-    p.add_argument("--fo-brokers", type=int, default=300, help="brokers heartbeating through the failover")
-    p.add_argument("--failover", action=argparse.BooleanOptionalAction, default=True, help="the failover row")
+    p.add_argument(
+        "--sizes",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[1000, 10000, 30000],
+        help="brokers at 1 heartbeat/s each, the realistic-load curve (default 1000,10000,30000)",
+    )
+    p.add_argument("--fo-brokers", type=int, default=10000, help="brokers at 1/s through the failovers (default 10000)")
+    p.add_argument("--kills", type=int, default=20, help="controller failovers (kill -9 of the leader) per round")
+    p.add_argument("--fo-load", type=float, default=3, help="seconds of load before each kill (default 3)")
+    p.add_argument("--million", type=int, default=1_000_000, help="heartbeats before the restart and disk rows")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run, figures mean nothing")
     p.add_argument("--json", default="bench-peers.json", help="write every round and the table here")
     p.add_argument("--charts", help="write one PNG per row into this directory")
@@ -412,7 +638,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the stores and logs")
     a = p.parse_args(argv)
     if a.quick:
-        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers, a.fo_brokers = 1, 30, 30, 8, 1.0, 60, 15
+        a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers = 1, 30, 30, 8, 1.0, 60
+        a.sizes, a.fo_brokers, a.kills, a.fo_load, a.million = [20, 60, 90], 60, 2, 0.5, 500
     return a
 
 
@@ -465,7 +692,7 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
         if not a.keep and not a.dir:
             shutil.rmtree(root, ignore_errors=True)
     doc["loadavg_after"] = list(os.getloadavg())
-    doc["rows"] = summarize(doc["rounds"], systems)
+    doc["rows"] = summarize(doc["rounds"], systems, *curve_of(doc))
     doc["load_generator_cores_max"] = max((cores(r["heartbeat"]) for r in doc["rounds"]), default=0.0)
     return doc
 

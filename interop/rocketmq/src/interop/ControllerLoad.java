@@ -45,6 +45,9 @@ import org.apache.rocketmq.remoting.protocol.header.namesrv.BrokerHeartbeatReque
  *     SECONDS (the first fifth is warm-up, not counted): acknowledged/s, p50/p99.
  * java interop.ControllerLoad ADDRS steady N SETS RATE SECONDS
  *     registers N brokers, then each sends RATE heartbeats a second (spread evenly) for SECONDS: p50/p99.
+ * java interop.ControllerLoad ADDRS script N SETS
+ *     N brokers in SETS broker sets, driven by commands on stdin (see script()): the rows that need the caller
+ *     between steps (a restart, 20 kills, RSS at one size) run on one set of registered brokers.
  * java interop.ControllerLoad ADDRS failover N SETS INFLIGHT
  *     registers N brokers, heartbeats them (INFLIGHT in flight), prints {"ready": ...} with the leader, then on
  *     the line "killed" on stdin (sent right after the leader was killed) stops the load and measures the time
@@ -353,17 +356,23 @@ public class ControllerLoad {
 
     /** Saturation: `inflight` requests always outstanding (each completion sends the next). */
     Map<String, Object> saturate(List<Broker> brokers, int inflight, double seconds) throws Exception {
+        return saturate(brokers, inflight, seconds, 0);
+    }
+
+    /** Saturation for `seconds` (the first fifth warm-up), or with `count` > 0 until `count` heartbeats were sent
+     *  (no warm-up: every one counts, seconds is then the time they took). */
+    Map<String, Object> saturate(List<Broker> brokers, int inflight, double seconds, long count) throws Exception {
         Record rec = new Record(4_000_000);
         AtomicLong next = new AtomicLong();
-        long warm = (long) (seconds * 0.2 * 1e9);
+        long warm = count > 0 ? 0 : (long) (seconds * 0.2 * 1e9);
         long t0 = System.nanoTime();
         rec.windowStart = t0 + warm;
-        rec.windowEnd = t0 + (long) (seconds * 1e9);
+        rec.windowEnd = count > 0 ? Long.MAX_VALUE : t0 + (long) (seconds * 1e9);
         AtomicInteger outstanding = new AtomicInteger();
         Object idle = new Object();
         Runnable[] loop = new Runnable[1];
         loop[0] = () -> {
-            if (System.nanoTime() >= rec.windowEnd) {
+            if (System.nanoTime() >= rec.windowEnd || (count > 0 && next.get() >= count)) {
                 if (outstanding.decrementAndGet() == 0) {
                     synchronized (idle) {
                         idle.notifyAll();
@@ -388,9 +397,10 @@ public class ControllerLoad {
                 idle.wait(1000);
             }
         }
-        double measured = (rec.windowEnd - rec.windowStart) / 1e9;
+        double measured = (count > 0 ? System.nanoTime() - t0 : rec.windowEnd - rec.windowStart) / 1e9;
         Map<String, Object> out = new java.util.LinkedHashMap<>();
         out.put("mode", "heartbeat");
+        out.put("count", count);
         out.put("brokers", brokers.size());
         out.put("inflight", inflight);
         out.put("seconds", measured);
@@ -471,16 +481,50 @@ public class ControllerLoad {
                 send(brokers.get((int) (next.getAndIncrement() % brokers.size())), rec, slots::release);
             }
         });
+        return afterKill(brokers, rec, stop, load);
+    }
+
+    /** The same under the realistic load: every broker `rate` heartbeats a second, paced as in steady(). */
+    Map<String, Object> failoverSteady(List<Broker> brokers, double rate) throws Exception {
+        Record rec = new Record(1);
+        rec.windowStart = 0;
+        AtomicInteger stop = new AtomicInteger();
+        Thread load = new Thread(() -> {
+            double perSecond = brokers.size() * rate;
+            long t0 = System.nanoTime();
+            long sent = 0;
+            int i = 0;
+            while (stop.get() == 0) {
+                long due = (long) ((System.nanoTime() - t0) / 1e9 * perSecond);
+                for (; sent < due && stop.get() == 0; sent++) {
+                    send(brokers.get(i), rec, null);
+                    i = (i + 1) % brokers.size();
+                }
+                try {
+                    Thread.sleep(5); // the send schedule's tick (a pacing clock, not a wait for anything)
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        });
+        Map<String, Object> out = afterKill(brokers, rec, stop, load);
+        out.put("rate_per_broker", rate);
+        return out;
+    }
+
+    static final java.io.BufferedReader IN = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+
+    Map<String, Object> afterKill(List<Broker> brokers, Record rec, AtomicInteger stop, Thread load) throws Exception {
         load.setDaemon(true);
         load.start();
         String old = leader;
         emit(Map.of("mode", "failover", "ready", true, "leader", old));
-        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
         String line;
-        while ((line = in.readLine()) != null && !line.trim().equals("killed")) {
+        while ((line = IN.readLine()) != null && !line.trim().equals("killed")) {
             // wait for the kill
         }
         long t0 = System.nanoTime();
+        long ackedBefore = rec.totalAcked.get();
         // the load stops with the leader: sent to a dead address it would only spin on refused connections, on
         // the cores the survivors need (brokers retry once a heartbeat period, not in a loop)
         stop.set(1);
@@ -518,9 +562,50 @@ public class ControllerLoad {
         out.put("new_leader", now);
         out.put("leader_found_s", leaderAt < 0 ? null : (leaderAt - t0) / 1e9);
         out.put("serving_s", now == null ? null : took);
+        out.put("acknowledged_before_kill", ackedBefore);
         out.put("cpu_s", cpuSeconds() - cpu0);
         out.put("wall_s", took);
         return out;
+    }
+
+    /** Commands from stdin, one JSON line each (two for failover: ready, then the result), over one list of
+     *  brokers that grows as `register` asks: register K (the first K have ids), steady K RATE SECONDS,
+     *  saturate K INFLIGHT SECONDS COUNT, failover K RATE (then "killed"), quit. */
+    int script(List<Broker> all, int sets) throws Exception {
+        int registered = 0;
+        String line;
+        while ((line = IN.readLine()) != null) {
+            String[] w = line.trim().split("\\s+");
+            int k = w.length > 1 ? Math.min(Integer.parseInt(w[1]), all.size()) : 0;
+            switch (w[0]) {
+                case "register": {
+                    Map<String, Object> reg = registerAll(all.subList(Math.min(registered, k), k), sets, 64);
+                    reg.put("leader", leader);
+                    reg.put("total", k);
+                    emit(reg);
+                    if ((int) reg.get("registered") != k - Math.min(registered, k)) {
+                        return 1;
+                    }
+                    registered = Math.max(registered, k);
+                    break;
+                }
+                case "steady":
+                    emit(steady(all.subList(0, k), Double.parseDouble(w[2]), Double.parseDouble(w[3])));
+                    break;
+                case "saturate":
+                    emit(saturate(all.subList(0, k), Integer.parseInt(w[2]), Double.parseDouble(w[3]), Long.parseLong(w[4])));
+                    break;
+                case "failover":
+                    emit(failoverSteady(all.subList(0, k), Double.parseDouble(w[2])));
+                    break;
+                case "quit":
+                    return 0;
+                default:
+                    System.err.println("unknown command " + line);
+                    return 2;
+            }
+        }
+        return 0;
     }
 
     static void emit(Map<String, Object> m) {
@@ -557,6 +642,15 @@ public class ControllerLoad {
         int n = Integer.parseInt(args[2]);
         int sets = Integer.parseInt(args[3]);
         int code = 0;
+        if (mode.equals("script")) {
+            try {
+                load.awaitLeader(60_000);
+                code = load.script(brokers(n, sets), sets);
+            } finally {
+                load.client.shutdown();
+            }
+            System.exit(code);
+        }
         try {
             load.awaitLeader(60_000);
             List<Broker> brokers = brokers(n, sets);
