@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast interop rocketmq hadoop audit-env sim bench audit lint clean
+.PHONY: setup run test test-fast interop rocketmq rocketmq-rust hadoop audit-env sim bench audit lint clean
 
 setup: $(STAMP)
 
@@ -49,6 +49,18 @@ rocketmq:
 # Central into interop/hadoop/build/lib, its launcher compiled; cached like `rocketmq`.
 hadoop:
 	sh interop/hadoop/build.sh
+
+# Opt-in, not part of `make test`: mxsm/rocketmq-rust's controller (crates.io rocketmq-controller 1.0.0), the fourth
+# system of `python -m tools.bench peers` (--systems rust, tools/bench/rust_peer.py), installed as
+# build/rocketmq-rust/bin/rocketmq-controller-rust (or point $$ROCKETMQ_RUST_CONTROLLER at one built elsewhere).
+# Needs cargo with Rust >= 1.95 (rustup) and libclang-dev (RocksDB's bindings; installed with apt-get when missing);
+# compiles ~600 crates: ~47 min on 2 cores with 2 jobs (CARGO_BUILD_JOBS). Done when the binary is there.
+RUST_CONTROLLER := build/rocketmq-rust/bin/rocketmq-controller-rust
+rocketmq-rust: $(RUST_CONTROLLER)
+$(RUST_CONTROLLER):
+	@command -v cargo >/dev/null || { echo "make rocketmq-rust: no cargo here: install Rust (https://rustup.rs)" >&2; exit 1; }
+	@dpkg -s libclang-dev >/dev/null 2>&1 || sh tools/apt-install.sh "make rocketmq-rust" libclang-dev
+	cargo install --locked rocketmq-controller@1.0.0 --bin rocketmq-controller-rust --root build/rocketmq-rust
 
 # The executors' Python for a cluster run of the audit: a venv with the pinned runtime dependencies, packed with
 # venv-pack into build/audit-env.tar.gz (docs/audit.md, On a cluster); rebuilt when pyproject.toml changes.

@@ -49,9 +49,11 @@ import httpx
 
 from cli import rocketmq
 from cli.rocketmq import Deployment
+from tools.bench import rust_peer
 from tools.cluster import ControllerdCluster
 
-SYSTEMS = ("ours", "jraft", "dledger")
+# "rust" (mxsm/rocketmq-rust's controller, tools/bench/rust_peer.py) only when its binary is here
+SYSTEMS = ("ours", "jraft", "dledger", *(("rust",) if rust_peer.available() else ()))
 DEFAULTS = {
     "ours": "heartbeats through the Raft log, fsync per log batch (group commit), snapshot every 10,000 entries "
     "(statemachineSnapshotThreshold) or 3600 s (jRaftSnapshotIntervalSecs), state hashed every 10,000 entries "
@@ -60,6 +62,11 @@ DEFAULTS = {
     "(RaftOptions.sync=true), snapshot every 3600 s, election timeout 1000 ms; heap -Xmx256m",
     "dledger": "heartbeats in memory only (DefaultBrokerHeartbeatManager), DLedger log flushed every 10 ms "
     "(flushFileInterval, no fsync per append), DLedger's default election timing; heap -Xmx256m",
+    "rust": "rocketmq-rust's controller 1.0.0 (OpenRaft, RocksDB): heartbeats through the Raft log (each 904 a "
+    "client_write, answered after commit and apply), RocksDB writes synced (set_sync, use_fsync): fsync per log "
+    "batch, and per applied batch the whole state re-serialised as JSON and written synced; snapshot every 5,000 "
+    "entries (snapshotLogsSinceLast), election timeout 1000-2000 ms (electionTimeoutMs 1000), leader heartbeat "
+    "300 ms; scanNotActiveBrokerInterval 1000 as the JVMs; native, no memory cap",
 }
 NOTES = {"dledger": "heartbeats in memory, not in its log"}
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -167,6 +174,10 @@ def last_applied(path: str, since: int = 0, tail: int = 1 << 18) -> int | None:
 @contextmanager
 def started(system: str, root: str) -> Iterator[Group]:
     """A running 3-node group of `system`; every process stopped however the block ends."""
+    if system == "rust":
+        with rust_peer.RustControllers(root) as rust:
+            yield rust
+        return
     if system == "ours":
         ours = Ours(root)
         try:
@@ -614,7 +625,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         prog="python -m tools.bench peers", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--rounds", type=int, default=2, help="rounds; each runs every system once (default 2)")
-    p.add_argument("--systems", default=",".join(SYSTEMS), help="which, in this order (default all three)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="which, in this order (default all known)")
     p.add_argument("--storm", type=int, default=3000, help="brokers of the registration storm (default 3000)")
     p.add_argument("--hb-brokers", type=int, default=3000, help="broker identities of the heartbeat row")
     p.add_argument("--inflight", type=int, default=64, help="heartbeats in flight at saturation (default 64)")
@@ -707,7 +718,7 @@ def main(argv: list[str]) -> int:
     if a.source:
         with open(a.source) as f:
             doc = json.load(f)
-        systems = [s for s in SYSTEMS if any(s in row["systems"] for row in doc["rows"])]
+        systems = [s for s in DEFAULTS if any(s in row["systems"] for row in doc["rows"])]
     else:
         doc = run(a, systems)
     print(
