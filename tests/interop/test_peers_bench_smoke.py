@@ -36,10 +36,23 @@ def test_peers_bench_quick(tmp_path: Path) -> None:
         for x in (hb, steady):
             assert x["sent"] == x["acknowledged"] + x["errors"] + x["unanswered"] and x["unanswered"] == 0, x
         assert r["memory"]["leader_rss_bytes"] > 0 and all(b > 0 for b in r["disk"]["bytes_per_node"]), r
-        fo = r["failover"]
-        assert fo["new_leader"] and fo["new_leader"] != fo["old_leader"] and fo["serving_s"] is not None, fo
+        # the curve: every size registered on top of the last, then heartbeating at 1/s, all answered
+        assert [c["brokers"] for c in r["curve"]] == sorted({*a.sizes, a.brokers, a.fo_brokers}), r["curve"]
+        for c in r["curve"]:
+            assert c["register"]["total"] == c["brokers"] and c["register"]["duplicate_ids"] == 0, c
+            st = c["steady"]
+            assert st["brokers"] == c["brokers"] and st["acknowledged"] > 0 and st["unanswered"] == 0, c
+        # every kill: a different node took over and served, and the killed node came back and caught up
+        assert len(r["failovers"]) == a.kills, r["failovers"]
+        for fo in r["failovers"]:
+            assert fo["new_leader"] and fo["new_leader"] != fo["old_leader"] and fo["serving_s"] is not None, fo
+            assert fo["acknowledged_before_kill"] > 0 and fo["killed_node_caught_up_s"] is not None, fo
+        # the heartbeats before the disk and restart rows reached --million, and the restarted node caught up
+        assert r["million_disk"]["heartbeats"] >= a.million, r["million_disk"]
+        assert r["restart"]["caught_up_s"] > 0, r["restart"]
     names = {row["name"] for row in data["rows"]}
-    assert names == {name for name, *_ in peers.ROWS}
+    legacy = {"controller failover: 1004 + 904 answered"}  # one kill at 300 brokers: runs before 2026-11-28
+    assert names == {name for name, *_ in peers.row_defs(a.sizes, a.brokers)} - legacy
     for row in data["rows"]:
         assert set(row["systems"]) == set(peers.SYSTEMS), row
         jraft = row["systems"]["jraft"]

@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 
@@ -196,9 +197,11 @@ class RustControllers:
             proc.wait()
             self.procs[i] = None
 
-    def stop(self, grace: float = 10) -> None:
-        """SIGTERM to every running node, SIGKILL to any still running `grace` seconds later."""
-        running = [p for p in self.procs if p is not None and p.poll() is None]
+    def stop(self, i: int | None = None, grace: float = 10) -> None:
+        """SIGTERM to node i (every running node when i is None), SIGKILL to any still running `grace` seconds
+        later."""
+        nodes = range(len(self.procs)) if i is None else [i]
+        running = [p for k in nodes if (p := self.procs[k]) is not None and p.poll() is None]
         for p in running:
             p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
@@ -208,7 +211,19 @@ class RustControllers:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        self.procs = [None] * len(self.procs)
+        for k in nodes:
+            self.procs[k] = None
+
+    def applied(self, i: int) -> int | None:
+        """Node i's progress as tools/bench/peers.py asks it (the last applied index): rocketmq-rust exposes no
+        index, but a node logs that it started only once it has seen a leader and recovered the committed state,
+        and start(i) returns only then; so a serving node counts as caught up with any index (sys.maxsize), one
+        that is not as None."""
+        proc = self.procs[i]
+        if proc is None or proc.poll() is not None:
+            return None
+        with open(self.log(i), "rb") as f:
+            return sys.maxsize if started_since(f.read(), self.offsets[i]) else None
 
     def __enter__(self) -> RustControllers:
         try:

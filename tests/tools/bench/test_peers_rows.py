@@ -1,0 +1,87 @@
+"""The peers benchmark's bookkeeping, offline: how a RocketMQ controller's applied index is read from its log,
+the quantiles over the kills, the rows of the realistic-load curve. Never a timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tools.bench import peers
+
+JRAFT = (
+    "2026-11-28 07:51:38 INFO JRaft-FSMCaller-Disruptor-0 - process event: term 2, index {i}, request code 904\n"
+    "2026-11-28 07:51:38 INFO JRaft-FSMCaller-Disruptor-0 - process event: term 2, index {i}, request code 904 "
+    "success with result ControllerResult{{events=[]}}\n"
+)
+DLEDGER = "2026-11-28 07:51:38 INFO pool-3-thread-1 - Apply 3 events index from {a} to {b} on controller n1\n"
+
+
+def test_the_applied_index_is_the_highest_logged_after_the_mark(tmp_path: Path) -> None:
+    log = tmp_path / "controller.log"
+    assert peers.last_applied(str(log)) is None  # no log yet
+    log.write_text("boot\n" + "".join(JRAFT.format(i=i) for i in (7, 9, 8)))
+    assert peers.last_applied(str(log)) == 9
+    mark = log.stat().st_size
+    assert peers.last_applied(str(log), since=mark) is None  # the previous start's lines do not count
+    with log.open("a") as f:
+        f.write(JRAFT.format(i=3) + DLEDGER.format(a=4, b=6))
+    assert peers.last_applied(str(log), since=mark) == 6
+    log.write_text(JRAFT.format(i=2))  # rolled over: shorter than the mark, read from its start
+    assert peers.last_applied(str(log), since=mark) == 2
+
+
+def test_only_the_tail_is_read(tmp_path: Path) -> None:
+    log = tmp_path / "controller.log"
+    log.write_text(JRAFT.format(i=100) + "x" * 5000 + "\n" + JRAFT.format(i=5))
+    assert peers.last_applied(str(log), tail=1000) == 5
+    assert peers.last_applied(str(log)) == 100
+
+
+def test_nearest_rank_over_twenty_kills() -> None:
+    took = [float(k) for k in range(20, 0, -1)]
+    assert peers.nearest_rank(took, 0.50) == 10.0
+    assert peers.nearest_rank(took, 0.99) == 20.0  # of 20 values, p99 is the largest
+    assert peers.nearest_rank([3.0], 0.99) == peers.nearest_rank([3.0], 0.5) == 3.0
+
+
+def test_the_curve_adds_rows_for_every_size_but_the_realistic_one() -> None:
+    names = [name for name, *_ in peers.row_defs([1000, 10000, 30000], brokers=10000)]
+    assert names[: len(peers.ROWS)] != names  # rows were added
+    curve = [n for n in names if n.startswith("realistic load at")]
+    assert curve == [
+        "realistic load at 1,000 brokers: leader CPU",
+        "realistic load at 1,000 brokers: heartbeat p99",
+        "realistic load at 1,000 brokers: unanswered",
+        "realistic load at 30,000 brokers: leader CPU",
+        "realistic load at 30,000 brokers: heartbeat p99",
+        "realistic load at 30,000 brokers: unanswered",
+    ]
+    k = names.index(peers.CURVE_AFTER)
+    assert names[k + 1 : k + 7] == curve  # right after the 10,000-broker rows
+    assert [n for n, *_ in peers.row_defs(None)] == [n for n, *_ in peers.ROWS]
+
+
+def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
+    r: dict[str, Any] = {
+        "memory": {"leader_rss_bytes": 100 << 20},
+        "disk": {"bytes_per_node": [4096, 2048, 1024], "empty_bytes_per_node": [0, 0, 0]},
+        "heartbeat": {"total_acknowledged": 4},
+        "curve": [
+            {
+                "brokers": 1000,
+                "leader_cpu_pct": 5.0,
+                "leader_rss_bytes": 1 << 20,
+                "steady": {"p99_ms": 2.0, "per_s": 1000.0, "unanswered": 0},
+            }
+        ],
+        "failovers": [{"serving_s": s} for s in (0.3, 0.1, 0.2)],
+        "million_disk": {"bytes_per_node": [2048, 10240, 0], "allocated_bytes_per_node": [4096, 12288, 0]},
+    }
+    r["disk"]["allocated_bytes_per_node"] = [8192, 0, 0]
+    peers.derive(r)
+    assert r["failover_kills"] == {"kills": 3, "p50_s": 0.2, "p99_s": 0.3, "max_s": 0.3}
+    assert r["curve_by_size"]["1000"]["p99_ms"] == 2.0 and r["curve_by_size"]["1000"]["leader_rss_mib"] == 1.0
+    assert r["million_disk"]["max_kib"] == 10.0 and r["million_disk"]["allocated_max_kib"] == 12.0
+    assert r["disk"]["per_heartbeat"] == 1024.0
+    assert peers.get(r, "curve_by_size.1000.leader_cpu_pct") == 5.0
+    assert peers.get(r, "failover_kills.p99_s") == 0.3
