@@ -360,14 +360,15 @@ public class ControllerLoad {
     }
 
     /** Saturation for `seconds` (the first fifth warm-up), or with `count` > 0 until `count` heartbeats were sent
-     *  (no warm-up: every one counts, seconds is then the time they took). */
+     *  or `seconds` (when > 0) passed, whichever first (no warm-up: every one counts; seconds in the result is
+     *  then the time they took). */
     Map<String, Object> saturate(List<Broker> brokers, int inflight, double seconds, long count) throws Exception {
         Record rec = new Record(4_000_000);
         AtomicLong next = new AtomicLong();
         long warm = count > 0 ? 0 : (long) (seconds * 0.2 * 1e9);
         long t0 = System.nanoTime();
         rec.windowStart = t0 + warm;
-        rec.windowEnd = count > 0 ? Long.MAX_VALUE : t0 + (long) (seconds * 1e9);
+        rec.windowEnd = count > 0 && seconds <= 0 ? Long.MAX_VALUE : t0 + (long) (seconds * 1e9);
         AtomicInteger outstanding = new AtomicInteger();
         Object idle = new Object();
         Runnable[] loop = new Runnable[1];
@@ -397,7 +398,7 @@ public class ControllerLoad {
                 idle.wait(1000);
             }
         }
-        double measured = (count > 0 ? System.nanoTime() - t0 : rec.windowEnd - rec.windowStart) / 1e9;
+        double measured = (count > 0 ? Math.min(System.nanoTime(), rec.windowEnd) - t0 : rec.windowEnd - rec.windowStart) / 1e9;
         Map<String, Object> out = new java.util.LinkedHashMap<>();
         out.put("mode", "heartbeat");
         out.put("count", count);
