@@ -282,9 +282,15 @@ def whole(info: ReplicaInfo | None, brokers: list[Broker]) -> ReplicaInfo | None
 class Run:
     def __init__(self, probe: Probe, brokers: list[Broker], producer: rocketmq.JavaProcess) -> None:
         self.probe, self.brokers, self.producer = probe, brokers, producer
+        self._sends: list[Send] = []
+        self._read = 0  # producer lines parsed so far
 
     def sends(self) -> list[Send]:
-        return [s for line in list(self.producer.lines) if (s := parse_send(line)) is not None]
+        """The producer's sends so far (its stdout lines parsed once each)."""
+        lines = self.producer.lines[self._read :]
+        self._read += len(lines)
+        self._sends += [s for line in lines if (s := parse_send(line)) is not None]
+        return self._sends
 
     def settled(self, rnd: Round) -> ReplicaInfo:
         return poll(

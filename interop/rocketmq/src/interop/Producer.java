@@ -19,7 +19,7 @@ import org.apache.rocketmq.common.message.Message;
  * timeline (tools/bench/broker_failover_peers.py): one send every pauseMillis (a send that takes longer is
  * followed by the next at once, a failed one too: no pause of its own), and a stdout line per send, acknowledged
  * or not, with the wall-clock milliseconds it started and ended:
- * "send ok START END seq brokerName queueId queueOffset" or "send fail START END seq reason".
+ * "send ok START END seq brokerName queueId queueOffset" or "send fail START END seq reason (rootCause: message)".
  */
 public final class Producer {
     public static void main(String[] args) throws Exception {
@@ -64,8 +64,13 @@ public final class Producer {
                     } catch (Exception e) {
                         long end = System.currentTimeMillis();
                         failed++;
+                        Throwable cause = e;  // the client's MQClientException says only that it failed
+                        while (cause.getCause() != null && cause.getCause() != cause) {
+                            cause = cause.getCause();
+                        }
                         System.out.println("send fail " + start + " " + end + " " + seq + " "
-                            + e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).split("\n")[0]);
+                            + e.getClass().getSimpleName() + " (" + cause.getClass().getSimpleName() + ": "
+                            + String.valueOf(cause.getMessage()).split("\n")[0] + ")");
                     }
                     continue;
                 }
