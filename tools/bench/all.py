@@ -42,6 +42,8 @@ PEER_TARGETS = {
     "controller failover under the realistic load, p99 of the kills": ("<=", 0.5),
     "restart after 1M heartbeats: caught-up follower": ("<=", 0.5),
     **{f"realistic load at {n:,} brokers: leader CPU": ("<=", 1.0) for n in (1000, 30000)},
+    "broker failover, real brokers: a slave is master (1004), p50": ("<=", 1.0),
+    "broker failover, real brokers: the producer's next send succeeds, p50": ("<=", 1.0),
 }
 # ... and in absolute terms, ours alone
 PEER_ABSOLUTE = {

@@ -49,7 +49,7 @@ import httpx
 
 from cli import rocketmq
 from cli.rocketmq import Deployment
-from tools.bench import rust_peer
+from tools.bench import broker_failover_peers, rust_peer
 from tools.cluster import ControllerdCluster
 
 # "rust" (mxsm/rocketmq-rust's controller, tools/bench/rust_peer.py) only when its binary is here
@@ -440,6 +440,10 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("controller failover: 1004 + 904 answered", "s", "failover.serving_s", False),
     ("disk after 1M heartbeats: bytes per node (largest)", "KiB", "million_disk.max_kib", False),
     ("disk after 1M heartbeats: allocated per node", "KiB", "million_disk.allocated_max_kib", False),
+    ("broker failover, real brokers: a slave is master (1004), p50", "s", "broker_failover.master_s.p50", False),
+    ("broker failover, real brokers: a slave is master (1004), p99", "s", "broker_failover.master_s.p99", False),
+    ("broker failover, real brokers: the producer's next send succeeds, p50", "s", "broker_failover.send_s.p50", False),
+    ("broker failover, real brokers: the producer's next send succeeds, p99", "s", "broker_failover.send_s.p99", False),
     (
         "heartbeats acknowledged before those rows (1M unless --million-seconds ran out)",
         "count",
@@ -644,6 +648,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fo-brokers", type=int, default=10000, help="brokers at 1/s through the failovers (default 10000)")
     p.add_argument("--kills", type=int, default=20, help="controller failovers (kill -9 of the leader) per round")
     p.add_argument("--fo-load", type=float, default=3, help="seconds of load before each kill (default 3)")
+    p.add_argument(
+        "--broker-kills",
+        type=int,
+        default=10,
+        help="kill -9 of a real broker set's master per system and round (tools/bench/broker_failover_peers.py; "
+        "ours, jraft, dledger; default 10, 0 for none)",
+    )
     p.add_argument("--million", type=int, default=1_000_000, help="heartbeats before the restart and disk rows")
     p.add_argument(
         "--million-seconds",
@@ -660,7 +671,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.quick:
         a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers = 1, 30, 30, 8, 1.0, 60
-        a.sizes, a.fo_brokers, a.kills, a.fo_load, a.million = [20, 60, 90], 60, 2, 0.5, 500
+        # real brokers are tools/bench/broker_failover_peers.py's own smoke test's
+        a.sizes, a.fo_brokers, a.kills, a.fo_load, a.million, a.broker_kills = [20, 60, 90], 60, 2, 0.5, 500, 0
     return a
 
 
@@ -694,6 +706,12 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
                 where = os.path.join(root, f"r{k}-{s}")
                 try:
                     r = one_round(s, where, a)
+                    if a.broker_kills and s in broker_failover_peers.SYSTEMS:
+                        r["broker_failover"] = bf = broker_failover_peers.broker_failover(s, where, a.broker_kills)
+                        if bf.get("aborted"):
+                            doc["errors"].append(
+                                {"round": k, "system": s, "error": f"broker failover: {bf['aborted']}"}
+                            )
                     derive(r)
                     r["round"] = k
                     doc["rounds"].append(r)
