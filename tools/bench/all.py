@@ -7,9 +7,17 @@ the HTTP heartbeat), ours and the peer run alternately `--reps` times (default 5
 gives the median and the range (min-max) over the repetitions. `--quick` is a smoke-test size (tiny inputs,
 one repetition, a few failovers): its figures mean nothing.
 
-Sections (--only): raft, http, install, restart, stall, failover, broker_failover, memory, scale, peers.
+Issue 25's rows are ratios to a reference measured in the same run, alternately with ours, each reference a
+row of its own ("reference: ...") so that a reader sees the machine a figure came from: Raft commits/s over
+the best PySyncObj, the serial commit p50 over the machine's fdatasync p50 (tools/bench/machine.py), HTTP
+heartbeats over the bare lean path (bare_app --lean), remoting heartbeats from RocketMQ's Java client over the
+same client against our remoting stack with no consensus (tools/bench/bare_remoting.py), InstallSnapshot over
+the machine's sequential write + fsync bandwidth (machine.py).
+
+Sections (--only): raft, http, remoting, install, restart, stall, failover, broker_failover, memory, scale, peers.
 `peers` (tools/bench/peers.py: RocketMQ's own controllers side by side) runs by default only when RocketMQ's jars
-are built (`make rocketmq`) and not with --quick (its smoke test is tests/interop/test_peers_bench_smoke.py).
+are built (`make rocketmq`) and not with --quick (its smoke test is tests/interop/test_peers_bench_smoke.py);
+`remoting` (its load generator is RocketMQ's client, interop/rocketmq) only when they are built.
 HTTP load comes from `wrk` (C); without it the Python client of http_bench is used and the rows say so."""
 
 from __future__ import annotations
@@ -30,8 +38,21 @@ from pathlib import Path
 from typing import Any
 
 from tools.bench import wrk
+from tools.bench.machine import fdatasync_latency, ratio, verdict, write_bandwidth
 
-SECTIONS = ("raft", "http", "install", "restart", "stall", "failover", "broker_failover", "memory", "scale", "peers")
+SECTIONS = (
+    "raft",
+    "http",
+    "remoting",
+    "install",
+    "restart",
+    "stall",
+    "failover",
+    "broker_failover",
+    "memory",
+    "scale",
+    "peers",
+)
 # What the issue 25 asks of ours against RocketMQ's JRaftController, as ours / JRaftController (same run).
 PEER_TARGETS = {
     "heartbeat throughput, acknowledged": (">=", 1.5),
@@ -49,6 +70,14 @@ PEER_TARGETS = {
 PEER_ABSOLUTE = {
     "realistic load: heartbeat p99": ("<=", 20.0),
     "controller failover under the realistic load, p99 of the kills": ("<=", 1.0),
+}
+# Issue 25: ours as a ratio to a reference measured in the same run (op, threshold).
+RATIO_TARGETS = {
+    "raft_vs_pysyncobj": (">=", 5.5),  # x: committed/s over the best PySyncObj's
+    "serial_vs_fdatasync": ("<=", 3.0),  # x: serial commit p50 over the machine's fdatasync p50
+    "http_vs_lean": (">=", 60.0),  # %: heartbeats through consensus over the bare lean path's
+    "remoting_vs_echo": (">=", 60.0),  # %: remoting heartbeats over the bare remoting echo server's
+    "install_vs_disk": (">=", 50.0),  # %: InstallSnapshot MiB/s over sequential write + fsync MiB/s
 }
 MiB = 1 << 20
 
@@ -73,7 +102,7 @@ class Report:
         value = statistics.median(vals)
         met = None
         if op is not None and threshold is not None:
-            met = value <= threshold if op == "<=" else value >= threshold
+            met = verdict(value, op, threshold)
         self.rows.append(
             {
                 "name": name,
@@ -118,24 +147,45 @@ def sec_raft(rep: Report, a: argparse.Namespace) -> None:
     from tools.bench.raft_bench import run_ours, run_pysyncobj
 
     seconds = 0.5 if a.quick else a.seconds
+    syncs = 50 if a.quick else 1000
     runs: list[dict[str, Any]] = []
-    for _ in range(a.reps):  # ours and the peer alternately, in the same run
+    for _ in range(a.reps):  # ours and the references alternately, in the same run
         ours = run_ours(seconds, 64, 256, uvloop=True)
+        disk = fdatasync_latency(n=syncs)  # on the disk run_ours' stores use (BENCH_DIR or the temp dir)
         tuned = run_pysyncobj(seconds, 64, 256, tuned=True)
         default = run_pysyncobj(seconds, 64, 256, tuned=False)
+        best = max(tuned["rate"], default["rate"])
         runs.append(
             {
                 "ours": ours,
+                "fdatasync": disk,
                 "pysyncobj_tuned": tuned,
                 "pysyncobj_default": default,
-                "ratio": ours["load"]["rate"] / max(tuned["rate"], default["rate"]),
+                "pysyncobj_best": best,
+                "ratio": ratio(ours["load"]["rate"], best),
+                "serial_vs_fdatasync": ratio(ours["serial"]["p50_ms"], disk["p50_ms"]),
             }
         )
     rep.details["raft"] = runs
     rep.row("Raft, 64 proposers x 256 B, committed/s", [r["ours"]["load"]["rate"] for r in runs], "/s", ">=", 50_000)
-    rep.row("Raft, ours / best PySyncObj (no fsync)", [r["ratio"] for r in runs], "x", ">=", 4.5)
+    rep.row(
+        "Raft, ours / best PySyncObj (no fsync)", [r["ratio"] for r in runs], "x", *RATIO_TARGETS["raft_vs_pysyncobj"]
+    )
+    rep.row("  reference: best PySyncObj, same load, committed/s", [r["pysyncobj_best"] for r in runs], "/s")
     rep.row("Raft, serial client commit p50", [r["ours"]["serial"]["p50_ms"] for r in runs], "ms", "<=", 0.6)
     rep.row("Raft, serial client commit p99", [r["ours"]["serial"]["p99_ms"] for r in runs], "ms", "<=", 1.5)
+    rep.row(
+        "Raft, serial commit p50 / the machine's fdatasync p50",
+        [r["serial_vs_fdatasync"] for r in runs],
+        "x",
+        *RATIO_TARGETS["serial_vs_fdatasync"],
+    )
+    rep.row(
+        f"  reference: fdatasync p50 after a 256 B pwrite, preallocated file ({syncs} writes)",
+        [r["fdatasync"]["p50_ms"] for r in runs],
+        "ms",
+        note=f"p99 {fmt(statistics.median(r['fdatasync']['p99_ms'] for r in runs))} ms",
+    )
 
 
 def sec_http(rep: Report, a: argparse.Namespace) -> None:
@@ -167,8 +217,7 @@ def sec_http(rep: Report, a: argparse.Namespace) -> None:
                 c = wrk.drive(leader, seconds, conns, brokers)
                 b = wrk.drive(bare_addr, seconds, conns, brokers)
                 bl = wrk.drive(lean_addr, seconds, conns, brokers)
-                ratio = c["per_s"] / b["per_s"] if b["per_s"] else 0.0
-                runs.append({"controller": c, "bare": b, "bare_lean": bl, "ratio": ratio})
+                runs.append({"controller": c, "bare": b, "bare_lean": bl, "ratio": ratio(c["per_s"], b["per_s"])})
         finally:
             group.stop_all()
             for p in (bare, lean):
@@ -186,11 +235,104 @@ def sec_http(rep: Report, a: argparse.Namespace) -> None:
     rep.row("  same, p99", [r["controller"]["p99_ms"] for r in runs], "ms", "<=", 25)
     rep.row("  same, p50", [r["controller"]["p50_ms"] for r in runs], "ms")
     rep.row("  bare FastAPI, same model, /s", [r["bare"]["per_s"] for r in runs], "/s")
-    rep.row("  bare lean path (bare_app --lean, no consensus), /s", [r["bare_lean"]["per_s"] for r in runs], "/s")
     rep.row(
         "  same (consensus), % of the bare lean path",
-        [100 * r["controller"]["per_s"] / r["bare_lean"]["per_s"] if r["bare_lean"]["per_s"] else 0.0 for r in runs],
+        [100 * ratio(r["controller"]["per_s"], r["bare_lean"]["per_s"]) for r in runs],
         "%",
+        *RATIO_TARGETS["http_vs_lean"],
+    )
+    rep.row(
+        "  reference: bare lean path (bare_app --lean, no consensus), /s", [r["bare_lean"]["per_s"] for r in runs], "/s"
+    )
+
+
+class _Echo:
+    """The bare remoting echo server (tools/bench/bare_remoting.py) as the one address ControllerLoad asks."""
+
+    def __init__(self, address: str, proc: subprocess.Popen[bytes]) -> None:
+        self.remotings = [address]
+        self.proc = proc
+
+    def pid(self, i: int) -> int:
+        return self.proc.pid
+
+    def store(self, i: int) -> str:
+        return ""
+
+    def kill(self, i: int) -> None:
+        self.proc.kill()
+
+
+def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+    """Until host:port accepts a connection; RuntimeError when `proc` exits first or `timeout` passes."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited ({proc.returncode}) before listening on {host}:{port}")
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)  # polling a port: a starting process sends no signal
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout:g} s")
+
+
+def sec_remoting(rep: Report, a: argparse.Namespace) -> None:
+    """RocketMQ's Java client (ControllerLoad, heartbeat mode: register N brokers, then INFLIGHT 904s always in
+    flight) against our 3-node group's leader and against the bare remoting echo server, alternately."""
+    from raft.testing.cluster import free_ports
+    from tools.bench import peers
+    from tools.bench.http_bench import _env
+
+    peers.rocketmq.require()  # RuntimeError saying what to run
+    if not peers.available():
+        raise RuntimeError("ControllerLoad is not built: make rocketmq")
+    seconds = 1.0 if a.quick else a.seconds
+    brokers, inflight = (30, 8) if a.quick else (3000, 64)
+    load = ("heartbeat", brokers, max(1, brokers // 3), inflight, seconds)
+    (port,) = free_ports(1)
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-all-remoting-", dir=os.environ.get("BENCH_DIR") or None) as root:
+        proc = subprocess.Popen([sys.executable, "-m", "tools.bench.bare_remoting", str(port)], env=_env())
+        try:
+            wait_port("127.0.0.1", port, 30, proc)
+            echo = _Echo(f"127.0.0.1:{port}", proc)
+            with peers.started("ours", os.path.join(root, "ours")) as group:
+                for k in range(a.reps):  # ours and the echo server alternately, each run registering new sets
+                    run: dict[str, Any] = {}
+                    for name, target in (("ours", group), ("echo", echo)):
+                        with peers.Load(target, f"{name}{k}", *load) as ld:
+                            run[f"{name}_register"] = ld.next()
+                            run[name] = ld.next()
+                    run["ratio"] = ratio(run["ours"]["per_s"], run["echo"]["per_s"])
+                    runs.append(run)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    rep.details["remoting"] = runs
+    errors = sum(r[s]["errors"] + r[s]["unanswered"] for r in runs for s in ("ours", "echo"))
+    gen = max(peers.cores(r[s]) for r in runs for s in ("ours", "echo"))
+    note = f"load generator at most {gen:.2f} cores" + (f"; {errors} heartbeats failed or unanswered" if errors else "")
+    rep.row(
+        f"Heartbeats through consensus over remoting (Java NettyRemotingClient, {inflight} in flight), /s",
+        [r["ours"]["per_s"] for r in runs],
+        "/s",
+        note=note,
+    )
+    rep.row(
+        "  same, % of the bare remoting echo server",
+        [100 * r["ratio"] for r in runs],
+        "%",
+        *RATIO_TARGETS["remoting_vs_echo"],
+    )
+    rep.row("  same, p50", [r["ours"]["p50_ms"] or 0.0 for r in runs], "ms")
+    rep.row("  same, p99", [r["ours"]["p99_ms"] or 0.0 for r in runs], "ms")
+    rep.row(
+        "  reference: bare remoting echo server (bare_remoting: our remoting stack, no consensus), /s",
+        [r["echo"]["per_s"] for r in runs],
+        "/s",
     )
 
 
@@ -198,10 +340,14 @@ def sec_install(rep: Report, a: argparse.Namespace) -> None:
     from tools.bench.snapshot_bench import bench_install
 
     size = 2 if a.quick else 100
+    written = (16 if a.quick else 1024) * MiB  # the reference: dd bs=1M count=1024 conv=fsync, on the stores' disk
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-all-install-", dir=os.environ.get("BENCH_DIR") or None) as root:
         for k in range(1 if a.quick else 3):
-            runs.append(bench_install(Path(root) / f"r{k}", size * MiB, processes=True))
+            r = bench_install(Path(root) / f"r{k}", size * MiB, processes=True)
+            r["disk"] = write_bandwidth(root, written)
+            r["vs_disk"] = ratio(r["processes"]["mib_s"], r["disk"]["mib_s"])
+            runs.append(r)
     rep.details["install"] = runs
     rep.row(
         f"InstallSnapshot of {size} MiB, restart until caught up (3 processes)",
@@ -209,6 +355,17 @@ def sec_install(rep: Report, a: argparse.Namespace) -> None:
         "MiB/s",
         ">=",
         100,
+    )
+    rep.row(
+        "  same, % of the machine's sequential write + fsync bandwidth",
+        [100 * r["vs_disk"] for r in runs],
+        "%",
+        *RATIO_TARGETS["install_vs_disk"],
+    )
+    rep.row(
+        f"  reference: sequential write + fsync, 1 MiB writes, {written // MiB:,} MiB (dd-like)",
+        [r["disk"]["mib_s"] for r in runs],
+        "MiB/s",
     )
     rep.row("  same, 3 nodes in one process", [r["in_process"]["mib_s"] for r in runs], "MiB/s")
 
@@ -376,6 +533,7 @@ def sec_peers(rep: Report, a: argparse.Namespace) -> None:
 RUNNERS: dict[str, Callable[[Report, argparse.Namespace], None]] = {
     "raft": sec_raft,
     "http": sec_http,
+    "remoting": sec_remoting,
     "install": sec_install,
     "restart": sec_restart,
     "stall": sec_stall,
@@ -408,11 +566,14 @@ def main(argv: list[str]) -> int:
     if a.only is None:
         from tools.bench.peers import available
 
-        with_peers = available() and not a.quick
-        a.only = [s for s in SECTIONS if s != "peers" or with_peers]
+        jars = available()
+        with_peers = jars and not a.quick
+        a.only = [s for s in SECTIONS if (s != "peers" or with_peers) and (s != "remoting" or jars)]
         if not with_peers:
             why = "--quick" if a.quick else "RocketMQ's jars are not built (make rocketmq)"
             print(f"note: section peers skipped: {why}", file=sys.stderr)
+        if not jars:
+            print("note: section remoting skipped: RocketMQ's jars are not built (make rocketmq)", file=sys.stderr)
     if a.reps is None:
         a.reps = 1 if a.quick else 5
     if a.reps < 1 or a.seconds <= 0:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.tools.bench.conftest import RunBench
+from tools.bench import peers
 
 
 @pytest.mark.slow
@@ -38,8 +39,18 @@ def test_all_benchmarks_run_on_tiny_input_and_write_rows(run_bench: RunBench) ->
         "RSS of a leader",
         "bytes per broker",
         "Scale",
+        # issue 25: ratios to references measured in the same run, each reference a row of its own
+        "reference: best PySyncObj",
+        "serial commit p50 / the machine's fdatasync p50",
+        "reference: fdatasync p50",
+        "% of the bare lean path",
+        "reference: bare lean path",
+        "% of the machine's sequential write + fsync bandwidth",
+        "reference: sequential write + fsync",
     ):
         assert figure in names, figure
+    if peers.available():  # the remoting section's generator is RocketMQ's client (make rocketmq)
+        assert "% of the bare remoting echo server" in names and "reference: bare remoting echo server" in names
     targeted = [r for r in rows if r["target"] is not None]
     assert len(targeted) >= 14 and all(isinstance(r["met"], bool) for r in targeted)
     assert report["details"]["failover"]["runs"] == 2 and report["details"]["failover_idle"]["runs"] == 2

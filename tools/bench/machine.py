@@ -1,0 +1,101 @@
+"""The machine's own figures that `python -m tools.bench all` divides ours by (issue 25: rows as ratios that hold
+on any machine), each measured in the same run, with its file on the disk the benchmark's stores use
+(`bench_dir()`: $BENCH_DIR, else the temp directory the stores' TemporaryDirectory lands in):
+
+* `fdatasync_latency`: a file preallocated with posix_fallocate, then N times a 256 B pwrite at the next offset
+  and one fdatasync, each pair timed: p50 / p99. What one durable append of a small log entry costs on this
+  disk, the floor under a serial Raft commit (the leader's append and a follower's, in parallel, plus loopback).
+* `write_bandwidth`: 1 MiB writes up to `total` bytes (1 GiB by default), one fsync at the end, timed from the
+  first write to the fsync's return (what `dd bs=1M count=1024 conv=fsync` measures); the file is removed.
+  The floor under InstallSnapshot, which writes a snapshot's bytes and fsyncs them.
+
+`ratio` and `verdict` are the pure parts the rows are made of."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from typing import Any
+
+MiB = 1 << 20
+
+
+def bench_dir() -> str:
+    """Where the benchmarks' stores go (tools/bench: TemporaryDirectory(dir=$BENCH_DIR or None))."""
+    return os.environ.get("BENCH_DIR") or tempfile.gettempdir()
+
+
+def percentile(sorted_vals: list[float], q: float) -> float:
+    """The nearest-rank percentile `q` (0..1) of an ascending list (not empty)."""
+    if not sorted_vals:
+        raise ValueError("no values")
+    k = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
+    return sorted_vals[k]
+
+
+def fdatasync_latency(directory: str | None = None, n: int = 1000, size: int = 256) -> dict[str, Any]:
+    """p50 / p99 (ms) of `n` pwrite(`size` B) + fdatasync pairs into a file preallocated with posix_fallocate
+    for all of them, in `directory` (default `bench_dir()`); the file is removed."""
+    if n < 1 or size < 1:
+        raise ValueError("n and size must be positive")
+    payload = os.urandom(size)
+    lat: list[float] = []
+    fd, path = tempfile.mkstemp(prefix="fdatasync-ref-", dir=directory or bench_dir())
+    try:
+        os.posix_fallocate(fd, 0, n * size)
+        os.fsync(fd)  # the allocation itself is durable before the first timed write
+        for k in range(n):
+            t0 = time.perf_counter()
+            os.pwrite(fd, payload, k * size)
+            os.fdatasync(fd)
+            lat.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    lat.sort()
+    return {
+        "writes": n,
+        "bytes": size,
+        "p50_ms": round(1000 * percentile(lat, 0.50), 4),
+        "p99_ms": round(1000 * percentile(lat, 0.99), 4),
+        "mean_ms": round(1000 * statistics.fmean(lat), 4),
+    }
+
+
+def write_bandwidth(directory: str | None = None, total: int = 1024 * MiB, block: int = MiB) -> dict[str, Any]:
+    """MiB/s of `total` bytes written `block` at a time and fsynced once at the end, in `directory` (default
+    `bench_dir()`); the file is removed."""
+    if total < block or block < 1:
+        raise ValueError("total must hold at least one block")
+    buf = os.urandom(block)  # not zeros: nothing on the way may skip or compress them
+    blocks = total // block
+    fd, path = tempfile.mkstemp(prefix="write-ref-", dir=directory or bench_dir())
+    try:
+        t0 = time.perf_counter()
+        for _ in range(blocks):
+            view = memoryview(buf)
+            while view:
+                view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        seconds = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    written = blocks * block
+    return {"bytes": written, "block": block, "seconds": round(seconds, 6), "mib_s": round(written / MiB / seconds, 2)}
+
+
+def ratio(ours: float, reference: float) -> float:
+    """ours / reference; 0.0 when the reference is not positive (nothing to divide by: the row shows 0)."""
+    return ours / reference if reference > 0 else 0.0
+
+
+def verdict(value: float, op: str, threshold: float) -> bool:
+    """Whether `value` meets `op threshold` (op: "<=" or ">=")."""
+    if op == "<=":
+        return value <= threshold
+    if op == ">=":
+        return value >= threshold
+    raise ValueError(f"unknown comparison {op!r}")
