@@ -55,7 +55,9 @@ HEAP = {
     "client": ["-Xms32m", "-Xmx256m", "-XX:TieredStopAtLevel=1"],
     # tools/bench/peers.py: RocketMQ's controllers as benchmark peers, and its load generator (full JIT)
     "peer": ["-Xms128m", "-Xmx256m"],
-    "load": ["-Xms128m", "-Xmx256m"],
+    # the load generator: at 30,000 brokers a second against a controller that answers 10,000, ~200k requests
+    # wait for answers (a ResponseFuture each) at the end of a 10 s step; 256m ran out of heap there
+    "load": ["-Xms128m", "-Xmx1536m", "-XX:+ExitOnOutOfMemoryError"],
 }
 # RocketMQ's logging configuration per kind of process: the jars ship rmq.{broker,controller,namesrv,tools,
 # client}.logback.xml; a benchmark peer is a controller and logs as one (without this it fell back to a default

@@ -34,12 +34,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -247,13 +249,28 @@ class Load:
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
         )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
 
-    def next(self) -> dict[str, Any]:
+    def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith("{"):
-                out: dict[str, Any] = json.loads(line)
-                return out
+                self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, timeout: float = 1800) -> dict[str, Any]:
+        """The next JSON line; an error naming the command line when the generator exits first or sends nothing
+        for `timeout` seconds (it is then killed)."""
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.proc.kill()
+            raise AssertionError(f"ControllerLoad sent nothing for {timeout:.0f} s: {' '.join(self.argv)}") from None
+        if line is not None:
+            out: dict[str, Any] = json.loads(line)
+            return out
+        self.lines.put(None)  # the end stays the end for the next caller
         code = self.proc.wait()
         self.stderr.seek(0)
         tail = "".join(self.stderr.readlines()[-8:]).rstrip()
@@ -463,7 +480,12 @@ def row_defs(sizes: list[int] | None = None, brokers: int = 10000) -> list[tuple
             curve += [
                 (f"realistic load at {n:,} brokers: leader CPU", "%", f"curve_by_size.{n}.leader_cpu_pct", False),
                 (f"realistic load at {n:,} brokers: heartbeat p99", "ms", f"curve_by_size.{n}.p99_ms", False),
-                (f"realistic load at {n:,} brokers: unanswered", "count", f"curve_by_size.{n}.unanswered", False),
+                (
+                    f"realistic load at {n:,} brokers: unanswered or failed",
+                    "count",
+                    f"curve_by_size.{n}.unanswered",
+                    False,
+                ),
             ]
     k = next(i for i, r in enumerate(ROWS) if r[0] == CURVE_AFTER) + 1
     return ROWS[:k] + curve + ROWS[k:]
@@ -492,7 +514,7 @@ def derive(r: dict[str, Any]) -> None:
                 "leader_rss_mib": round(c["leader_rss_bytes"] / (1 << 20), 1),
                 "p99_ms": c["steady"]["p99_ms"],
                 "per_s": c["steady"]["per_s"],
-                "unanswered": c["steady"]["unanswered"],
+                "unanswered": c["steady"]["unanswered"] + c["steady"]["errors"],
             }
             for c in r["curve"]
         }
@@ -727,6 +749,9 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
                 finally:
                     if not a.keep:
                         shutil.rmtree(where, ignore_errors=True)
+                if a.json:  # what is measured so far, in case a later round never ends
+                    with open(a.json + ".partial", "w") as f:
+                        json.dump(doc, f, indent=1)
     finally:
         if not a.keep and not a.dir:
             shutil.rmtree(root, ignore_errors=True)

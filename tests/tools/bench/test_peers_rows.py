@@ -51,10 +51,10 @@ def test_the_curve_adds_rows_for_every_size_but_the_realistic_one() -> None:
     assert curve == [
         "realistic load at 1,000 brokers: leader CPU",
         "realistic load at 1,000 brokers: heartbeat p99",
-        "realistic load at 1,000 brokers: unanswered",
+        "realistic load at 1,000 brokers: unanswered or failed",
         "realistic load at 30,000 brokers: leader CPU",
         "realistic load at 30,000 brokers: heartbeat p99",
-        "realistic load at 30,000 brokers: unanswered",
+        "realistic load at 30,000 brokers: unanswered or failed",
     ]
     k = names.index(peers.CURVE_AFTER)
     assert names[k + 1 : k + 7] == curve  # right after the 10,000-broker rows
@@ -71,7 +71,7 @@ def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
                 "brokers": 1000,
                 "leader_cpu_pct": 5.0,
                 "leader_rss_bytes": 1 << 20,
-                "steady": {"p99_ms": 2.0, "per_s": 1000.0, "unanswered": 0},
+                "steady": {"p99_ms": 2.0, "per_s": 1000.0, "unanswered": 0, "errors": 0},
             }
         ],
         "failovers": [{"serving_s": s} for s in (0.3, 0.1, 0.2)],

@@ -647,8 +647,11 @@ public class ControllerLoad {
             try {
                 load.awaitLeader(60_000);
                 code = load.script(brokers(n, sets), sets);
-            } finally {
                 load.client.shutdown();
+            } catch (Throwable e) {
+                // the caller waits for a line: a failure must end the process, whatever thread is still alive
+                e.printStackTrace();
+                Runtime.getRuntime().halt(3);
             }
             System.exit(code);
         }
