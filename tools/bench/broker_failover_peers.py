@@ -38,20 +38,19 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient
 from cli import rocketmq
-from cli.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks
+from cli.rocketmq import Broker, Deployment, port_triples, store_marks
 from statemachine import codes as C
+from tools.bench.failover_rocketmq import Round, RoundTimeout, poll, record_abort, settle_past_ha_race
 from tools.cluster import ControllerdCluster
-
-T = TypeVar("T")
 
 SYSTEMS = ("ours", "jraft", "dledger")
 HB_TIMEOUT_MS = 4000  # the brokers' controllerHeartBeatTimeoutMills (sent in every 904)
@@ -69,10 +68,6 @@ TOPIC = "BrokerFailover"
 PERIOD = 0.05  # poll period of the timed waits
 ROUND_S = 150.0  # a kill round's deadline (kill, election, restart, settle)
 STARTUP_S = 240.0
-
-
-class RoundTimeout(Exception):
-    pass
 
 
 # ---- pure parts (tests/tools/test_broker_failover_peers.py) -------------------------------------------------
@@ -223,27 +218,6 @@ class Probe:
 # ---- the run --------------------------------------------------------------------------------------------------
 
 
-class Round:
-    """The deadline of one round: every wait in it gets what is left."""
-
-    def __init__(self, what: str, seconds: float) -> None:
-        self.what, self.seconds = what, seconds
-        self.deadline = time.monotonic() + seconds
-
-    def left(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise RoundTimeout(f"{self.what}: exceeded {self.seconds:.0f}s")
-        return left
-
-
-def poll(what: str, check: Callable[[], T | None], rnd: Round, period: float = PERIOD) -> T:
-    try:
-        return rocketmq.wait_until(what, check, max(0.0, rnd.deadline - time.monotonic()), period)
-    except AssertionError as e:
-        raise RoundTimeout(f"{rnd.what}: {e}") from None
-
-
 @contextmanager
 def controllers(system: str, root: str, rmq: Deployment) -> Iterator[list[str]]:
     """A running 3-node controller group of `system`: its remoting addresses (the brokers' controllerAddr)."""
@@ -339,18 +313,7 @@ class Run:
         try:
             victim.start()
             victim.wait_line(r"The broker\[.*boot success", rnd.left())
-            try:
-                back = self.settled(Round(f"{rnd.what}: settle", min(45.0, rnd.left())))
-            except RoundTimeout:
-                stuck = ha_race_stuck(self.brokers, victim, marks)  # RocketMQ's HA race: restart the slave it caught
-                if not stuck:
-                    raise
-                sample["ha_race_restarts"] = [b.name for b in stuck]
-                for b in stuck:
-                    b.stop()
-                    b.start()
-                    b.wait_line(r"The broker\[.*boot success", rnd.left())
-                back = self.settled(rnd)
+            back = settle_past_ha_race(self.settled, self.brokers, victim, marks, rnd, sample)
             if back.master_id != new.master_id:
                 raise AssertionError(f"{SET}: the master changed again while {victim.name} came back: {back}")
         except (RoundTimeout, AssertionError) as e:
@@ -452,11 +415,7 @@ def broker_failover(system: str, root: str, kills: int) -> dict[str, Any]:
                 try:
                     r = run.kill_round(k)
                 except (RoundTimeout, AssertionError) as e:
-                    partial = getattr(e, "partial_sample", None)
-                    if partial is not None:
-                        samples.append(partial)
-                    out["aborted"] = str(e)
-                    print(f"{system}: ABORTED: {e}", file=sys.stderr)
+                    record_abort(out, samples, e, f"{system}: ")
                     break
                 samples.append(r)
                 print(

@@ -77,6 +77,40 @@ def poll(what: str, check: Callable[[], T | None], rnd: Round, period: float = P
         raise RoundTimeout(f"{rnd.what}: {e}") from None
 
 
+def settle_past_ha_race(
+    settled: Callable[[Round], T],
+    brokers: list[Broker],
+    victim: Broker,
+    marks: dict[str, int],
+    rnd: Round,
+    sample: dict[str, Any],
+) -> T:
+    """`settled(...)` within 45 s of the round; past that, a slave caught in RocketMQ's HA race (cli/rocketmq.py
+    ha_race_stuck) is restarted, named in `sample`, and the set waited for again within what is left."""
+    try:
+        return settled(Round(f"{rnd.what}: settle", min(45.0, rnd.left())))
+    except RoundTimeout:
+        stuck = ha_race_stuck(brokers, victim, marks)
+        if not stuck:
+            raise
+        sample["ha_race_restarts"] = [b.name for b in stuck]
+        for b in stuck:
+            b.stop()
+            b.start()
+            b.wait_line(r"The broker\[.*boot success", rnd.left())
+        return settled(rnd)
+
+
+def record_abort(out: dict[str, Any], samples: list[dict[str, Any]], e: BaseException, who: str = "") -> None:
+    """A round that missed its deadline ends the run: what it measured (the exception's `partial_sample`) is
+    kept, and `out["aborted"]` says why."""
+    partial = getattr(e, "partial_sample", None)
+    if partial is not None:
+        samples.append(partial)
+    out["aborted"] = str(e)
+    print(f"{who}ABORTED: {e}", file=sys.stderr)
+
+
 class Ours:
     """Our group through its HTTP API (one client per thread)."""
 
@@ -239,18 +273,7 @@ def broker_round(ours: Ours, brokers: list[Broker], how: str, k: int, round_s: f
             victim.wait_line(r"The broker\[.*boot success", rnd.left())
         else:  # it learns the newer epoch and turns slave
             victim.wait_log(r"Change broker \[id:\d+\].* to SLAVE", mark, rnd.left())
-        try:
-            back = ours.settled(Round(f"{rnd.what}: settle", min(45.0, rnd.left())))
-        except RoundTimeout:
-            stuck = ha_race_stuck(brokers, victim, marks)  # RocketMQ's HA race: restart the slave it caught
-            if not stuck:
-                raise
-            sample["ha_race_restarts"] = [b.name for b in stuck]
-            for b in stuck:
-                b.stop()
-                b.start()
-                b.wait_line(r"The broker\[.*boot success", rnd.left())
-            back = ours.settled(rnd)
+        back = settle_past_ha_race(ours.settled, brokers, victim, marks, rnd, sample)
         if back["masterBrokerId"] != new["masterBrokerId"]:
             raise AssertionError(f"{SET}: master changed again while {victim.name} came back: {back}")
     except (RoundTimeout, AssertionError) as e:
@@ -406,11 +429,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
                     file=sys.stderr,
                 )
     except (RoundTimeout, AssertionError) as e:
-        partial = getattr(e, "partial_sample", None)
-        if partial is not None:
-            samples.append(partial)
-        out["aborted"] = str(e)
-        print(f"ABORTED: {e}", file=sys.stderr)
+        record_abort(out, samples, e)
     finally:
         cluster.stop_all()
         out["loadavg_end"] = list(os.getloadavg())
