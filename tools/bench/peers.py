@@ -75,15 +75,18 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-class Group(Protocol):
-    remotings: list[str]
+class Addressed(Protocol):
+    remotings: list[str]  # what ControllerLoad sends to
+
+
+class Group(Addressed, Protocol):
 
     def pid(self, i: int) -> int: ...
     def store(self, i: int) -> str: ...
     def kill(self, i: int) -> None: ...
     def stop(self, i: int) -> None: ...
     def start(self, i: int) -> None: ...
-    def applied(self, i: int) -> int | None: ...
+    def applied(self, i: int, since_start: bool = True) -> int | None: ...
 
 
 class Ours:
@@ -107,7 +110,7 @@ class Ours:
     def start(self, i: int) -> None:
         self.cluster.start(i)
 
-    def applied(self, i: int) -> int | None:
+    def applied(self, i: int, since_start: bool = True) -> int | None:
         """Node i's applied index (its HTTP status), None while it does not answer."""
         try:
             r = httpx.get(self.cluster.url(i, "/api/v1/raft/status"), timeout=2, headers=self.cluster.headers)
@@ -140,12 +143,15 @@ class Rocket:
         self.mark(i)
         self.group.nodes[i].start()
 
-    def applied(self, i: int) -> int | None:
+    def applied(self, i: int, since_start: bool = True) -> int | None:
         """The last index node i's controller state machine logged applying (neither exposes it otherwise):
         JRaftControllerStateMachine logs "process event: term T, index I" per entry, DLedgerControllerStateMachine
         "Apply N events index from A to B" per batch, into ~/logs/rocketmqlogs/controller.log (an AsyncAppender
-        with discardingThreshold 0: no line is dropped). None before the first."""
-        return last_applied(self.log(i), self.marks.get(i, 0))
+        with discardingThreshold 0: no line is dropped). None before the first. With `since_start`, only what it
+        logged since its last start counts (a restarted node's log is the file it wrote before); without, the last
+        logged at all (DLedgerController logs nothing while only heartbeats come, which it keeps out of its
+        log)."""
+        return last_applied(self.log(i), self.marks.get(i, 0) if since_start else 0)
 
     def log(self, i: int) -> str:
         return os.path.join(self.group.nodes[i].home, "logs", "rocketmqlogs", "controller.log")
@@ -230,7 +236,7 @@ def du(path: str, allocated: bool = False) -> int:
 class Load:
     """One run of ControllerLoad: its JSON lines as they come."""
 
-    def __init__(self, group: Group, prefix: str, *args: object) -> None:
+    def __init__(self, group: Addressed, prefix: str, *args: object) -> None:
         rocketmq.require()
         cp = os.path.join(rocketmq.LIB, "*") + os.pathsep + rocketmq.CLASSES
         self.argv = [
@@ -326,7 +332,7 @@ def leader_target(g: Group, leader: int, settle: float = 10) -> int:
     trails its apply by a moment)."""
     last, same_since, deadline = None, time.monotonic(), time.monotonic() + settle
     while time.monotonic() < deadline:
-        now = g.applied(leader)
+        now = g.applied(leader, since_start=False)
         if now != last:
             last, same_since = now, time.monotonic()
         elif now is not None and time.monotonic() - same_since >= 0.5:

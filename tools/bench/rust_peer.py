@@ -214,7 +214,7 @@ class RustControllers:
         for k in nodes:
             self.procs[k] = None
 
-    def applied(self, i: int) -> int | None:
+    def applied(self, i: int, since_start: bool = True) -> int | None:
         """Node i's progress as tools/bench/peers.py asks it (the last applied index): rocketmq-rust exposes no
         index, but a node logs that it started only once it has seen a leader and recovered the committed state,
         and start(i) returns only then; so a serving node counts as caught up with any index (sys.maxsize), one
