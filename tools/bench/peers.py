@@ -80,7 +80,6 @@ class Addressed(Protocol):
 
 
 class Group(Addressed, Protocol):
-
     def pid(self, i: int) -> int: ...
     def store(self, i: int) -> str: ...
     def kill(self, i: int) -> None: ...
@@ -166,17 +165,23 @@ APPLIED = re.compile(rb"process event: term \d+, index (\d+)|Apply \d+ events in
 
 
 def last_applied(path: str, since: int = 0, tail: int = 1 << 18) -> int | None:
-    """The highest applied index in the last `tail` bytes of a RocketMQ controller's log written after byte
-    `since` (all of it when the file is now shorter: it rolled over), None if none."""
+    """The highest applied index in the last lines of a RocketMQ controller's log written after byte `since` (all
+    of it when the file is now shorter: it rolled over), None if none: the last `tail` bytes first, then four
+    times as many, and so on back to `since` (other lines may follow the last applied entry for megabytes, e.g.
+    DLedgerController's "new broker registered" per broker's first heartbeat)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            f.seek(max(0 if size < since else since, size - tail))
-            text = f.read()
+            start = 0 if size < since else since
+            while True:
+                at = max(start, size - tail)
+                f.seek(at)
+                found = [int(a or b) for a, b in APPLIED.findall(f.read(size - at))]
+                if found or at == start:
+                    return max(found) if found else None
+                tail *= 4
     except FileNotFoundError:
         return None
-    found = [int(a or b) for a, b in APPLIED.findall(text)]
-    return max(found) if found else None
 
 
 @contextmanager

@@ -30,11 +30,17 @@ def test_the_applied_index_is_the_highest_logged_after_the_mark(tmp_path: Path) 
     assert peers.last_applied(str(log), since=mark) == 2
 
 
-def test_only_the_tail_is_read(tmp_path: Path) -> None:
+def test_the_tail_first_then_further_back(tmp_path: Path) -> None:
     log = tmp_path / "controller.log"
     log.write_text(JRAFT.format(i=100) + "x" * 5000 + "\n" + JRAFT.format(i=5))
-    assert peers.last_applied(str(log), tail=1000) == 5
+    assert peers.last_applied(str(log), tail=1000) == 5  # the last one found in the tail
     assert peers.last_applied(str(log)) == 100
+    # other lines after the last applied entry, far more than the tail: it is still found
+    noise = "".join(f"INFO new broker registered, broker-{k}\n" for k in range(20000))
+    log.write_text(DLEDGER.format(a=1, b=7) + noise)
+    assert peers.last_applied(str(log), tail=1000) == 7
+    mark = len(DLEDGER.format(a=1, b=7))
+    assert peers.last_applied(str(log), since=mark, tail=1000) is None  # but never before the mark
 
 
 def test_nearest_rank_over_twenty_kills() -> None:
