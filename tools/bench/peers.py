@@ -458,6 +458,7 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("realistic load: leader CPU", "%", "memory.leader_cpu_pct", False),
     ("realistic load: heartbeat p99", "ms", "steady.p99_ms", False),
     ("realistic load: heartbeats unanswered", "count", "steady.unanswered", False),
+    ("realistic load: heartbeats unanswered or failed", "count", "steady.unanswered_or_failed", False),
     ("controller failover under the realistic load, p50 of the kills", "s", "failover_kills.p50_s", False),
     ("controller failover under the realistic load, p99 of the kills", "s", "failover_kills.p99_s", False),
     ("restart after 1M heartbeats: caught-up follower", "s", "restart.caught_up_s", False),
@@ -479,7 +480,7 @@ ROWS: list[tuple[str, str, str, bool]] = [
         True,
     ),
 ]
-CURVE_AFTER = "realistic load: heartbeats unanswered"  # the other sizes' rows come after this one
+CURVE_AFTER = "realistic load: heartbeats unanswered or failed"  # the other sizes' rows come after this one
 
 
 def row_defs(sizes: list[int] | None = None, brokers: int = 10000) -> list[tuple[str, str, str, bool]]:
@@ -518,7 +519,8 @@ def derive(r: dict[str, Any]) -> None:
     acked = r["heartbeat"]["total_acknowledged"]
     r["disk"]["heartbeats"] = acked
     r["disk"]["per_heartbeat"] = round(max(grown) / acked, 1) if acked else None
-    if "curve" in r:
+    if "curve" in r:  # runs since 2026-11-28: failed (timed out) heartbeats count as well
+        r["steady"]["unanswered_or_failed"] = r["steady"]["unanswered"] + r["steady"]["errors"]
         r["curve_by_size"] = {
             str(c["brokers"]): {
                 "leader_cpu_pct": c["leader_cpu_pct"],

@@ -72,6 +72,7 @@ def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
         "memory": {"leader_rss_bytes": 100 << 20},
         "disk": {"bytes_per_node": [4096, 2048, 1024], "empty_bytes_per_node": [0, 0, 0]},
         "heartbeat": {"total_acknowledged": 4},
+        "steady": {"unanswered": 2, "errors": 3},
         "curve": [
             {
                 "brokers": 1000,
@@ -91,3 +92,4 @@ def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
     assert r["disk"]["per_heartbeat"] == 1024.0
     assert peers.get(r, "curve_by_size.1000.leader_cpu_pct") == 5.0
     assert peers.get(r, "failover_kills.p99_s") == 0.3
+    assert r["steady"]["unanswered_or_failed"] == 5
