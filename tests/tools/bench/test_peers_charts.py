@@ -35,3 +35,22 @@ def test_each_row_names_the_figure_it_charts() -> None:
         path = peers.path_of(row)
         values = sorted(v for r in doc["rounds"] if r["system"] == "ours" and (v := peers.get(r, path)) is not None)
         assert row["systems"]["ours"]["range"] == [round(values[0], 3), round(values[-1], 3)], row["name"]
+
+
+def test_the_run_with_every_row(tmp_path: Path) -> None:
+    """docs/bench-peers-2026-11-28.json: the curve's sizes, the kills, the restart, 1M heartbeats and real brokers'
+    failover, each a row with a chart, for the three systems."""
+    doc = json.loads((RUN.parent / "bench-peers-2026-11-28.json").read_text())
+    systems = ["ours", "jraft", "dledger"]
+    assert peers.summarize(doc["rounds"], systems, *peers.curve_of(doc)) == doc["rows"]
+    names = {row["name"] for row in doc["rows"]}
+    every = {name for name, *_ in peers.row_defs(*peers.curve_of(doc))}
+    assert names == every - {"controller failover: 1004 + 904 answered"}  # the one-kill row of older runs
+    for row in doc["rows"]:
+        # JRaftController answered no heartbeat inside the 30,000-broker step's window: no latency to give
+        none = {"jraft"} if row["name"] == "realistic load at 30,000 brokers: heartbeat p99" else set()
+        assert set(row["systems"]) == set(systems) - none, row["name"]
+    assert len(peers.charts(doc, str(tmp_path))) == len(doc["rows"])
+    for r in doc["rounds"]:
+        assert r["failover_kills"]["kills"] == 20 and r["broker_failover"]["master_s"]["runs"] == 10, r["system"]
+        assert r["million_disk"]["heartbeats"] >= 999_000 and r["restart"]["caught_up_s"] > 0, r["system"]
