@@ -5,7 +5,6 @@ levels and the entry."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from statemachine import codes as C
 from statemachine import commands
 from statemachine.features import MAX_LEVEL
 from tests.api.harness import GROUP_RAFT, Node, build, features_via, group, running, service_options, settled, solo
+from tests.raft.helpers import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -113,11 +113,7 @@ async def test_the_leader_raises_the_level_by_itself_once_every_member_reads_it(
         n.service.peer_features = fetch
     async with running(nodes):
         await settled(nodes)
-        async with asyncio.timeout(10):
-            while asked < 6:  # three rounds of the leader's check (two peers each)
-                await asyncio.sleep(0.01)  # a bounded poll of the counter
+        await eventually(lambda: asked >= 6, timeout=10)  # three rounds of the leader's check (two peers each)
         assert levels(nodes) == [0, 0, 0]
         upgraded = True
-        async with asyncio.timeout(10):
-            while levels(nodes) != [1, 1, 1]:
-                await asyncio.sleep(0.01)  # a bounded poll of the applied levels
+        await eventually(lambda: levels(nodes) == [1, 1, 1], timeout=10)
