@@ -288,6 +288,7 @@ class _Connection(asyncio.Protocol):
         self.framed = False  # a RocketMQ frame arrived: the stream is remoting, never HTTP
         self.active = time.monotonic()  # the last byte read or written (Netty's ALL_IDLE clock)
         self.cert_name: str | None = None  # the TLS client certificate's subject CN, if one was verified
+        self.unsent: list[bytes] = []  # this loop turn's answers, written together by flush()
 
     def redirect_http(self, target: str) -> None:
         """Answer an HTTP request sent to the remoting port with 307 to this node's HTTP address (same path),
@@ -389,9 +390,20 @@ class _Connection(asyncio.Protocol):
             except ValueError as e:  # a header past 24 bits: answered all the same, never left waiting
                 log.error("remoting answer %d to %s not encodable: %s", response.code, self.peer, e)
                 frame = codec.encode(response.failed(f"the answer could not be encoded: {e}"))
-            self.transport.write(frame)
+            self.unsent.append(frame)
+            if len(self.unsent) == 1:
+                asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write the answers queued since the last flush in one call, at the end of the loop turn that queued
+        them (a committed batch answers its requests in one turn). Each write is a system call, and on loopback
+        it also runs the reader's side of TCP: one per batch instead of one per answer. Same bytes, same order."""
+        unsent, self.unsent = self.unsent, []
+        if unsent and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
 
     def close(self) -> None:
+        self.flush()  # answers given before the close still leave, as they did when each was written at once
         if self.transport is not None:
             self.transport.close()
 
