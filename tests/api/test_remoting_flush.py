@@ -10,7 +10,7 @@ from typing import Any
 from api.remoting import codec
 from api.remoting import headers as H
 from api.remoting.codec import RemotingCommand
-from api.remoting.server import RemotingServer
+from api.remoting.server import RemotingServer, _Connection
 from tools.bench import bare_remoting
 
 HEARTBEAT = {"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1", "brokerId": "1", "epoch": "0"}
@@ -31,7 +31,9 @@ class Recording:
         return getattr(self.inner, name)
 
 
-async def _connected(server: RemotingServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Recording]:
+async def _connected(
+    server: RemotingServer,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, _Connection, Recording]:
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(codec.encode(RemotingCommand(H.BROKER_HEARTBEAT, opaque=99, ext_fields=HEARTBEAT)))
     (first,) = await _read_answers(reader, 1)  # answered: the listener has the connection
@@ -39,7 +41,7 @@ async def _connected(server: RemotingServer) -> tuple[asyncio.StreamReader, asyn
     (conn,) = server.connections
     rec = Recording(conn.transport)
     conn.transport = rec  # type: ignore[assignment]  # records, then delegates
-    return reader, writer, rec
+    return reader, writer, conn, rec
 
 
 async def _read_answers(reader: asyncio.StreamReader, n: int) -> list[RemotingCommand]:
@@ -54,7 +56,7 @@ async def _read_answers(reader: asyncio.StreamReader, n: int) -> list[RemotingCo
 async def _pipelined(n: int) -> tuple[list[RemotingCommand], list[bytes]]:
     server = await bare_remoting.start(0, lean=False)
     try:
-        reader, writer, rec = await _connected(server)
+        reader, writer, _, rec = await _connected(server)
         frames = [codec.encode(RemotingCommand(H.BROKER_HEARTBEAT, opaque=k, ext_fields=HEARTBEAT)) for k in range(n)]
         writer.write(b"".join(frames))  # one segment: the listener reads them in one data_received
         answers = await _read_answers(reader, n)
@@ -75,8 +77,7 @@ def test_answers_of_one_turn_leave_in_one_write_in_request_order() -> None:
 async def _close_after_send() -> list[RemotingCommand]:
     server = await bare_remoting.start(0, lean=False)
     try:
-        reader, writer, rec = await _connected(server)
-        (conn,) = server.connections
+        reader, writer, conn, rec = await _connected(server)
         conn.send(RemotingCommand(H.BROKER_HEARTBEAT, opaque=7).response(0, "queued"))
         conn.close()  # in the same turn as the send: the queued answer still goes before the close
         answers = await _read_answers(reader, 1)
