@@ -63,7 +63,8 @@ def apply_heartbeat(self, c):
     key = (clusterName, brokerName, brokerId)
     row = self.table.get(key)
     if row is None:
-        self.table[key] = [
+        self.order = None
+        row = self.table[key] = [
             clusterName, brokerName, brokerId, brokerAddr, t, heartbeatTimeoutMillis, epoch, maxOffset,
             confirmOffset, electionPriority, {kept}
         ]
@@ -75,6 +76,7 @@ def apply_heartbeat(self, c):
             row[6] = epoch
             row[7] = maxOffset
             row[8] = confirmOffset
+    self.packed[key] = self.pack_row(row)
     if t + heartbeatTimeoutMillis < self.deadline_floor:
         self.deadline_floor = t + heartbeatTimeoutMillis
 """
@@ -110,6 +112,17 @@ class BrokerLiveTable:
 
     def __init__(self) -> None:
         self.table: dict[Identity, LiveRow] = {}
+        # Each row's msgpack bytes, kept as the row changes (0.2 us a heartbeat), so that a snapshot or a
+        # checkpoint hash joins bytes instead of packing every row at once: with 10,000 brokers heartbeating,
+        # every row changes between two of them, and packing them all stalled the apply thread for ~10 ms on a
+        # loaded machine (docs/performance.md, "The checkpoint and snapshot stall"). Invariant: for every key
+        # of `table`, packed[key] == packb(table[key]). Rows change only in apply_heartbeat and load_snapshot,
+        # which keep it; a key deleted from `table` may linger here and is never read (encode_snapshot drops it).
+        self.packed: dict[Identity, bytes] = {}
+        self.pack_row: Callable[[LiveRow], bytes] = msgpack.Packer().pack  # this table's: one applying thread
+        # The keys of `table` ascending, as the last snapshot wrote them; None once a key was added. A key
+        # deleted since leaves it longer than `table`, which also makes encode_snapshot sort again.
+        self.order: list[Identity] | None = None
         self.reelect: dict[str, int] = {}
         # A lower bound of every entry's deadline (lastUpdateTimestamp + timeout), kept so that "has anything
         # expired?" is usually one comparison. Derived data: not in the snapshot, never affects a result.
@@ -182,9 +195,18 @@ class BrokerLiveTable:
     # --- snapshot ---------------------------------------------------------------------------------------
 
     def encode_snapshot(self) -> bytes:
-        table = self.table
+        """packb([LIVE_VERSION, rows ascending by identity, reelect, clock]), byte for byte, from the rows'
+        kept bytes (`packed`)."""
+        table, packed, order = self.table, self.packed, self.order
+        if order is None or len(order) != len(table):
+            order = self.order = sorted(table)
+            if len(packed) > len(table):  # rows deleted since the last snapshot
+                for k in packed.keys() - table.keys():
+                    del packed[k]
         reelect = [[name, self.reelect[name]] for name in sorted(self.reelect)]
-        return msgpack.packb([LIVE_VERSION, [table[k] for k in sorted(table)], reelect, self.clock])
+        rows = b"".join([packed[k] for k in order])
+        head = B.array_header(4) + msgpack.packb(LIVE_VERSION) + B.array_header(len(table))
+        return head + rows + msgpack.packb(reelect) + msgpack.packb(self.clock)
 
     def load_snapshot(self, body: bytes) -> None:
         version = B.version_of(SECTION_BROKER_LIVE_TABLE, body, (SECTION_VERSION, LIVE_VERSION))
@@ -211,6 +233,8 @@ class BrokerLiveTable:
         B.ascending([r[0] for r in reelect], "brokerLiveTable re-election names")
         if clock is None:
             clock = max((r[LAST] for r in live), default=0)
+        pack = self.pack_row
+        self.packed, self.order = {k: pack(r) for k, r in table.items()}, None
         self.table, self.reelect, self.clock = table, retries, clock
         self.deadline_floor = self._floor()
 
