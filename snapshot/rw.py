@@ -86,6 +86,18 @@ def _pread_all(fd: int, size: int, offset: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+class _Parts:
+    """A section body given as parts to join on the writer thread (`SnapshotWriter.add_section_parts`)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+
+_Body = bytes | Callable[[], Iterable[bytes]] | _Parts
+
+
 class SnapshotWriter:
     """Collects sections cheaply, then `finish()` writes and fsyncs the data file, on any thread.
 
@@ -109,7 +121,7 @@ class SnapshotWriter:
         self.codec = codec
         self.level = level
         self.known_types = known_types
-        self._sections: list[tuple[int, bytes | Callable[[], Iterable[bytes]], int]] = []
+        self._sections: list[tuple[int, _Body, int]] = []
         self._types: set[int] = set()
         self.result: WrittenFile | None = None
         self._closed = False
@@ -127,6 +139,14 @@ class SnapshotWriter:
             body = bytes(body)
         self._add("add_section", section_type, body, codec)
 
+    def add_section_parts(self, section_type: int, parts: list[bytes], *, codec: int | None = None) -> None:
+        """Register a section whose body is `b"".join(parts)`, joined ON THE WRITER THREAD during finish(): for a
+        table whose rows are kept as msgpack bytes, so that the apply thread only collects them (the list is
+        the caller's no more). The file is byte for byte what `add_section(type, b"".join(parts))` writes."""
+        if not isinstance(parts, list) or not all(isinstance(p, bytes) for p in parts[:1]):
+            raise TypeError(f"parts must be a list of bytes, got {type(parts).__name__}")
+        self._add("add_section_parts", section_type, _Parts(parts), codec)
+
     def add_section_lazy(
         self, section_type: int, produce: Callable[[], Iterable[bytes]], *, codec: int | None = None
     ) -> None:
@@ -138,9 +158,7 @@ class SnapshotWriter:
             raise TypeError(f"produce must be callable, got {type(produce).__name__}")
         self._add("add_section_lazy", section_type, produce, codec)
 
-    def _add(
-        self, what: str, section_type: int, body: bytes | Callable[[], Iterable[bytes]], codec: int | None
-    ) -> None:
+    def _add(self, what: str, section_type: int, body: _Body, codec: int | None) -> None:
         if self._closed:
             raise SnapshotError(f"{self.path}: {what} after finish() or abort()")
         check_section_types([*self._types, section_type])
@@ -175,6 +193,8 @@ class SnapshotWriter:
             while sections:  # pop each body so its memory can go as soon as it is written
                 stype, body, codec = sections.pop()
                 crc = stored = 0
+                if isinstance(body, _Parts):
+                    body = b"".join(body.parts)
                 if callable(body):
                     raw = [0]
 

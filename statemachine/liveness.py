@@ -13,8 +13,9 @@ The section also carries the state machine's clock: the time of the last applied
 is max(its leader's clock, that clock) (machine.py), so time never runs backwards across leaders.
 
 Each entry is stored as its own snapshot row, a list in the section's field order (LiveRow). Heartbeats
-update it in place, and a snapshot packs the rows as they are, in one msgpack call: with tens of thousands
-of brokers, building fresh rows would take most of the save's time on the apply thread.
+update it in place and keep its msgpack bytes (`packed`), and a snapshot joins those bytes: with tens of
+thousands of brokers, building or packing the rows at snapshot time would take most of the save's time on the
+apply thread.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def apply_heartbeat(self, c):
     key = (clusterName, brokerName, brokerId)
     row = self.table.get(key)
     if row is None:
-        self.order = None
+        self.in_order = False
         row = self.table[key] = [
             clusterName, brokerName, brokerId, brokerAddr, t, heartbeatTimeoutMillis, epoch, maxOffset,
             confirmOffset, electionPriority, {kept}
@@ -114,15 +115,16 @@ class BrokerLiveTable:
         self.table: dict[Identity, LiveRow] = {}
         # Each row's msgpack bytes, kept as the row changes (0.2 us a heartbeat), so that a snapshot or a
         # checkpoint hash joins bytes instead of packing every row at once: with 10,000 brokers heartbeating,
-        # every row changes between two of them, and packing them all stalled the apply thread for ~10 ms on a
-        # loaded machine (docs/performance.md, "The checkpoint and snapshot stall"). Invariant: for every key
-        # of `table`, packed[key] == packb(table[key]). Rows change only in apply_heartbeat and load_snapshot,
-        # which keep it; a key deleted from `table` may linger here and is never read (encode_snapshot drops it).
+        # every row changes between two of them, and packing them all stalled the apply thread for ~5 ms of a
+        # loaded core (docs/performance.md, "The checkpoint and snapshot stall, taken apart"). Invariant: for
+        # every key of `table`, packed[key] == packb(table[key]). Rows change only in apply_heartbeat and
+        # load_snapshot, which keep it; a key deleted from `table` may linger here until snapshot_parts drops it.
         self.packed: dict[Identity, bytes] = {}
         self.pack_row: Callable[[LiveRow], bytes] = msgpack.Packer().pack  # this table's: one applying thread
-        # The keys of `table` ascending, as the last snapshot wrote them; None once a key was added. A key
-        # deleted since leaves it longer than `table`, which also makes encode_snapshot sort again.
-        self.order: list[Identity] | None = None
+        # Whether `packed` holds its keys in ascending order, as snapshot_parts left it: then, while no key was
+        # added (which clears this) or deleted (which leaves `packed` longer than `table`), the section's rows
+        # are `packed`'s values as they are, taken without a lookup or a hash per row.
+        self.in_order = True
         self.reelect: dict[str, int] = {}
         # A lower bound of every entry's deadline (lastUpdateTimestamp + timeout), kept so that "has anything
         # expired?" is usually one comparison. Derived data: not in the snapshot, never affects a result.
@@ -197,16 +199,20 @@ class BrokerLiveTable:
     def encode_snapshot(self) -> bytes:
         """packb([LIVE_VERSION, rows ascending by identity, reelect, clock]), byte for byte, from the rows'
         kept bytes (`packed`)."""
-        table, packed, order = self.table, self.packed, self.order
-        if order is None or len(order) != len(table):
-            order = self.order = sorted(table)
-            if len(packed) > len(table):  # rows deleted since the last snapshot
-                for k in packed.keys() - table.keys():
-                    del packed[k]
+        return b"".join(self.snapshot_parts())
+
+    def snapshot_parts(self) -> list[bytes]:
+        """The section body in parts, `b"".join(parts) == encode_snapshot()`: taking them is one lookup per
+        row; the join (most of the rest) may wait or run on another thread, since the parts never change."""
+        table, packed = self.table, self.packed
+        if not self.in_order or len(packed) != len(table):  # a key added or deleted: put them in order again
+            packed = self.packed = {k: packed[k] for k in sorted(table)}
+            self.in_order = True
         reelect = [[name, self.reelect[name]] for name in sorted(self.reelect)]
-        rows = b"".join([packed[k] for k in order])
-        head = B.array_header(4) + msgpack.packb(LIVE_VERSION) + B.array_header(len(table))
-        return head + rows + msgpack.packb(reelect) + msgpack.packb(self.clock)
+        parts = [B.array_header(4) + msgpack.packb(LIVE_VERSION) + B.array_header(len(table))]
+        parts += packed.values()
+        parts.append(msgpack.packb(reelect) + msgpack.packb(self.clock))
+        return parts
 
     def load_snapshot(self, body: bytes) -> None:
         version = B.version_of(SECTION_BROKER_LIVE_TABLE, body, (SECTION_VERSION, LIVE_VERSION))
@@ -234,7 +240,7 @@ class BrokerLiveTable:
         if clock is None:
             clock = max((r[LAST] for r in live), default=0)
         pack = self.pack_row
-        self.packed, self.order = {k: pack(r) for k, r in table.items()}, None
+        self.packed, self.in_order = {k: pack(r) for k, r in table.items()}, False
         self.table, self.reelect, self.clock = table, retries, clock
         self.deadline_floor = self._floor()
 

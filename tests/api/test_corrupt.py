@@ -5,11 +5,13 @@ Disarmed (after an operator rebuilt it), it may campaign again."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
 from api.service import UnavailableError
+from api.service.controller import state_hash
 from statemachine import codes as C
 from statemachine.result import Result
 from tests.api.harness import NEVER_MS, Node, group, settled
@@ -46,7 +48,7 @@ async def test_a_damaged_member_is_named_refuses_reads_and_is_never_elected(tmp_
         leader = await settled(nodes)
         leader.service.peer_hashes = fetch_via(nodes)
         await write(leader, nodes, 2 * EVERY, "a")
-        rings = [n.service.checkpoint_hashes() for n in nodes]
+        rings = [await n.service.checkpoint_hashes() for n in nodes]
         assert rings[0] and rings[0] == rings[1] == rings[2]  # same indexes, same hashes
         assert await leader.service.check_corruption() == []
 
@@ -55,7 +57,7 @@ async def test_a_damaged_member_is_named_refuses_reads_and_is_never_elected(tmp_
         await write(leader, nodes, EVERY, "b")
         assert await leader.service.check_corruption() == [damaged.id]
         [row] = (await leader.ok("GET", "/api/v1/alarms", token=True))["body"]["alarms"]
-        index = max(i for i, _ in leader.service.checkpoint_hashes())
+        index = max(i for i, _ in await leader.service.checkpoint_hashes())
         assert (row["alarm"], row["memberId"]) == ("CORRUPT", damaged.id)
         assert f"at index {index}; 2 of 3 members have " in row["detail"]
         await damaged.service.node.wait_applied(leader.last_index(), 10)
@@ -78,3 +80,21 @@ async def test_a_damaged_member_is_named_refuses_reads_and_is_never_elected(tmp_
         assert env["body"]["disarmed"] == [{"alarm": "CORRUPT", "memberId": damaged.id}]
         await damaged.service.node.wait_applied(healthy.last_index(), 10)
         assert not damaged.service.corrupt() and not damaged.service.node.driver.core_().suspended
+
+
+async def test_every_applied_checkpoint_is_in_the_answer_and_hashed_as_release_0_3_0_did(tmp_path: Path) -> None:
+    """The checkpoint's hash is computed on a hashing thread: the hashes a member answers still include every
+    checkpoint it applied (the route waits for the newest), and the hash is the one release 0.3.0 computes on
+    the apply thread, so that a rolling upgrade compares like with like."""
+    async with group(tmp_path, corrupt_check_entries=1, corrupt_check_interval_ms=NEVER_MS) as nodes:
+        leader = await settled(nodes)
+        for k in range(3):
+            index = await write(leader, nodes, 1, f"k{k}")
+            for node in nodes:
+                ring = await node.service.checkpoint_hashes()
+                assert ring[-1][0] == index  # every index is a checkpoint here
+                sections = sorted(node.service.sm.encode_sections().items())
+                released = hashlib.sha256(
+                    b"".join(t.to_bytes(2, "big") + len(b).to_bytes(8, "big") + b for t, b in sections)
+                )
+                assert ring[-1][1] == released.hexdigest()[:16] == state_hash(node.service.sm)

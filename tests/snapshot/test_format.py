@@ -386,6 +386,23 @@ def test_finish_can_run_on_another_thread(scratch: Path) -> None:
         w.finish()
 
 
+@pytest.mark.parametrize("codec", [CODEC_RAW, CODEC_LZ4])
+def test_parts_joined_on_the_writer_thread_write_the_same_file_as_the_whole_body(scratch: Path, codec: int) -> None:
+    rows = [bytes([i % 251]) * (1 + i % 70) for i in range(5_000)]  # ~180 KiB: several lz4 blocks
+    whole, parted = SnapshotWriter(fresh(scratch), codec=codec), SnapshotWriter(fresh(scratch), codec=codec)
+    whole.add_section(1, b"".join(rows))
+    whole.add_section(2, b"tail")
+    parted.add_section_parts(1, rows)
+    parted.add_section(2, b"tail")
+    t = threading.Thread(target=parted.finish)
+    t.start()
+    t.join()
+    whole.finish()
+    assert parted.path.read_bytes() == whole.path.read_bytes()
+    with pytest.raises(TypeError):
+        parted.add_section_parts(3, b"not a list")  # type: ignore[arg-type]
+
+
 def test_writer_rejects_bad_sections(scratch: Path) -> None:
     w = SnapshotWriter(fresh(scratch), known_types=NAMES)
     w.add_section(1, b"a")

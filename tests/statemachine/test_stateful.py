@@ -304,6 +304,13 @@ class Replicas(RuleBasedStateMachine):
             assert decode_section(m.section_type(), m.encode_snapshot()) == m.to_json()  # type: ignore[attr-defined]
 
     @invariant()
+    def checkpoint_and_snapshot_parts_are_the_sections(self) -> None:
+        """What the checkpoint hash and the snapshot take (kept row bytes, bodies cached since the last command
+        past the heartbeat path) is never stale: joined, it is what encoding the tables now gives."""
+        parts = self.a.section_parts()
+        assert {t: b"".join(p) for t, p in parts.items()} == self.a.encode_sections()
+
+    @invariant()
     def next_assign_counts_every_id_ever_added(self) -> None:
         for s in self.a.replicas.sets.values():
             assert s.next_assign_broker_id >= len(s.brokers) + 1

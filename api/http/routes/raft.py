@@ -169,7 +169,7 @@ async def upgrade_feature_level(req: M.FeatureUpgradeRequest, gw: GatewayDep) ->
 async def hashes(gw: GatewayDep) -> Response:
     """This node's checkpoint hashes of its applied state (the leader's corruption check compares them)."""
     gw.require_started()
-    ring = gw.service.checkpoint_hashes()
+    ring = await gw.service.checkpoint_hashes()
     body = {
         "nodeId": gw.service.id,
         "appliedIndex": gw.service.node_status().applied,
