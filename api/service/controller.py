@@ -226,10 +226,11 @@ class _Machine(ControllerStateMachine):
         return out
 
     def _checkpoint(self, index: int) -> None:
-        """Take the state's parts at `index` now (one lookup per live row), hash them on the hashing thread
-        (the join and SHA-256: ~1.2 ms with 10,000 brokers, most of it without the GIL), and record the
-        checkpoint on this loop once hashed. A loaded 3-node group on 2 cores stalled every node's apply
-        for ~7 ms at each checkpoint when the hash ran here (docs/performance.md)."""
+        """Take the state's parts at `index` now (bytes kept or cached: no encoding), hash them on the hashing
+        thread (the join and SHA-256: ~1.2 ms with 10,000 brokers, most of it without the GIL), and record the
+        checkpoint on this loop once hashed. Encoding and hashing here stalled every node's apply for ~12 ms
+        at each checkpoint of a loaded 3-node group on 2 cores (docs/performance.md, "The checkpoint and
+        snapshot stall, taken apart")."""
         parts = self.section_parts()
         if self.hasher is None:
             self.hasher = ThreadPoolExecutor(1, thread_name_prefix=f"checkpoint-hash-{self._service.id}")

@@ -1,6 +1,6 @@
 """python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting,
 failover_rocketmq (real RocketMQ brokers), peers (RocketMQ's own controllers side by side, issue 25), tls (heartbeats
-with and without TLS, issue 27)."""
+with and without TLS, issue 27), realistic_ab (the realistic row's p99, source trees alternating)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def main() -> int:
         "failover_rocketmq",
         "peers",
         "tls",
+        "realistic_ab",
     ):
         print("usage: python -m tools.bench all [--quick] [--json FILE] [--reps N] [--only SECTIONS]", file=sys.stderr)
         print("       python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
@@ -46,7 +47,15 @@ def main() -> int:
             file=sys.stderr,
         )
         print("       python -m tools.bench tls [--seconds S] [--connections C] [--reps R] [--json F]", file=sys.stderr)
+        print(
+            "       python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--brokers N] [--json F]",
+            file=sys.stderr,
+        )
         return 2
+    if sys.argv[1] == "realistic_ab":
+        from tools.bench import realistic_ab
+
+        return realistic_ab.main(sys.argv[2:])
     if sys.argv[1] == "tls":
         from tools.bench import tls_bench
 

@@ -1,0 +1,44 @@
+"""A smoke run of tools/bench/realistic_ab.py on tiny input: two "trees" (this one twice), one round, one window
+of 30 brokers. Checks that each tree's group was started, registered every broker and had its heartbeats
+answered, and that the summary covers every window, never how fast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli import rocketmq
+from tools.bench import realistic_ab
+from tools.cluster import ROOT
+
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("interop")]
+
+
+def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
+    rocketmq.require()
+    out = tmp_path / "ab.json"
+    argv = ["--trees", f"a={ROOT},b={ROOT}", "--rounds", "1", "--windows", "1", "--seconds", "2", "--brokers", "30"]
+    assert realistic_ab.main([*argv, "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert list(data["windows"]) == ["a", "b"]
+    for name, rows in data["windows"].items():
+        [row] = rows
+        assert row["acknowledged"] > 0 and row["errors"] == 0 and row["unanswered"] == 0, (name, row)
+        assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
+        assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--trees", "a"],
+        ["--trees", "a=/nonexistent"],
+        ["--trees", f"a={ROOT}", "--rounds", "0"],
+    ],
+)
+def test_bad_arguments_name_the_option(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        realistic_ab.parse(argv)
+    assert e.value.code == 2 and "--" in capsys.readouterr().err

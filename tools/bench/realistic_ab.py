@@ -1,0 +1,127 @@
+"""python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
+                                     [--brokers N] [--extra 'key=value;...'] [--json FILE]
+
+The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
+remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
+trees of this controller, alternating in one run: each round starts a fresh 3-node group of each tree in turn
+(`ControllerdCluster.start(tree=...)`: another checkout, e.g. `git worktree add ../base <commit>`, run with this
+interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50 and p99 is one
+figure; the table gives each tree's median and range over every window, and the 1-minute load average before
+each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from typing import Any
+
+from tools.bench import peers
+from tools.cluster import ControllerdCluster
+
+
+class _Tree(peers.Ours):
+    """A 3-node group of ours, every node started from the source tree `tree`."""
+
+    def __init__(self, root: str, tree: str, extra: str) -> None:
+        self.cluster = ControllerdCluster(root, election_ms=1000, extra=extra)
+        self.remotings = self.cluster.remotings
+        self.root, self.tree = root, tree
+
+    def start(self, i: int) -> None:
+        self.cluster.start(i, tree=self.tree)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m tools.bench realistic_ab", description=__doc__.split("\n\n")[1])
+    p.add_argument("--trees", required=True, help="NAME=DIR,NAME=DIR: the source trees, in the order they alternate")
+    p.add_argument("--rounds", type=int, default=5, help="rounds; each starts every tree once (default 5)")
+    p.add_argument("--windows", type=int, default=2, help="measured windows per group (default 2)")
+    p.add_argument("--seconds", type=float, default=10, help="seconds of each window (default 10)")
+    p.add_argument("--brokers", type=int, default=10_000, help="brokers at 1 heartbeat/s (default 10000)")
+    p.add_argument("--extra", default="", help="controller.conf lines for every node, 'key=value;key=value'")
+    p.add_argument("--json", help="write every window and the summary here")
+    a = p.parse_args(argv)
+    trees: dict[str, str] = {}
+    for item in a.trees.split(","):
+        name, sep, path = item.partition("=")
+        if not sep or not name or not os.path.isdir(os.path.join(path, "cli")):
+            p.error(f"--trees: {item!r} is not NAME=DIR of a source tree (DIR/cli missing)")
+        trees[name] = os.path.abspath(path)
+    a.trees = trees
+    for k in ("rounds", "windows", "brokers"):
+        if getattr(a, k) < 1:
+            p.error(f"--{k} must be >= 1")
+    return a
+
+
+def window(group: _Tree, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Register the brokers, then W windows of steady heartbeats; one row per window."""
+    rows = []
+    with peers.Load(group, "ab", "script", a.brokers, max(1, a.brokers // 3)) as load:
+        reg = load.ask(f"register {a.brokers}")
+        if reg.get("registered") != a.brokers:
+            raise RuntimeError(f"registered {reg.get('registered')} of {a.brokers} brokers: {reg}")
+        for _ in range(a.windows):
+            before = os.getloadavg()[0]
+            st = load.ask(f"steady {a.brokers} 1 {a.seconds:g}")
+            rows.append(
+                {
+                    "p50_ms": st["p50_ms"],
+                    "p99_ms": st["p99_ms"],
+                    "acknowledged": st["acknowledged"],
+                    "errors": st["errors"],
+                    "unanswered": st["unanswered"],
+                    "load_before": round(before, 2),
+                }
+            )
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def spread(key: str) -> dict[str, float]:
+        xs = [r[key] for r in rows]
+        return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+    return {"windows": len(rows), "p99_ms": spread("p99_ms"), "p50_ms": spread("p50_ms"), "load": spread("load_before")}
+
+
+def main(argv: list[str]) -> int:
+    a = parse(argv)
+    windows: dict[str, list[dict[str, Any]]] = {name: [] for name in a.trees}
+    for r in range(a.rounds):
+        for name, tree in a.trees.items():
+            with tempfile.TemporaryDirectory(prefix="realistic-ab-") as root:
+                group = _Tree(root, tree, a.extra.replace(";", "\n"))
+                try:
+                    for i in range(3):
+                        group.start(i)
+                    group.cluster.wait_ready(timeout=120)
+                    rows = window(group, a)
+                finally:
+                    group.cluster.stop_all()
+            for row in rows:
+                row["round"] = r
+                print(f"round {r} {name}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, load {row['load_before']}")
+            windows[name].extend(rows)
+    out = {name: summary(rows) for name, rows in windows.items()}
+    print(f"\n{a.brokers} brokers at 1 heartbeat/s, {a.rounds} rounds x {a.windows} windows of {a.seconds:g} s")
+    print(f"{'tree':<12} {'p99 median [range] (ms)':<28} {'p50 median [range] (ms)':<28} load before")
+    for name, s in out.items():
+        p99, p50, ld = s["p99_ms"], s["p50_ms"], s["load"]
+        print(
+            f"{name:<12} {p99['median']:>7.1f} [{p99['min']:.1f}-{p99['max']:.1f}]{'':<10}"
+            f"{p50['median']:>7.2f} [{p50['min']:.2f}-{p50['max']:.2f}]{'':<10}{ld['min']:.2f}-{ld['max']:.2f}"
+        )
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": {**vars(a)}, "windows": windows, "summary": out}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
