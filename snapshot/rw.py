@@ -143,7 +143,7 @@ class SnapshotWriter:
         """Register a section whose body is `b"".join(parts)`, joined ON THE WRITER THREAD during finish(): for a
         table whose rows are kept as msgpack bytes, so that the apply thread only collects them (the list is
         the caller's no more). The file is byte for byte what `add_section(type, b"".join(parts))` writes."""
-        if not isinstance(parts, list) or not all(isinstance(p, bytes) for p in parts[:1]):
+        if not isinstance(parts, list) or (parts and not isinstance(parts[0], bytes)):
             raise TypeError(f"parts must be a list of bytes, got {type(parts).__name__}")
         self._add("add_section_parts", section_type, _Parts(parts), codec)
 

@@ -202,8 +202,9 @@ class BrokerLiveTable:
         return b"".join(self.snapshot_parts())
 
     def snapshot_parts(self) -> list[bytes]:
-        """The section body in parts, `b"".join(parts) == encode_snapshot()`: taking them is one lookup per
-        row; the join (most of the rest) may wait or run on another thread, since the parts never change."""
+        """The section body in parts, `b"".join(parts) == encode_snapshot()`: the rows are `packed`'s values as
+        they are (sorted again only after a key was added or deleted); the join may wait or run on another
+        thread, since the parts never change."""
         table, packed = self.table, self.packed
         if not self.in_order or len(packed) != len(table):  # a key added or deleted: put them in order again
             packed = self.packed = {k: packed[k] for k in sorted(table)}
@@ -239,8 +240,8 @@ class BrokerLiveTable:
         B.ascending([r[0] for r in reelect], "brokerLiveTable re-election names")
         if clock is None:
             clock = max((r[LAST] for r in live), default=0)
-        pack = self.pack_row
-        self.packed, self.in_order = {k: pack(r) for k, r in table.items()}, False
+        pack = self.pack_row  # `table` was filled in ascending order (checked above), and so is `packed`
+        self.packed, self.in_order = {k: pack(r) for k, r in table.items()}, True
         self.table, self.reelect, self.clock = table, retries, clock
         self.deadline_floor = self._floor()
 

@@ -26,7 +26,7 @@ from statemachine.kv import KvConfigManager
 from statemachine.liveness import BrokerLiveTable
 from statemachine.manager import ReplicasInfoManager
 from statemachine.result import Result
-from statemachine.sections import OPTIONAL_SECTIONS, SECTION_BROKER_LIVE_TABLE
+from statemachine.sections import OPTIONAL_SECTIONS
 from statemachine.tables import ReplicaTable, SyncStateTable
 from statemachine.values import Unpacked
 
@@ -282,14 +282,10 @@ class ControllerStateMachine:
         self._install(*staged)
 
     def on_snapshot_save(self, writer: SnapshotWriter) -> None:
-        """On the apply thread: one section per manager. Cheap: the replica and sync-state rows are cached
-        per set, and each live row's bytes are kept as heartbeats change it; the live table's parts are
-        joined on the writer's thread (`add_section_parts`: one join, then compression without the GIL)."""
+        """On the apply thread: one section per manager, as `section_parts` takes them (no encoding in steady
+        state); the writer's thread joins the parts (`add_section_parts`), then compresses without the GIL."""
         for t, parts in self.section_parts().items():
-            if t == SECTION_BROKER_LIVE_TABLE:
-                writer.add_section_parts(t, parts)
-            else:
-                writer.add_section(t, parts[0])
+            writer.add_section_parts(t, parts)
 
     def on_snapshot_load(self, reader: SnapshotReader) -> None:
         """FeatureLevelError (naming the file) for a snapshot of a feature level above this release's: a valid

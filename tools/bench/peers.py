@@ -32,6 +32,7 @@ per row: each system's median as a bar, its range as a whisker, every round as a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -52,7 +53,7 @@ import httpx
 from cli import rocketmq
 from cli.rocketmq import Deployment
 from tools.bench import broker_failover_peers, rust_peer
-from tools.cluster import ControllerdCluster
+from tools.cluster import ROOT, ControllerdCluster
 
 # "rust" (mxsm/rocketmq-rust's controller, tools/bench/rust_peer.py) only when its binary is here
 SYSTEMS = ("ours", "jraft", "dledger", *(("rust",) if rust_peer.available() else ()))
@@ -89,10 +90,13 @@ class Group(Addressed, Protocol):
 
 
 class Ours:
-    def __init__(self, root: str) -> None:
-        self.cluster = ControllerdCluster(root, election_ms=1000)
+    """A 3-node `controllerd` group, every node started from the source tree `tree` (another checkout runs with
+    this interpreter: tools/bench/realistic_ab.py), with `extra` controller.conf lines."""
+
+    def __init__(self, root: str, tree: str = ROOT, extra: str = "") -> None:
+        self.cluster = ControllerdCluster(root, election_ms=1000, extra=extra)
         self.remotings = self.cluster.remotings
-        self.root = root
+        self.root, self.tree = root, tree
 
     def pid(self, i: int) -> int:
         return self.cluster.procs[i].pid
@@ -107,7 +111,7 @@ class Ours:
         self.cluster.terminate(i)
 
     def start(self, i: int) -> None:
-        self.cluster.start(i)
+        self.cluster.start(i, tree=self.tree)
 
     def applied(self, i: int, since_start: bool = True) -> int | None:
         """Node i's applied index (its HTTP status), None while it does not answer."""
@@ -804,6 +808,8 @@ def main(argv: list[str]) -> int:
         return 0
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(a.json + ".partial")  # the whole run is in a.json now
     print(f"wrote {a.json}")
     for e in doc["errors"]:
         print(f"round {e['round']} {e['system']} failed: {e['error']}", file=sys.stderr)

@@ -21,19 +21,6 @@ import tempfile
 from typing import Any
 
 from tools.bench import peers
-from tools.cluster import ControllerdCluster
-
-
-class _Tree(peers.Ours):
-    """A 3-node group of ours, every node started from the source tree `tree`."""
-
-    def __init__(self, root: str, tree: str, extra: str) -> None:
-        self.cluster = ControllerdCluster(root, election_ms=1000, extra=extra)
-        self.remotings = self.cluster.remotings
-        self.root, self.tree = root, tree
-
-    def start(self, i: int) -> None:
-        self.cluster.start(i, tree=self.tree)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -59,7 +46,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-def window(group: _Tree, a: argparse.Namespace) -> list[dict[str, Any]]:
+def measure(group: peers.Ours, a: argparse.Namespace) -> list[dict[str, Any]]:
     """Register the brokers, then W windows of steady heartbeats; one row per window."""
     rows = []
     with peers.Load(group, "ab", "script", a.brokers, max(1, a.brokers // 3)) as load:
@@ -96,12 +83,12 @@ def main(argv: list[str]) -> int:
     for r in range(a.rounds):
         for name, tree in a.trees.items():
             with tempfile.TemporaryDirectory(prefix="realistic-ab-") as root:
-                group = _Tree(root, tree, a.extra.replace(";", "\n"))
+                group = peers.Ours(root, tree, a.extra.replace(";", "\n"))
                 try:
                     for i in range(3):
                         group.start(i)
                     group.cluster.wait_ready(timeout=120)
-                    rows = window(group, a)
+                    rows = measure(group, a)
                 finally:
                     group.cluster.stop_all()
             for row in rows:
