@@ -18,7 +18,6 @@ import atexit
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -133,9 +132,8 @@ def port_triples(n: int) -> list[int]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port on 127.0.0.1, below the ephemeral range (raft/testing/cluster.py's free_port_base says why)."""
+    return free_port_base((0,))
 
 
 def properties(values: dict[str, object]) -> str:

@@ -12,17 +12,8 @@ import sys
 import time
 from typing import Any
 
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+PORTS_LOW = 20000  # the explicit ports' range starts here and ends below the kernel's ephemeral range
+_handed: set[int] = set()  # every port this process handed out: a stopped node restarts on its own port
 
 
 def ephemeral_low() -> int:
@@ -34,28 +25,56 @@ def ephemeral_low() -> int:
         return 32768
 
 
-def free_port_base(offsets: tuple[int, ...], low: int = 20000, high: int | None = None) -> int:
+def _block() -> tuple[int, int]:
+    """(index, count) of this pytest-xdist worker ((0, 1) outside xdist): each worker chooses ports only in
+    its own block of the range, so two workers never choose the same port between choosing and binding it."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 0:
+        return int(worker[2:]) % int(count), int(count)
+    return 0, 1
+
+
+def free_port_base(offsets: tuple[int, ...], low: int = PORTS_LOW, high: int | None = None) -> int:
     """A base port such that base + each offset is free on 127.0.0.1 (a node's or a broker's port family).
 
-    The range ends below the kernel's ephemeral range: a process restarted on its port must find it free, and
-    an outgoing connection may take any ephemeral port as its local port while the listener is down."""
-    if high is None:
-        high = max(low + 1000, ephemeral_low() - max(offsets, default=0) - 1)
-    for _ in range(200):
-        base = random.randrange(low, high)
+    The ports lie in [low, high), by default below the kernel's ephemeral range. A port chosen there is not
+    bound by anyone else until its user binds it, except by another explicit choice: no outgoing connection
+    takes it as its local port and no bind to port 0 gets it, whereas a port of the ephemeral range can be
+    taken in that gap (once it was, and 59 interop tests errored with EADDRINUSE). The same holds while a node
+    restarted on its port is down. Each pytest-xdist worker chooses in its own block of the range, and one
+    process never hands out a port twice."""
+    offsets = offsets or (0,)
+    high = ephemeral_low() if high is None else high
+    index, count = _block()
+    size = (high - low) // count
+    lo, hi = low + index * size - min(offsets), low + (index + 1) * size - max(offsets)
+    if hi <= lo:
+        raise RuntimeError(f"no room for port offsets {offsets} in {low}..{high} split {count} ways")
+    if len(_handed) > (hi - lo) // 2:
+        _handed.clear()  # half the block handed out: the tests that used the first ones are long gone
+    for _ in range(1000):
+        family = [(base := random.randrange(lo, hi)) + o for o in offsets]
+        if _handed.intersection(family):
+            continue
         socks = []
         try:
-            for p in (base + o for o in offsets):
+            for p in family:
                 s = socket.socket()
                 socks.append(s)
                 s.bind(("127.0.0.1", p))
-            return base
         except OSError:
             continue
         finally:
             for s in socks:
                 s.close()
-    raise RuntimeError(f"no free port range for offsets {offsets} in {low}..{high}")
+        _handed.update(family)
+        return base
+    raise RuntimeError(f"no free port range for offsets {offsets} in {lo}..{hi}")
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct free ports on 127.0.0.1, chosen as free_port_base chooses (below the ephemeral range)."""
+    return [free_port_base((0,)) for _ in range(n)]
 
 
 class ProcessCluster:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from api.remoting import headers as H
 from api.remoting.client import RemotingClient
 from cli.rmqctl.migrate import checksum
+from raft.testing.cluster import free_ports
 from snapshot.storage import FileSnapshotStorage
 from statemachine import ControllerStateMachine
 from statemachine import codes as C
@@ -198,9 +198,7 @@ def test_import_refuses_to_overwrite_a_snapshot(tmp_path: Path) -> None:
 
 
 def test_export_from_an_unreachable_controller_exits_3_and_writes_nothing(tmp_path: Path) -> None:
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    (port,) = free_ports(1)  # nothing listens on it
     out = tmp_path / "x.json"
     r = helpers.rmqctl("migrate", "export", "--from", f"127.0.0.1:{port}", "--namesrv", "127.0.0.1:1", "-f", out)
     assert r.exit_code == 3, r.output

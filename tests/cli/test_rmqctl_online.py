@@ -6,7 +6,6 @@ deadline (a fake clock: no test sleeps), exit codes 1/2/3, the bearer token, and
 from __future__ import annotations
 
 import json
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from cli.rmqctl import client as client_module
 from cli.rmqctl import main
 from cli.rmqctl.client import ControllerClient, Hooks, parse_addresses
 from cli.rmqctl.online import parse_clean_ids, register
+from raft.testing.cluster import free_ports
 from tests.cli.helpers import F1, F2, FakeTime, L, Serve, envelope, rmqctl
 
 register(main)
@@ -1281,9 +1281,7 @@ def test_the_address_and_token_may_also_come_before_the_verb(leader: Cluster) ->
 def test_a_refused_connection_on_a_real_socket_fails_well_before_the_deadline() -> None:
     # No fake transport: the real HTTP client against a port that was bound and closed, so nothing listens
     # and the kernel refuses the connection. Before, the client went round until --timeout (here 30 s).
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    (port,) = free_ports(1)  # nothing listens on it
     start = time.monotonic()
     r = rmqctl("-a", f"127.0.0.1:{port}", "--timeout", "30", "raft", "status")
     elapsed = time.monotonic() - start

@@ -30,12 +30,23 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
 
 
+def test_conf_reaches_its_trees_nodes() -> None:
+    # a bad value stops the node (its controller.conf is checked at start), so the lines were in its file
+    argv = ["--trees", f"b={ROOT}", "--conf", "b=statemachineSnapshotThreshold=-1", "--rounds", "1", "--brokers", "3"]
+    argv += ["--windows", "1", "--seconds", "1"]
+    with pytest.raises(AssertionError, match=r"statemachineSnapshotThreshold=-1: must be >= 0"):
+        realistic_ab.main(argv)
+    two = realistic_ab.parse(["--trees", f"a={ROOT},b={ROOT}", "--conf", "b=x=1;y=2", "--conf", "b=z=3"])
+    assert two.conf == {"b": ";x=1;y=2;z=3"}  # a gets only --extra
+
+
 @pytest.mark.parametrize(
     "argv",
     [
         ["--trees", "a"],
         ["--trees", "a=/nonexistent"],
         ["--trees", f"a={ROOT}", "--rounds", "0"],
+        ["--trees", f"a={ROOT}", "--conf", "c=x=1"],
     ],
 )
 def test_bad_arguments_name_the_option(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

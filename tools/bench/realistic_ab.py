@@ -1,5 +1,6 @@
 """python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
-                                     [--brokers N] [--extra 'key=value;...'] [--json FILE]
+                                     [--brokers N] [--extra 'key=value;...'] [--conf NAME='key=value;...']
+                                     [--json FILE]
 
 The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
 remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
@@ -7,7 +8,8 @@ trees of this controller, alternating in one run: each round starts a fresh 3-no
 (`ControllerdCluster.start(tree=...)`: another checkout, e.g. `git worktree add ../base <commit>`, run with this
 interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50 and p99 is one
 figure; the table gives each tree's median and range over every window, and the 1-minute load average before
-each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25).
+each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
+give the same tree, told apart by `--conf` (one setting's default against another value, say).
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10, help="seconds of each window (default 10)")
     p.add_argument("--brokers", type=int, default=10_000, help="brokers at 1 heartbeat/s (default 10000)")
     p.add_argument("--extra", default="", help="controller.conf lines for every node, 'key=value;key=value'")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="NAME=LINES",
+        help="controller.conf lines for tree NAME only, 'key=value;key=value' (after --extra; may be repeated)",
+    )
     p.add_argument("--json", help="write every window and the summary here")
     a = p.parse_args(argv)
     trees: dict[str, str] = {}
@@ -40,6 +49,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
             p.error(f"--trees: {item!r} is not NAME=DIR of a source tree (DIR/cli missing)")
         trees[name] = os.path.abspath(path)
     a.trees = trees
+    confs: dict[str, str] = {}
+    for item in a.conf:
+        name, sep, lines = item.partition("=")
+        if not sep or name not in trees:
+            p.error(f"--conf: {item!r} is not NAME=LINES for a NAME of --trees ({', '.join(trees)})")
+        confs[name] = confs.get(name, "") + ";" + lines
+    a.conf = confs
     for k in ("rounds", "windows", "brokers"):
         if getattr(a, k) < 1:
             p.error(f"--{k} must be >= 1")
@@ -83,7 +99,8 @@ def main(argv: list[str]) -> int:
     for r in range(a.rounds):
         for name, tree in a.trees.items():
             with tempfile.TemporaryDirectory(prefix="realistic-ab-") as root:
-                group = peers.Ours(root, tree, a.extra.replace(";", "\n"))
+                extra = f"{a.extra};{a.conf.get(name, '')}".replace(";", "\n")
+                group = peers.Ours(root, tree, extra)
                 try:
                     for i in range(3):
                         group.start(i)

@@ -17,6 +17,7 @@ import uvloop
 
 from raft.core.messages import Entry, Message, MsgType
 from raft.options import TransportOptions
+from raft.testing.cluster import free_ports
 from raft.transport import InMemoryTransport, TcpTransport, TransportHub
 from raft.transport.codec import encode_batch, encode_message, frame_header, frame_key
 from tests.raft.helpers import eventually
@@ -65,9 +66,8 @@ def app(frm: str, to: str, index: int, size: int = 256, n: int = 1) -> Message:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    (port,) = free_ports(1)
+    return port
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])

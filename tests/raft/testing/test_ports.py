@@ -1,0 +1,66 @@
+"""The explicit ports every test and local cluster binds (raft/testing/cluster.py): below the kernel's ephemeral
+range, in this pytest-xdist worker's own block, never handed out twice by one process, and free when chosen."""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from raft.testing import cluster
+from raft.testing.cluster import ephemeral_low, free_port_base, free_ports
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(cluster, "_handed", set())
+    state = random.getstate()
+    random.seed(7)
+    yield
+    random.setstate(state)
+
+
+def test_ports_are_below_the_ephemeral_range_and_never_handed_twice() -> None:
+    ports = free_ports(400)
+    assert len(set(ports)) == 400
+    assert all(cluster.PORTS_LOW <= p < ephemeral_low() for p in ports)
+
+
+def test_each_xdist_worker_chooses_in_its_own_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = {}
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        monkeypatch.setattr(cluster, "_handed", set())
+        seen[worker] = {free_port_base((-2, 0, 1)) + o for _ in range(200) for o in (-2, 0, 1)}
+    middle = cluster.PORTS_LOW + (ephemeral_low() - cluster.PORTS_LOW) // 2
+    assert max(seen["gw0"]) < middle <= min(seen["gw1"])
+
+
+def free_triple() -> int:
+    """A port p with p - 1, p and p + 1 free."""
+    p = free_port_base((-1, 0, 1))
+    cluster._handed.clear()
+    return p
+
+
+def test_a_bound_port_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_triple()
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # the whole range of 3 is this process's
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        # three ports, the middle one bound: the two others, once each
+        got = [free_port_base((0,), low=port - 1, high=port + 2) for _ in range(2)]
+        assert sorted(got) == [port - 1, port + 1]
+        cluster._handed.clear()
+        with pytest.raises(RuntimeError, match="no free port range"):  # a range of just the bound port
+            free_port_base((0,), low=port, high=port + 1)
+
+
+def test_a_family_is_free_at_every_offset() -> None:
+    base = free_port_base((-2, 0, 1, 1000))
+    for o in (-2, 0, 1, 1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", base + o))
