@@ -148,11 +148,13 @@ class ControllerStateMachine:
             refused = self.features.gate(code)
             if refused is not None:
                 return refused
+        read = code in READ_ONLY_CODES
         if c[2] < live.clock:
             c[2] = live.clock
-        elif c[1] not in READ_ONLY_CODES:
+        elif not read:
             live.clock = c[2]
-        self._bodies.clear()
+        if not read:  # a read changes no section: the cached bodies stay (a broker's 1004s, mqadmin's reads)
+            self._bodies.clear()
         return self._handlers[code](_new_tuple(NAMED[code], c))  # commands.named, inlined
 
     def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:

@@ -4,6 +4,8 @@ all-or-nothing loading, and the inspection decoders."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import msgpack
 import pytest
@@ -182,3 +184,36 @@ def test_semantic_diff() -> None:
     assert paths["syncStateSetInfoTable/broker-set-a/masterEpoch"] == (2, 3)
     assert not any(p.startswith("replicaInfoTable") for p in paths)
     assert diff_sections(before, before) == []
+
+
+def test_section_bodies_are_encoded_again_only_after_a_write() -> None:
+    # A fleet's brokers each send GET_REPLICA_INFO every 5 s (syncBrokerMetadataPeriod): reads must not throw the
+    # cached bodies away, or every checkpoint and snapshot re-encodes the replica tables. A write must.
+    ctl = busy()
+    encoded: list[int] = []
+
+    def counted(m: Any) -> Callable[[], bytes]:
+        real, t = m.encode_snapshot, m.section_type()
+
+        def encode() -> bytes:
+            encoded.append(t)
+            return bytes(real())
+
+        return encode
+
+    for m in ctl.sm.saved_managers():
+        if m is not ctl.sm.live:
+            m.encode_snapshot = counted(m)  # type: ignore[method-assign]
+    first = ctl.sm.section_parts()
+    n = len(encoded)
+    assert n == len(first) - 1  # every section but the live table's, encoded once
+    ctl.run(cmd.get_replica_info(ctl.now, BROKER))
+    ctl.run(cmd.get_sync_state_data(ctl.now, [BROKER]))
+    ctl.next_id()
+    ctl.hb(1)
+    kept = {t: parts for t, parts in ctl.sm.section_parts().items() if t != SECTION_BROKER_LIVE_TABLE}
+    assert kept == {t: parts for t, parts in first.items() if t != SECTION_BROKER_LIVE_TABLE}
+    assert len(encoded) == n  # reads and heartbeats: the cached bodies
+    ctl.run(cmd.kv_put(ctl.now, "ns", "k2", "v"))
+    again = ctl.sm.section_parts()
+    assert len(encoded) == 2 * n and again[SECTION_KV_CONFIG] != first[SECTION_KV_CONFIG]
