@@ -203,9 +203,9 @@ class _Machine(ControllerStateMachine):
         # (index, hash of the applied state right after it) at every multiple of corrupt_check_entries.
         self.checkpoints: deque[tuple[int, str]] = deque(maxlen=CHECKPOINTS_KEPT)
         # Hashes the checkpoints' parts, in index order, so that the apply thread only takes the parts; the
-        # newest checkpoint's hash while it is computed.
+        # checkpoints being hashed, oldest first, until `collect` moves them to `checkpoints`.
         self.hasher: ThreadPoolExecutor | None = None
-        self.hashing: asyncio.Future[str] | None = None
+        self.hashing: deque[tuple[int, asyncio.Future[str]]] = deque()
 
     def on_apply(self, entries: Iterable[AppliedEntry]) -> list[Result]:
         apply, record, beat = self.apply, self._service.history.on_applied, HEARTBEAT_OK
@@ -234,17 +234,21 @@ class _Machine(ControllerStateMachine):
         parts = self.section_parts()
         if self.hasher is None:
             self.hasher = ThreadPoolExecutor(1, thread_name_prefix=f"checkpoint-hash-{self._service.id}")
+        f = asyncio.wrap_future(self.hasher.submit(hash_sections, parts))
+        self.hashing.append((index, f))
+        f.add_done_callback(lambda _: self.collect())
 
-        def hashed(f: asyncio.Future[str]) -> None:  # on this loop, in index order (one hashing thread)
+    def collect(self) -> None:
+        """Move the hashed checkpoints to `checkpoints`, in index order. Called when a hash is done and by the
+        readers, which cannot rely on that callback: a future is done one loop step before its callbacks run."""
+        while self.hashing and self.hashing[0][1].done():
+            index, f = self.hashing.popleft()
             if f.cancelled():
-                return
+                continue
             if f.exception() is None:
                 self.checkpoints.append((index, f.result()))
             else:
                 log.error("checkpoint hash at index %d failed: %r", index, f.exception())
-
-        self.hashing = asyncio.wrap_future(self.hasher.submit(hash_sections, parts))
-        self.hashing.add_done_callback(hashed)
 
     def close(self) -> None:
         if self.hasher is not None:
@@ -713,10 +717,11 @@ class ControllerService:
     async def checkpoint_hashes(self) -> list[tuple[int, str]]:
         """(index, hash of the applied state right after it) of the last checkpoints, oldest first: every
         checkpoint applied so far, once its hash is ready."""
-        pending = self.sm.hashing
-        if pending is not None and not pending.done():
-            await asyncio.wait([pending])
-        return list(self.sm.checkpoints)
+        sm = self.sm
+        if sm.hashing:
+            await asyncio.wait([sm.hashing[-1][1]])  # the newest: one thread hashes them in order
+        sm.collect()
+        return list(sm.checkpoints)
 
     async def check_corruption(self) -> list[str]:
         """On the leader: compare every member's checkpoint hashes at the newest index most of them have, and

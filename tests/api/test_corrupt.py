@@ -5,12 +5,14 @@ Disarmed (after an operator rebuilt it), it may campaign again."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import threading
 from pathlib import Path
 
 import pytest
 
-from api.service import UnavailableError
+from api.service import UnavailableError, controller
 from api.service.controller import state_hash
 from statemachine import codes as C
 from statemachine.result import Result
@@ -98,3 +100,29 @@ async def test_every_applied_checkpoint_is_in_the_answer_and_hashed_as_release_0
                     b"".join(t.to_bytes(2, "big") + len(b).to_bytes(8, "big") + b for t, b in sections)
                 )
                 assert ring[-1][1] == released.hexdigest()[:16] == state_hash(node.service.sm)
+
+
+async def test_a_hash_just_done_is_in_the_answer_before_its_callback_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A future is done one loop step before its done-callbacks run. A reader asking in that step still gets
+    the checkpoint. Before, the route saw the newest hash done, did not wait, and answered without it."""
+    gate = threading.Event()
+    real = controller.hash_sections
+
+    def held(parts: dict[int, list[bytes]]) -> str:
+        assert gate.wait(10)
+        return real(parts)
+
+    monkeypatch.setattr(controller, "hash_sections", held)
+    async with group(tmp_path, corrupt_check_entries=1, corrupt_check_interval_ms=NEVER_MS) as nodes:
+        leader = await settled(nodes)
+        index = await write(leader, nodes, 1, "k")
+        sm = leader.service.sm
+        assert sm.hashing and sm.hashing[-1][0] == index  # held on the hashing thread
+        newest = sm.hashing[-1][1]
+        gate.set()
+        while not newest.done():  # the hashing thread finishes within milliseconds
+            await asyncio.sleep(0)
+        ring = await leader.service.checkpoint_hashes()  # in the step the future became done
+        assert ring[-1][0] == index
