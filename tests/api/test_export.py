@@ -91,6 +91,13 @@ class Receiver(metrics_service_pb2_grpc.MetricsServiceServicer):
         self.loop.call_soon_threadsafe(self.got.set)
         return metrics_service_pb2.ExportMetricsServiceResponse()
 
+    def with_metric(self, name: str) -> tuple[Any, dict[str, str]] | None:
+        """The first request received with a series named `name`."""
+        for request, metadata in list(self.requests):
+            if any(m.name == name for rm in request.resource_metrics for sm in rm.scope_metrics for m in sm.metrics):
+                return request, metadata
+        return None
+
 
 def num(point: Any) -> float:
     """A NumberDataPoint's value (the encoder sends ints as as_int)."""
@@ -108,8 +115,12 @@ async def test_otlp_grpc_pushes_the_series_to_a_receiver(tmp_path: Path) -> None
             "OTLP_GRPC", grpc_target=f"http://127.0.0.1:{port}", grpc_headers="tenant:t1", grpc_interval_ms=200
         )
         async with server(tmp_path, export) as s:
-            await asyncio.wait_for(receiver.got.wait(), 20)
-            request, metadata = receiver.requests[-1]
+            # The exporter pushes from its start; the fixture's request comes after the leader is known, so the
+            # first pushes may come before request_total has a series. Wait for a push that has it.
+            while (got := receiver.with_metric("request_total")) is None:
+                receiver.got.clear()
+                await asyncio.wait_for(receiver.got.wait(), 20)
+            request, metadata = got
             assert metadata["tenant"] == "t1"
             (rm,) = request.resource_metrics
             (sm,) = rm.scope_metrics
