@@ -21,6 +21,7 @@ proposed), `UnavailableError` (HTTP 503: the outcome is unknown or the node cann
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -477,19 +478,37 @@ class ControllerService:
         heartbeat starts the scan guard's clock (`heartbeat_received`); then a read (ReadIndex) or a write,
         its command built with the leader's time (`request.command(now)`, a refused argument a
         CommandArgumentError before anything is proposed)."""
+        if request.READ:
+            refusal = request.refusal()
+            return refusal if refusal is not None else await self.read(checked(request.command))
+        return await self.result_of(self.propose(request), request.REQUEST_TYPE)
+
+    def propose(self, request: Request) -> Result | asyncio.Future[Result]:
+        """`submit` of a write without the wait: a Result when it is answered without consensus (its refusal,
+        an alarm's), else the proposal's future, whose outcome `settled` reads once it is done (a front end may
+        wait with a callback instead of a task: the remoting listener's heartbeats). Raises what `submit`
+        raises before anything is proposed."""
         refusal = request.refusal()
         if refusal is not None:
             return refusal
         if request.HEARTBEAT:
             self.heartbeat_received()
-        build = checked(request.command)
-        if request.READ:
-            return await self.read(build)
-        return await self.write(build, request.REQUEST_TYPE)
+        return self._propose(checked(request.command), request.REQUEST_TYPE)
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """Propose `build(leader's now)`; the applied Result. NotLeaderError before proposing on a follower;
         UnavailableError when the commit does not come within the request timeout (outcome unknown)."""
+        return await self.result_of(self._propose(build, request_type), request_type)
+
+    async def result_of(self, proposed: Result | asyncio.Future[Result], request_type: str) -> Result:
+        """What `propose` gave, waited for: the Result, or the error `settled` raises."""
+        if isinstance(proposed, Result):
+            return proposed
+        with contextlib.suppress(Exception):
+            await proposed  # its result or error is read by `settled`; a cancelled wait raises here
+        return self.settled(proposed, request_type)
+
+    def _propose(self, build: Callable[[int], bytes], request_type: str) -> Result | asyncio.Future[Result]:
         self._check_serving()
         data = build(self.now_ms())
         if self.sm.alarms.table:
@@ -503,8 +522,14 @@ class ControllerService:
         except RaftBaseError as e:
             raise self.outcome(e) from None
         self._deadlines.watch(fut)
+        return fut
+
+    def settled(self, fut: asyncio.Future[Result], request_type: str) -> Result:
+        """The outcome of a done proposal future: its Result (the listeners told), or UnavailableError when
+        the commit did not come within the request timeout (outcome unknown), or the Raft error's meaning.
+        Raises CancelledError for a cancelled one."""
         try:
-            result: Result = await fut
+            result = fut.result()
         except CommitTimeout:
             raise UnavailableError(f"not committed within {self.opts.request_timeout_s:g}s; outcome unknown") from None
         except RaftBaseError as e:

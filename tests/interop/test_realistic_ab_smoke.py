@@ -1,10 +1,11 @@
 """A smoke run of tools/bench/realistic_ab.py on tiny input: two "trees" (this one twice), one round, one window
 of 30 brokers. Checks that each tree's group was started, registered every broker and had its heartbeats
-answered, and that the summary covers every window, never how fast."""
+answered, that the leader's CPU over the window was read, and that the summary covers every window, never how fast."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         [row] = rows
         assert row["acknowledged"] > 0 and row["errors"] == 0 and row["unanswered"] == 0, (name, row)
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
+        assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
         assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
 
 

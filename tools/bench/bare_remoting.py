@@ -120,6 +120,10 @@ class Echo:
     async def submit(self, request: Q.Request) -> Result:
         return self.answer(request)
 
+    def propose(self, request: Q.Request) -> Result:
+        """A write the Dispatcher proposes without a task (a heartbeat): answered at once, never a future."""
+        return self.answer(request)
+
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """A command the server itself proposes (CLOSE_CHANNEL when a broker's connection closes): not built,
         not proposed, answered SUCCESS."""

@@ -6,9 +6,9 @@ The peers benchmark's realistic row (N brokers registered, each heartbeating onc
 remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
 trees of this controller, alternating in one run: each round starts a fresh 3-node group of each tree in turn
 (`ControllerdCluster.start(tree=...)`: another checkout, e.g. `git worktree add ../base <commit>`, run with this
-interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50 and p99 is one
-figure; the table gives each tree's median and range over every window, and the 1-minute load average before
-each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
+interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50, p99 and the leader's
+CPU (user + system time over the window's wall time, as the peers row's) is one figure; the table gives each
+tree's median and range over every window, and the 1-minute load average before each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
 give the same tree, told apart by `--conf` (one setting's default against another value, say).
 """
 
@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from typing import Any
 
 from tools.bench import peers
@@ -69,13 +70,17 @@ def measure(group: peers.Ours, a: argparse.Namespace) -> list[dict[str, Any]]:
         reg = load.ask(f"register {a.brokers}")
         if reg.get("registered") != a.brokers:
             raise RuntimeError(f"registered {reg.get('registered')} of {a.brokers} brokers: {reg}")
+        pid = group.pid(group.remotings.index(reg["leader"]))
         for _ in range(a.windows):
             before = os.getloadavg()[0]
+            c0, w0 = peers.cpu_s(pid), time.monotonic()
             st = load.ask(f"steady {a.brokers} 1 {a.seconds:g}")
+            c1, w1 = peers.cpu_s(pid), time.monotonic()
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
                     "p99_ms": st["p99_ms"],
+                    "leader_cpu_pct": round(100 * (c1 - c0) / (w1 - w0), 1),
                     "acknowledged": st["acknowledged"],
                     "errors": st["errors"],
                     "unanswered": st["unanswered"],
@@ -90,7 +95,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         xs = [r[key] for r in rows]
         return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
-    return {"windows": len(rows), "p99_ms": spread("p99_ms"), "p50_ms": spread("p50_ms"), "load": spread("load_before")}
+    keys = {"p99_ms": "p99_ms", "p50_ms": "p50_ms", "leader_cpu_pct": "leader_cpu_pct", "load": "load_before"}
+    return {"windows": len(rows)} | {name: spread(key) for name, key in keys.items()}
 
 
 def main(argv: list[str]) -> int:
@@ -110,16 +116,23 @@ def main(argv: list[str]) -> int:
                     group.cluster.stop_all()
             for row in rows:
                 row["round"] = r
-                print(f"round {r} {name}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, load {row['load_before']}")
+                print(
+                    f"round {r} {name}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
+                    f"leader CPU {row['leader_cpu_pct']} %, load {row['load_before']}"
+                )
             windows[name].extend(rows)
     out = {name: summary(rows) for name, rows in windows.items()}
     print(f"\n{a.brokers} brokers at 1 heartbeat/s, {a.rounds} rounds x {a.windows} windows of {a.seconds:g} s")
-    print(f"{'tree':<12} {'p99 median [range] (ms)':<28} {'p50 median [range] (ms)':<28} load before")
+    print(
+        f"{'tree':<12} {'p99 median [range] (ms)':<28} {'p50 median [range] (ms)':<28} "
+        f"{'leader CPU median [range] (%)':<32} load before"
+    )
     for name, s in out.items():
-        p99, p50, ld = s["p99_ms"], s["p50_ms"], s["load"]
+        p99, p50, cpu, ld = s["p99_ms"], s["p50_ms"], s["leader_cpu_pct"], s["load"]
         print(
             f"{name:<12} {p99['median']:>7.1f} [{p99['min']:.1f}-{p99['max']:.1f}]{'':<10}"
-            f"{p50['median']:>7.2f} [{p50['min']:.2f}-{p50['max']:.2f}]{'':<10}{ld['min']:.2f}-{ld['max']:.2f}"
+            f"{p50['median']:>7.2f} [{p50['min']:.2f}-{p50['max']:.2f}]{'':<10}"
+            f"{cpu['median']:>7.1f} [{cpu['min']:.1f}-{cpu['max']:.1f}]{'':<14}{ld['min']:.2f}-{ld['max']:.2f}"
         )
     if a.json:
         with open(a.json, "w") as f:
