@@ -24,6 +24,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
     assert realistic_ab.main([*argv, "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert list(data["windows"]) == ["a", "b"]
+    assert data["machine"]["cpus"] == os.cpu_count()  # which machine the figures came from
     for name, rows in data["windows"].items():
         [row] = rows
         assert row["acknowledged"] > 0 and row["errors"] == 0 and row["unanswered"] == 0, (name, row)

@@ -14,12 +14,34 @@ on any machine), each measured in the same run, with its file on the disk the be
 from __future__ import annotations
 
 import os
+import platform
 import statistics
+import sysconfig
 import tempfile
 import time
 from typing import Any
 
 MiB = 1 << 20
+
+
+def describe() -> dict[str, Any]:
+    """Which machine a figure came from: the CPU model and count, and the Python that ran the controller (its
+    build flags too: an interpreter built without --enable-optimizations runs the same code measurably slower)."""
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+    except OSError:
+        pass
+    flags = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    return {
+        "cpu_model": model,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "python_optimized": "--enable-optimizations" in flags,
+        "python_shared": "--enable-shared" in flags,
+        "kernel": platform.release(),
+    }
 
 
 def bench_dir() -> str:

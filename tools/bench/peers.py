@@ -52,7 +52,7 @@ import httpx
 
 from cli import rocketmq
 from cli.rocketmq import Deployment
-from tools.bench import broker_failover_peers, rust_peer
+from tools.bench import broker_failover_peers, machine, rust_peer
 from tools.cluster import ROOT, ControllerdCluster
 
 # "rust" (mxsm/rocketmq-rust's controller, tools/bench/rust_peer.py) only when its binary is here
@@ -733,6 +733,7 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
         "rocketmq_version": rocketmq.version(),
         "loadavg_before": list(os.getloadavg()),
         "cpus": os.cpu_count(),
+        "machine": machine.describe(),
         "settings": {k: v for k, v in vars(a).items() if k not in ("json", "dir", "keep")},
         "defaults": {s: DEFAULTS[s] for s in systems},
         "notes": {s: NOTES[s] for s in systems if s in NOTES},
@@ -795,6 +796,8 @@ def main(argv: list[str]) -> int:
         f"RocketMQ {doc['rocketmq_version']} controllers vs ours, 3 nodes each on loopback, {doc['settings']['rounds']} round(s)"
     )
     print(f"load average before {doc['loadavg_before']} after {doc['loadavg_after']} ({doc['cpus']} CPUs)")
+    if "machine" in doc:  # runs before 2026-11-28 13:00 UTC did not record it
+        print(f"machine: {doc['machine']}")
     for s in systems:
         print(f"  {s}: {DEFAULTS[s]}")
     for line in table(doc["rows"], systems):

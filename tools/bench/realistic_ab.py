@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from tools.bench import peers
+from tools.bench import machine, peers
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -136,7 +136,8 @@ def main(argv: list[str]) -> int:
         )
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"args": {**vars(a)}, "windows": windows, "summary": out}, f, indent=1)
+            doc = {"args": {**vars(a)}, "machine": machine.describe(), "windows": windows, "summary": out}
+            json.dump(doc, f, indent=1)
     return 0
 
 

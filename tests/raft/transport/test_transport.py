@@ -65,11 +65,6 @@ def app(frm: str, to: str, index: int, size: int = 256, n: int = 1) -> Message:
     return Message(MsgType.APP, frm, to, term=1, index=index, entries=ents)
 
 
-def free_port() -> int:
-    (port,) = free_ports(1)
-    return port
-
-
 @pytest.fixture(params=["asyncio", "uvloop"])
 def run(request: pytest.FixtureRequest) -> Callable[[Coroutine[Any, Any, None]], None]:
     def runner(coro: Coroutine[Any, Any, None]) -> None:
@@ -256,7 +251,7 @@ def test_writer_backpressure_keeps_memory_bounded(run: Callable[[Awaitable[None]
 
 def test_down_peer_drops_then_reconnects(run: Callable[[Awaitable[None]], None]) -> None:
     async def main() -> None:
-        port = free_port()
+        (port,) = free_ports(1)
         a = TcpTransport("a", LOCAL, {"b": ("127.0.0.1", port)}, SECRET, Inbox(), FAST)
         await a.start()
         try:

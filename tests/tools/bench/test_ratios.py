@@ -9,8 +9,10 @@ import asyncio
 import json
 import math
 import os
+import platform
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,15 @@ def test_write_bandwidth_reference_gives_sane_numbers_and_leaves_nothing(tmp_pat
     assert r["bytes"] == 4 * machine.MiB and r["seconds"] > 0 and r["mib_s"] > 0
     assert math.isclose(r["mib_s"], 4 / r["seconds"], rel_tol=0.01)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_machine_is_described_as_this_process_sees_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    d = machine.describe()
+    assert d["cpus"] == os.cpu_count() and d["python"] == platform.python_version() and d["cpu_model"]
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: "'--enable-optimizations' '--with-lto'")
+    assert machine.describe()["python_optimized"] is True and machine.describe()["python_shared"] is False
+    monkeypatch.setattr(sysconfig, "get_config_var", lambda name: "'--enable-shared'")
+    assert machine.describe()["python_optimized"] is False and machine.describe()["python_shared"] is True
 
 
 def test_the_references_use_the_bench_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
