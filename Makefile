@@ -27,8 +27,9 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
 # that table or is not on this machine.
 # The real-RocketMQ interop suite (tests/interop, docs/interop.md) runs after the rest, on two workers, one file
-# per worker (--dist loadfile): tests/interop/test_migration.py spends most of its 9 minutes waiting for real
-# brokers' fixed 120 s controllerAddr refresh, while the other worker runs the other files. `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs
+# per worker (--dist loadfile): tests/interop/test_migration.py and test_migration_dledger.py spend most of their
+# 4-5 minutes each waiting for real brokers' fixed 120 s controllerAddr refresh, while the other worker runs
+# the other files. `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs
 # Hadoop's own HDFS and ships the executors' Python as a packed archive.
 test: lint rocketmq hadoop audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh

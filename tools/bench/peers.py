@@ -305,6 +305,12 @@ class Load:
         self.proc.stdin.flush()
 
     def close(self, timeout: float = 60) -> None:
+        """Wait for the generator to end, at most `timeout` seconds (then kill it). Its stdin is closed first:
+        the `script` mode ends at the end of its commands, as at `quit` (without that, every run that did not
+        say `quit` waited the whole timeout)."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -87,6 +87,8 @@ def measure(group: peers.Ours, a: argparse.Namespace) -> list[dict[str, Any]]:
                     "load_before": round(before, 2),
                 }
             )
+    if load.proc.returncode != 0:  # it ends when its input does: anything else is a generator that hung or failed
+        raise RuntimeError(f"ControllerLoad ended with {load.proc.returncode} after its last command: {load.argv}")
     return rows
 
 

@@ -1,0 +1,66 @@
+"""Adopting a live RocketMQ cluster from RocketMQ's DLedgerController, then rolling back to it, with real
+brokers (docs/migration.md): test_migration.py's Migration, from the other controller RocketMQ ships. In a file
+of its own so that pytest-xdist's loadfile runs it beside test_migration.py's JRaftController adoption."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+
+from cli import rocketmq
+from cli.rocketmq import Deployment, wait_until
+from tests.interop.test_migration import Migration, rmqctl
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
+
+
+def test_adopt_from_dledger_controller_and_roll_back(tmp_path: Any) -> None:
+    """DLedgerController's state reads the same way (the same remoting codes). Then the rollback window: the
+    brokers are switched to our group and, our group having elected nothing, back to DLedger started again from
+    its store; DLedger still holds every master at its epoch, and every acknowledged message is read."""
+    rocketmq.require()
+    with Deployment(os.path.join(str(tmp_path), "rmq")) as d:
+        m = Migration(str(tmp_path), d, "dledger", ("dl-a",))
+        try:
+            m.producer.wait_acked(100)
+            m.adopt()
+            m.switch(m.ours.remotings, "our group's", m.stop_old())
+            m.unchanged(m.heartbeating_ours())
+            m.tl.step("every broker heartbeats our group; masters and epochs unchanged")
+            nothing = rmqctl(
+                "migrate",
+                "verify",
+                "--file",
+                os.path.join(str(tmp_path), "export.json"),
+                "--to",
+                ";".join(m.ours.remotings),
+                "-o",
+                "json",
+            )
+            assert nothing.returncode == 0, nothing.stdout + nothing.stderr  # nothing elected: the rollback window
+            # Roll back: our group stops, DLedger starts again from its own store, the brokers go back to it.
+            m.ours.stop_all()
+            stopped = time.monotonic()
+            m.tl.step("rollback: our group stopped")
+            m.old.start()
+            m.tl.step("DLedger controllers started again")
+            m.switch(m.old.remotings, "DLedger", stopped)
+
+            def all_alive() -> dict[str, dict[str, Any]] | None:
+                sets = m.settled(m.old.remotings)
+                ok = sets is not None and all(b["alive"] for s in sets.values() for b in s["brokers"])
+                return sets if ok else None
+
+            back = wait_until("DLedger sees every broker alive again", all_alive, 60)
+            m.unchanged(back)
+            m.tl.step("rolled back: DLedger holds every master at its epoch, every broker alive")
+            acked = len(m.producer.acked())
+            m.producer.wait_acked(acked + 50, 60)
+            m.finish("migration timeline (DLedgerController -> ours -> DLedgerController)")
+        finally:
+            if m.producer.proc.running():
+                m.producer.stop()
+            m.ours.stop_all()
