@@ -9,10 +9,15 @@ import asyncio
 from pathlib import Path
 
 from raft.core import Role
+from raft.options import RaftOptions
 from tests.api.harness import Node, group, register
 
 CTL = "/api/v1/controller"
 SETS = [f"broker-{k}" for k in range(6)]
+# One event loop runs the three nodes and their fsyncs: on a slow, busy 2-core machine (the other pytest worker
+# beside it) it can stall past the API tests' 300 ms election timeout, and a lost leadership fails a request
+# of the traffic below. The data needs no election to be quick, only the traffic to reach one leader.
+RAFT = RaftOptions(election_timeout_ms=2000)
 
 
 async def _wait_applied(nodes: list[Node], index: int) -> None:
@@ -70,7 +75,7 @@ async def _traffic(leader: Node, round_: int) -> None:
 
 
 async def _build(root: Path) -> dict[str, int]:
-    async with group(root, on_disk=True) as nodes:
+    async with group(root, raft=RAFT, on_disk=True) as nodes:
         leader = next(n for n in nodes if n.service.node.status().role is Role.LEADER)
         await _traffic(leader, 0)
         first = await _snapshot_all(nodes, leader)
