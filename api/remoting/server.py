@@ -262,8 +262,8 @@ class Dispatcher:
                 outcome: Result | Exception = self.service.settled(fut, REQUEST_TYPES[cmd.code])
             except Exception as e:
                 outcome = e
-            except BaseException as e:  # cancelled: not answered, counted failed
-                observe(self.metrics, REQUEST_TYPES[cmd.code], t0, self.service.opts.request_timeout_s, e)
+            except BaseException as e:
+                self._cancelled(cmd, t0, e)
                 reply(None)
                 return
             reply(self._respond(cmd, t0, outcome))
@@ -279,10 +279,15 @@ class Dispatcher:
             outcome: Result | Exception = await handler(cmd)
         except Exception as e:
             outcome = e
-        except BaseException as e:  # cancelled: not answered, counted failed
-            observe(self.metrics, REQUEST_TYPES[cmd.code], t0, self.service.opts.request_timeout_s, e)
+        except BaseException as e:
+            self._cancelled(cmd, t0, e)
             raise
         return self._respond(cmd, t0, outcome)
+
+    def _cancelled(self, cmd: RemotingCommand, t0: float, e: BaseException) -> None:
+        """`cmd`, begun at `t0`, was cancelled (its connection or the server closing): not answered, counted
+        failed."""
+        observe(self.metrics, REQUEST_TYPES[cmd.code], t0, self.service.opts.request_timeout_s, e)
 
     def _respond(self, cmd: RemotingCommand, t0: float, outcome: Result | Exception) -> RemotingCommand:
         """The response to `cmd` begun at `t0` (time.perf_counter): its Result, or what an error means for

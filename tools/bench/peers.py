@@ -44,9 +44,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -54,6 +54,8 @@ from cli import rocketmq
 from cli.rocketmq import Deployment
 from tools.bench import broker_failover_peers, machine, rust_peer
 from tools.cluster import ROOT, ControllerdCluster
+
+T = TypeVar("T")
 
 # "rust" (mxsm/rocketmq-rust's controller, tools/bench/rust_peer.py) only when its binary is here
 SYSTEMS = ("ours", "jraft", "dledger", *(("rust",) if rust_peer.available() else ()))
@@ -225,6 +227,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
+def cpu_pct_while(pid: int, work: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """`work(*args)`, and the percent of one core that process `pid` used while it ran."""
+    c0, w0 = cpu_s(pid), time.monotonic()
+    out = work(*args)
+    c1, w1 = cpu_s(pid), time.monotonic()
+    return out, round(100 * (c1 - c0) / (w1 - w0), 1)
+
+
 def du(path: str, allocated: bool = False) -> int:
     """Bytes of data under `path`: per file the smaller of its size and its allocated blocks, so that neither a
     sparse preallocated segment (ours: a 64 MiB WAL segment, DLedger: 1 GiB mmapped files) nor blocks reserved
@@ -388,11 +398,9 @@ def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
             for size in sizes:
                 step: dict[str, Any] = {"brokers": size, "register": sc.ask(f"register {size}")}
                 pid = g.pid(g.remotings.index(step["register"]["leader"]))
-                c0, w0 = cpu_s(pid), time.monotonic()
-                step["steady"] = sc.ask(f"steady {size} 1 {a.seconds}")
-                c1, w1 = cpu_s(pid), time.monotonic()
+                step["steady"], cpu_pct = cpu_pct_while(pid, sc.ask, f"steady {size} 1 {a.seconds}")
                 step["leader_rss_bytes"] = rss(pid)
-                step["leader_cpu_pct"] = round(100 * (c1 - c0) / (w1 - w0), 1)
+                step["leader_cpu_pct"] = cpu_pct
                 heartbeats += acked(step["steady"])
                 out["curve"].append(step)
                 if size == a.brokers:

@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from typing import Any
 
 from tools.bench import machine, peers
@@ -73,14 +72,12 @@ def measure(group: peers.Ours, a: argparse.Namespace) -> list[dict[str, Any]]:
         pid = group.pid(group.remotings.index(reg["leader"]))
         for _ in range(a.windows):
             before = os.getloadavg()[0]
-            c0, w0 = peers.cpu_s(pid), time.monotonic()
-            st = load.ask(f"steady {a.brokers} 1 {a.seconds:g}")
-            c1, w1 = peers.cpu_s(pid), time.monotonic()
+            st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
                     "p99_ms": st["p99_ms"],
-                    "leader_cpu_pct": round(100 * (c1 - c0) / (w1 - w0), 1),
+                    "leader_cpu_pct": cpu_pct,
                     "acknowledged": st["acknowledged"],
                     "errors": st["errors"],
                     "unanswered": st["unanswered"],
