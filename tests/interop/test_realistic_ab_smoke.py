@@ -1,6 +1,7 @@
 """A smoke run of tools/bench/realistic_ab.py on tiny input: two "trees" (this one twice), one round, one window
 of 30 brokers. Checks that each tree's group was started, registered every broker and had its heartbeats
-answered, that the leader's CPU over the window was read, and that the summary covers every window, never how fast."""
+answered, that the leader's CPU over the window was read and py-spy sampled it, and that the summary covers every
+window, never how fast."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
     rocketmq.require()
     out = tmp_path / "ab.json"
     argv = ["--trees", f"a={ROOT},b={ROOT}", "--rounds", "1", "--windows", "1", "--seconds", "2", "--brokers", "30"]
-    assert realistic_ab.main([*argv, "--json", str(out)]) == 0
+    prof = tmp_path / "profiles"
+    assert realistic_ab.main([*argv, "--json", str(out), "--profile", str(prof)]) == 0
     data = json.loads(out.read_text())
     assert list(data["windows"]) == ["a", "b"]
     assert data["machine"]["cpus"] == os.cpu_count()  # which machine the figures came from
@@ -31,6 +33,8 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
         assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
         assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
+        assert row["profile"] == str(prof / f"{name}-r0-w0.txt") and os.path.getsize(row["profile"]) > 0
+        assert data["summary"][name]["profile"]["samples"] > 0  # the leader was busy in some samples
 
 
 def test_conf_reaches_its_trees_nodes() -> None:

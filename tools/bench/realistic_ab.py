@@ -1,6 +1,6 @@
 """python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
                                      [--brokers N] [--extra 'key=value;...'] [--conf NAME='key=value;...']
-                                     [--json FILE]
+                                     [--profile DIR] [--json FILE]
 
 The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
 remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
@@ -10,11 +10,15 @@ interpreter), registers the brokers, and measures W windows of S seconds. Each w
 CPU (user + system time over the window's wall time, as the peers row's) is one figure; the table gives each
 tree's median and range over every window, and the 1-minute load average before each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
 give the same tree, told apart by `--conf` (one setting's default against another value, say).
+
+With `--profile DIR`, py-spy samples the leader through every window (tools/bench/profile.py): DIR/NAME-rR-wW.txt
+holds each window's folded stacks, and the output ends with each tree's busiest functions over all its windows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -22,7 +26,7 @@ import sys
 import tempfile
 from typing import Any
 
-from tools.bench import machine, peers
+from tools.bench import machine, peers, profile
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -40,8 +44,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         metavar="NAME=LINES",
         help="controller.conf lines for tree NAME only, 'key=value;key=value' (after --extra; may be repeated)",
     )
+    p.add_argument("--profile", metavar="DIR", help="py-spy the leader in every window; folded stacks into DIR")
     p.add_argument("--json", help="write every window and the summary here")
     a = p.parse_args(argv)
+    if a.profile is not None:
+        if profile.available() is None:
+            p.error("--profile: py-spy is not installed (pip install -e '.[bench]')")
+        os.makedirs(a.profile, exist_ok=True)
     trees: dict[str, str] = {}
     for item in a.trees.split(","):
         name, sep, path = item.partition("=")
@@ -62,17 +71,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-def measure(group: peers.Ours, a: argparse.Namespace) -> list[dict[str, Any]]:
-    """Register the brokers, then W windows of steady heartbeats; one row per window."""
+def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list[dict[str, Any]]:
+    """Register the brokers, then W windows of steady heartbeats; one row per window (tree `name`, round `r`)."""
     rows = []
     with peers.Load(group, "ab", "script", a.brokers, max(1, a.brokers // 3)) as load:
         reg = load.ask(f"register {a.brokers}")
         if reg.get("registered") != a.brokers:
             raise RuntimeError(f"registered {reg.get('registered')} of {a.brokers} brokers: {reg}")
         pid = group.pid(group.remotings.index(reg["leader"]))
-        for _ in range(a.windows):
+        for w in range(a.windows):
             before = os.getloadavg()[0]
-            st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
+            sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
+            with profile.record(pid, sampled) if sampled else contextlib.nullcontext():
+                st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
@@ -83,6 +94,7 @@ def measure(group: peers.Ours, a: argparse.Namespace) -> list[dict[str, Any]]:
                     "unanswered": st["unanswered"],
                     "load_before": round(before, 2),
                 }
+                | ({"profile": sampled} if sampled else {})
             )
     if load.proc.returncode != 0:  # it ends when its input does: anything else is a generator that hung or failed
         raise RuntimeError(f"ControllerLoad ended with {load.proc.returncode} after its last command: {load.argv}")
@@ -110,7 +122,7 @@ def main(argv: list[str]) -> int:
                     for i in range(3):
                         group.start(i)
                     group.cluster.wait_ready(timeout=120)
-                    rows = measure(group, a)
+                    rows = measure(group, a, name, r)
                 finally:
                     group.cluster.stop_all()
             for row in rows:
@@ -133,6 +145,12 @@ def main(argv: list[str]) -> int:
             f"{p50['median']:>7.2f} [{p50['min']:.2f}-{p50['max']:.2f}]{'':<10}"
             f"{cpu['median']:>7.1f} [{cpu['min']:.1f}-{cpu['max']:.1f}]{'':<14}{ld['min']:.2f}-{ld['max']:.2f}"
         )
+    if a.profile:
+        for name, rows in windows.items():
+            out[name]["profile"] = busiest = profile.top(row["profile"] for row in rows)
+            print(f"\n{name}: the leader's busiest functions, % of its {busiest['samples']:,} busy samples")
+            for kind in ("self", "inclusive"):
+                print(f"  {kind}: " + "; ".join(f"{share} {fn}" for share, fn in busiest[kind]))
     if a.json:
         with open(a.json, "w") as f:
             doc = {"args": {**vars(a)}, "machine": machine.describe(), "windows": windows, "summary": out}

@@ -1,0 +1,92 @@
+"""py-spy over one process for the length of a measured window, and where its samples went.
+
+`record(pid, path)` runs `py-spy record --nonblocking -f raw` on `pid` while the `with` block runs (the window),
+stops it with SIGINT at the block's end, and leaves py-spy's raw folded stacks in `path`: one line per distinct
+stack, `frame;frame;...;frame COUNT`, outermost frame first, each frame `function (file:line)`. Only threads on
+a CPU are sampled (no `--idle`), so the shares are of the process's busy time. `--nonblocking` reads the
+process without stopping it, so the window's figures stay the process's own.
+
+`top(paths)` adds up such files: for each function (`function (file)`, lines merged), its self share (samples
+where it is the innermost frame) and its inclusive share (samples where it is anywhere on the stack), of all
+samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+RATE = 200  # samples a second: enough for a 10 s window, light enough not to move the process's figures
+
+
+def available() -> str | None:
+    """The py-spy program (`pip install -e '.[bench]'` puts it beside this interpreter), or None."""
+    return shutil.which("py-spy", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+
+
+@contextlib.contextmanager
+def record(pid: int, path: str, rate: int = RATE) -> Iterator[None]:
+    exe = available()
+    if exe is None:
+        raise RuntimeError("py-spy is not installed: pip install -e '.[bench]'")
+    argv = [exe, "record", "--nonblocking", "-r", str(rate), "-f", "raw", "-o", path, "--pid", str(pid)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)  # py-spy writes what it has sampled, then ends
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    if proc.returncode not in (0, -signal.SIGINT) or not os.path.exists(path):
+        raise RuntimeError(f"py-spy on pid {pid} ended with {proc.returncode}, no {path}: {err.strip()[-500:]}")
+
+
+def _function(frame: str) -> str:
+    """`name (file:line)` → `name (file)`; a frame without a location stays as it is."""
+    name, sep, where = frame.rpartition(" (")
+    if not sep:
+        return frame
+    return f"{name} ({where.rstrip(')').rsplit(':', 1)[0]})"
+
+
+def stacks(lines: Iterable[str]) -> Iterator[tuple[list[str], int]]:
+    """(frames outermost first, count) for each line of py-spy's raw format; ValueError names a bad line."""
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not line:
+            continue
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            raise ValueError(f"line {n}: not 'frame;...;frame COUNT': {line[:120]!r}")
+        yield stack.split(";"), int(count)
+
+
+def top(paths: Iterable[str], n: int = 15) -> dict[str, Any]:
+    """The `n` functions with the most self samples and the `n` with the most inclusive samples, over every
+    file in `paths`: {"samples", "self": [[share %, function]...], "inclusive": [...]}."""
+    own: Counter[str] = Counter()
+    anywhere: Counter[str] = Counter()
+    total = 0
+    for path in paths:
+        with open(path) as f:
+            for frames, count in stacks(f):
+                functions = [_function(fr) for fr in frames]
+                total += count
+                own[functions[-1]] += count
+                for fn in set(functions):
+                    anywhere[fn] += count
+
+    def shares(c: Counter[str]) -> list[list[Any]]:
+        return [[round(100 * k / total, 1), fn] for fn, k in c.most_common(n)] if total else []
+
+    return {"samples": total, "self": shares(own), "inclusive": shares(anywhere)}
