@@ -60,6 +60,9 @@ _U32 = struct.Struct(">I")
 _FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _PREFIX = struct.Struct(">iI")  # total, headerInfo
 _I16 = struct.Struct(">h")
+# fastjson's rendering: compact, keys sorted, text as it is. One encoder for every header (json.dumps with
+# options builds a new one per call, a quarter of the cost of a heartbeat's answer header).
+_JSON_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 class FrameError(ValueError):
@@ -125,7 +128,7 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     }
     if cmd.remark is not None:
         doc["remark"] = cmd.remark
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+    return _JSON_HEADER.encode(doc).encode()
 
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:

@@ -74,11 +74,20 @@ def body(java: str, *, doc: str | None = None, min_items: int | None = None) -> 
 
 def command_fields(request: Request) -> dict[str, HeaderValue]:
     """The header fields of `request` by their command names (the `command` metadata, else the same name)."""
-    return {
-        f.metadata.get("command") or f.name: getattr(request, f.name)
-        for f in dataclasses.fields(cast("DataclassInstance", request))
-        if "java" in f.metadata
-    }
+    return {command: getattr(request, name) for name, command in _command_names(type(request))}
+
+
+def _command_names(cls: type[Request]) -> tuple[tuple[str, str], ...]:
+    """(field, command name) of each header field of `cls`: read once per class (a heartbeat's hot path)."""
+    names = _COMMAND_NAMES.get(cls)
+    if names is None:
+        fields = dataclasses.fields(cast("type[DataclassInstance]", cls))
+        names = tuple((f.name, f.metadata.get("command") or f.name) for f in fields if "java" in f.metadata)
+        _COMMAND_NAMES[cls] = names
+    return names
+
+
+_COMMAND_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def nullable(value: T | None) -> T:
@@ -130,8 +139,19 @@ def defaults(cls: type[Request]) -> dict[str, HeaderValue]:
 
 def of(cls: type[T], values: Mapping[str, object]) -> T:
     """`cls` from a mapping holding its fields (a model's, the parsed header's) and perhaps others."""
-    names = {f.name for f in dataclasses.fields(cast("type[DataclassInstance]", cls))}
+    names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    """The field names of dataclass `cls`, read once per class."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,6 +6,8 @@ stack, `frame;frame;...;frame COUNT`, outermost frame first, each frame `functio
 a CPU are sampled (no `--idle`), so the shares are of the process's busy time. `--nonblocking` reads the
 process without stopping it, so the window's figures stay the process's own.
 
+A sample of a thread in native code only has an empty stack (` COUNT`), counted as `(no Python frame)`.
+
 `top(paths)` adds up such files: for each function (`function (file)`, lines merged), its self share (samples
 where it is the innermost frame) and its inclusive share (samples where it is anywhere on the stack), of all
 samples.
@@ -23,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+NATIVE = "(no Python frame)"  # py-spy's empty stack: a thread busy in native code only (a C library, the GC)
 RATE = 200  # samples a second: enough for a 10 s window, light enough not to move the process's figures
 
 
@@ -65,10 +68,10 @@ def stacks(lines: Iterable[str]) -> Iterator[tuple[list[str], int]]:
         line = line.rstrip("\n")
         if not line:
             continue
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
+        stack, sep, count = line.rpartition(" ")
+        if not sep or not count.isdigit():
             raise ValueError(f"line {n}: not 'frame;...;frame COUNT': {line[:120]!r}")
-        yield stack.split(";"), int(count)
+        yield (stack.split(";") if stack else [NATIVE]), int(count)
 
 
 def top(paths: Iterable[str], n: int = 15) -> dict[str, Any]:

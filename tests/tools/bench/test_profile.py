@@ -23,24 +23,25 @@ FOLDED = """\
 def test_top_merges_lines_and_counts_a_recursive_function_once(tmp_path: Path) -> None:
     one, two = tmp_path / "w0.txt", tmp_path / "w1.txt"
     one.write_text(FOLDED)
-    two.write_text("<module> (a.py:1);idle (a.py:30) 10\n")
+    two.write_text("<module> (a.py:1);idle (a.py:30) 8\n 2\n")  # 2 samples in native code only
     got = profile.top([str(one), str(two)], n=3)
     assert got["samples"] == 20
-    assert got["self"] == [[50.0, "idle (a.py)"], [40.0, "parse (codec.py)"], [10.0, "walk (a.py)"]]
+    assert got["self"] == [[40.0, "parse (codec.py)"], [40.0, "idle (a.py)"], [10.0, "walk (a.py)"]]
     inclusive = {fn: share for share, fn in profile.top([str(one), str(two)], n=10)["inclusive"]}
     assert inclusive == {
-        "<module> (a.py)": 100.0,
+        "<module> (a.py)": 90.0,
         "serve (a.py)": 50.0,
-        "idle (a.py)": 50.0,
+        "idle (a.py)": 40.0,
         "parse (codec.py)": 40.0,
         "walk (a.py)": 10.0,  # on the stack twice in its 2 samples, counted once
+        profile.NATIVE: 10.0,
     }
 
 
 def test_a_bad_line_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
-    bad.write_text("<module> (a.py:1) 3\nno count here\n")
-    with pytest.raises(ValueError, match=r"line 2: not 'frame;...;frame COUNT'"):
+    bad.write_text("<module> (a.py:1) 3\n 2\nno count here\n")  # line 2: native code only, no Python frame
+    with pytest.raises(ValueError, match=r"line 3: not 'frame;...;frame COUNT'"):
         profile.top([str(bad)])
 
 
