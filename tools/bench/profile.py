@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,8 +29,10 @@ RATE = 200  # samples a second: enough for a 10 s window, light enough not to mo
 
 
 def available() -> str | None:
-    """The py-spy program (`pip install -e '.[bench]'` puts it beside this interpreter), or None."""
-    return shutil.which("py-spy", path=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    """The py-spy program beside this interpreter, or None. It comes from the venv (`pip install -e '.[bench]'`,
+    which `make setup` runs), not from the machine: tools/programs.py's table is for programs outside the venv."""
+    exe = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return exe if os.access(exe, os.X_OK) else None
 
 
 @contextlib.contextmanager
