@@ -20,6 +20,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -36,23 +38,52 @@ def available() -> str | None:
 
 
 @contextlib.contextmanager
-def record(pid: int, path: str, rate: int = RATE) -> Iterator[None]:
+def record(pid: int, path: str, rate: int = RATE, start_timeout: float = 30.0) -> Iterator[None]:
+    """The window starts only once py-spy catches SIGINT: a SIGINT before its handler is set kills it without a
+    file, which a short window on a busy machine did in CI. Its "Sampling process" line comes before that."""
     exe = available()
     if exe is None:
         raise RuntimeError("py-spy is not installed: pip install -e '.[bench]'")
     argv = [exe, "record", "--nonblocking", "-r", str(rate), "-f", "raw", "-o", path, "--pid", str(pid)]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = proc.stdout
+    assert output is not None
+    said: list[str] = []
+    drain = threading.Thread(target=lambda: said.append(output.read()), daemon=True)  # a full pipe would stall it
+    drain.start()
+    deadline = time.monotonic() + start_timeout
+    while not _catches_sigint(proc.pid):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            drain.join(timeout=5)
+            error = "".join(said).strip()[:500]  # py-spy's error comes first, a backtrace may follow
+            raise RuntimeError(f"py-spy on pid {pid} did not start sampling in {start_timeout:g} s: {error}")
+        time.sleep(0.005)  # polling py-spy's signal mask, not waiting for time to pass
     try:
         yield
     finally:
         proc.send_signal(signal.SIGINT)  # py-spy writes what it has sampled, then ends
         try:
-            _, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            _, err = proc.communicate()
-    if proc.returncode not in (0, -signal.SIGINT) or not os.path.exists(path):
-        raise RuntimeError(f"py-spy on pid {pid} ended with {proc.returncode}, no {path}: {err.strip()[-500:]}")
+            proc.wait()
+        drain.join(timeout=5)
+    if proc.returncode != 0 or not os.path.exists(path):
+        raise RuntimeError(
+            f"py-spy on pid {pid} ended with {proc.returncode}, no {path}: {''.join(said).strip()[-500:]}"
+        )
+
+
+def _catches_sigint(pid: int) -> bool:
+    """Whether process `pid` has a SIGINT handler: the SigCgt mask in /proc/PID/status, bit SIGINT - 1."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(line.split()[1] for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(mask, 16) >> (signal.SIGINT - 1) & 1)
 
 
 def _function(frame: str) -> str:

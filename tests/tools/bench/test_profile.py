@@ -79,6 +79,28 @@ def test_record_samples_a_real_process_in_its_busy_function(tmp_path: Path) -> N
     assert fn == "churn (<string>)" and share > 50, got
 
 
+def test_record_an_empty_window_still_leaves_a_file(tmp_path: Path) -> None:
+    # the window starts once py-spy is sampling: a SIGINT before its handler is set would kill it without a file
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        for n in range(3):
+            out = tmp_path / f"empty-{n}.txt"
+            with profile.record(proc.pid, str(out)):
+                pass
+            assert out.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_record_names_a_process_py_spy_cannot_read(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # gone: its pid names no process now
+    with pytest.raises(RuntimeError, match=rf"py-spy on pid {proc.pid} did not start sampling.*process is running"):
+        with profile.record(proc.pid, str(tmp_path / "gone.txt")):
+            pass
+
+
 def test_realistic_ab_refuses_profile_without_py_spy(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
