@@ -756,8 +756,8 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
     }
     try:
         for k in range(a.rounds):
-            for s in systems:
-                where = os.path.join(root, f"r{k}-{s}")
+            for j, s in enumerate(systems):
+                where = os.path.join(root, f"r{k}-{j}-{s}")  # by position: `--systems ours,ours` keeps both
                 try:
                     r = one_round(s, where, a)
                     if a.broker_kills and s in broker_failover_peers.SYSTEMS:

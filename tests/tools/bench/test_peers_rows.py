@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tools.bench import peers
 
 JRAFT = (
@@ -93,3 +95,21 @@ def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
     assert peers.get(r, "curve_by_size.1000.leader_cpu_pct") == 5.0
     assert peers.get(r, "failover_kills.p99_s") == 0.3
     assert r["steady"]["unanswered_or_failed"] == 5
+
+
+def test_each_group_of_a_round_works_in_its_own_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--systems ours,ours --keep` once started the second group on the first one's data, which it refused
+    seen: list[str] = []
+
+    def fake_round(system: str, where: str, a: object) -> dict[str, object]:
+        assert where not in seen, f"{where} is already another group's"
+        seen.append(where)
+        raise RuntimeError("not started: only its directory is looked at")
+
+    monkeypatch.setattr(peers.rocketmq, "require", lambda: None)
+    monkeypatch.setattr(peers.rocketmq, "version", lambda: "test")
+    monkeypatch.setattr(peers, "one_round", fake_round)
+    a = peers.parse(["--systems", "ours,ours", "--rounds", "2", "--keep", "--dir", str(tmp_path), "--json", ""])
+    doc = peers.run(a, ["ours", "ours"])
+    assert len(seen) == 4 and len(set(seen)) == 4
+    assert [e["system"] for e in doc["errors"]] == ["ours"] * 4
