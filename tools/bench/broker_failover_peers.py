@@ -485,9 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     root = a.dir or tempfile.mkdtemp(prefix="broker-failover-peers-")
     results: list[dict[str, Any]] = []
     try:
-        for system in systems:
-            try:
-                results.append(broker_failover(system, root, a.kills))
+        for j, system in enumerate(systems):
+            try:  # a directory per position: `--systems ours,jraft,ours,jraft` alternates without sharing data
+                results.append(broker_failover(system, os.path.join(root, str(j)), a.kills))
             except Exception as e:  # noqa: BLE001  # one system failing must not hide the others' figures
                 results.append({"system": system, "error": repr(e)})
                 print(f"{system}: FAILED {e!r}", file=sys.stderr)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tools.bench import broker_failover_peers as bfp
 from tools.bench import peers
 
 JRAFT = (
@@ -113,3 +114,20 @@ def test_each_group_of_a_round_works_in_its_own_directory(tmp_path: Path, monkey
     doc = peers.run(a, ["ours", "ours"])
     assert len(seen) == 4 and len(set(seen)) == 4
     assert [e["system"] for e in doc["errors"]] == ["ours"] * 4
+
+
+def test_broker_failover_alternates_systems_in_directories_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    roots: list[str] = []
+
+    def fake_failover(system: str, root: str, kills: int) -> dict[str, Any]:
+        assert root not in roots, f"{root} is already another run's"
+        roots.append(root)
+        return {"system": system, "error": "not started: only its directory is looked at"}
+
+    monkeypatch.setattr(bfp, "broker_failover", fake_failover)
+    monkeypatch.setattr(bfp.rocketmq, "version", lambda: "test")
+    assert bfp.main(["--systems", "ours,jraft,ours,jraft", "--kills", "1", "--dir", str(tmp_path)]) == 1
+    assert len(set(roots)) == 4
+    assert capsys.readouterr().out.count("not started") == 4
