@@ -32,6 +32,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         assert row["acknowledged"] > 0 and row["errors"] == 0 and row["unanswered"] == 0, (name, row)
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
         assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
+        assert 0 <= row["leader_wait_pct"] < 100, (name, row)  # one thread: never more than the window
         assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
         assert row["profile"] == str(prof / f"{name}-r0-w0.txt") and os.path.getsize(row["profile"]) > 0
         assert data["summary"][name]["profile"]["samples"] > 0  # the leader was busy in some samples

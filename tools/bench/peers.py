@@ -227,6 +227,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
+def runq_wait_s(pid: int) -> float:
+    """Seconds the main thread of process `pid` (our node's event loop) has spent runnable but waiting for a CPU
+    since it started: the second field of /proc/PID/schedstat. On a 2-core box shared by three nodes and the load
+    generator, this is the part of a heartbeat's wait that no change to our code removes."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
+
+
 def cpu_pct_while(pid: int, work: Callable[..., T], *args: Any) -> tuple[T, float]:
     """`work(*args)`, and the percent of one core that process `pid` used while it ran."""
     c0, w0 = cpu_s(pid), time.monotonic()

@@ -7,7 +7,8 @@ remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLo
 trees of this controller, alternating in one run: each round starts a fresh 3-node group of each tree in turn
 (`ControllerdCluster.start(tree=...)`: another checkout, e.g. `git worktree add ../base <commit>`, run with this
 interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50, p99 and the leader's
-CPU (user + system time over the window's wall time, as the peers row's) is one figure; the table gives each
+CPU (user + system time over the window's wall time, as the peers row's) and the time its event loop's thread was
+runnable but waiting for a CPU (`peers.runq_wait_s`, % of the window) is one figure; the table gives each
 tree's median and range over every window, and the 1-minute load average before each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
 give the same tree, told apart by `--conf` (one setting's default against another value, say).
 
@@ -24,6 +25,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from typing import Any
 
 from tools.bench import machine, peers, profile
@@ -83,12 +85,15 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
             before = os.getloadavg()[0]
             sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
             with profile.record(pid, sampled) if sampled else contextlib.nullcontext():
+                q0, t0 = peers.runq_wait_s(pid), time.monotonic()
                 st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
+                wait_pct = round(100 * (peers.runq_wait_s(pid) - q0) / (time.monotonic() - t0), 1)
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
                     "p99_ms": st["p99_ms"],
                     "leader_cpu_pct": cpu_pct,
+                    "leader_wait_pct": wait_pct,  # its loop thread runnable, waiting for a CPU: % of the window
                     "acknowledged": st["acknowledged"],
                     "errors": st["errors"],
                     "unanswered": st["unanswered"],
@@ -107,6 +112,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
     keys = {"p99_ms": "p99_ms", "p50_ms": "p50_ms", "leader_cpu_pct": "leader_cpu_pct", "load": "load_before"}
+    keys["leader_wait_pct"] = "leader_wait_pct"
     return {"windows": len(rows)} | {name: spread(key) for name, key in keys.items()}
 
 
@@ -129,21 +135,23 @@ def main(argv: list[str]) -> int:
                 row["round"] = r
                 print(
                     f"round {r} {name}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
-                    f"leader CPU {row['leader_cpu_pct']} %, load {row['load_before']}"
+                    f"leader CPU {row['leader_cpu_pct']} %, waiting for a CPU {row['leader_wait_pct']} %, "
+                    f"load {row['load_before']}"
                 )
             windows[name].extend(rows)
     out = {name: summary(rows) for name, rows in windows.items()}
     print(f"\n{a.brokers} brokers at 1 heartbeat/s, {a.rounds} rounds x {a.windows} windows of {a.seconds:g} s")
     print(
         f"{'tree':<12} {'p99 median [range] (ms)':<28} {'p50 median [range] (ms)':<28} "
-        f"{'leader CPU median [range] (%)':<32} load before"
+        f"{'leader CPU median [range] (%)':<32} {'waiting for a CPU (%)':<24} load before"
     )
     for name, s in out.items():
-        p99, p50, cpu, ld = s["p99_ms"], s["p50_ms"], s["leader_cpu_pct"], s["load"]
+        p99, p50, cpu, ld, wt = s["p99_ms"], s["p50_ms"], s["leader_cpu_pct"], s["load"], s["leader_wait_pct"]
         print(
             f"{name:<12} {p99['median']:>7.1f} [{p99['min']:.1f}-{p99['max']:.1f}]{'':<10}"
             f"{p50['median']:>7.2f} [{p50['min']:.2f}-{p50['max']:.2f}]{'':<10}"
-            f"{cpu['median']:>7.1f} [{cpu['min']:.1f}-{cpu['max']:.1f}]{'':<14}{ld['min']:.2f}-{ld['max']:.2f}"
+            f"{cpu['median']:>7.1f} [{cpu['min']:.1f}-{cpu['max']:.1f}]{'':<14}"
+            f"{wt['median']:>7.1f} [{wt['min']:.1f}-{wt['max']:.1f}]{'':<6}{ld['min']:.2f}-{ld['max']:.2f}"
         )
     if a.profile:
         for name, rows in windows.items():

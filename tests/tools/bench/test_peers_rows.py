@@ -3,6 +3,10 @@ the quantiles over the kills, the rows of the realistic-load curve. Never a timi
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +135,26 @@ def test_broker_failover_alternates_systems_in_directories_of_their_own(
     assert bfp.main(["--systems", "ours,jraft,ours,jraft", "--kills", "1", "--dir", str(tmp_path)]) == 1
     assert len(set(roots)) == 4
     assert capsys.readouterr().out.count("not started") == 4
+
+
+def test_run_queue_wait_of_three_spinners_sharing_one_cpu() -> None:
+    # three busy processes pinned to one CPU: each runs a third of the time and waits for it two thirds
+    cpu = min(os.sched_getaffinity(0))
+    spin = (
+        "import os, sys; os.sched_setaffinity(0, {%d}); sys.stdout.write('on\\n'); sys.stdout.flush()\nwhile True: pass"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", spin % cpu], stdout=subprocess.PIPE) for _ in range(3)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == b"on\n"  # pinned from here on
+        wait0, cpu0 = peers.runq_wait_s(procs[0].pid), peers.cpu_s(procs[0].pid)
+        while (ran := peers.cpu_s(procs[0].pid) - cpu0) < 0.2:  # until the first has run 0.2 s more
+            time.sleep(0.01)  # a poll period of a CPU-time condition
+        waited = peers.runq_wait_s(procs[0].pid) - wait0
+        assert waited > 1.5 * ran, (waited, ran)  # about 2x; anything else on that CPU only adds to it
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    with pytest.raises(FileNotFoundError):
+        peers.runq_wait_s(procs[0].pid)  # gone
