@@ -25,8 +25,9 @@ def test_broker_failover_ours_one_kill(tmp_path: Path) -> None:
     assert s["new_master_was_in_sync"], s
     assert 0 < s["master_s"] <= bfp.BOUND_S and s["within_bound"], s
     assert 0 < s["send_s"] < 60 and s["failed_sends"] >= 0, s
+    assert 0 < s["route_s"] < 60, s  # the NameServer's route named another broker as the set's master
     assert s["settle_s"] > 0, s
-    for key in ("master_s", "send_s"):
+    for key in ("master_s", "route_s", "send_s"):
         assert out[key]["runs"] == 1 and out[key]["p50"] == out[key]["p99"] == s[key], out[key]
     assert out["bound"]["held"] and out["bound"]["seconds"] == bfp.BOUND_S, out["bound"]
     assert len(out["loadavg_start"]) == 3 and len(out["loadavg_end"]) == 3

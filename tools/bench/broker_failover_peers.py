@@ -15,7 +15,12 @@ and measure, from the kill,
 
 * (a) `master_s`: until the controller leader's GET_REPLICA_INFO (1004, RocketMQ remoting, polled every 50 ms:
   the same request for every system, never our HTTP API) names a former slave as master at a higher epoch;
-* (b) `send_s`: until the end of the producer's first acknowledged send that started after the kill;
+* (b) `route_s`: until the NameServer's route of the topic (GET_ROUTEINFO_BY_TOPIC 105, polled every 50 ms with
+  (a)) names another broker than the killed one as broker 0 of the set: the new master has registered, and the
+  producer can learn it;
+* (c) `send_s`: until the end of the producer's first acknowledged send that started after the kill. The producer
+  asks the NameServer for routes every second (`pollNameServerInterval` 1000), so (c) is (b) plus a wait of 0-1 s
+  that depends only on where the producer's timer was at the kill, plus the send;
 
 then start the killed broker again and wait until the set is whole (1004: a master and a SyncStateSet of 3)
 before the next kill. Every wait has a deadline; every process is stopped however the run ends.
@@ -65,6 +70,7 @@ SEND_EVERY_MS = 100  # the producer's cadence
 BROKERS = 3
 SET = "broker-a"
 TOPIC = "BrokerFailover"
+GET_ROUTEINFO_BY_TOPIC = 105  # RocketMQ's RequestCode, answered by the NameServer
 PERIOD = 0.05  # poll period of the timed waits
 ROUND_S = 150.0  # a kill round's deadline (kill, election, restart, settle)
 STARTUP_S = 240.0
@@ -105,6 +111,17 @@ def parse_send(line: str) -> Send | None:
     if m is None:
         return None
     return Send(m.group(1) == "ok", int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5))
+
+
+def route_master(body: bytes, broker_name: str) -> str | None:
+    """Broker 0's address of `broker_name` in a TopicRouteData body, None when it has none. The NameServer writes
+    the map's Long keys bare (`"brokerAddrs":{0:"127.0.0.1:10911"}`), which is not JSON: they are quoted first."""
+    text = re.sub(r'([{,])(-?\d+):"', r'\1"\2":"', body.decode())
+    for data in json.loads(text).get("brokerDatas") or ():
+        if data.get("brokerName") == broker_name:
+            addr = (data.get("brokerAddrs") or {}).get("0")
+            return addr if isinstance(addr, str) else None
+    return None
 
 
 def first_ok_after(sends: list[Send], t_ms: int) -> tuple[Send | None, int]:
@@ -204,6 +221,18 @@ class Probe:
             return None
         return replica_info_of(r.code, r.ext_fields, r.body)
 
+    async def _route_master(self, namesrv: str) -> str | None:
+        try:
+            r = await self._ask(namesrv, GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+        except (TimeoutError, OSError, ConnectionError):
+            return None
+        return route_master(r.body, SET) if r.code == 0 and r.body else None
+
+    def route_master(self, namesrv: str) -> str | None:
+        """The address the NameServer gives as broker 0 (the master) of the set in the topic's route; None when it
+        gives none or does not answer."""
+        return self.loop.run_until_complete(self._route_master(namesrv))
+
     def replica_info(self) -> ReplicaInfo | None:
         """The leader's 1004 of the set; None while there is no leader or it does not answer."""
         return self.loop.run_until_complete(self._replica_info())
@@ -254,8 +283,8 @@ def whole(info: ReplicaInfo | None, brokers: list[Broker]) -> ReplicaInfo | None
 
 
 class Run:
-    def __init__(self, probe: Probe, brokers: list[Broker], producer: rocketmq.JavaProcess) -> None:
-        self.probe, self.brokers, self.producer = probe, brokers, producer
+    def __init__(self, probe: Probe, brokers: list[Broker], producer: rocketmq.JavaProcess, namesrv: str) -> None:
+        self.probe, self.brokers, self.producer, self.namesrv = probe, brokers, producer, namesrv
         self._sends: list[Send] = []
         self._read = 0  # producer lines parsed so far
 
@@ -291,8 +320,17 @@ class Run:
             ok = i is not None and i.master_id is not None and i.master_id != before.master_id
             return i if ok and i is not None and i.epoch > before.epoch else None
 
-        new = poll(f"{SET}: a new master after epoch {before.epoch}", new_master, rnd)
-        master_s = time.monotonic() - t0
+        seen: dict[str, Any] = {}
+
+        def both() -> bool:  # (a) and (b) in one poll, each timed when its answer came
+            if "master" not in seen and (i := new_master()) is not None:
+                seen["master"], seen["master_s"] = i, time.monotonic() - t0
+            if "route_s" not in seen and self.probe.route_master(self.namesrv) not in (None, victim.addr):
+                seen["route_s"] = time.monotonic() - t0
+            return "master" in seen and "route_s" in seen
+
+        poll(f"{SET}: a new master after epoch {before.epoch}, and in the NameServer's route", both, rnd)
+        new, master_s = seen["master"], seen["master_s"]
         poll("the producer's next acknowledged send", lambda: first_ok_after(self.sends(), t_kill_ms)[0], rnd)
         sent, failed = first_ok_after(self.sends(), t_kill_ms)
         assert sent is not None
@@ -305,6 +343,7 @@ class Run:
             "new_epoch": new.epoch,
             "new_master_was_in_sync": new.master_id in before.sync_state_set,
             "master_s": round(master_s, 3),
+            "route_s": round(seen["route_s"], 3),
             "send_s": round((sent.end_ms - t_kill_ms) / 1000, 3),
             "failed_sends": failed,
             "within_bound": master_s <= BOUND_S,
@@ -407,7 +446,7 @@ def broker_failover(system: str, root: str, kills: int) -> dict[str, Any]:
                 "timeline",
                 name="producer",
             ).start()
-            run = Run(probe, brokers, producer)
+            run = Run(probe, brokers, producer, rmq.namesrv_addr)
             poll("the producer's first acknowledged send", lambda: first_ok_after(run.sends(), 0)[0], up)
             out["startup_s"] = round(time.monotonic() - t, 1)
             print(f"{system}: started in {out['startup_s']}s; load {os.getloadavg()[0]:.2f}", file=sys.stderr)
@@ -420,6 +459,7 @@ def broker_failover(system: str, root: str, kills: int) -> dict[str, Any]:
                 samples.append(r)
                 print(
                     f"{system} kill {k}: master {r['old_master']} -> {r['new_master']} in {r['master_s']:.2f}s, "
+                    f"in the route {r['route_s']:.2f}s, "
                     f"next send ok {r['send_s']:.2f}s ({r['failed_sends']} failed); whole again in {r['settle_s']}s",
                     file=sys.stderr,
                 )
@@ -428,6 +468,7 @@ def broker_failover(system: str, root: str, kills: int) -> dict[str, Any]:
             probe.close()
     master = [s["master_s"] for s in samples]
     out["master_s"] = summary(master)
+    out["route_s"] = summary([s["route_s"] for s in samples])
     out["send_s"] = summary([s["send_s"] for s in samples])
     out["bound"] = bound_check(master)
     out["loadavg_end"] = list(os.getloadavg())
@@ -439,10 +480,11 @@ def fmt(v: float | None) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> list[str]:
-    head = ("system", "kills", "master p50", "master p99", "send p50", "send p99", f"bound {BOUND_S:.0f}s", "note")
+    head: tuple[str, ...] = ("system", "kills", "master p50", "master p99", "route p50", "route p99", "send p50")
+    head += ("send p99", f"bound {BOUND_S:.0f}s", "note")
     rows = [head]
     for r in results:
-        m, s = r.get("master_s") or {}, r.get("send_s") or {}
+        m, rt, s = r.get("master_s") or {}, r.get("route_s") or {}, r.get("send_s") or {}
         bound = r.get("bound") or {}
         rows.append(
             (
@@ -450,6 +492,8 @@ def table(results: list[dict[str, Any]]) -> list[str]:
                 str(m.get("runs", 0)),
                 fmt(m.get("p50")),
                 fmt(m.get("p99")),
+                fmt(rt.get("p50")),
+                fmt(rt.get("p99")),
                 fmt(s.get("p50")),
                 fmt(s.get("p99")),
                 "held" if bound.get("held") else "NOT held" if bound else "-",
@@ -459,7 +503,8 @@ def table(results: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(row[k]) for row in rows) for k in range(len(head))]
     return [
         "  ".join(
-            c.ljust(w) if k in (0, 7) else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True))
+            c.ljust(w) if k in (0, len(head) - 1) else c.rjust(w)
+            for k, (c, w) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
         for row in rows
     ]

@@ -497,6 +497,8 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("disk after 1M heartbeats: allocated per node", "KiB", "million_disk.allocated_max_kib", False),
     ("broker failover, real brokers: a slave is master (1004), p50", "s", "broker_failover.master_s.p50", False),
     ("broker failover, real brokers: a slave is master (1004), p99", "s", "broker_failover.master_s.p99", False),
+    ("broker failover, real brokers: the NameServer routes to it, p50", "s", "broker_failover.route_s.p50", False),
+    ("broker failover, real brokers: the NameServer routes to it, p99", "s", "broker_failover.route_s.p99", False),
     ("broker failover, real brokers: the producer's next send succeeds, p50", "s", "broker_failover.send_s.p50", False),
     ("broker failover, real brokers: the producer's next send succeeds, p99", "s", "broker_failover.send_s.p99", False),
     (

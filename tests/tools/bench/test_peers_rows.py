@@ -158,3 +158,17 @@ def test_run_queue_wait_of_three_spinners_sharing_one_cpu() -> None:
             p.wait()
     with pytest.raises(FileNotFoundError):
         peers.runq_wait_s(procs[0].pid)  # gone
+
+
+def test_broker_zero_of_a_set_in_the_name_servers_route() -> None:
+    # the NameServer writes the Long keys of brokerAddrs bare, as fastjson does: not JSON until quoted
+    body = (
+        b'{"brokerDatas":[{"brokerAddrs":{1:"127.0.0.1:10921",0:"127.0.0.1:10911"},"brokerName":"broker-a",'
+        b'"cluster":"c"},{"brokerAddrs":{1:"127.0.0.1:10931"},"brokerName":"broker-b","cluster":"c"}],'
+        b'"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4}]}'
+    )
+    assert bfp.route_master(body, "broker-a") == "127.0.0.1:10911"
+    assert bfp.route_master(body, "broker-b") is None  # slaves only: no master to route to
+    assert bfp.route_master(body, "broker-c") is None
+    quoted = b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911"},"brokerName":"broker-a"}]}'
+    assert bfp.route_master(quoted, "broker-a") == "127.0.0.1:10911"
