@@ -72,10 +72,13 @@ def test_table_names_each_system_and_whether_the_bound_held() -> None:
     done = {
         "system": "ours",
         "master_s": bfp.summary([0.4]),
+        "route_s": bfp.summary([0.5]),
         "send_s": bfp.summary([1.2]),
         "bound": bfp.bound_check([0.4]),
     }
-    lines = bfp.table([done, {"system": "jraft", "error": "RuntimeError('x')"}])
-    assert lines[0].split()[0] == "system" and len(lines) == 3
-    assert lines[1].split()[:7] == ["ours", "1", "0.40", "0.40", "1.20", "1.20", "held"]
+    older = {k: v for k, v in done.items() if k != "route_s"}  # a run from before the route column
+    lines = bfp.table([done, {"system": "jraft", "error": "RuntimeError('x')"}, older])
+    assert lines[0].split()[0] == "system" and len(lines) == 4
+    assert lines[1].split()[:9] == ["ours", "1", "0.40", "0.40", "0.50", "0.50", "1.20", "1.20", "held"]
+    assert lines[3].split()[:9] == ["ours", "1", "0.40", "0.40", "-", "-", "1.20", "1.20", "held"]
     assert lines[2].startswith("jraft") and "RuntimeError('x')" in lines[2]
