@@ -30,8 +30,9 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # per worker (--dist loadfile): tests/interop/test_migration.py and test_migration_dledger.py spend most of their
 # 4-5 minutes each waiting for real brokers' fixed 120 s controllerAddr refresh, while the other worker runs
 # the other files. Files are handed out longest first (--no-loadscope-reorder keeps the order that
-# tests/interop/conftest.py sets), so the two workers end close together. `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs
-# Hadoop's own HDFS and ships the executors' Python as a packed archive.
+# tests/interop/conftest.py sets), so the two workers end close together. `hadoop` and `audit-env`: the audit's
+# cluster test (tests/tools/audit/test_cluster.py) runs Hadoop's own HDFS and ships the executors' Python as a
+# packed archive.
 test: lint rocketmq hadoop audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check

@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Collection;
 import java.util.List;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
@@ -24,16 +25,17 @@ public final class Consumer {
         consumer.setNamesrvAddr(namesrv);
         consumer.setAutoCommit(false);
         consumer.setPollTimeoutMillis(500);
+        // Every queue from its first offset, chosen by each queue's pull task when it starts (a group this new has
+        // no committed offset). Not assign() then seek(q, 0): a pull task starts at assign(), and a pull in flight
+        // when the seek lands once moved a queue past the 80 messages the seek had cleared (docs/interop.md).
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.start();
-        // Seeking asks each queue's broker for its offsets. A route just after a failover may still name an
-        // address whose connection is going away; a client retries, and says so on stdout.
+        // A route just after a failover may still name an address whose connection is going away; a client
+        // retries, and says so on stdout.
         for (int attempt = 1; ; attempt++) {
             try {
                 Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
                 consumer.assign(queues);
-                for (MessageQueue q : queues) {
-                    consumer.seek(q, 0);
-                }
                 break;
             } catch (Exception e) {
                 System.out.println("consumer retry " + attempt + ": " + e);
