@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -141,16 +140,28 @@ def test_run_queue_wait_of_three_spinners_sharing_one_cpu() -> None:
     # three busy processes pinned to one CPU: each runs a third of the time and waits for it two thirds
     cpu = min(os.sched_getaffinity(0))
     spin = (
-        "import os, sys; os.sched_setaffinity(0, {%d}); sys.stdout.write('on\\n'); sys.stdout.flush()\nwhile True: pass"
+        "import os, sys, time; os.sched_setaffinity(0, {%d}); print('on', flush=True)\n"
+        "if sys.argv[1] == 'timed':\n"
+        "    sys.stdin.readline(); t = time.process_time()\n"
+        "    while time.process_time() - t < 0.2: pass\n"
+        "    print('ran', flush=True)\n"
+        "while True: pass"
     )
-    procs = [subprocess.Popen([sys.executable, "-c", spin % cpu], stdout=subprocess.PIPE) for _ in range(3)]
+    roles = ["timed", "plain", "plain"]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", spin % cpu, r], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for r in roles
+    ]
     try:
         for p in procs:
             assert p.stdout is not None and p.stdout.readline() == b"on\n"  # pinned from here on
-        wait0, cpu0 = peers.runq_wait_s(procs[0].pid), peers.cpu_s(procs[0].pid)
-        while (ran := peers.cpu_s(procs[0].pid) - cpu0) < 0.2:  # until the first has run 0.2 s more
-            time.sleep(0.01)  # a poll period of a CPU-time condition
-        waited = peers.runq_wait_s(procs[0].pid) - wait0
+        first = procs[0]
+        assert first.stdin is not None and first.stdout is not None
+        wait0, cpu0 = peers.runq_wait_s(first.pid), peers.cpu_s(first.pid)
+        first.stdin.write(b"go\n")
+        first.stdin.flush()
+        assert first.stdout.readline() == b"ran\n"  # it has run 0.2 s more: the other two ran meanwhile
+        waited, ran = peers.runq_wait_s(first.pid) - wait0, peers.cpu_s(first.pid) - cpu0
         assert waited > 1.5 * ran, (waited, ran)  # about 2x; anything else on that CPU only adds to it
     finally:
         for p in procs:
