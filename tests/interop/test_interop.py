@@ -457,12 +457,14 @@ def _topics_json(b: Broker) -> str:
 
 class HeartbeatWatch:
     """Samples the leader's view of every broker's last heartbeat (the leader-stamped lastUpdateTimestamp,
-    as now - lastHeartbeatMsAgo) every 100 ms in a thread; the largest gap each broker shows."""
+    as now - lastHeartbeatMsAgo) every 100 ms in a thread (brokers heartbeat every second, so no heartbeat is
+    missed): every time seen, and the largest gap each broker shows."""
 
     def __init__(self, world: World) -> None:
         self.world = world
         self.last: dict[tuple[str, int], float] = {}
         self.gap: dict[tuple[str, int], float] = {}
+        self.seen: dict[tuple[str, int], set[float]] = {}
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -483,17 +485,24 @@ class HeartbeatWatch:
                     if prev is not None and at > prev + 1:
                         self.gap[key] = max(self.gap.get(key, 0.0), at - prev)
                     self.last[key] = max(prev or at, at)
+                    self.seen.setdefault(key, set()).add(at)
 
     def stop(self) -> dict[tuple[str, int], float]:
         self.done.set()
         self.thread.join(10)
         return self.gap
 
+    def first_after(self, t_ms: float) -> dict[tuple[str, int], float]:
+        """Each broker's first heartbeat time seen later than t_ms (ms since the epoch)."""
+        return {k: min(at for at in v if at > t_ms) for k, v in self.seen.items() if any(at > t_ms for at in v)}
+
 
 def test_controller_failover_keeps_every_broker(world: World) -> None:
-    """kill -9 our leader while brokers heartbeat: no broker loses its role, no master is re-elected, every
-    broker heartbeats to the new leader within its metadata sync period, and the largest heartbeat gap the
-    new leader sees stays below the brokers' heartbeat timeout."""
+    """kill -9 our leader while brokers heartbeat: no broker loses its role, no master is re-elected, and every
+    broker heartbeats to the new leader within the brokers' heartbeat timeout of its takeover. That is the
+    bound the product needs: a new leader's scans count no broker's last heartbeat as earlier than its
+    takeover (docs/statemachine.md, "A new leader's scans"). The gap since a broker's last heartbeat to the
+    old leader also holds the election and that heartbeat's age, so it is printed, not bounded."""
     before = {name: world.settled(name) for name in SETS}
     watch = HeartbeatWatch(world)
     wait_until("heartbeats sampled", lambda: len(watch.last) >= 6, 30)
@@ -514,6 +523,12 @@ def test_controller_failover_keeps_every_broker(world: World) -> None:
 
     wait_until("every broker heartbeats to the new leader", all_heard, META_SYNC_MS / 1000 + 10)
     took = time.time() - t_kill
+    # the takeover: the new leader's own record of leading its term (the earliest of every node's record)
+    state = world.state()
+    took_over = [e for e in state["events"] if e["kind"] == "raft-leader" and e["leader"] == state["leaderId"]]
+    assert took_over, state["events"]
+    t_takeover_ms = took_over[0]["t"] * 1000
+    assert t_takeover_ms > t_kill * 1000, (took_over[0], t_kill)
     # a few scan rounds on the new leader: nothing expires, nothing is re-elected
     deadline = time.monotonic() + 3 * SCAN_MS / 1000 + 1
     while time.monotonic() < deadline:
@@ -524,9 +539,14 @@ def test_controller_failover_keeps_every_broker(world: World) -> None:
             assert all(r["alive"] for r in after[name]["replicas"]), after[name]
         threading.Event().wait(0.2)
     gaps = watch.stop()
-    worst = max(gaps.values(), default=0.0)
-    print(f"controller failover: all brokers at the new leader after {took:.1f}s; largest heartbeat gap {worst:.0f} ms")
-    assert len(gaps) == 6 and worst < HB_TIMEOUT_MS, gaps
+    reached = {k: at - t_takeover_ms for k, at in watch.first_after(t_kill * 1000).items()}
+    worst_gap = max(gaps.values(), default=0.0)
+    worst = max(reached.values(), default=0.0)
+    print(
+        f"controller failover: new leader {(t_takeover_ms / 1000 - t_kill):.2f}s after the kill; every broker "
+        f"at it after {took:.1f}s; the last {worst:.0f} ms after its takeover; largest heartbeat gap {worst_gap:.0f} ms"
+    )
+    assert len(reached) == 6 and worst < HB_TIMEOUT_MS, reached
     for name in SETS:  # no broker changed its role: no role-change line since the kill
         for b in world.sets[name]:
             assert "Change broker" not in b.log_since(marks[b.name]), b.name
