@@ -31,6 +31,8 @@ KV_CAS = 1100
 ALARM = 1200
 # Ours: raise the group's feature level (statemachine/features.py).
 FEATURE_LEVEL = 1201
+# Ours: the heartbeats (1018) one leader loop turn received, in one entry (from feature level 2).
+BROKER_HEARTBEATS = 1202
 
 REQUEST_NAMES: dict[int, str] = {
     ALTER_SYNC_STATE_SET: "CONTROLLER_ALTER_SYNC_STATE_SET",
@@ -52,6 +54,7 @@ REQUEST_NAMES: dict[int, str] = {
     KV_CAS: "CAS_KV_CONFIG",
     ALARM: "CONTROLLER_ALARM",
     FEATURE_LEVEL: "CONTROLLER_FEATURE_LEVEL",
+    BROKER_HEARTBEATS: "RAFT_BROKER_HEART_BEATS",
 }
 
 # --- response codes (ResponseCode.java / RemotingSysResponseCode.java) ------------------------------

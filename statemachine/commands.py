@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import msgpack
 
@@ -31,7 +31,7 @@ HEADER = ("version", "code", "timeMillis")
 HEADER_FIELDS = len(HEADER)
 
 # Field kinds. Checks are `type(v) is ...` so that a bool never passes for an int (and vice versa).
-INT, STR, BOOL, OPT_STR, INT_LIST, STR_LIST, OPT_IDENTITY, CONFIG = range(8)
+INT, STR, BOOL, OPT_STR, INT_LIST, STR_LIST, OPT_IDENTITY, CONFIG, HEARTBEAT_LIST = range(9)
 
 # Heartbeat defaults for fields a broker leaves out (spec §2.3).
 DEFAULT_EPOCH = -1
@@ -51,6 +51,8 @@ CONFIG_KEYS: dict[str, int] = {
 ConfigValues = dict[str, "int | bool"]  # by key; CONFIG_KEYS has each kind
 # A broker identity as 1016 carries it: [clusterName, brokerName, brokerId] (a msgpack array).
 WireIdentity = list["str | int"]
+# The heartbeats of 1202: one or more arrays, each a 1018's fields after timeMillis (BrokerHeartbeat's order).
+HeartbeatList = list[list["str | int"]]
 
 
 # One typed NamedTuple per code, the one declaration of its fields: the header (version, code, timeMillis),
@@ -180,6 +182,13 @@ class BrokerHeartbeat(NamedTuple):
     electionPriority: int
 
 
+class BrokerHeartbeats(NamedTuple):
+    version: int
+    code: int
+    timeMillis: int  # every heartbeat's lastUpdateTimestamp
+    heartbeats: HeartbeatList
+
+
 class KvPut(NamedTuple):
     version: int
     code: int
@@ -246,6 +255,7 @@ TypedCommand = (
     | CheckNotActiveBroker
     | GetBrokerLiveInfo
     | BrokerHeartbeat
+    | BrokerHeartbeats
     | KvPut
     | KvGet
     | KvDelete
@@ -268,6 +278,7 @@ NAMED: dict[int, type[TypedCommand]] = {
     C.CHECK_NOT_ACTIVE_BROKER: CheckNotActiveBroker,
     C.GET_BROKER_LIVE_INFO: GetBrokerLiveInfo,
     C.BROKER_HEARTBEAT: BrokerHeartbeat,
+    C.BROKER_HEARTBEATS: BrokerHeartbeats,
     C.KV_PUT: KvPut,
     C.KV_GET: KvGet,
     C.KV_DELETE: KvDelete,
@@ -277,7 +288,11 @@ NAMED: dict[int, type[TypedCommand]] = {
 }
 
 # What timeMillis means for each code, for docs and inspection.
-TIME_FIELD: dict[int, str] = {C.BROKER_HEARTBEAT: "lastUpdateTimestamp", C.CHECK_NOT_ACTIVE_BROKER: "checkTimeMillis"}
+TIME_FIELD: dict[int, str] = {
+    C.BROKER_HEARTBEAT: "lastUpdateTimestamp",
+    C.BROKER_HEARTBEATS: "lastUpdateTimestamp",
+    C.CHECK_NOT_ACTIVE_BROKER: "checkTimeMillis",
+}
 
 # Trailing fields an entry may leave out, per code: the entries written before those fields existed. A
 # checked command always has every field (None for one left out); `decode` omits the ones left out.
@@ -293,6 +308,7 @@ KIND_OF: dict[str, int] = {
     "list[str]": STR_LIST,
     "WireIdentity | None": OPT_IDENTITY,
     "ConfigValues": CONFIG,
+    "HeartbeatList": HEARTBEAT_LIST,
 }
 
 
@@ -318,6 +334,7 @@ _ARITY = {code: HEADER_FIELDS + len(fields) for code, fields in FIELDS.items()}
 _MIN_ARITY = {code: n - OPTIONAL_TRAILING.get(code, 0) for code, n in _ARITY.items()}
 _KINDS = {code: tuple(kind for _, kind in fields) for code, fields in FIELDS.items()}
 HEARTBEAT_ARITY = _ARITY[C.BROKER_HEARTBEAT]
+HEARTBEAT_ITEM = HEARTBEAT_ARITY - HEADER_FIELDS  # the fields of one heartbeat in 1202
 _unpackb = msgpack.unpackb
 _packb = msgpack.packb
 _new_tuple = tuple.__new__
@@ -356,6 +373,8 @@ def _kind_ok(kind: int, v: object) -> bool:
         )
     if kind == CONFIG:
         return type(v) is dict and all(k in CONFIG_KEYS and config_value_ok(k, x) for k, x in v.items())
+    if kind == HEARTBEAT_LIST:
+        return type(v) is list and len(v) > 0 and all(heartbeat_item_ok(h) for h in v)
     return False
 
 
@@ -398,6 +417,23 @@ def parse(data: bytes) -> list:
 def named(c: list[Unpacked]) -> TypedCommand:
     """A checked command array as its code's typed tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
+
+
+def heartbeat_item_ok(h: object) -> bool:
+    """One heartbeat of 1202: a 1018's fields after timeMillis, the same rules as `heartbeat_ok`."""
+    return (
+        type(h) is list
+        and len(h) == HEARTBEAT_ITEM
+        and type(h[0]) is str
+        and type(h[1]) is str
+        and type(h[2]) is str
+        and type(h[3]) is int
+        and type(h[4]) is int
+        and type(h[5]) is int
+        and type(h[6]) is int
+        and type(h[7]) is int
+        and type(h[8]) is int
+    )
 
 
 def _arity_text(code: int) -> str:
@@ -479,7 +515,15 @@ def encode(code: int, time_millis: int, *fields: Unpacked) -> bytes:
     for (name, kind), v in zip(FIELDS[code][: len(fields)], fields, strict=True):
         if not _kind_ok(kind, v):
             raise CommandTypeError(f"request code {code}: field {name!r} has a wrong type or value: {v!r}", name)
-        ints = v if kind == INT_LIST else (v,) if kind == INT else ()
+        ints = (
+            v
+            if kind == INT_LIST
+            else (v,)
+            if kind == INT
+            else [x for h in v for x in h if type(x) is int]
+            if kind == HEARTBEAT_LIST
+            else ()
+        )
         if any(not _I64[0] <= x <= _I64[1] for x in ints):
             raise CommandError(f"request code {code}: field {name!r} is outside the 64-bit range: {v!r}", name)
     return _packb(c)
@@ -633,11 +677,39 @@ LIVE_KEPT: tuple[str, ...] = ()
 def heartbeat_of(now_ms: int, fields: Mapping[str, str | int | bool | None]) -> bytes:
     """`heartbeat` from the fields by their BrokerHeartbeat names (other keys ignored); a field left out or None
     takes its HEARTBEAT_DEFAULTS value (a required one without a default is refused, naming it)."""
-    values = []
+    return encode(C.BROKER_HEARTBEAT, now_ms, *heartbeat_values(fields))
+
+
+def heartbeat_values(fields: Mapping[str, str | int | bool | None]) -> list[str | int | bool | None]:
+    """A heartbeat's fields after timeMillis, in BrokerHeartbeat's order, as `heartbeat_of` takes them (left
+    out or None: the HEARTBEAT_DEFAULTS value). Unchecked: `heartbeat_item` and `encode` check."""
+    values: list[str | int | bool | None] = []
     for name in _HEARTBEAT_NAMES:
         v = fields.get(name)
         values.append(HEARTBEAT_DEFAULTS.get(name) if v is None else v)
-    return encode(C.BROKER_HEARTBEAT, now_ms, *values)
+    return values
+
+
+def heartbeat_item(fields: Mapping[str, str | int | bool | None]) -> list[str | int]:
+    """One heartbeat of 1202 from the fields by their BrokerHeartbeat names (as `heartbeat_of`), checked as
+    `heartbeat_of` checks it: CommandError naming the field at fault."""
+    values = heartbeat_values(fields)
+    for (name, kind), v in zip(FIELDS[C.BROKER_HEARTBEAT], values, strict=True):
+        if not _kind_ok(kind, v):
+            raise CommandTypeError(
+                f"request code {C.BROKER_HEARTBEAT}: field {name!r} has a wrong type or value: {v!r}", name
+            )
+        if kind == INT and not _I64[0] <= v <= _I64[1]:  # type: ignore[operator]
+            raise CommandError(
+                f"request code {C.BROKER_HEARTBEAT}: field {name!r} is outside the 64-bit range: {v!r}", name
+            )
+    return cast("list[str | int]", values)  # each one checked a str or an int above
+
+
+def heartbeats(now_ms: int, items: list[list[str | int]]) -> bytes:
+    """1202: several heartbeats (`heartbeat_item`'s, already checked) at one time, the leader's `now_ms`, in
+    one entry; applied in order, each as its 1018 would be. Needs feature level 2."""
+    return encode(C.BROKER_HEARTBEATS, now_ms, items)
 
 
 def kv_put(now_ms: int, namespace: str, key: str, value: str) -> bytes:

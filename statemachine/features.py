@@ -26,9 +26,10 @@ LEVELS: dict[int, str] = {
     0: "v0.3.0's formats",
     1: "alarms: ALARM (1200) entries and the snapshot section alarms (6); the feature level itself: "
     "FEATURE_LEVEL (1201) entries and the snapshot section featureLevel (7)",
+    2: "batched heartbeats: BROKER_HEARTBEATS (1202) entries, the heartbeats one leader loop turn received",
 }
 MAX_LEVEL = max(LEVELS)  # the highest level this release reads
-GATED: dict[int, int] = {C.ALARM: 1}  # command code -> the level it needs
+GATED: dict[int, int] = {C.ALARM: 1, C.BROKER_HEARTBEATS: 2}  # command code -> the level it needs
 
 
 class FeatureLevelError(RuntimeError):

@@ -20,6 +20,7 @@ apply thread.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -59,8 +60,6 @@ _KEPT_DEFAULTS = [K.HEARTBEAT_DEFAULTS[name] for name in K.LIVE_KEPT]
 # slice or an index per field is measurably slower. The address is kept from the first heartbeat; progress
 # (epoch, offsets) only moves forward; the timeout, the priority and every kept field are the latest's.
 _APPLY_HEARTBEAT = """
-def apply_heartbeat(self, c):
-    _, _, t, {fields} = c
     key = (clusterName, brokerName, brokerId)
     row = self.table.get(key)
     if row is None:
@@ -83,20 +82,31 @@ def apply_heartbeat(self, c):
 """
 
 
-def _apply_heartbeat() -> Callable[[BrokerLiveTable, list[Unpacked]], None]:
+def _apply_heartbeat() -> tuple[
+    Callable[[BrokerLiveTable, list[Unpacked]], None], Callable[[BrokerLiveTable, int, list[list[Unpacked]]], None]
+]:
+    """apply_heartbeat (one 1018, as its list) and apply_heartbeats (1202's heartbeats at one time), from the
+    same template."""
     names = K.BrokerHeartbeat._fields[K.HEADER_FIELDS :]
     assert set(BASE_FIELDS) - {"lastUpdateTimestamp"} <= set(names), names
     assert set(K.LIVE_KEPT) <= set(names) - set(BASE_FIELDS), K.LIVE_KEPT
-    source = _APPLY_HEARTBEAT.format(
-        fields=", ".join(names),
+    body = _APPLY_HEARTBEAT.format(
         kept=", ".join(K.LIVE_KEPT),
         kept_updates="".join(f"\n        row[{BASE_WIDTH + i}] = {n}" for i, n in enumerate(K.LIVE_KEPT)),
     )
+    fields = ", ".join(names)
+    source = (
+        f"def apply_heartbeat(self, c):\n    _, _, t, {fields} = c\n{body}\n"
+        f"def apply_heartbeats(self, t, items):\n    for h in items:\n        {fields} = h\n"
+        f"{textwrap.indent(body, '    ')}\n"
+    )
     scope: dict[str, object] = {}
     exec(compile(source, f"<{__name__}.apply_heartbeat>", "exec"), scope)  # noqa: S102  our own template
-    fn = cast("Callable[[BrokerLiveTable, list[Unpacked]], None]", scope["apply_heartbeat"])
-    fn.__doc__ = "Merge a checked heartbeat command (commands.BrokerHeartbeat's fields, as a list) into its row."
-    return fn
+    one = cast("Callable[[BrokerLiveTable, list[Unpacked]], None]", scope["apply_heartbeat"])
+    one.__doc__ = "Merge a checked heartbeat command (commands.BrokerHeartbeat's fields, as a list) into its row."
+    many = cast("Callable[[BrokerLiveTable, int, list[list[Unpacked]]], None]", scope["apply_heartbeats"])
+    many.__doc__ = "Merge checked heartbeats (1202's: each a 1018's fields after timeMillis) at time t, in order."
+    return one, many
 
 
 _INF = float("inf")
@@ -140,8 +150,11 @@ class BrokerLiveTable:
         def apply_heartbeat(self, c: list) -> None:
             """Merge a checked heartbeat command (commands.BrokerHeartbeat's fields, as a list) into its row."""
 
+        def apply_heartbeats(self, t: int, items: list[list[Unpacked]]) -> None:
+            """Merge checked heartbeats (1202's: each a 1018's fields after timeMillis) at time t, in order."""
+
     else:
-        apply_heartbeat = _apply_heartbeat()  # generated from commands.BrokerHeartbeat: see below
+        apply_heartbeat, apply_heartbeats = _apply_heartbeat()  # generated from commands.BrokerHeartbeat: see above
 
     def alive_row(
         self, cluster: str | None, name: str, broker_id: int, t: int, since: int | None = None

@@ -90,6 +90,7 @@ class ControllerStateMachine:
             C.CHECK_NOT_ACTIVE_BROKER: self._check_not_active_broker,
             C.GET_BROKER_LIVE_INFO: self._get_broker_live_info,
             C.BROKER_HEARTBEAT: self._heartbeat,
+            C.BROKER_HEARTBEATS: self._heartbeats,
             C.KV_PUT: self._kv_put,
             C.KV_GET: self._kv_get,
             C.KV_DELETE: self._kv_delete,
@@ -153,7 +154,8 @@ class ControllerStateMachine:
             c[2] = live.clock
         elif not read:
             live.clock = c[2]
-        if not read:  # a read changes no section: the cached bodies stay (a broker's 1004s, mqadmin's reads)
+        if not read and code != C.BROKER_HEARTBEATS:
+            # a read changes no section, heartbeats only the live table (as 1018 above): the cached bodies stay
             self._bodies.clear()
         return self._handlers[code](_new_tuple(NAMED[code], c))  # commands.named, inlined
 
@@ -206,6 +208,10 @@ class ControllerStateMachine:
 
     def _heartbeat(self, c: K.BrokerHeartbeat) -> Result:
         self.live.apply_heartbeat(list(c))  # unreached while heartbeat_ok and check agree (a test holds them)
+        return HEARTBEAT_OK
+
+    def _heartbeats(self, c: K.BrokerHeartbeats) -> Result:
+        self.live.apply_heartbeats(c.timeMillis, c.heartbeats)
         return HEARTBEAT_OK
 
     def _kv_put(self, c: K.KvPut) -> Result:

@@ -22,10 +22,11 @@ from statemachine.alarms import CORRUPT, NOSPACE
 from statemachine.machine import ControllerStateMachine
 from statemachine.result import Result
 
-# Writes that go through while NOSPACE is raised: alarms themselves, the inactive-broker scan and channel
-# closes (they shrink the live table and keep failover working), and the deletions (they free space).
+# Writes that go through while NOSPACE is raised: alarms themselves, the feature level (it adds no state, and an
+# upgrade must be able to finish), the inactive-broker scan and channel closes (they shrink the live table and
+# keep failover working), and the deletions (they free space).
 ALLOWED_WHILE_NOSPACE = frozenset(
-    {C.ALARM, C.CHECK_NOT_ACTIVE_BROKER, C.BROKER_CLOSE_CHANNEL, C.CLEAN_BROKER_DATA, C.KV_DELETE}
+    {C.ALARM, C.FEATURE_LEVEL, C.CHECK_NOT_ACTIVE_BROKER, C.BROKER_CLOSE_CHANNEL, C.CLEAN_BROKER_DATA, C.KV_DELETE}
 )
 _MIB = 1 << 20
 __all__ = ["CORRUPT", "NOSPACE", "dir_bytes", "free_bytes", "nospace_reason", "refusal"]

@@ -32,21 +32,23 @@ from dataclasses import dataclass, field
 
 from api.service import alarms
 from api.service.admin import AdminOperations
-from api.service.errors import NotLeaderError, UnavailableError, checked, outcome_of
+from api.service.errors import CommandArgumentError, NotLeaderError, UnavailableError, checked, outcome_of
 from api.service.history import History
-from api.service.requests import Request
+from api.service.requests import Request, command_fields
 from raft.core import PeerProgress, Role
 from raft.node import Node, NodeStatus, PartsFactory, open_data_dir
 from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
 from statemachine import codes as C
 from statemachine import commands, features
+from statemachine.commands import CommandError
 from statemachine.config import ConfigValue
 from statemachine.liveness import LiveRow
 from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, AppliedEntry, ControllerStateMachine
 from statemachine.result import Result
 from statemachine.values import JSONObject
 
+HEARTBEATS_LEVEL = features.GATED[C.BROKER_HEARTBEATS]  # the group's level from which heartbeats are batched
 log = logging.getLogger("controllerd")
 
 # The commands `read` may run against local state: they never change it (nor the state machine's clock).
@@ -371,6 +373,10 @@ class ControllerService:
         # 0 for a member of a release without feature levels, None when it does not answer.
         self.peer_features: Callable[[str], Awaitable[int | None]] | None = None
         self._feature_task: asyncio.Task[None] | None = None
+        # This loop turn's broker heartbeats, proposed together as one 1202 entry when the turn's callbacks
+        # are done (`_flush_heartbeats`), each with the future its front end waits on.
+        self._beats: list[list[str | int]] = []
+        self._beat_futures: list[asyncio.Future[Result]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -493,7 +499,66 @@ class ControllerService:
             return refusal
         if request.HEARTBEAT:
             self.heartbeat_received()
+            if self.sm.features.level >= HEARTBEATS_LEVEL and not self.sm.alarms.table:
+                return self._propose_heartbeat(request)
         return self._propose(checked(request.command), request.REQUEST_TYPE)
+
+    def _propose_heartbeat(self, request: Request) -> asyncio.Future[Result]:
+        """A broker heartbeat, added to this loop turn's (one entry for all of them, `_flush_heartbeats`, so
+        that the per-entry Raft work on every node is paid once per turn, not once per heartbeat). Its future
+        gets the entry's outcome. An alarm refuses heartbeats one by one: then `_propose` takes each."""
+        self._check_serving()
+        try:
+            item = commands.heartbeat_item(command_fields(request))
+        except CommandError as e:
+            raise CommandArgumentError(str(e), e.field) from e
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Result] = loop.create_future()
+        if not self._beats:
+            loop.call_soon(self._flush_heartbeats)
+        self._beats.append(item)
+        self._beat_futures.append(fut)
+        return fut
+
+    def _flush_heartbeats(self) -> None:
+        """Propose the heartbeats added since the last flush, at the leader's now: one 1018 for one, one 1202
+        for several. Called when the loop turn that added the first of them is done, and before any other
+        proposal or read, so that a connection's heartbeat is never ordered after its next request."""
+        items, futures = self._beats, self._beat_futures
+        if not items:
+            return
+        self._beats, self._beat_futures = [], []
+        try:
+            self._check_serving()
+            now = self.now_ms()
+            data = (
+                commands.encode(C.BROKER_HEARTBEAT, now, *items[0])
+                if len(items) == 1
+                else commands.heartbeats(now, items)
+            )
+            entry = self.node.apply(data)
+        except Exception as e:  # noqa: BLE001  every waiter gets what a lone proposal would have raised
+            for f in futures:
+                if not f.done():
+                    f.set_exception(e)
+            return
+        self._deadlines.watch(entry)
+
+        def settle(done: asyncio.Future[Result]) -> None:
+            if done.cancelled():
+                for f in futures:
+                    f.cancel()
+                return
+            error = done.exception()
+            for f in futures:
+                if f.done():
+                    continue
+                if error is not None:
+                    f.set_exception(error)
+                else:
+                    f.set_result(done.result())
+
+        entry.add_done_callback(settle)
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """Propose `build(leader's now)`; the applied Result. NotLeaderError before proposing on a follower;
@@ -510,6 +575,8 @@ class ControllerService:
 
     def _propose(self, build: Callable[[int], bytes], request_type: str) -> Result | asyncio.Future[Result]:
         self._check_serving()
+        if self._beats:  # this turn's heartbeats first: each connection's requests commit in the order sent
+            self._flush_heartbeats()
         data = build(self.now_ms())
         if self.sm.alarms.table:
             refused = alarms.refusal(self.sm, data)
@@ -553,6 +620,8 @@ class ControllerService:
     async def read_state(self, answer: Callable[[int], Result]) -> Result:
         """Linearizable read of the applied state: a ReadIndex barrier, then `answer(now)` (a read that is no
         RocketMQ command, e.g. every broker set of a cluster, whose names are only known after the barrier)."""
+        if self._beats:
+            self._flush_heartbeats()
         if self.started and self.corrupt():
             raise UnavailableError(
                 "CORRUPT alarm: this member's applied state differs from the group's; it serves no reads until an "

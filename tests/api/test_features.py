@@ -62,8 +62,10 @@ async def test_a_member_that_reads_less_holds_the_level_and_the_alarms_back(tmp_
             await n.service.node.wait_applied(index, 10)
         assert levels(nodes) == [1, 1, 1]
         assert all(n.service.sm.alarms.raised("NOSPACE") for n in nodes)
+        env = await leader.ok("POST", "/api/v1/raft/features", token=True, json={})  # NOSPACE lets the level through
+        assert env["body"]["raised"] is True and env["body"]["level"] == MAX_LEVEL
         env = await leader.ok("POST", "/api/v1/raft/features", token=True, json={})
-        assert env["body"]["raised"] is False and env["body"]["level"] == 1  # already there: nothing proposed
+        assert env["body"]["raised"] is False and env["body"]["level"] == MAX_LEVEL  # already there: nothing proposed
 
 
 async def test_with_auto_off_only_the_operator_raises_it(tmp_path: Path) -> None:
@@ -116,4 +118,4 @@ async def test_the_leader_raises_the_level_by_itself_once_every_member_reads_it(
         await eventually(lambda: asked >= 6, timeout=10)  # three rounds of the leader's check (two peers each)
         assert levels(nodes) == [0, 0, 0]
         upgraded = True
-        await eventually(lambda: levels(nodes) == [1, 1, 1], timeout=10)
+        await eventually(lambda: levels(nodes) == [MAX_LEVEL] * 3, timeout=10)

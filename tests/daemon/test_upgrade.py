@@ -5,7 +5,7 @@ The previous release's tree (`PREVIOUS`, kept in the repository as releases/PREV
 extracted into a temporary directory and its nodes run with this interpreter and its pinned dependencies. A 3-node group of it runs two simulated
 broker sets of three (tools/brokersim) that keep writing; the nodes are replaced one at a time by this tree
 (same config, same data dir), then one goes back to the previous release: the feature level cannot be raised
-then, and the refusal names it. It goes forward again, and the operator's upgrade raises the level to 1 on every
+then, and the refusal names it. It goes forward again, and the operator's upgrade raises the level to the highest (2) on every
 node (docs/operations.md, "Upgrades and versions"). Throughout: no broker changes role,
 every set keeps its master at its epoch, acknowledged writes keep growing; afterwards no master lacks an
 acknowledged write, and the audit (tools/audit, on the three data dirs, each with a snapshot taken at the end)
@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from statemachine.features import MAX_LEVEL
 from tests.daemon.cluster import ROOT, ControllerdCluster
 from tests.daemon.demo import FAST, SCAN_INTERVAL_MS, Demo
 from tools import release
@@ -128,7 +129,11 @@ def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: P
         shown = rmqctl_features(cluster)
         assert shown.returncode == 0, shown.stderr
         rows = {row["node"]: (row["level"], row["maxLevel"]) for row in map(json.loads, shown.stdout.splitlines())}
-        assert rows == {cluster.https[0]: (0, 1), cluster.https[1]: (None, 0), cluster.https[2]: (0, 1)}, rows
+        assert rows == {
+            cluster.https[0]: (0, MAX_LEVEL),
+            cluster.https[1]: (None, 0),
+            cluster.https[2]: (0, MAX_LEVEL),
+        }, rows
         refused = rmqctl_features(cluster, "--upgrade")
         assert refused.returncode == 1, (refused.stdout, refused.stderr)
         assert "CONTROLLER_INVALID_REQUEST" in refused.stderr and f"{cluster.rafts[1]} reads 0" in refused.stderr
@@ -137,13 +142,13 @@ def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: P
         lead_on(cluster, 0)
         raised = rmqctl_features(cluster, "--upgrade")
         assert raised.returncode == 0, raised.stderr
-        assert [json.loads(line)["level"] for line in raised.stdout.splitlines()] == [1, 1, 1], raised.stdout
+        assert [json.loads(line)["level"] for line in raised.stdout.splitlines()] == [MAX_LEVEL] * 3, raised.stdout
         index = httpx.get(cluster.url(0, "/api/v1/raft/status"), headers=cluster.headers).json()["body"]["commitIndex"]
         for i in range(3):
             assert cluster.wait_applied(i, index), i
-            assert features(cluster, i)["level"] == 1, i
+            assert features(cluster, i)["level"] == MAX_LEVEL, i
         n: int = demo.runner.call(lambda _sim: acked())
-        demo.wait("writes acknowledged at level 1", lambda: acked() >= n + 20, 30)
+        demo.wait(f"writes acknowledged at level {MAX_LEVEL}", lambda: acked() >= n + 20, 30)
         assert roles(demo) == before, "after the level was raised"
         # A snapshot on every node, old and new alike: the audit compares each with the replay of the log, so
         # a node that applied the log differently (a command it could not read answers 2015 and changes

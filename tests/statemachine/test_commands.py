@@ -40,6 +40,13 @@ EXAMPLES = {
     C.KV_CAS: cmd.kv_cas(T, "ns", "k", None, "v"),
     C.ALARM: cmd.alarm(T, True, "NOSPACE", "127.0.0.1:9880", "store 3 GiB > quota 2 GiB"),
     C.FEATURE_LEVEL: cmd.feature_level(T, 1),
+    C.BROKER_HEARTBEATS: cmd.heartbeats(
+        T,
+        [
+            cmd.heartbeat_item({"clusterName": "c", "brokerName": "b", "brokerAddr": "a:1", "brokerId": 1}),
+            cmd.heartbeat_item({"clusterName": "c", "brokerName": "b", "brokerAddr": "a:2", "brokerId": 2, "epoch": 3}),
+        ],
+    ),
 }
 
 
@@ -288,7 +295,7 @@ def test_heartbeat_ok_agrees_with_the_generic_check() -> None:
     """heartbeat_ok, the unrolled hot-path check, accepts exactly what the generic check (FIELDS' kinds) accepts:
     a well-formed heartbeat, and one with any single field of a wrong kind (docs/request-path.md, "A new
     heartbeat field")."""
-    from statemachine.commands import HEADER_FIELDS, _kind_ok, heartbeat_ok
+    from statemachine.commands import HEADER_FIELDS, _kind_ok, heartbeat_item_ok, heartbeat_ok
 
     good = check(msgpack.unpackb(cmd.heartbeat(1, "c", "b", "127.0.0.1:10911", 0)))
     kinds = FIELDS[C.BROKER_HEARTBEAT]
@@ -299,3 +306,5 @@ def test_heartbeat_ok_agrees_with_the_generic_check() -> None:
             c[HEADER_FIELDS + i] = wrong
             generic = all(_kind_ok(k, c[HEADER_FIELDS + j]) for j, (_, k) in enumerate(kinds))
             assert heartbeat_ok(c) == generic, (i, wrong)
+            assert heartbeat_item_ok(c[HEADER_FIELDS:]) == generic, (i, wrong)  # one heartbeat of 1202
+    assert not heartbeat_item_ok(good[HEADER_FIELDS:-1]) and not heartbeat_item_ok([*good[HEADER_FIELDS:], 1])

@@ -14,7 +14,10 @@ import zlib
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import msgpack
+
 from statemachine import codes as C
+from statemachine.commands import CommandError, check
 
 SCHEMA_VERSION = 1
 
@@ -125,11 +128,26 @@ class Buckets:
             return self.of_set(c[at])
         if code in KV_CODES:
             return self.of_kv(c[3], c[4])
-        if code in (C.ALARM, C.FEATURE_LEVEL):  # the alarms (not compared) and the level they are gated by
+        if code == C.ALARM:  # the alarms (not compared)
             return self.config
+        if code == C.FEATURE_LEVEL:  # the level gates ALARM (config) and BROKER_HEARTBEATS (every set's)
+            return (*range(self.sets), self.config)
         if code in EVERY_SET:
             return (*range(self.sets), self.config) if code == C.UPDATE_CONTROLLER_CONFIG else tuple(range(self.sets))
         return None
+
+    def split_heartbeats(self, c: list) -> dict[int, bytes]:
+        """A decoded BROKER_HEARTBEATS (1202) as {bucket: the bytes of a 1202 of that bucket's heartbeats, at the
+        entry's time}: what each bucket's replay applies, as it would the 1018s of its own sets. Empty for an
+        entry the state machine refuses as malformed (it changes nothing, so no bucket applies any of it)."""
+        try:
+            check(c)
+        except CommandError:
+            return {}
+        groups: dict[int, list[list[Any]]] = {}
+        for h in c[3]:
+            groups.setdefault(self.of_set(h[1]), []).append(h)
+        return {b: msgpack.packb([c[0], c[1], c[2], items]) for b, items in groups.items()}
 
 
 def split_state(tables: dict[str, Any], buckets: Buckets) -> dict[int, dict[tuple[str, str], Any]]:

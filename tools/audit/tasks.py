@@ -447,7 +447,8 @@ def route_task(
     parts: dict[int, tuple[array[int], array[int], list[bytes]]] = {}
     cache: dict[str, tuple[int, ...] | int | None] = {}  # brokerName -> bucket(s), for the hot heartbeat
     target: tuple[int, ...] | int | None
-    heartbeat = C.BROKER_HEARTBEAT
+    heartbeat, heartbeats = C.BROKER_HEARTBEAT, C.BROKER_HEARTBEATS
+    split: dict[int, bytes] = {}  # a 1202's payload per bucket (its own heartbeats)
     last = None
     for b, skip, lo, hi in wanted:
         if last is not None and lo != last + 1:  # another node's turn in between: the pieces end here
@@ -469,6 +470,9 @@ def route_task(
                         target = cache.get(c[4])
                         if target is None:
                             target = cache[c[4]] = route(c)
+                    elif code == heartbeats:
+                        split = buckets.split_heartbeats(c)
+                        target = tuple(split) or None
                     else:
                         target = route(c)
                 except Exception:  # noqa: BLE001 - not a command: applying it changes nothing (2015)
@@ -480,7 +484,7 @@ def route_task(
                             parts[t] = part = (array("q"), array("H"), [])
                         part[0].append(index)
                         part[1].append(code)
-                        part[2].append(payload)
+                        part[2].append(split[t] if code == heartbeats else payload)
             index += 1
     yield from _routed(parts)
 

@@ -10,7 +10,7 @@ from statemachine import ControllerStateMachine
 from statemachine import codes as C
 from statemachine import commands as cmd
 from statemachine.inspection import decode_sections
-from tests.statemachine.harness import Ctl
+from tests.statemachine.harness import CLUSTER, Ctl
 from tools.audit.model import NAME_AT, READ_ONLY, Buckets, split_state
 from tools.audit.replay import ReplayPlan, replay_bucket
 from tools.audit.tasks import pack_slice
@@ -49,6 +49,8 @@ def test_every_mutating_code_is_routed() -> None:
     for code in mutating:
         fields = cmd.FIELDS[code]
         sample = {cmd.STR: "x", cmd.OPT_STR: "x", cmd.INT: 1, cmd.BOOL: False, cmd.INT_LIST: [1], cmd.CONFIG: {}}
+        if code == C.BROKER_HEARTBEATS:  # split by each heartbeat's set, not routed whole
+            continue
         c = [1, code, 0, *(sample[kind] for _, kind in fields)]
         assert b.route(c) is not None, C.REQUEST_NAMES[code]
     assert (
@@ -61,6 +63,7 @@ def test_every_mutating_code_is_routed() -> None:
             C.KV_CAS,
             C.ALARM,
             C.FEATURE_LEVEL,
+            C.BROKER_HEARTBEATS,
         }
         == mutating
     )
@@ -91,7 +94,12 @@ def _replay_in_buckets(log: list[bytes], buckets: Buckets) -> tuple[ControllerSt
         indexes, codes, payloads = array("q"), array("H"), []
         for i, data in enumerate(log, 1):
             c = msgpack.unpackb(data)
-            target = buckets.route(c)
+            target: tuple[int, ...] | int | None
+            if c[1] == C.BROKER_HEARTBEATS:  # split by set, as route_task does
+                split_beats = buckets.split_heartbeats(c)
+                target, data = tuple(split_beats) or None, split_beats.get(b, data)
+            else:
+                target = buckets.route(c)
             if target is not None and b in ((target,) if isinstance(target, int) else target):
                 indexes.append(i)
                 codes.append(c[1])
@@ -139,3 +147,37 @@ def test_bucketed_replay_of_both_scan_forms_matches_the_full_replay() -> None:
         assert findings == []
         masters = {name: full.sync.sets[name].master_broker_id for name in names if name in full.sync.sets}
         assert masters == {"set-0": 1, "set-1": 1, "set-2": 2, "set-3": None}
+
+
+def test_bucketed_replay_of_batched_heartbeats_matches_the_full_replay() -> None:
+    """1202 entries span sets of several buckets: each bucket applies its own sets' heartbeats at the entry's
+    time (split_heartbeats), the feature level that gates them reaches every set bucket, and a malformed or
+    gated 1202 reaches none; the split replay still ends where the full one does, scans and elections included."""
+    ctl = Ctl()
+    names = [f"set-{k}" for k in range(5)]
+    for name in names:
+        ctl.group(2, name=name)
+
+    def items(pairs: list[tuple[str, int]]) -> list[list[str | int]]:
+        return [
+            cmd.heartbeat_item(
+                {"clusterName": CLUSTER, "brokerName": n, "brokerAddr": f"10.0.{k}.{b}:1", "brokerId": b}
+            )
+            for k, (n, b) in enumerate(pairs)
+        ]
+
+    every = [(n, b) for n in names for b in (1, 2)]
+    ctl.advance(8_000)
+    gated = ctl.run(cmd.heartbeats(ctl.now, items(every)))  # level 0: refused, changes nothing
+    assert gated.code == C.CONTROLLER_JRAFT_INTERNAL_ERROR
+    assert ctl.run(cmd.feature_level(ctl.now, 2)).ok
+    assert ctl.run(cmd.heartbeats(ctl.now, items(every[:6]))).ok  # set-0..2 stay alive; set-3, set-4 do not
+    bad = msgpack.packb([cmd.FORMAT_VERSION, C.BROKER_HEARTBEATS, ctl.now, [*items(every[6:]), ["x"]]])
+    assert ctl.run(bad).code == C.CONTROLLER_JRAFT_INTERNAL_ERROR  # set-3 and set-4 would be kept alive by it
+    ctl.advance(7_000)
+    r = ctl.scan()
+    assert sorted({x["brokerName"] for x in r.body["inactiveBrokers"]}) == ["set-3", "set-4"]
+    for buckets in (Buckets(2, 1), Buckets(3, 2), Buckets(5, 1)):
+        full, findings = _replay_in_buckets(ctl.log, buckets)
+        assert findings == []
+        assert sorted(k[1] for k in full.live.table) == sorted(n for n, _ in every[:6])
