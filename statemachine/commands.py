@@ -387,16 +387,26 @@ def config_value_ok(key: str, v: object) -> bool:
 def heartbeat_ok(c: list) -> bool:
     """The hot path, unrolled, for a list of HEARTBEAT_ARITY items (same rules as the generic check, which
     reads FIELDS; a test holds them equal)."""
+    return _heartbeat_fields_ok(c, HEADER_FIELDS)
+
+
+def heartbeat_item_ok(h: object) -> bool:
+    """One heartbeat of 1202: a 1018's fields after timeMillis, the same rules as `heartbeat_ok`."""
+    return type(h) is list and len(h) == HEARTBEAT_ITEM and _heartbeat_fields_ok(h, 0)
+
+
+def _heartbeat_fields_ok(c: list, o: int) -> bool:
+    """The kinds of a heartbeat's fields (BrokerHeartbeat's after timeMillis) starting at c[o], unrolled."""
     return (
-        type(c[3]) is str
-        and type(c[4]) is str
-        and type(c[5]) is str
-        and type(c[6]) is int
-        and type(c[7]) is int
-        and type(c[8]) is int
-        and type(c[9]) is int
-        and type(c[10]) is int
-        and type(c[11]) is int
+        type(c[o]) is str
+        and type(c[o + 1]) is str
+        and type(c[o + 2]) is str
+        and type(c[o + 3]) is int
+        and type(c[o + 4]) is int
+        and type(c[o + 5]) is int
+        and type(c[o + 6]) is int
+        and type(c[o + 7]) is int
+        and type(c[o + 8]) is int
     )
 
 
@@ -417,23 +427,6 @@ def parse(data: bytes) -> list:
 def named(c: list[Unpacked]) -> TypedCommand:
     """A checked command array as its code's typed tuple (NAMED): `cmd.brokerName`, not `c[4]`."""
     return _new_tuple(NAMED[c[1]], c)  # _make without its length check, which check() made
-
-
-def heartbeat_item_ok(h: object) -> bool:
-    """One heartbeat of 1202: a 1018's fields after timeMillis, the same rules as `heartbeat_ok`."""
-    return (
-        type(h) is list
-        and len(h) == HEARTBEAT_ITEM
-        and type(h[0]) is str
-        and type(h[1]) is str
-        and type(h[2]) is str
-        and type(h[3]) is int
-        and type(h[4]) is int
-        and type(h[5]) is int
-        and type(h[6]) is int
-        and type(h[7]) is int
-        and type(h[8]) is int
-    )
 
 
 def _arity_text(code: int) -> str:
