@@ -36,6 +36,7 @@ from api.service.errors import CommandArgumentError, NotLeaderError, Unavailable
 from api.service.history import History
 from api.service.requests import Request, command_fields
 from raft.core import PeerProgress, Role
+from raft.latency import LatencyHistogram
 from raft.node import Node, NodeStatus, PartsFactory, open_data_dir
 from raft.options import NodeOptions, setting
 from raft.status import RaftBaseError
@@ -48,6 +49,7 @@ from statemachine.machine import HEARTBEAT_OK, READ_ONLY_CODES, AppliedEntry, Co
 from statemachine.result import Result
 from statemachine.values import JSONObject
 
+LOOP_PROBE_S = 0.05  # the event-loop lag probe's period (controllerd_event_loop_lag_seconds)
 HEARTBEATS_LEVEL = features.GATED[C.BROKER_HEARTBEATS]  # the group's level from which heartbeats are batched
 log = logging.getLogger("controllerd")
 
@@ -376,6 +378,11 @@ class ControllerService:
         # This loop turn's broker heartbeats, proposed together as one 1202 entry when the turn's callbacks
         # are done (`_flush_heartbeats`), each with the future its front end waits on.
         self._beats: list[list[str | int]] = []
+        # How late the event loop ran a LOOP_PROBE_S timer, every time (controllerd_event_loop_lag_seconds): the
+        # longest the loop went without turning, sampled LOOP_PROBE_S apart. Every heartbeat that arrives during
+        # such a stall waits it out, whatever the code it then runs.
+        self.loop_lag = LatencyHistogram()
+        self._lag_task: asyncio.Task[None] | None = None
         self._beat_futures: list[asyncio.Future[Result]] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -389,6 +396,7 @@ class ControllerService:
         self._alarm_task = asyncio.get_running_loop().create_task(self._alarm_loop(), name=f"alarms-{self.id}")
         self._corrupt_task = asyncio.get_running_loop().create_task(self._corrupt_loop(), name=f"corrupt-{self.id}")
         self._feature_task = asyncio.get_running_loop().create_task(self._feature_loop(), name=f"features-{self.id}")
+        self._lag_task = asyncio.get_running_loop().create_task(self._loop_lag_probe(), name=f"loop-lag-{self.id}")
         self._alarm_effects()  # a member found corrupt before a restart stays out of elections
         log.info("controller node %s started (group %s)", self.id, self.opts.group_id)
         if self.opts.unsafe_local_reads:
@@ -414,7 +422,7 @@ class ControllerService:
             self._scan_task.cancel()
         if self._alarm_task is not None:
             self._alarm_task.cancel()
-        for task in (self._corrupt_task, self._feature_task):
+        for task in (self._corrupt_task, self._feature_task, self._lag_task):
             if task is not None:
                 task.cancel()
         for t in list(self._tasks):
@@ -944,6 +952,14 @@ class ControllerService:
             log.info("feature level raised from %d to %d (members: %s)", current, target, levels)
             r = Result(C.SUCCESS, body={"level": self.sm.features.level, "raised": True, "members": levels})
         return r
+
+    async def _loop_lag_probe(self) -> None:
+        """Observe, every LOOP_PROBE_S, how much later than asked the loop woke this task (`loop_lag`)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            t0 = loop.time()
+            await asyncio.sleep(LOOP_PROBE_S)
+            self.loop_lag.observe(max(0.0, loop.time() - t0 - LOOP_PROBE_S))
 
     async def _feature_loop(self) -> None:
         await asyncio.sleep(self.opts.first_scan_delay_ms / 1000)  # once soon after start, then periodically

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -202,6 +204,28 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
     assert value(snap, "controllerd_raft_last_snapshot_index") == r.json()["body"]["index"]
     assert value(snap, "controllerd_raft_snapshot_size_bytes") == r.json()["body"]["bytes"] > 0
     assert value(snap, "controllerd_raft_snapshot_age_seconds") >= 0
+
+
+async def test_an_event_loop_stall_shows_in_the_loop_lag_histogram(node: Node) -> None:
+    """controllerd_event_loop_lag_seconds: a 0.3 s stall of the node's loop (the stimulus: the loop blocked on
+    purpose) lands above the 0.25 s bucket, and a loop left alone keeps observing."""
+    samples = await scrape(node)
+    above = value(samples, "controllerd_event_loop_lag_seconds_count") - value(
+        samples, "controllerd_event_loop_lag_seconds_bucket", le="0.25"
+    )
+    time.sleep(0.3)  # noqa: ASYNC251  # the stall under test, not a wait for anything
+    async with asyncio.timeout(10):  # the probe observes it at its next wake-up
+        while True:
+            after = await scrape(node)
+            count = value(after, "controllerd_event_loop_lag_seconds_count")
+            if count - value(after, "controllerd_event_loop_lag_seconds_bucket", le="0.25") > above:
+                break
+            await asyncio.sleep(0.01)  # a bounded poll; an in-process scrape alone never lets the loop turn
+    after = await scrape(node)
+    assert value(after, "controllerd_event_loop_lag_seconds_sum") >= 0.25
+    assert value(after, "controllerd_event_loop_lag_seconds_bucket", le="+Inf") == value(
+        after, "controllerd_event_loop_lag_seconds_count"
+    )
 
 
 async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None:

@@ -75,12 +75,18 @@ def test_leader_killed_halfway_follower_resumes_from_restarted_leader(tmp_path) 
         cluster.kill(victim)
         shutil.rmtree(tmp_path / victim)
 
+        size = cluster.call(leader, {"op": "status"})["status"]["snapshot"]["bytes"]
         cluster.start(victim)
-        got = cluster.call(victim, {"op": "wait_download", "bytes": 400_000, "timeout": 30}, timeout=40)["received"]
+        cluster.call(victim, {"op": "wait_download", "bytes": 400_000, "timeout": 30}, timeout=40)
         cluster.kill(leader)
         cluster.start(leader)  # the only node with the log: it must lead again and offer the same snapshot
         assert cluster.wait_leader(timeout=30) == leader
         snap = assert_installed_and_equal(cluster, victim, leader, commit)
-        assert 0 < snap["download"]["resumed"] <= got
+        # The victim resumed from a checkpoint (not from 0, not past the end) and fetched the snapshot in full
+        # over both downloads (its counters span both: the process was not restarted). Not bounded by what it
+        # had received when wait_download answered: chunks on their way still arrive, and may be checkpointed,
+        # until the kill lands (a fresh run saw 524,288 resumed against 458,911 read earlier).
+        dl = snap["download"]
+        assert 0 < dl["resumed"] < size <= dl["received"], (dl, size)
     finally:
         cluster.stop_all()
