@@ -17,7 +17,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -295,13 +295,14 @@ class _Collector:
                 fam = family(HistogramMetricFamily, f"controllerd_raft_{name}_duration_seconds", doc)
                 fam.add_metric(values, [(str(b), c) for b, c in h["buckets"]], h["sum"])
                 yield fam
-        lag: Mapping[str, Any] = m.service.loop_lag.snapshot()
+        lag = m.service.loop_lag.snapshot()
+        lag_buckets = cast("list[tuple[float | str, float]]", lag["buckets"])
         fam = family(
             HistogramMetricFamily,
             "controllerd_event_loop_lag_seconds",
             "how late the event loop ran a 50 ms timer, sampled every 50 ms: how long it went without turning",
         )
-        fam.add_metric(values, [(str(b), c) for b, c in lag["buckets"]], lag["sum"])
+        fam.add_metric(values, [(str(b), c) for b, c in lag_buckets], cast(float, lag["sum"]))
         yield fam
         writer = st.log_writer
         if writer:
