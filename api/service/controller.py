@@ -539,12 +539,7 @@ class ControllerService:
         try:
             self._check_serving()
             now = self.now_ms()
-            data = (
-                commands.encode(C.BROKER_HEARTBEAT, now, *items[0])
-                if len(items) == 1
-                else commands.heartbeats(now, items)
-            )
-            entry = self.node.apply(data)
+            entry = self.node.apply(commands.heartbeats(now, items))
         except Exception as e:  # noqa: BLE001  every waiter gets what a lone proposal would have raised
             for f in futures:
                 if not f.done():

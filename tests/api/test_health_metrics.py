@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.api.harness import (
     solo,
     value,
 )
+from tests.raft.helpers import eventually
 
 pytestmark = pytest.mark.anyio
 READY_CHECKS = ["started", "snapshot_loaded", "log_replayed", "leader_known", "apply_caught_up", "no_error"]
@@ -213,14 +213,21 @@ async def test_an_event_loop_stall_shows_in_the_loop_lag_histogram(node: Node) -
     above = value(samples, "controllerd_event_loop_lag_seconds_count") - value(
         samples, "controllerd_event_loop_lag_seconds_bucket", le="0.25"
     )
-    time.sleep(0.3)  # noqa: ASYNC251  # the stall under test, not a wait for anything
-    async with asyncio.timeout(10):  # the probe observes it at its next wake-up
-        while True:
-            after = await scrape(node)
-            count = value(after, "controllerd_event_loop_lag_seconds_count")
-            if count - value(after, "controllerd_event_loop_lag_seconds_bucket", le="0.25") > above:
-                break
-            await asyncio.sleep(0.01)  # a bounded poll; an in-process scrape alone never lets the loop turn
+
+    def observed() -> int:
+        return int(node.service.loop_lag.snapshot()["count"])  # type: ignore[call-overload]
+
+    stalled = observed()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:  # the stall under test: the loop blocked on purpose, not a wait
+        pass
+    await eventually(lambda: observed() > stalled)  # the probe's next wake-up
+    after = await scrape(node)
+    assert (
+        value(after, "controllerd_event_loop_lag_seconds_count")
+        - value(after, "controllerd_event_loop_lag_seconds_bucket", le="0.25")
+        > above
+    )
     after = await scrape(node)
     assert value(after, "controllerd_event_loop_lag_seconds_sum") >= 0.25
     assert value(after, "controllerd_event_loop_lag_seconds_bucket", le="+Inf") == value(

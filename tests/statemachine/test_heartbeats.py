@@ -71,7 +71,7 @@ def test_below_level_2_it_changes_nothing_and_says_which_level() -> None:
     for level in (0, 1):
         sm = leveled(level) if level else ControllerStateMachine()
         before, clock = tables(sm), sm.live.clock
-        r = sm.apply(cmd.heartbeats(T0 + 10, [item("a", 1)]))
+        r = sm.apply(cmd.heartbeats(T0 + 10, [item("a", 1), item("a", 2)]))  # two: one would be a 1018
         assert r.code == C.CONTROLLER_JRAFT_INTERNAL_ERROR
         assert (
             r.remark == f"RAFT_BROKER_HEART_BEATS needs feature level 2; the group is at {level} (rmqctl raft features)"
