@@ -901,8 +901,13 @@ async def test_a_huge_refused_value_is_quoted_short_and_an_answer_too_big_to_enc
 async def flood_unread(
     node: RemotingNode, server: RemotingServer, client: RemotingClient
 ) -> tuple[Any, list[asyncio.Future[codec.RemotingCommand]]]:
-    """The client stops reading (small socket buffers on both ends) and sends 300 requests: the listener's
-    answers pile up. Returns the listener's side of the connection and the pending replies."""
+    """The client stops reading (small socket buffers on both ends) and sends 2,000 requests: the listener's
+    answers pile up. Returns the listener's side of the connection and the pending replies.
+
+    The count is not tight on purpose: the shrunk buffers do not take back the receive window the connection
+    already advertised (64 KiB and more), so the kernel still takes that much of the answers before the
+    listener's own buffer fills. 300 answers (140 bytes each, 42 KB) were sometimes all taken (a fresh-clone run,
+    2026-11-29); 2,000 are 280 KB."""
     assert client.transport is not None
     client.transport.pause_reading()
     client.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -911,7 +916,7 @@ async def flood_unread(
     assert conn.transport is not None
     conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     conn.transport.set_write_buffer_limits(high=4096)
-    return conn, [client.request_nowait(H.GET_METADATA_INFO) for _ in range(300)]
+    return conn, [client.request_nowait(H.GET_METADATA_INFO) for _ in range(2000)]
 
 
 async def test_stopping_does_not_wait_for_a_client_that_does_not_read(node: RemotingNode) -> None:
