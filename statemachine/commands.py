@@ -658,7 +658,7 @@ HEARTBEAT_DEFAULTS: dict[str, int] = {
     "heartbeatTimeoutMillis": DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
     "electionPriority": DEFAULT_ELECTION_PRIORITY,
 }
-_HEARTBEAT_NAMES = BrokerHeartbeat._fields[HEADER_FIELDS:]
+HEARTBEAT_NAMES = BrokerHeartbeat._fields[HEADER_FIELDS:]  # a 1202 item's fields, in order
 
 # The heartbeat fields the live table keeps besides RocketMQ's BrokerLiveInfo ones (liveness.BASE_FIELDS), by
 # command field name: each is appended to the broker's row in this order and holds the latest heartbeat's value.
@@ -677,7 +677,7 @@ def heartbeat_values(fields: Mapping[str, str | int | bool | None]) -> list[str 
     """A heartbeat's fields after timeMillis, in BrokerHeartbeat's order, as `heartbeat_of` takes them (left
     out or None: the HEARTBEAT_DEFAULTS value). Unchecked: `heartbeat_item` and `encode` check."""
     values: list[str | int | bool | None] = []
-    for name in _HEARTBEAT_NAMES:
+    for name in HEARTBEAT_NAMES:
         v = fields.get(name)
         values.append(HEARTBEAT_DEFAULTS.get(name) if v is None else v)
     return values

@@ -20,10 +20,12 @@ from api.service.requests import (
     BrokerHeartbeat,
     HeaderValue,
     Schema,
+    command_names,
     defaults,
     schema,
 )
 from statemachine import codes as C
+from statemachine.commands import HEARTBEAT_DEFAULTS, HEARTBEAT_NAMES
 
 _RANGES = {LONG: (-(2**63), 2**63 - 1), INTEGER: (-(2**31), 2**31 - 1)}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
@@ -128,6 +130,44 @@ def parse(
             continue
         out[name] = _convert(name, kind, text)
     return out
+
+
+# A broker's heartbeat straight from its extFields into the 1202 item (statemachine.commands.heartbeat_item), on the
+# leader's hottest path: per item position, the header field, the digits a plain decimal of its Java type may have
+# and still be in range (0: a String), and its default when left out (None: the generic path decides).
+_DIGITS = {STRING: 0, LONG: 18, INTEGER: 9}  # 10**18 - 1 < 2**63 - 1, 10**9 - 1 < 2**31 - 1
+_COMMAND_FIELD = {command: name for name, command in command_names(BrokerHeartbeat)}
+_HEARTBEAT_KINDS = {name: kind for name, kind, _ in schema(BrokerHeartbeat)}
+_HEARTBEAT_ITEM = tuple(
+    (_COMMAND_FIELD[c], _DIGITS[_HEARTBEAT_KINDS[_COMMAND_FIELD[c]]], HEARTBEAT_DEFAULTS.get(c))
+    for c in HEARTBEAT_NAMES
+)
+
+
+def heartbeat_item(ext: Mapping[str, str]) -> list[str | int] | None:
+    """The 904's 1202 item from its extFields when every field is plain: each String present, each number an
+    optional minus and ASCII digits few enough to be in its Java type's range, an optional number left out taking
+    its default. That is what a Java broker sends, and the item is then exactly what `parse`, the typed request
+    and `commands.heartbeat_item` make of it, with no dict of typed fields and no request object in between
+    (tests/api/test_heartbeat_fast_path.py). None for anything else (a missing field, brokerId left out, a sign,
+    a space, a number that may be out of range): the generic path then answers it, its errors included."""
+    item: list[str | int] = []
+    for name, digits, default in _HEARTBEAT_ITEM:
+        text = ext.get(name)
+        if text is None:
+            if default is None:
+                return None
+            item.append(default)
+        elif type(text) is not str:
+            return None
+        elif not digits:
+            item.append(text)
+        else:
+            t = text[1:] if text[:1] == "-" else text
+            if not (0 < len(t) <= digits and t.isascii() and t.isdigit()):
+                return None
+            item.append(int(text))
+    return item
 
 
 def to_ext(header: Mapping[str, object] | None, code: int | None = None) -> dict[str, str]:

@@ -511,6 +511,17 @@ class ControllerService:
                 return self._propose_heartbeat(request)
         return self._propose(checked(request.command), request.REQUEST_TYPE)
 
+    def propose_heartbeat(self, item: list[str | int]) -> asyncio.Future[Result] | None:
+        """A broker heartbeat a front end decoded straight into its checked 1202 item (the remoting listener's
+        fast path, api/remoting/headers.heartbeat_item), batched as `propose` batches it. None, and nothing done,
+        when heartbeats are not batched now (feature level below 2, an alarm raised): the front end then takes
+        `propose` with the typed request. Raises what `propose` raises before anything is queued."""
+        if self.sm.features.level < HEARTBEATS_LEVEL or self.sm.alarms.table:
+            return None
+        self.heartbeat_received()
+        self._check_serving()
+        return self._queue_heartbeat(item)
+
     def _propose_heartbeat(self, request: Request) -> asyncio.Future[Result]:
         """A broker heartbeat, added to this loop turn's (one entry for all of them, `_flush_heartbeats`, so
         that the per-entry Raft work on every node is paid once per turn, not once per heartbeat). Its future
@@ -520,6 +531,9 @@ class ControllerService:
             item = commands.heartbeat_item(command_fields(request))
         except CommandError as e:
             raise CommandArgumentError(str(e), e.field) from e
+        return self._queue_heartbeat(item)
+
+    def _queue_heartbeat(self, item: list[str | int]) -> asyncio.Future[Result]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Result] = loop.create_future()
         if not self._beats:

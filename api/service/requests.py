@@ -74,10 +74,10 @@ def body(java: str, *, doc: str | None = None, min_items: int | None = None) -> 
 
 def command_fields(request: Request) -> dict[str, HeaderValue]:
     """The header fields of `request` by their command names (the `command` metadata, else the same name)."""
-    return {command: getattr(request, name) for name, command in _command_names(type(request))}
+    return {command: getattr(request, name) for name, command in command_names(type(request))}
 
 
-def _command_names(cls: type[Request]) -> tuple[tuple[str, str], ...]:
+def command_names(cls: type[Request]) -> tuple[tuple[str, str], ...]:
     """(field, command name) of each header field of `cls`: read once per class (a heartbeat's hot path)."""
     names = _COMMAND_NAMES.get(cls)
     if names is None:

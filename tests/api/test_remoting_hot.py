@@ -31,9 +31,13 @@ pytestmark = pytest.mark.anyio
 GOOD = {"clusterName": "c", "brokerName": "b", "brokerAddr": "127.0.0.1:10911", "brokerId": "1", "epoch": "0"}
 
 
-@pytest.fixture
-async def node(anyio_backend: str, tmp_path: Path) -> AsyncIterator[Node]:
+@pytest.fixture(params=[1, 2], ids=["level-1", "level-2"])
+async def node(anyio_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Node]:
+    """At feature level 1 (each heartbeat its own 1018, from the typed request) and 2 (batched, and a plain
+    header decoded straight into its item: api/remoting/headers.heartbeat_item)."""
     async with solo(tmp_path) as n:
+        if request.param == 2:
+            assert (await n.service.raise_feature_level()).ok and n.service.sm.features.level == 2
         yield n
 
 
