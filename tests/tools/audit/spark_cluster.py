@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import pyspark
 
 from cli.rocketmq import free_port, wait_until
+from tools.audit.job import LOCAL_JVM_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -66,6 +67,7 @@ class Standalone:
         log = open(self.root / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         self.logs.append(log)
         env = base_env(SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(self.root), SPARK_WORKER_DIR=str(self.root))
+        env["SPARK_DAEMON_JAVA_OPTS"] = LOCAL_JVM_OPTIONS  # C1 and the serial collector, as every JVM of the test
         kw: dict[str, Any] = {"start_new_session": True, "preexec_fn": die_with_parent}
         self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, **kw))
 
