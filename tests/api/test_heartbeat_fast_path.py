@@ -31,10 +31,11 @@ LONG_MAX, INT_MAX = 2**63 - 1, 2**31 - 1
 
 # Texts near every edge of the Java parse: signs, spaces, empty, out of range, digits that are not ASCII.
 EDGES = [
-    "0", "-0", "1", "-1", "+1", "--1", "-+1", " 1", "1 ", "", "-", "1_0", "0x10", "1.0", "\u0661", "\uff11", "\u00b2",
-    str(LONG_MAX), str(-LONG_MAX - 1), str(LONG_MAX + 1), str(INT_MAX), str(INT_MAX + 1), str(-INT_MAX - 1),
-    "9" * 9, "9" * 10, "9" * 18, "9" * 19, "-" + "9" * 18, "-" + "9" * 19, "007",
-]  # fmt: skip
+    *"0 -0 1 -1 +1 --1 -+1 - 1_0 0x10 1.0 007".split(),
+    *(" 1", "1 ", "", "\u0661", "\uff11", "\u00b2"),
+    *map(str, (LONG_MAX, -LONG_MAX - 1, LONG_MAX + 1, INT_MAX, INT_MAX + 1, -INT_MAX - 1)),
+    *("9" * 9, "9" * 10, "9" * 18, "9" * 19, "-" + "9" * 18, "-" + "9" * 19),
+]
 ABSENT = object()
 
 
