@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast interop rocketmq rocketmq-rust hadoop audit-env sim bench audit lint clean
+.PHONY: setup run test test-fast interop rocketmq rocketmq-rust hadoop jars audit-env sim bench audit lint clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,9 @@ BROKERS ?= sim
 run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 	$(BIN)/controllerd local-cluster --data $(DATA) --brokers $(BROKERS) $(RUN_ARGS)
 
+# The lint, the Maven resolutions and the audit's packed environment run side by side (-j3: mypy on the CPU while
+# Maven and pip wait on the network and the disk); the two Maven builds one after the other (`jars`), never two
+# Mavens on one local repository at once.
 # tools/setup.sh installs with apt-get every program the tests run that is missing (the table of
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
 # that table or is not on this machine.
@@ -33,7 +36,8 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # tests/interop/conftest.py sets), so the two workers end close together. `hadoop` and `audit-env`: the audit's
 # cluster test (tests/tools/audit/test_cluster.py) runs Hadoop's own HDFS and ships the executors' Python as a
 # packed archive.
-test: lint rocketmq hadoop audit-env
+test: setup
+	$(MAKE) --no-print-directory -j3 lint jars audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not interop"
@@ -51,6 +55,10 @@ rocketmq:
 # Hadoop's MiniDFSCluster (interop/hadoop/pom.xml, at the Hadoop version of PySpark's client) resolved from Maven
 # Central into interop/hadoop/build/lib, its launcher compiled; cached like `rocketmq`.
 hadoop:
+	sh interop/hadoop/build.sh
+
+jars:
+	sh interop/rocketmq/build.sh
 	sh interop/hadoop/build.sh
 
 # Opt-in, not part of `make test`: mxsm/rocketmq-rust's controller (crates.io rocketmq-controller 1.0.0), the fourth

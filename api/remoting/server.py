@@ -250,9 +250,8 @@ class Dispatcher:
         t0 = time.perf_counter()
         try:
             item = H.heartbeat_item(cmd.ext_fields)  # a Java broker's header: no typed request in between
-            proposed = self.service.propose_heartbeat(item) if item is not None else None
-            if proposed is None:
-                proposed = self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd)))
+            batched = self.service.propose_heartbeat(item) if item is not None else None
+            proposed = batched or self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd)))
         except Exception as e:
             reply(self._respond(cmd, t0, e))
             return True
