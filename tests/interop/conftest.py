@@ -3,25 +3,25 @@
 `make test` runs this suite with `--dist loadfile --no-loadscope-reorder`: each file goes whole to one worker, and
 the files are handed out in collection order. Left alone, that order is alphabetical (or, with xdist's default
 reorder, by number of tests), and one worker could end minutes after the other. Here the files are put longest
-first, by the seconds each took in a fresh-clone `make test` on 2 cores (2026-11-28, `--durations`), so that the
+first, by the seconds each took in a fresh-clone `make test` on 2 cores (2026-11-29, `--durations`), so that the
 two workers end close together (longest-processing-time-first scheduling).
 
 A file missing from the table is run last; tests/interop/test_schedule.py fails until it has a figure.
 """
 
 SECONDS = {
-    "tests/interop/test_interop.py": 345,
-    "tests/interop/test_migration_dledger.py": 272,
-    "tests/interop/test_migration.py": 252,
-    "tests/interop/test_audit_epochs.py": 128,
-    "tests/interop/test_peers_bench_smoke.py": 111,
-    "tests/interop/test_security.py": 93,
-    "tests/interop/test_run_rocketmq.py": 59,
-    "tests/interop/test_broker_failover_peers_smoke.py": 53,
-    "tests/interop/test_failover_bench_smoke.py": 44,
+    "tests/interop/test_interop.py": 380,
+    "tests/interop/test_migration.py": 313,
+    "tests/interop/test_migration_dledger.py": 285,
+    "tests/interop/test_peers_bench_smoke.py": 216,
+    "tests/interop/test_audit_epochs.py": 153,
+    "tests/interop/test_security.py": 94,
+    "tests/interop/test_broker_failover_peers_smoke.py": 79,
+    "tests/interop/test_failover_bench_smoke.py": 70,
+    "tests/interop/test_run_rocketmq.py": 63,
+    "tests/interop/test_realistic_ab_smoke.py": 25,
     "tests/interop/test_differential.py": 21,
-    "tests/interop/test_realistic_ab_smoke.py": 15,
-    "tests/tools/bench/test_ratios.py": 12,
+    "tests/tools/bench/test_ratios.py": 20,
 }
 
 
