@@ -251,7 +251,7 @@ class Dispatcher:
         try:
             item = H.heartbeat_item(cmd.ext_fields)  # a Java broker's header: no typed request in between
             batched = self.service.propose_heartbeat(item) if item is not None else None
-            proposed = batched or self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd)))
+            proposed = self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd))) if batched is None else batched
         except Exception as e:
             reply(self._respond(cmd, t0, e))
             return True

@@ -4,7 +4,8 @@ python -m tools.bench.bare_remoting PORT [--lean]
 
 By default every frame goes through what a controller node runs for it (api/remoting/server.py: the
 RemotingServer's connection protocol, the frame decoder, the Dispatcher parsing each header by the Java header
-class's field list and building the typed request, the response header rendered as extFields and encoded),
+class's field list and building the typed request (a plain 904: decoding it straight into its 1202 item, as a
+leader at feature level 2 does), the response header rendered as extFields and encoded),
 on the same event loop (uvloop when installed). Only the service behind the Dispatcher is replaced: `Echo`
 answers at once, without the Raft log, with the answer a controller leader gives to each code ControllerLoad
 sends (interop/rocketmq/src/interop/ControllerLoad.java):
@@ -123,6 +124,11 @@ class Echo:
     def propose(self, request: Q.Request) -> Result:
         """A write the Dispatcher proposes without a task (a heartbeat): answered at once, never a future."""
         return self.answer(request)
+
+    def propose_heartbeat(self, item: list[str | int]) -> Result:
+        """A plain 904 the Dispatcher decoded straight into its item (as a leader at feature level 2 takes it):
+        answered at once."""
+        return HEARTBEAT_OK
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """A command the server itself proposes (CLOSE_CHANNEL when a broker's connection closes): not built,
