@@ -735,7 +735,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if a.quick:
         a.rounds, a.storm, a.hb_brokers, a.inflight, a.seconds, a.brokers = 1, 30, 30, 8, 1.0, 60
         # real brokers are tools/bench/broker_failover_peers.py's own smoke test's
-        a.sizes, a.fo_brokers, a.kills, a.fo_load, a.million, a.broker_kills = [20, 60, 90], 60, 2, 0.5, 500, 0
+        a.sizes, a.fo_brokers, a.kills, a.fo_load, a.million, a.broker_kills = [20, 60, 90], 60, 1, 0.5, 500, 0
     return a
 
 
