@@ -161,8 +161,7 @@ def run(
     mutations: tuple[str, ...] = (),
     echo: Callable[[str], None] = print,
 ) -> CorruptReport:
-    """Every `sample`th case (of the given file kinds and mutations only, when named); the report."""
-    """Every `sample`-th case of the enumeration (1: all)."""
+    """Every `sample`th case (1: all) of the given file kinds and mutations only, when named; the report."""
     shutil.rmtree(root, ignore_errors=True)
     c = ControllerdCluster(root, election_ms=300, extra=CONF)
     report = CorruptReport()
@@ -170,15 +169,15 @@ def run(
     for i in range(3):
         c.start(i, ENV)
     try:
-        leader = c.index_of(c.wait_ready())
-        victim = (leader + 1) % 3
+        c.wait_ready()
         w = Writers(c, n=2)
         w.start()
         with w.cond:
             w.cond.wait_for(lambda: len(w.acked) >= writes, 120)
         w.stop()
         acked = dict(w.acked)
-        _tail_beyond_snapshot(c, leader, victim, acked)
+        victim = (c.index_of(c.wait_ready()) + 1) % 3  # a follower of whoever leads now
+        _tail_beyond_snapshot(c, victim, acked)
         assert c.terminate(victim) == 0
         store = Path(root) / f"n{victim}"
         pristine = Path(root) / "pristine"
@@ -258,10 +257,11 @@ def _before_the_start_hint(store: Path, case: Case) -> bool:
     return int(m.group(2), 16) == hint.start_seg_id and WAL_HEADER_SIZE <= case.offset < hint.start_offset
 
 
-def _tail_beyond_snapshot(c: ControllerdCluster, leader: int, victim: int, acked: dict[str, str]) -> None:
+def _tail_beyond_snapshot(c: ControllerdCluster, victim: int, acked: dict[str, str]) -> None:
     """A few more writes, until the victim's log holds at least 4 entries its newest snapshot does not: a cut
     WAL tail then loses acknowledged entries that nothing else on the node holds (otherwise the snapshot
-    would cover them all and every tail truncation would be harmless)."""
+    would cover them all and every tail truncation would be harmless). Each write goes to whoever leads at
+    that moment: on a loaded machine a 300 ms election timeout can move the leadership between two writes."""
     with httpx.Client(timeout=10) as client:
         for n in range(12):
             _caught_up(c, victim, 60)
@@ -269,6 +269,7 @@ def _tail_beyond_snapshot(c: ControllerdCluster, leader: int, victim: int, acked
             if st["lastLogIndex"] - st["lastSnapshotIndex"] >= 4:
                 return
             key = f"tail{n}"
+            leader = c.index_of(c.wait_ready())
             if client.put(c.url(leader, f"/api/v1/kv/t/{key}"), json={"value": key}).json().get("code") == 0:
                 acked[key] = key
     raise AssertionError("the victim's log never reached 4 entries past its newest snapshot")
