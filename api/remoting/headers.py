@@ -135,7 +135,7 @@ def parse(
 # A broker's heartbeat straight from its extFields into the 1202 item (statemachine.commands.heartbeat_item), on the
 # leader's hottest path: per item position, the header field, the digits a plain decimal of its Java type may have
 # and still be in range (0: a String), and its default when left out (None: the generic path decides).
-_DIGITS = {STRING: 0, LONG: 18, INTEGER: 9}  # 10**18 - 1 < 2**63 - 1, 10**9 - 1 < 2**31 - 1
+_DIGITS = {STRING: 0, **{kind: len(str(hi)) - 1 for kind, (_, hi) in _RANGES.items()}}  # Long 18, Integer 9
 _COMMAND_FIELD = {command: name for name, command in command_names(BrokerHeartbeat)}
 _HEARTBEAT_KINDS = {name: kind for name, kind, _ in schema(BrokerHeartbeat)}
 _HEARTBEAT_ITEM = tuple(

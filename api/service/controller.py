@@ -507,7 +507,7 @@ class ControllerService:
             return refusal
         if request.HEARTBEAT:
             self.heartbeat_received()
-            if self.sm.features.level >= HEARTBEATS_LEVEL and not self.sm.alarms.table:
+            if self._batching():
                 return self._propose_heartbeat(request)
         return self._propose(checked(request.command), request.REQUEST_TYPE)
 
@@ -516,11 +516,16 @@ class ControllerService:
         fast path, api/remoting/headers.heartbeat_item), batched as `propose` batches it. None, and nothing done,
         when heartbeats are not batched now (feature level below 2, an alarm raised): the front end then takes
         `propose` with the typed request. Raises what `propose` raises before anything is queued."""
-        if self.sm.features.level < HEARTBEATS_LEVEL or self.sm.alarms.table:
+        if not self._batching():
             return None
         self.heartbeat_received()
         self._check_serving()
         return self._queue_heartbeat(item)
+
+    def _batching(self) -> bool:
+        """Whether heartbeats are batched now: from feature level 2, and not while an alarm is raised (an alarm
+        refuses heartbeats one by one, through `_propose`)."""
+        return self.sm.features.level >= HEARTBEATS_LEVEL and not self.sm.alarms.table
 
     def _propose_heartbeat(self, request: Request) -> asyncio.Future[Result]:
         """A broker heartbeat, added to this loop turn's (one entry for all of them, `_flush_heartbeats`, so
