@@ -22,8 +22,12 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+import msgspec
+
 from api.service.errors import shown
 from api.service.settings import DEFAULT_MAX_FRAME_BYTES
+from statemachine.values import JSON as JSONValue
+from statemachine.values import JSONObject
 
 JSON = 0
 ROCKETMQ = 1
@@ -60,9 +64,15 @@ _U32 = struct.Struct(">I")
 _FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _PREFIX = struct.Struct(">iI")  # total, headerInfo
 _I16 = struct.Struct(">h")
-# fastjson's rendering: compact, keys sorted, text as it is. One encoder for every header (json.dumps with
-# options builds a new one per call, a quarter of the cost of a heartbeat's answer header).
-_JSON_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+# fastjson's rendering: compact, keys sorted, text as it is: msgspec writes it byte for byte as
+# json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True) does, 8x faster (0.5 against
+# 4.0 us for a heartbeat's answer header; tests/api/test_remoting_codec.py holds the two to the same bytes).
+_JSON_HEADER = msgspec.json.Encoder(order="sorted")
+# Headers are read with msgspec (1.1 against 5.4 us for a Java broker's 904 header). Whatever it refuses is read
+# again by json.loads, which then gives the answer it always gave: its own error (with its position), or a value
+# msgspec does not take (a lone surrogate, NaN, a UTF-16 text, a BOM, an integer past 64 bits), so a header
+# decodes to exactly what json.loads makes of it.
+_JSON_DECODER = msgspec.json.Decoder()
 
 
 class FrameError(ValueError):
@@ -128,7 +138,7 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     }
     if cmd.remark is not None:
         doc["remark"] = cmd.remark
-    return _JSON_HEADER.encode(doc).encode()
+    return _JSON_HEADER.encode(doc)
 
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -166,9 +176,17 @@ def _int_field(doc: dict, name: str, default: int | None, bits: int, opaque: int
     return v
 
 
+def loads_header(data: bytes) -> JSONValue:
+    """A JSON header's value, exactly as json.loads gives it (or its error), read by msgspec when it can."""
+    try:
+        return _JSON_DECODER.decode(data)
+    except (ValueError, RecursionError):  # msgspec.DecodeError and UnicodeDecodeError are ValueErrors
+        return json.loads(data)
+
+
 def _decode_json(data: bytes) -> RemotingCommand:
     try:
-        doc = json.loads(data)
+        doc = loads_header(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise HeaderError(f"JSON header is not valid JSON: {e}") from None
     except RecursionError:
@@ -190,18 +208,11 @@ def _decode_json(data: bytes) -> RemotingCommand:
     ext = doc.get("extFields") or {}
     if not isinstance(ext, dict):
         raise HeaderError(f"JSON header: 'extFields' must be an object, got {shown(ext)}", opaque)
-    fields: dict[str, str] = {}
-    for k, v in ext.items():
-        if v is None:
-            continue
-        # fastjson reads HashMap<String,String>: scalars become their text.
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif isinstance(v, int | float):
-            v = str(v)
-        elif not isinstance(v, str):
-            raise HeaderError(f"JSON header: extFields[{shown(k)}] must be a string, got {shown(v)}", opaque)
-        fields[k] = v
+    fields: dict[str, str] = ext  # a Java client's: every value a string, the dict taken as it is
+    for v in ext.values():
+        if type(v) is not str:
+            fields = _ext_text(ext, opaque)
+            break
     if b"\\u" in data:  # a \uXXXX escape may be half a surrogate pair: text no UTF-8 answer could carry
         for what, text in (
             ("remark", remark),
@@ -212,6 +223,22 @@ def _decode_json(data: bytes) -> RemotingCommand:
             if text is not None and not _utf8_ok(text):
                 raise HeaderError(f"JSON header: {what} holds a lone surrogate (not Unicode text)", opaque)
     return RemotingCommand(code, opaque, flag, remark, fields, None, language, version, JSON)
+
+
+def _ext_text(ext: JSONObject, opaque: int) -> dict[str, str]:
+    """extFields as fastjson reads a HashMap<String,String>: nulls left out, scalars become their text."""
+    fields: dict[str, str] = {}
+    for k, v in ext.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        elif isinstance(v, int | float):
+            v = str(v)
+        elif not isinstance(v, str):
+            raise HeaderError(f"JSON header: extFields[{shown(k)}] must be a string, got {shown(v)}", opaque)
+        fields[k] = v
+    return fields
 
 
 def _utf8_ok(text: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 
 import msgpack
 import pytest
@@ -455,3 +456,90 @@ def test_the_heartbeat_is_declared_in_two_places_and_the_rest_derives() -> None:
     assert set(HeartbeatRequest.model_fields) == {name for name, _, _ in H.REQUEST[H.BROKER_HEARTBEAT]}
     assert req.command(5) == K.heartbeat(5, "c", "b", "a:1", 1)
     assert tuple(msgpack.unpackb(req.command(5))[3:]) == ("c", "b", "a:1", 1, *K.HEARTBEAT_DEFAULTS.values())
+
+
+# JSON values as a header may hold them, hostile ones included: big and huge integers, floats, every kind of text.
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _outcome(loads: Callable[[bytes], object], data: bytes) -> tuple[str, str]:
+    try:
+        return "value", repr(loads(data))  # repr: 1 and 1.0, 0.0 and -0.0, are told apart
+    except RecursionError:
+        return "error", "RecursionError"
+    except ValueError as e:
+        return "error", f"{type(e).__name__}: {e}"
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    _JSON_VALUES,
+    st.sampled_from(["", " ", "\n\t"]),
+    st.lists(st.tuples(st.integers(0, 400), st.binary(max_size=3)), max_size=3),
+    st.booleans(),
+)
+def test_a_header_reads_as_json_loads_reads_it(value: object, space: str, edits: list, ascii_only: bool) -> None:
+    """msgspec reads the headers, json.loads whatever msgspec refuses: every header, valid, damaged or hostile,
+    gives json.loads's value or json.loads's error, message and position included."""
+    data = bytearray(json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    data = bytearray(space.encode()) + data + bytearray(space.encode())
+    for at, junk in edits:  # overwrite a few bytes anywhere: truncations, stray bytes, broken escapes
+        at = min(at, len(data))
+        data[at : at + len(junk)] = junk
+    assert _outcome(codec.loads_header, bytes(data)) == _outcome(json.loads, bytes(data))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'"\\ud800"',  # a lone surrogate: msgspec refuses it, json.loads reads it (decode_header then refuses it)
+        b"NaN",
+        b"1e400",
+        b"1" * 30,
+        b"1" * 5000,  # past Python's 4,300 digits: json.loads's ValueError
+        b"\xef\xbb\xbf{}",
+        '{"a":"\u00e9"}'.encode("utf-16"),
+        b'[{"a":' * 3000 + b"1" + b"}]" * 3000,
+    ],
+)
+def test_what_msgspec_refuses_json_loads_decides(data: bytes) -> None:
+    assert _outcome(codec.loads_header, data) == _outcome(json.loads, data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(-(2**31), 2**31 - 1),
+    st.text() | st.none(),
+    st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=5),
+)
+def test_a_json_header_is_the_bytes_json_writes(opaque: int, remark: str | None, ext: dict) -> None:
+    """msgspec writes a header byte for byte as json.JSONEncoder(ensure_ascii=False, compact, sorted keys) does."""
+    doc: dict[str, object] = {
+        "code": 904,
+        "extFields": ext,
+        "flag": 1,
+        "language": "JAVA",
+        "opaque": opaque,
+        "serializeTypeCurrentRPC": "JSON",
+        "version": codec.VERSION,
+    }
+    if remark is not None:
+        doc["remark"] = remark
+    cmd = RemotingCommand(904, opaque, 1, remark, ext)
+    reference = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode(doc)
+    try:
+        expected = reference.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 header can carry it, and msgspec refuses it too
+        with pytest.raises(UnicodeEncodeError):
+            codec.encode_header(cmd)
+        return
+    assert codec.encode_header(cmd) == expected
