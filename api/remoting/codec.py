@@ -70,8 +70,8 @@ _I16 = struct.Struct(">h")
 _JSON_HEADER = msgspec.json.Encoder(order="sorted")
 # Headers are read with msgspec (1.1 against 5.4 us for a Java broker's 904 header). Whatever it refuses is read
 # again by json.loads, which then gives the answer it always gave: its own error (with its position), or a value
-# msgspec does not take (a lone surrogate, NaN, a UTF-16 text, a BOM, an integer past 64 bits), so a header
-# decodes to exactly what json.loads makes of it.
+# msgspec does not take (a lone surrogate, NaN, a UTF-16 text, a BOM, an integer of thousands of digits), so a
+# header decodes to exactly what json.loads makes of it.
 _JSON_DECODER = msgspec.json.Decoder()
 
 
