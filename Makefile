@@ -29,10 +29,10 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # tools/setup.sh installs with apt-get every program the tests run that is missing (the table of
 # tools/programs.py); `tools.programs check` then fails, naming it, on a program the code runs that is not in
 # that table or is not on this machine.
-# The offline suite runs on three workers for two cores: on two it left 18.6 % of the CPU idle (its tests wait on
-# real processes' timers: Jepsen faults, elections, Spark), on three 7 %, and took 742 s against 825 s.
-# The real-RocketMQ interop suite (tests/interop, docs/interop.md) runs after the rest, on two workers (on
-# three, 3 of 84 failed: JVMs and our nodes missed their deadlines), one file
+# The offline suite runs on two workers. Three (2026-11-29) left less CPU idle (7 % against 18.6 %) and took 742
+# against 825 s, but under that load a group's leadership moved mid-test in tests/deploy/test_prometheus.py,
+# whose steps hold the leader's address (1 failed run of 3). The real-RocketMQ interop suite (tests/interop,
+# docs/interop.md) runs after the rest, on two workers (on three, 3 of 84 failed), one file
 # per worker (--dist loadfile): tests/interop/test_migration.py and test_migration_dledger.py spend most of their
 # 4-5 minutes each waiting for real brokers' fixed 120 s controllerAddr refresh, while the other worker runs
 # the other files. Files are handed out longest first (--no-loadscope-reorder keeps the order that
@@ -43,7 +43,7 @@ test: setup
 	$(MAKE) --no-print-directory -j3 lint jars audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not interop"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not interop"
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m interop
 
 # Offline: no Maven, no RocketMQ, no real processes.
