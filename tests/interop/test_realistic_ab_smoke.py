@@ -23,7 +23,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
     out = tmp_path / "ab.json"
     argv = ["--trees", f"a={ROOT},b={ROOT}", "--rounds", "1", "--windows", "1", "--seconds", "2", "--brokers", "30"]
     prof = tmp_path / "profiles"
-    assert realistic_ab.main([*argv, "--json", str(out), "--profile", str(prof)]) == 0
+    assert realistic_ab.main([*argv, "--json", str(out), "--profile", str(prof), "--profile-node", "follower"]) == 0
     data = json.loads(out.read_text())
     assert list(data["windows"]) == ["a", "b"]
     assert data["machine"]["cpus"] == os.cpu_count()  # which machine the figures came from
@@ -33,9 +33,11 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
         assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
         assert 0 <= row["leader_wait_pct"] < 100, (name, row)  # one thread: never more than the window
+        assert len(row["followers_cpu_pct"]) == 2, (name, row)  # each applies what the leader commits
+        assert all(0 < pct < 100 * (os.cpu_count() or 1) for pct in row["followers_cpu_pct"]), (name, row)
         assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
         assert row["profile"] == str(prof / f"{name}-r0-w0.txt") and os.path.getsize(row["profile"]) > 0
-        assert data["summary"][name]["profile"]["samples"] > 0  # the leader was busy in some samples
+        assert data["summary"][name]["profile"]["samples"] > 0  # the sampled follower was busy in some samples
 
 
 def test_conf_reaches_its_trees_nodes() -> None:

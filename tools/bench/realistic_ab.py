@@ -1,6 +1,6 @@
 """python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
                                      [--brokers N] [--extra 'key=value;...'] [--conf NAME='key=value;...']
-                                     [--profile DIR] [--json FILE]
+                                     [--profile DIR [--profile-node leader|follower]] [--json FILE]
 
 The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
 remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
@@ -14,6 +14,7 @@ give the same tree, told apart by `--conf` (one setting's default against anothe
 
 With `--profile DIR`, py-spy samples the leader through every window (tools/bench/profile.py): DIR/NAME-rR-wW.txt
 holds each window's folded stacks, and the output ends with each tree's busiest functions over all its windows.
+`--profile-node follower` samples a follower instead (the first node that does not lead).
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="controller.conf lines for tree NAME only, 'key=value;key=value' (after --extra; may be repeated)",
     )
     p.add_argument("--profile", metavar="DIR", help="py-spy the leader in every window; folded stacks into DIR")
+    p.add_argument(
+        "--profile-node",
+        choices=("leader", "follower"),
+        default="leader",
+        help="which node --profile samples (default leader)",
+    )
     p.add_argument("--json", help="write every window and the summary here")
     a = p.parse_args(argv)
     if a.profile is not None:
@@ -80,20 +87,27 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
         reg = load.ask(f"register {a.brokers}")
         if reg.get("registered") != a.brokers:
             raise RuntimeError(f"registered {reg.get('registered')} of {a.brokers} brokers: {reg}")
-        pid = group.pid(group.remotings.index(reg["leader"]))
+        leader = group.remotings.index(reg["leader"])
+        pid = group.pid(leader)
+        followers = [group.pid(i) for i in range(3) if i != leader]
+        sampled_pid = pid if a.profile_node == "leader" else followers[0]
         for w in range(a.windows):
             before = os.getloadavg()[0]
             sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
-            with profile.record(pid, sampled) if sampled else contextlib.nullcontext():
+            with profile.record(sampled_pid, sampled) if sampled else contextlib.nullcontext():
                 q0, t0 = peers.runq_wait_s(pid), time.monotonic()
+                f0 = [peers.cpu_s(p) for p in followers]
                 st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
-                wait_pct = round(100 * (peers.runq_wait_s(pid) - q0) / (time.monotonic() - t0), 1)
+                took = time.monotonic() - t0
+                wait_pct = round(100 * (peers.runq_wait_s(pid) - q0) / took, 1)
+                followers_pct = [round(100 * (peers.cpu_s(p) - c) / took, 1) for p, c in zip(followers, f0)]
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
                     "p99_ms": st["p99_ms"],
                     "leader_cpu_pct": cpu_pct,
                     "leader_wait_pct": wait_pct,  # its loop thread runnable, waiting for a CPU: % of the window
+                    "followers_cpu_pct": followers_pct,
                     "acknowledged": st["acknowledged"],
                     "errors": st["errors"],
                     "unanswered": st["unanswered"],
@@ -136,6 +150,7 @@ def main(argv: list[str]) -> int:
                 print(
                     f"round {r} {name}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
                     f"leader CPU {row['leader_cpu_pct']} %, waiting for a CPU {row['leader_wait_pct']} %, "
+                    f"followers' CPU {' and '.join(map(str, row['followers_cpu_pct']))} %, "
                     f"load {row['load_before']}"
                 )
             windows[name].extend(rows)
@@ -156,7 +171,8 @@ def main(argv: list[str]) -> int:
     if a.profile:
         for name, rows in windows.items():
             out[name]["profile"] = busiest = profile.top(row["profile"] for row in rows)
-            print(f"\n{name}: the leader's busiest functions, % of its {busiest['samples']:,} busy samples")
+            node = "the leader" if a.profile_node == "leader" else "a follower"
+            print(f"\n{name}: {node}'s busiest functions, % of its {busiest['samples']:,} busy samples")
             for kind in ("self", "inclusive"):
                 print(f"  {kind}: " + "; ".join(f"{share} {fn}" for share, fn in busiest[kind]))
     if a.json:
