@@ -100,7 +100,9 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                 st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
                 took = time.monotonic() - t0
                 wait_pct = round(100 * (peers.runq_wait_s(pid) - q0) / took, 1)
-                followers_pct = [round(100 * (peers.cpu_s(p) - c) / took, 1) for p, c in zip(followers, f0)]
+                followers_pct = [
+                    round(100 * (peers.cpu_s(p) - c) / took, 1) for p, c in zip(followers, f0, strict=True)
+                ]
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
