@@ -87,7 +87,9 @@ class Prometheus:
 @pytest.fixture(scope="module")
 def monitored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControllerdCluster, Prometheus, str]]:
     root = str(tmp_path_factory.mktemp("monitored"))
-    cluster = ControllerdCluster(os.path.join(root, "group"), extra=CONF)
+    # Its steps hold the first leader's address: an election timeout of 2 s (not the default 0.5 s) keeps that
+    # leader through a loaded machine's stalls (under three pytest workers one moved it mid-module, 2026-11-29).
+    cluster = ControllerdCluster(os.path.join(root, "group"), election_ms=2000, extra=CONF)
     prom: Prometheus | None = None
     try:
         cluster.start_all()
