@@ -51,21 +51,18 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not interop"
 
 # RocketMQ's own jars (interop/rocketmq/pom.xml) resolved from Maven Central into interop/rocketmq/build/lib,
-# and the interop Java client compiled; cached (nothing is fetched again until pom.xml or src/ change). Then the
-# JVMs' class-data archives (interop/rocketmq/build/cds, `python -m cli.rocketmq cds`: ~33 s, once per build and JDK).
-rocketmq: setup
+# and the interop Java client compiled; cached (nothing is fetched again until pom.xml or src/ change).
+rocketmq:
 	sh interop/rocketmq/build.sh
-	$(BIN)/python -m cli.rocketmq cds
 
 # Hadoop's MiniDFSCluster (interop/hadoop/pom.xml, at the Hadoop version of PySpark's client) resolved from Maven
 # Central into interop/hadoop/build/lib, its launcher compiled; cached like `rocketmq`.
 hadoop:
 	sh interop/hadoop/build.sh
 
-jars: setup
+jars:
 	sh interop/rocketmq/build.sh
 	sh interop/hadoop/build.sh
-	$(BIN)/python -m cli.rocketmq cds
 
 # Opt-in, not part of `make test`: mxsm/rocketmq-rust's controller (crates.io rocketmq-controller 1.0.0), the fourth
 # system of `python -m tools.bench peers` (--systems rust, tools/bench/rust_peer.py), installed as

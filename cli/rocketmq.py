@@ -17,10 +17,8 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import weakref
@@ -65,27 +63,6 @@ HEAP = {
 # configuration writing broker_default.log, before 2026-11-28).
 LOGBACK = {"peer": "controller"}
 COMMON = ["-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=192m", "-Xss512k"]
-# Class-data sharing (JDK 17's dynamic AppCDS archives, docs/interop.md): `make rocketmq` runs one JVM of each of
-# these kinds with -XX:ArchiveClassesAtExit (`python -m cli.rocketmq cds`), and every later JVM of that kind maps
-# the classes it loaded from that archive instead of reading and verifying them from the jars again. A broker
-# boots in 2.6 instead of 3.9 s, with 4.4 instead of 6.5 s of CPU; mqadmin takes 0.74 instead of 1.2 s of CPU
-# (2026-11-29). A JVM whose archive does not match (other jars, another JDK) ignores it and loads from the jars.
-# Benchmark peers ('peer') start as RocketMQ's own scripts start them, without an archive.
-CDS_DIR = os.path.join(INTEROP, "build", "cds")
-CDS_KINDS = ("namesrv", "broker", "controller", "tools")
-_cds_training: str | None = None  # the directory `train_cds` is writing archives into, while it runs
-
-
-def cds_flags(kind: str) -> list[str]:
-    """The class-data flags of a JVM of `kind`: the archive to map, or, while `train_cds` runs, the one to write."""
-    if kind not in CDS_KINDS:
-        return []
-    if _cds_training is not None:
-        return [f"-XX:ArchiveClassesAtExit={os.path.join(_cds_training, kind + '.jsa')}"]
-    archive = os.path.join(CDS_DIR, f"{kind}.jsa")
-    if not os.path.exists(archive):
-        return []
-    return [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
 def version() -> str:
@@ -189,7 +166,6 @@ class JavaProcess:
             *HEAP[kind],
             *COMMON,
             *JDK17_FLAGS,
-            *cds_flags(kind),
             f"-Drocketmq.home.dir={home}",
             f"-Duser.home={home}",
             f"-Djava.io.tmpdir={os.path.join(home, 'tmp')}",
@@ -627,90 +603,20 @@ class DLedgerControllers:
         start_controllers(self.nodes, timeout)
 
 
-def java_version() -> str:
-    """`java -version`'s text: an archive is only valid for the JDK that wrote it."""
-    return subprocess.run(["java", "-version"], capture_output=True, text=True, check=True).stderr
-
-
-def train_cds(force: bool = False) -> bool:
-    """The class-data archives of CDS_KINDS (`cds_flags`), written into CDS_DIR by one short run of each kind: a
-    NameServer, a one-node JRaftController, a broker in controller mode registering with both, and mqadmin asking
-    the NameServer for it. Each JVM dumps the classes it loaded when it exits (SIGTERM). Skipped, returning False, while CDS_DIR's
-    stamp is newer than the jars' build and names this JDK."""
-    global _cds_training
-    stamp, jdk = os.path.join(CDS_DIR, ".stamp"), java_version()
-    if (
-        not force
-        and os.path.exists(stamp)
-        and os.stat(stamp).st_mtime >= os.stat(os.path.join(INTEROP, "build", ".stamp")).st_mtime
-    ):
-        with open(stamp) as f:
-            if f.read() == jdk:
-                return False
-    part = CDS_DIR + ".part"
-    shutil.rmtree(part, ignore_errors=True)
-    os.makedirs(part)
-    work = tempfile.mkdtemp(prefix="rmq-cds-")
-    _cds_training = part
-    try:
-        with Deployment(work) as d:
-            namesrv = d.namesrv()
-            ctl = d.jraft_controllers(n=1)
-            ctl.start()
-            broker = d.broker("CdsTraining", port_triples(1)[0], ctl.remotings).start_and_wait()
-            wait_until(
-                "the training broker in the NameServer's cluster list",
-                lambda: "CdsTraining" in d.mqadmin("clusterList"),
-                120,
-                period=1.0,
-            )
-            jvms = (broker, *ctl.nodes, namesrv)
-            for p in jvms:  # SIGTERM: each JVM exits through its shutdown hooks, and dumps its archive then
-                p.signal(signal.SIGTERM)
-            for p in jvms:
-                p.wait(120)
-    finally:
-        _cds_training = None
-        shutil.rmtree(work, ignore_errors=True)
-    for kind in CDS_KINDS:
-        archive = os.path.join(part, f"{kind}.jsa")
-        if not os.path.exists(archive) or os.path.getsize(archive) == 0:
-            raise RuntimeError(f"the {kind} JVM wrote no class-data archive ({archive})")
-    with open(os.path.join(part, ".stamp"), "w") as f:
-        f.write(jdk)
-    shutil.rmtree(CDS_DIR, ignore_errors=True)
-    os.rename(part, CDS_DIR)
-    return True
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m cli.rocketmq mqadmin ARGS...`: RocketMQ's own mqadmin, from the jars `make rocketmq`
-    resolved, with the flags Java 17 needs; its output as it prints it. `python -m cli.rocketmq cds [--force]`:
-    the class-data archives (`train_cds`), which `make rocketmq` builds."""
+    resolved, with the flags Java 17 needs; its output as it prints it."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] not in ("mqadmin", "cds") or (args[0] == "cds" and args[1:] not in ([], ["--force"])):
-        print(
-            "usage: python -m cli.rocketmq mqadmin SUBCOMMAND [ARGS...]   (RocketMQ's mqadmin)\n"
-            "       python -m cli.rocketmq cds [--force]                 (the JVMs' class-data archives)",
-            file=sys.stderr,
-        )
+    if not args or args[0] != "mqadmin":
+        print("usage: python -m cli.rocketmq mqadmin SUBCOMMAND [ARGS...]   (RocketMQ's mqadmin)", file=sys.stderr)
         return 2
     try:
         require()
     except RuntimeError as e:
         print(f"cli.rocketmq: {e}", file=sys.stderr)
         return 2
-    if args[0] == "cds":
-        try:
-            built = train_cds(force=args[1:] == ["--force"])
-        except (RuntimeError, AssertionError, subprocess.SubprocessError, OSError) as e:
-            print(f"cli.rocketmq cds: {e}", file=sys.stderr)
-            return 1
-        what = ", ".join(f"{k} {os.path.getsize(os.path.join(CDS_DIR, k + '.jsa')) >> 20} MiB" for k in CDS_KINDS)
-        print(f"make rocketmq: class-data archives {'written' if built else 'up to date'} ({what})")
-        return 0
     home = os.path.join(os.path.expanduser("~"), ".cache", "rmq-jraft-mqadmin")
     p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", args[1:], home)
     p.start()
