@@ -31,7 +31,8 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # that table or is not on this machine.
 # The offline suite runs on two workers. Three (2026-11-29) left less CPU idle (7 % against 18.6 %) and took 742
 # against 825 s alone, but in fresh-clone runs 789-817 s against 782-826 s on two, and under that load a group's
-# leadership moved mid-test in tests/deploy/test_prometheus.py (now elected with a 2 s timeout). The real-RocketMQ interop suite (tests/interop,
+# leadership moved mid-test in tests/deploy/test_prometheus.py (now elected with a 2 s timeout). tests/conftest.py
+# hands the offline files out longest first. The real-RocketMQ interop suite (tests/interop,
 # docs/interop.md) runs after the rest, on two workers (on three, 3 of 84 failed), one file
 # per worker (--dist loadfile): tests/interop/test_migration.py and test_migration_dledger.py spend most of their
 # 4-5 minutes each waiting for real brokers' fixed 120 s controllerAddr refresh, while the other worker runs

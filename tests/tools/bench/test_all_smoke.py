@@ -1,5 +1,6 @@
-"""Benchmarks are not tests: this only checks that `python -m tools.bench all --quick` runs every section on
-tiny input and writes well-formed JSON, one row per figure with a target and a verdict. No timing is asserted."""
+"""Benchmarks are not tests: this only checks that `python -m tools.bench all --quick` runs every section (but
+remoting and peers, smoke-tested on their own) on tiny input and writes well-formed JSON, one row per figure with a
+target and a verdict. No timing is asserted."""
 
 from __future__ import annotations
 
