@@ -33,8 +33,10 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
         assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
         assert 0 <= row["leader_wait_pct"] < 100, (name, row)  # one thread: never more than the window
-        assert len(row["followers_cpu_pct"]) == 2, (name, row)  # each applies what the leader commits
-        assert all(0 < pct < 100 * (os.cpu_count() or 1) for pct in row["followers_cpu_pct"]), (name, row)
+        # Two followers, each applying what the leader commits: at 30 brokers for 2 s that is a few 10 ms clock
+        # ticks of CPU each, so only their sum is sure to be above zero.
+        assert len(row["followers_cpu_pct"]) == 2 and sum(row["followers_cpu_pct"]) > 0, (name, row)
+        assert all(0 <= pct < 100 * (os.cpu_count() or 1) for pct in row["followers_cpu_pct"]), (name, row)
         assert data["summary"][name]["windows"] == 1 and data["summary"][name]["p99_ms"]["median"] == row["p99_ms"]
         assert row["profile"] == str(prof / f"{name}-r0-w0.txt") and os.path.getsize(row["profile"]) > 0
         assert data["summary"][name]["profile"]["samples"] > 0  # the sampled follower was busy in some samples
