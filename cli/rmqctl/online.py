@@ -23,6 +23,7 @@ import copy
 import functools
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import count as counter
@@ -822,10 +823,12 @@ def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> Non
     versions"). The level is never lowered."""
     if level is not None and not upgrade:
         raise BadUsage("--level goes with --upgrade")
+    raised = 0
     with conn.client() as c:
         if upgrade:
             reply = c.post("/api/v1/raft/features", {"level": level} if level is not None else {})
             _check(out, reply, "feature level upgrade")
+            raised = int((reply.body or {}).get("level") or 0)
         status = c.get("/api/v1/raft/status")
         _check(out, status)
         members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
@@ -837,7 +840,7 @@ def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> Non
                 errors.append(Failed(f"features: member {p.get('id')} has no known HTTP address; not asked"))
                 continue
             try:
-                reply = c.get("/api/v1/raft/features", targets=[str(address)], follow=False, retry=False)
+                reply = _member_features(c, str(address), raised)
             except Unreachable as e:
                 errors.append(e)
                 continue
@@ -853,6 +856,22 @@ def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> Non
             rows.append({"node": reply.node, "level": body.get("level"), "maxLevel": body.get("maxLevel")})
     emit_rows(out, rows, FEATURE_COLUMNS, title="feature levels")
     _raise_all(errors)
+
+
+FEATURE_WAIT_S = 3.0
+
+
+def _member_features(c: ControllerClient, address: str, raised: int) -> Reply:
+    """One member's /api/v1/raft/features. After an upgrade to `raised`, asked again until it shows that level
+    (or FEATURE_WAIT_S passed): a follower learns that the raise is committed from the leader's next heartbeat,
+    up to 100 ms later at the default timeouts, so a row read at once could show the old level."""
+    deadline = time.monotonic() + FEATURE_WAIT_S
+    while True:
+        reply = c.get("/api/v1/raft/features", targets=[address], follow=False, retry=False)
+        level = (reply.body or {}).get("level") if reply.ok else None
+        if not isinstance(level, int) or level >= raised or time.monotonic() >= deadline:
+            return reply
+        time.sleep(0.02)
 
 
 @raft.command("snapshots")

@@ -697,9 +697,7 @@ class RaftCore:
     def _broadcast_commit(self) -> None:
         for pid, pr in self.prs.items():
             if pid != self.id and pr.state is ProgressState.REPLICATE and not pr.is_paused():
-                if pr.next > self.log.last_index():
-                    self._send_append(pid)  # an empty append just to carry the new commit index
-                else:
+                if pr.next <= self.log.last_index():
                     self._send_entries_while_room(pid)
 
     def _maybe_commit(self) -> bool:

@@ -129,6 +129,12 @@ class Network:
                     c.tick(self.clock)
             self.deliver()
 
+    def heartbeat(self, i: str) -> None:
+        """Tick leader `i` alone through one heartbeat interval and deliver. A leader sends no append just to
+        carry a new commit index: followers learn it from the next append or, when idle, this heartbeat."""
+        self.tick(i, self.cores[i].cfg.heartbeat_tick)
+        self.deliver()
+
     def started_long_ago(self) -> None:
         """Every node has been up for more than an election timeout (no lease-read boot lockout left)."""
         for c in self.cores.values():

@@ -153,6 +153,10 @@ def test_leader_replicates_and_commits_on_majority_then_followers_apply() -> Non
     net = Network(IDS)
     net.elect("a")
     net.propose("a", b"x", b"y")
+    assert net.normal_applied("a") == [b"x", b"y"]
+    # The leader sends no append for the commit index alone: the followers learn it from the next heartbeat.
+    assert net.normal_applied("b") == net.normal_applied("c") == []
+    net.heartbeat("a")
     for i in IDS:
         assert net.normal_applied(i) == [b"x", b"y"]
 
@@ -166,6 +170,43 @@ def test_entry_is_not_committed_without_a_majority() -> None:
     net.heal()
     net.tick_all(3)
     assert a.log.committed >= idx
+
+
+def test_each_append_carries_the_commit_index_of_the_proposals_before_it() -> None:
+    """Under load the commit index rides on the next proposal's append, so the leader sends nothing extra for
+    it: every append after the first carries the commit of the one before, and there is no empty append."""
+    net = Network(IDS)
+    a = net.elect("a")
+    apps: list[Message] = []
+    net.filter = lambda m: not (m.type == MsgType.APP and apps.append(m))  # type: ignore[func-returns-value]
+    for k in range(4):
+        net.propose("a", f"{k}".encode())
+    net.filter = None
+    assert apps and all(m.entries for m in apps), "an append carried no entry"
+    to_b = [m for m in apps if m.to == "b"]
+    assert [m.entries[0].index for m in to_b] == [a.log.committed - 3 + k for k in range(4)]
+    assert [m.commit for m in to_b[1:]] == [m.entries[-1].index for m in to_b[:-1]]
+    b = net.cores["b"]
+    assert b.log.committed == a.log.committed - 1  # the last commit is still on its way
+
+
+def test_an_idle_follower_learns_the_commit_within_one_heartbeat_interval() -> None:
+    """The bound on a follower's commit lag when no proposal follows: at most heartbeat_tick ticks."""
+    for seed_ticks in range(5):  # wherever the leader's heartbeat timer stands when the commit happens
+        net = Network(IDS, heartbeat_tick=3, election_tick=30)
+        a = net.elect("a")
+        net.tick("a", seed_ticks)
+        net.deliver()
+        idx = net.propose("a", b"x")
+        assert a.log.committed == idx and net.cores["b"].log.committed < idx
+        for _ in range(a.cfg.heartbeat_tick):
+            net.tick("a")
+            net.deliver()
+            if all(net.cores[i].log.committed == idx for i in IDS):
+                break
+        else:
+            raise AssertionError(f"followers did not learn commit {idx} within {a.cfg.heartbeat_tick} ticks")
+        assert net.normal_applied("b")[-1] == net.normal_applied("c")[-1] == b"x"
 
 
 def test_leader_commit_waits_for_its_own_durability() -> None:
@@ -424,6 +465,7 @@ def test_learner_receives_log_but_does_not_vote_or_count() -> None:
     net = Network(["a", "b", "c", "d"], voters=["a", "b", "c"])
     a = net.elect("a")
     net.propose("a", b"x")
+    net.heartbeat("a")
     assert net.normal_applied("d") == [b"x"]
     net.cores["d"].tick()
     for _ in range(100):
@@ -550,6 +592,7 @@ def test_follower_that_lost_acknowledged_entries_is_probed_again() -> None:
     assert net.durable["c"][2] == meta  # so c gets the snapshot
     a.report_snapshot("c", True)
     net.propose("a", b"after")
+    net.heartbeat("a")
     assert net.cores["c"].log.committed == a.log.committed
 
 

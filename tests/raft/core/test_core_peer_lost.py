@@ -22,6 +22,7 @@ def test_followers_that_lose_the_dead_leader_elect_one_new_leader_within_a_few_t
     b, c = net.cores["b"], net.cores["c"]
     assert b.role == Role.LEADER and b.term == 2 and c.role == Role.FOLLOWER and c.leader == "b" and c.term == 2
     net.propose("b", b"x")
+    net.heartbeat("b")
     assert net.normal_applied("c")[-1] == b"x"
 
 
