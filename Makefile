@@ -37,7 +37,9 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # per worker (--dist loadfile): tests/interop/test_migration.py and test_migration_dledger.py spend most of their
 # 4-5 minutes each waiting for real brokers' fixed 120 s controllerAddr refresh, while the other worker runs
 # the other files. Files are handed out longest first (--no-loadscope-reorder keeps the order that
-# tests/interop/conftest.py sets), so the two workers end close together. `hadoop` and `audit-env`: the audit's
+# tests/interop/conftest.py sets), so the two workers end close together. Running the two migration files in a
+# pytest of their own beside two workers for the rest (2026-11-29) took 762 s against 800 s alone on the same tree:
+# the load average reached 20, and the peers and audit smoke tests took twice as long. `hadoop` and `audit-env`: the audit's
 # cluster test (tests/tools/audit/test_cluster.py) runs Hadoop's own HDFS and ships the executors' Python as a
 # packed archive.
 test: setup
