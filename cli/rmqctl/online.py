@@ -805,6 +805,7 @@ def raft_autopilot(
 
 
 FEATURE_COLUMNS = ("node", "level", "maxLevel")
+FEATURE_WAIT_S = 3.0  # after --upgrade, how long the rows wait for members to show the raised level
 
 
 @raft.command("features")
@@ -834,13 +835,14 @@ def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> Non
         members = [p for p in (status.body or {}).get("peers") or [] if isinstance(p, Mapping)]
         rows: list[JSONObject] = []
         errors: list[click.ClickException] = []
+        deadline = time.monotonic() + FEATURE_WAIT_S  # one wait for all members, not one each
         for p in members:
             address = p.get("httpAddress")
             if not address:
                 errors.append(Failed(f"features: member {p.get('id')} has no known HTTP address; not asked"))
                 continue
             try:
-                reply = _member_features(c, str(address), raised)
+                reply = _member_features(c, str(address), raised, deadline)
             except Unreachable as e:
                 errors.append(e)
                 continue
@@ -858,14 +860,10 @@ def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> Non
     _raise_all(errors)
 
 
-FEATURE_WAIT_S = 3.0
-
-
-def _member_features(c: ControllerClient, address: str, raised: int) -> Reply:
+def _member_features(c: ControllerClient, address: str, raised: int, deadline: float) -> Reply:
     """One member's /api/v1/raft/features. After an upgrade to `raised`, asked again until it shows that level
-    (or FEATURE_WAIT_S passed): a follower learns that the raise is committed from the leader's next heartbeat,
-    up to 100 ms later at the default timeouts, so a row read at once could show the old level."""
-    deadline = time.monotonic() + FEATURE_WAIT_S
+    (or the monotonic `deadline` passed): a follower learns that the raise is committed from the leader's next
+    heartbeat, up to 100 ms later at the default timeouts, so a row read at once could show the old level."""
     while True:
         reply = c.get("/api/v1/raft/features", targets=[address], follow=False, retry=False)
         level = (reply.body or {}).get("level") if reply.ok else None

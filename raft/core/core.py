@@ -695,10 +695,11 @@ class RaftCore:
                 self._send_entries_while_room(pid)
 
     def _broadcast_commit(self) -> None:
+        """After a commit, what each replicating follower has not been sent yet. A new commit index alone sends
+        nothing: followers learn it from the next append or heartbeat."""
         for pid, pr in self.prs.items():
-            if pid != self.id and pr.state is ProgressState.REPLICATE and not pr.is_paused():
-                if pr.next <= self.log.last_index():
-                    self._send_entries_while_room(pid)
+            if pid != self.id and pr.state is ProgressState.REPLICATE:
+                self._send_entries_while_room(pid)
 
     def _maybe_commit(self) -> bool:
         idx = quorum.committed_index(self.conf.voters, {p: pr.match for p, pr in self.prs.items()})
