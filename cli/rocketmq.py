@@ -182,6 +182,7 @@ class JavaProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.reader: threading.Thread | None = None
         self.paused = False
+        self.stdin = subprocess.DEVNULL  # subprocess.PIPE for a process that reads commands (MQAdminShell)
 
     def start(self) -> JavaProcess:
         assert self.proc is None or self.proc.poll() is not None, f"{self.name} is running"
@@ -190,7 +191,7 @@ class JavaProcess:
             self.argv,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=self.stdin,
             cwd=self.home,
             start_new_session=True,  # its own process group: a kill reaches everything it started
             env=dict(os.environ, ROCKETMQ_HOME=self.home),
@@ -223,11 +224,12 @@ class JavaProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def wait_line(self, pattern: str, timeout: float = 120) -> str:
-        """The first stdout line matching the regex `pattern`; fails when the process exits first."""
+    def wait_line(self, pattern: str, timeout: float = 120, since: int = 0) -> str:
+        """The first stdout line matching the regex `pattern`, from line `since` on; fails when the process exits
+        first."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
-        seen = 0
+        seen = since
         with self._changed:
             while True:
                 for line in self.lines[seen:]:
@@ -446,6 +448,7 @@ class Deployment:
         self.root = root
         self.procs: list[JavaProcess] = []
         self.namesrv_addr = ""
+        self.shells: dict[tuple[str, tuple[str, ...]], MQAdminShell] = {}
 
     def __enter__(self) -> Deployment:
         return self
@@ -497,9 +500,15 @@ class Deployment:
             self.adopt(p)
         return group
 
-    def mqadmin(self, *args: str, timeout: float = 120, jvm: tuple[str, ...] = ()) -> str:
-        """mqadmin's stdout and stderr (it exits 0 even when the command failed: callers parse the text)."""
-        return mqadmin(self.root, self.namesrv_addr, *args, timeout=timeout, jvm=jvm)
+    def mqadmin(self, *args: str, timeout: float = 120, jvm: tuple[str, ...] = (), home: str = "") -> str:
+        """mqadmin's stdout and stderr (it exits 0 even when the command failed: callers parse the text), given
+        this deployment's NameServer. One MQAdminShell per ROCKETMQ_HOME (`home`, where mqadmin reads the
+        conf/tools.yml it signs with; default <root>/mqadmin) and set of JVM flags, stopped by `close()`."""
+        home = home or os.path.join(self.root, "mqadmin")
+        shell = self.shells.get((home, jvm))
+        if shell is None:
+            shell = self.shells[(home, jvm)] = self.adopt(MQAdminShell(home, jvm))
+        return shell.run([*args, *(["-n", self.namesrv_addr] if self.namesrv_addr else [])], timeout)
 
     def java_client(self, main: str, *args: str, name: str = "") -> JavaProcess:
         """One of interop/rocketmq/src's programs (interop.Producer, interop.Consumer), not yet started."""
@@ -508,19 +517,38 @@ class Deployment:
         return self.adopt(JavaProcess(name or main, "client", main, list(args), home, extra_cp=CLASSES))
 
 
-def mqadmin(root: str, namesrv: str, *args: str, timeout: float = 120, jvm: tuple[str, ...] = ()) -> str:
-    home = os.path.join(root, "mqadmin")
-    os.makedirs(os.path.join(home, "tmp"), exist_ok=True)
-    p = JavaProcess("mqadmin", "tools", "org.apache.rocketmq.tools.command.MQAdminStartup", [*args], home, jvm=jvm)
-    if namesrv:
-        p.argv += ["-n", namesrv]
-    p.start()
-    try:
-        p.wait(timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError(f"mqadmin {' '.join(args)}: no exit within {timeout}s: {p.tail()}") from None
-    return "\n".join(p.lines)
+class MQAdminShell(JavaProcess):
+    """mqadmin's commands one after another in one JVM (interop/rocketmq/src/interop/MQAdminShell.java: each goes
+    through MQAdminStartup.main0, what the `mqadmin` script runs), instead of a JVM of about 6 s per command."""
+
+    READY = "--- interop.MQAdminShell ready"
+    DONE = "--- interop.MQAdminShell done"
+
+    def __init__(self, home: str, jvm: tuple[str, ...] = ()) -> None:
+        super().__init__("mqadmin", "tools", "interop.MQAdminShell", [], home, extra_cp=CLASSES, jvm=jvm)
+        self.stdin = subprocess.PIPE
+
+    def run(self, args: list[str], timeout: float) -> str:
+        """One command's output; the JVM is started on first use, and killed when a command outlives `timeout`
+        (the next command starts a new one)."""
+        bad = [a for a in args if "\t" in a or "\n" in a]
+        assert not bad, f"mqadmin arguments cannot hold a tab or a newline: {bad}"
+        if not self.running():
+            self.start()
+            self.wait_line(re.escape(self.READY), timeout)
+        assert self.proc is not None and self.proc.stdin is not None
+        with self._changed:
+            since = len(self.lines)
+        self.proc.stdin.write(("\t".join(args) + "\n").encode())
+        self.proc.stdin.flush()
+        try:
+            self.wait_line(re.escape(self.DONE), timeout, since)
+        except AssertionError as e:
+            self.kill()
+            raise AssertionError(f"mqadmin {' '.join(args)}: {e}") from None
+        with self._changed:
+            lines = self.lines[since:]
+        return "\n".join(lines[: lines.index(self.DONE)])
 
 
 def controller_node(name: str, kind: str, home: str, conf: dict[str, object]) -> JavaProcess:

@@ -21,6 +21,7 @@ SECONDS = {
     "tests/interop/test_run_rocketmq.py": 63,
     "tests/interop/test_realistic_ab_smoke.py": 25,
     "tests/interop/test_differential.py": 21,
+    "tests/interop/test_mqadmin_shell.py": 20,
     "tests/tools/bench/test_ratios.py": 20,
 }
 

@@ -52,10 +52,10 @@ class World:
         home = os.path.join(self.root, f"mqadmin-{who or 'anonymous'}")
         keys = {"ops": ("ops", "ops-secret"), "broker-a": ("broker-a-ak", "a-secret")}
         if who:
-            os.makedirs(os.path.join(home, "mqadmin", "conf"), exist_ok=True)
-            with open(os.path.join(home, "mqadmin", "conf", "tools.yml"), "w") as f:
+            os.makedirs(os.path.join(home, "conf"), exist_ok=True)
+            with open(os.path.join(home, "conf", "tools.yml"), "w") as f:
                 f.write(f"accessKey: {keys[who][0]}\nsecretKey: {keys[who][1]}\n")
-        return rocketmq.mqadmin(home, self.rmq.namesrv_addr, *args, jvm=self.tls_jvm)
+        return self.rmq.mqadmin(*args, jvm=self.tls_jvm, home=home)
 
     def leader(self) -> int:
         def find() -> int | None:
