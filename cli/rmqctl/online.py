@@ -821,7 +821,9 @@ def raft_features(out: Out, conn: Conn, upgrade: bool, level: int | None) -> Non
     """The group's feature level as each member applied it and the highest level each member reads, one row
     per member (a release without feature levels, v0.3.0, shows maxLevel 0). With --upgrade, raise the group's
     level first: to --level, by default the highest the leader's release reads (docs/operations.md, "Upgrades and
-    versions"). The level is never lowered."""
+    versions"). The level is never lowered. After the raise, each member is asked again until it shows the new
+    level, for 3 s in all (a follower learns of the commit from the leader's next append or heartbeat); a member
+    still below it then is shown as it is."""
     if level is not None and not upgrade:
         raise BadUsage("--level goes with --upgrade")
     raised = 0
