@@ -203,6 +203,10 @@ class RaftOptions:
     """[maxEntriesSize] entries per AppendEntries."""
     max_bytes_per_msg: int = 512 * 1024
     """[maxBodySize] bytes of entry data per AppendEntries."""
+    propose_hold_ms: float = 4.0
+    """Ours: while an entry the leader appended is not yet committed, it proposes the waiting proposals as a batch
+    at most once per this many ms, so that a busy leader makes fewer, larger batches (fewer AppendEntries frames
+    and fsyncs on every node). A proposal when everything is committed is appended at once. 0: every loop turn."""
     max_uncommitted: int = 100_000
     """Backpressure: proposals beyond this many uncommitted entries fail with EBUSY."""
     catchup_margin: int = 1000

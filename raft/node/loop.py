@@ -1,7 +1,8 @@
 """NodeLoop: the Ready loop around the pure core. One event loop owns the core; work flows as in the
 architecture notes:
 
-    apply() -> proposal buffer --(once per loop turn)--> core.propose(batch)
+    apply() -> proposal buffer --(once per loop turn; while an entry is uncommitted, at most once per
+               RaftOptions.propose_hold_ms)--> core.propose(batch)
     core Ready --> messages: transport (now)        entries + hard state: LogWriter thread (group commit)
                    persisted messages: after fsync  committed: FSMCaller.apply -> state machine, futures
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +59,9 @@ class NodeLoop:
         # per write in flight: messages waiting for it, its last (index, term), its hard state
         self.persist_inflight: deque[tuple[list[Message], tuple[int, int] | None, HardState | None]] = deque()
         self._scheduled = False
+        self._hold_s = options.raft.propose_hold_ms / 1000.0
+        self._last_batch = -math.inf
+        self._hold_timer: Timer | None = None
         self._tick_handle: Timer | None = None
         self._tick_s = options.raft.tick() / 1000.0
         self._next_tick = 0.0
@@ -192,8 +197,12 @@ class NodeLoop:
         self._tick_handle = self.clock.call_at(self._next_tick, self._tick)
 
     def stop_ticking(self) -> None:
+        """The tick timer, and a pending proposal hold's, cancelled (on stop and on a fatal error)."""
         if self._tick_handle is not None:
             self._tick_handle.cancel()
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
 
     def _tick(self) -> None:
         if self.stopped:
@@ -231,7 +240,7 @@ class NodeLoop:
             return
         core = self.core_()
         try:
-            if self.proposals:
+            if self.proposals and not self._hold(core):
                 self._propose_batch(core)
             if self.reads:
                 reads, self.reads = self.reads, []
@@ -246,6 +255,24 @@ class NodeLoop:
             self._transport().flush()  # this round's messages leave now, not after the turn's other callbacks
         except Exception as exc:  # noqa: BLE001 - any failure here is fatal for the node
             self.fatal(exc)
+
+    def _hold(self, core: RaftCore) -> bool:
+        """Whether waiting proposals wait (RaftOptions.propose_hold_ms): only while an entry is uncommitted, and
+        until the hold since the last batch is over, when a timer on the node's clock turns the loop again."""
+        now = self._time()
+        when = self._last_batch + self._hold_s
+        lg = core.log
+        if now >= when or lg.committed >= lg.last_index():
+            self._last_batch = now
+            return False
+        if self._hold_timer is None:
+            assert self.clock is not None
+            self._hold_timer = self.clock.call_at(when, self._hold_over)
+        return True
+
+    def _hold_over(self) -> None:
+        self._hold_timer = None
+        self.kick()
 
     def _propose_batch(self, core: RaftCore) -> None:
         batch, self.proposals = self.proposals, []

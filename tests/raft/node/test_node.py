@@ -292,3 +292,40 @@ def test_a_configuration_change_just_after_an_election_waits_for_the_leaders_fir
                 await n.stop()
 
     run(main)
+
+
+def test_a_leader_holds_new_proposals_while_an_entry_is_uncommitted_and_never_when_all_is_committed(tmp_path) -> None:
+    """RaftOptions.propose_hold_ms on the group's clock: proposals made while everything is committed are appended
+    at once (the clock standing still); one made while an entry is uncommitted waits until the hold since the
+    last batch is over, then goes, and both commit once the followers are back."""
+
+    async def main() -> None:
+        ids = ["n1", "n2", "n3"]
+        async with running(make(str(tmp_path), ids, dict(zip(ids, free_ports(3), strict=True)))) as nodes:
+            ld = await leader_of(nodes)
+            group = group_of(nodes)
+            assert group is not None and ld.core is not None
+            log = ld.core.log
+            hold = FAST.propose_hold_ms / 1000.0
+            assert hold > 0
+            for k in range(3):  # serial: each is committed before the next is proposed, and none waits
+                index = await asyncio.wait_for(ld.apply(put(f"idle{k}", k)), 10)  # a hold would need the clock
+                assert index == log.last_index() == log.committed
+
+            group.hub.isolate(ld.id)  # nothing commits now
+            last = log.last_index()
+            first = asyncio.ensure_future(ld.apply(put("x", 1)))
+            await group.settle()
+            assert log.last_index() == last + 1  # nothing was uncommitted: appended at once
+            second = asyncio.ensure_future(ld.apply(put("y", 2)))
+            await group.settle()
+            assert log.last_index() == last + 1, "held while x is uncommitted"
+            await group.advance(hold * 0.75, step=hold * 0.75)
+            assert log.last_index() == last + 1, "still held before the hold is over"
+            await group.advance(hold * 0.5, step=hold * 0.5)
+            assert log.last_index() == last + 2, "appended once the hold is over"
+            group.hub.heal()
+            await group.advance_until(lambda: first.done() and second.done())
+            assert await first == last + 1 and await second == last + 2
+
+    run(main)
