@@ -152,6 +152,8 @@ def _kill_leftovers() -> None:
 class JavaProcess:
     """One JVM: started in its own process group, stdout and stderr copied line by line to `log`."""
 
+    STDIN: int = subprocess.DEVNULL  # subprocess.PIPE for a process that reads commands (MQAdminShell)
+
     def __init__(
         self, name: str, kind: str, main: str, args: list[str], home: str, extra_cp: str = "", jvm: tuple[str, ...] = ()
     ) -> None:
@@ -182,7 +184,6 @@ class JavaProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.reader: threading.Thread | None = None
         self.paused = False
-        self.stdin = subprocess.DEVNULL  # subprocess.PIPE for a process that reads commands (MQAdminShell)
 
     def start(self) -> JavaProcess:
         assert self.proc is None or self.proc.poll() is not None, f"{self.name} is running"
@@ -191,7 +192,7 @@ class JavaProcess:
             self.argv,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            stdin=self.stdin,
+            stdin=self.STDIN,
             cwd=self.home,
             start_new_session=True,  # its own process group: a kill reaches everything it started
             env=dict(os.environ, ROCKETMQ_HOME=self.home),
@@ -521,12 +522,12 @@ class MQAdminShell(JavaProcess):
     """mqadmin's commands one after another in one JVM (interop/rocketmq/src/interop/MQAdminShell.java: each goes
     through MQAdminStartup.main0, what the `mqadmin` script runs), instead of a JVM of about 6 s per command."""
 
+    STDIN = subprocess.PIPE  # it reads its commands
     READY = "--- interop.MQAdminShell ready"
     DONE = "--- interop.MQAdminShell done"
 
     def __init__(self, home: str, jvm: tuple[str, ...] = ()) -> None:
         super().__init__("mqadmin", "tools", "interop.MQAdminShell", [], home, extra_cp=CLASSES, jvm=jvm)
-        self.stdin = subprocess.PIPE
 
     def run(self, args: list[str], timeout: float) -> str:
         """One command's output; the JVM is started on first use, and killed when a command outlives `timeout`
