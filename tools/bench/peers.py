@@ -482,6 +482,9 @@ ROWS: list[tuple[str, str, str, bool]] = [
     ("registration storm, all have ids", "s", "register.seconds", False),
     ("memory: leader RSS", "MiB", "memory.leader_rss_mib", False),
     ("realistic load: leader CPU", "%", "memory.leader_cpu_pct", False),
+    # the same CPU over the heartbeats it answered: where a system answers few (a saturated JRaftController fails
+    # them), its CPU % alone compares unequal work; no figure when it answered none
+    ("realistic load: leader CPU per acknowledged heartbeat", "us", "memory.leader_cpu_us_per_ack", False),
     ("realistic load: heartbeat p99", "ms", "steady.p99_ms", False),
     ("realistic load: heartbeats unanswered", "count", "steady.unanswered", False),
     ("realistic load: heartbeats unanswered or failed", "count", "steady.unanswered_or_failed", False),
@@ -519,6 +522,12 @@ def row_defs(sizes: list[int] | None = None, brokers: int = 10000) -> list[tuple
         if n != brokers:
             curve += [
                 (f"realistic load at {n:,} brokers: leader CPU", "%", f"curve_by_size.{n}.leader_cpu_pct", False),
+                (
+                    f"realistic load at {n:,} brokers: leader CPU per acknowledged heartbeat",
+                    "us",
+                    f"curve_by_size.{n}.leader_cpu_us_per_ack",
+                    False,
+                ),
                 (f"realistic load at {n:,} brokers: heartbeat p99", "ms", f"curve_by_size.{n}.p99_ms", False),
                 (
                     f"realistic load at {n:,} brokers: unanswered or failed",
@@ -537,9 +546,19 @@ def nearest_rank(values: list[float], q: float) -> float:
     return s[max(0, min(len(s) - 1, -(-int(q * 100) * len(s) // 100) - 1))]
 
 
+def cpu_us_per_ack(cpu_pct: float | None, per_s: float | None) -> float | None:
+    """Microseconds of the leader's CPU per acknowledged heartbeat: its % of a core over the window, divided by the
+    heartbeats it acknowledged per second; None when it acknowledged none."""
+    if cpu_pct is None or not per_s:
+        return None
+    return round(cpu_pct * 10_000 / per_s, 1)
+
+
 def derive(r: dict[str, Any]) -> None:
-    """The derived figures of one round, in place."""
+    """The derived figures of one round, in place (again on a saved round: `--from` derives what it lacks)."""
     r["memory"]["leader_rss_mib"] = round(r["memory"]["leader_rss_bytes"] / (1 << 20), 1)
+    if "steady" in r:
+        r["memory"]["leader_cpu_us_per_ack"] = cpu_us_per_ack(r["memory"].get("leader_cpu_pct"), r["steady"]["per_s"])
     sizes = r["disk"]["bytes_per_node"]
     grown = [b - e for b, e in zip(sizes, r["disk"]["empty_bytes_per_node"], strict=True)]
     r["disk"]["max_kib"] = round(max(sizes) / 1024, 1)
@@ -552,6 +571,7 @@ def derive(r: dict[str, Any]) -> None:
         r["curve_by_size"] = {
             str(c["brokers"]): {
                 "leader_cpu_pct": c["leader_cpu_pct"],
+                "leader_cpu_us_per_ack": cpu_us_per_ack(c["leader_cpu_pct"], c["steady"]["per_s"]),
                 "leader_rss_mib": round(c["leader_rss_bytes"] / (1 << 20), 1),
                 "p99_ms": c["steady"]["p99_ms"],
                 "per_s": c["steady"]["per_s"],
@@ -686,6 +706,17 @@ def curve_of(doc: dict[str, Any]) -> tuple[list[int], int]:
     return list(settings.get("sizes") or []), int(settings.get("brokers", 10000))
 
 
+def rederive(doc: dict[str, Any], systems: list[str]) -> None:
+    """A saved run's rows made again from its rounds, so that rows derived from what it measured, added since it
+    ran, show too. Runs before 2026-11-28 (no realistic-load curve) keep the rows they saved."""
+    rounds = doc.get("rounds") or []
+    if not rounds or not all("curve" in r for r in rounds):
+        return
+    for r in rounds:
+        derive(r)
+    doc["rows"] = summarize(rounds, systems, *curve_of(doc))
+
+
 def path_of(row: dict[str, Any], sizes: list[int] | None = None, brokers: int = 10000) -> str:
     """The path into a round of the figure a summarised row is made of."""
     return next(path for name, _, path, _ in row_defs(sizes, brokers) if name == row["name"])
@@ -814,6 +845,7 @@ def main(argv: list[str]) -> int:
         with open(a.source) as f:
             doc = json.load(f)
         systems = [s for s in DEFAULTS if any(s in row["systems"] for row in doc["rows"])]
+        rederive(doc, systems)
     else:
         doc = run(a, systems)
     print(

@@ -62,34 +62,47 @@ def test_the_curve_adds_rows_for_every_size_but_the_realistic_one() -> None:
     curve = [n for n in names if n.startswith("realistic load at")]
     assert curve == [
         "realistic load at 1,000 brokers: leader CPU",
+        "realistic load at 1,000 brokers: leader CPU per acknowledged heartbeat",
         "realistic load at 1,000 brokers: heartbeat p99",
         "realistic load at 1,000 brokers: unanswered or failed",
         "realistic load at 30,000 brokers: leader CPU",
+        "realistic load at 30,000 brokers: leader CPU per acknowledged heartbeat",
         "realistic load at 30,000 brokers: heartbeat p99",
         "realistic load at 30,000 brokers: unanswered or failed",
     ]
     k = names.index(peers.CURVE_AFTER)
-    assert names[k + 1 : k + 7] == curve  # right after the 10,000-broker rows
+    assert names[k + 1 : k + 9] == curve  # right after the 10,000-broker rows
     assert [n for n, *_ in peers.row_defs(None)] == [n for n, *_ in peers.ROWS]
 
 
-def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
-    r: dict[str, Any] = {
-        "memory": {"leader_rss_bytes": 100 << 20},
+def a_round(per_s: float = 400.0) -> dict[str, Any]:
+    """A round as one_round saves it, with only the figures derive reads."""
+    return {
+        "memory": {"leader_rss_bytes": 100 << 20, "leader_cpu_pct": 20.0},
         "disk": {"bytes_per_node": [4096, 2048, 1024], "empty_bytes_per_node": [0, 0, 0]},
         "heartbeat": {"total_acknowledged": 4},
-        "steady": {"unanswered": 2, "errors": 3},
+        "steady": {"unanswered": 2, "errors": 3, "per_s": per_s},
         "curve": [
             {
                 "brokers": 1000,
                 "leader_cpu_pct": 5.0,
                 "leader_rss_bytes": 1 << 20,
                 "steady": {"p99_ms": 2.0, "per_s": 1000.0, "unanswered": 0, "errors": 0},
-            }
+            },
+            {
+                "brokers": 30000,
+                "leader_cpu_pct": 90.0,
+                "leader_rss_bytes": 1 << 20,
+                "steady": {"p99_ms": None, "per_s": 0.0, "unanswered": 0, "errors": 7},
+            },
         ],
         "failovers": [{"serving_s": s} for s in (0.3, 0.1, 0.2)],
         "million_disk": {"bytes_per_node": [2048, 10240, 0], "allocated_bytes_per_node": [4096, 12288, 0]},
     }
+
+
+def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
+    r = a_round()
     r["disk"]["allocated_bytes_per_node"] = [8192, 0, 0]
     peers.derive(r)
     assert r["failover_kills"] == {"kills": 3, "p50_s": 0.2, "p99_s": 0.3, "max_s": 0.3}
@@ -99,6 +112,34 @@ def test_a_round_derives_the_kills_quantiles_and_the_curve() -> None:
     assert peers.get(r, "curve_by_size.1000.leader_cpu_pct") == 5.0
     assert peers.get(r, "failover_kills.p99_s") == 0.3
     assert r["steady"]["unanswered_or_failed"] == 5
+    # 20 % of a core over 400 acknowledged/s is 500 us each; 5 % over 1,000/s is 50 us
+    assert r["memory"]["leader_cpu_us_per_ack"] == 500.0
+    assert r["curve_by_size"]["1000"]["leader_cpu_us_per_ack"] == 50.0
+    # a size where every heartbeat failed has CPU but no CPU per acknowledged heartbeat
+    assert r["curve_by_size"]["30000"]["leader_cpu_pct"] == 90.0
+    assert r["curve_by_size"]["30000"]["leader_cpu_us_per_ack"] is None
+
+
+def test_a_saved_run_gains_the_rows_derived_since_and_an_old_one_keeps_its_own() -> None:
+    rounds = []
+    for k, (system, per_s) in enumerate((("ours", 400.0), ("jraft", 100.0), ("ours", 800.0))):
+        r = a_round(per_s)
+        r["disk"]["allocated_bytes_per_node"] = [8192, 0, 0]
+        r.update(system=system, round=k)
+        rounds.append(r)
+    doc: dict[str, Any] = {"settings": {"sizes": [1000, 10000, 30000], "brokers": 10000}, "rounds": rounds, "rows": []}
+    peers.rederive(doc, ["ours", "jraft"])
+    row = next(r for r in doc["rows"] if r["name"] == "realistic load: leader CPU per acknowledged heartbeat")
+    # ours: 500 and 250 us (20 % over 400/s and 800/s), median 375; jraft: 20 % over 100/s, 2,000 us
+    assert row["systems"]["ours"]["median"] == 375.0 and row["systems"]["ours"]["range"] == [250.0, 500.0]
+    assert row["systems"]["jraft"]["median"] == 2000.0 and row["systems"]["ours"]["vs_jraft"] == 0.188
+    # nobody acknowledged a heartbeat at 30,000: no figure, so no row, while the CPU row is there
+    names = [r["name"] for r in doc["rows"]]
+    assert "realistic load at 30,000 brokers: leader CPU" in names
+    assert not [n for n in names if n.startswith("realistic load at 30,000 brokers: leader CPU per")]
+    old = {"rounds": [{"system": "ours", "memory": {}}], "rows": [{"name": "saved", "systems": {}}]}
+    peers.rederive(old, ["ours"])  # a run before the curve: its saved rows stay
+    assert old["rows"] == [{"name": "saved", "systems": {}}]
 
 
 def test_each_group_of_a_round_works_in_its_own_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
