@@ -241,23 +241,15 @@ class Dispatcher:
 
     def answer_soon(self, cmd: RemotingCommand, reply: Callable[[RemotingCommand | None], None]) -> bool:
         """The hot request, a broker's heartbeat (904), answered without a task: proposed at once, and
-        `reply(answer)` called from the proposal future's done-callback (`reply(None)` when it was cancelled:
-        no answer, as for a cancelled task). The same answer, metrics and listeners as `answer` gives it; a
-        task and its wake-ups per heartbeat were a tenth of a busy leader's CPU (docs/performance.md).
+        `reply(answer)` called once its entry is done (`reply(None)` when it was cancelled: no answer, as for a
+        cancelled task). A plain header batched into the turn's 1202 (`propose_heartbeat`) has no future of its
+        own: the entry's done-callback calls it; any other waits on its proposal's future. The same answer,
+        metrics and listeners as `answer` gives it; a task and its wake-ups per heartbeat were a tenth of a busy
+        leader's CPU (docs/performance.md).
         False, and nothing done, for any other request or with an ACL: `answer` serves those."""
         if cmd.code != H.BROKER_HEARTBEAT or self.acl is not None:  # 904 is GUARDED: the ACL checks it
             return False
         t0 = time.perf_counter()
-        try:
-            item = H.heartbeat_item(cmd.ext_fields)  # a Java broker's header: no typed request in between
-            batched = self.service.propose_heartbeat(item) if item is not None else None
-            proposed = self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd))) if batched is None else batched
-        except Exception as e:
-            reply(self._respond(cmd, t0, e))
-            return True
-        if isinstance(proposed, Result):
-            reply(self._respond(cmd, t0, proposed))
-            return True
 
         def settled(fut: asyncio.Future[Result]) -> None:
             try:
@@ -270,6 +262,18 @@ class Dispatcher:
                 return
             reply(self._respond(cmd, t0, outcome))
 
+        try:
+            item = H.heartbeat_item(cmd.ext_fields)  # a Java broker's header: no typed request in between
+            # batched: `settled` is called with the entry's future, no future of its own
+            if item is not None and self.service.propose_heartbeat(item, settled):
+                return True
+            proposed = self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd)))
+        except Exception as e:
+            reply(self._respond(cmd, t0, e))
+            return True
+        if isinstance(proposed, Result):
+            reply(self._respond(cmd, t0, proposed))
+            return True
         proposed.add_done_callback(settled)
         return True
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import time
@@ -376,14 +377,16 @@ class ControllerService:
         self.peer_features: Callable[[str], Awaitable[int | None]] | None = None
         self._feature_task: asyncio.Task[None] | None = None
         # This loop turn's broker heartbeats, proposed together as one 1202 entry when the turn's callbacks
-        # are done (`_flush_heartbeats`), each with the future its front end waits on.
+        # are done (`_flush_heartbeats`); `_beat_waiters` says who waits for each.
         self._beats: list[list[str | int]] = []
         # How late the event loop ran a LOOP_PROBE_S timer, every time (controllerd_event_loop_lag_seconds): the
         # longest the loop went without turning, sampled LOOP_PROBE_S apart. Every heartbeat that arrives during
         # such a stall waits it out, whatever the code it then runs.
         self.loop_lag = LatencyHistogram()
         self._lag_task: asyncio.Task[None] | None = None
-        self._beat_futures: list[asyncio.Future[Result]] = []
+        # Per heartbeat of `_beats`, who waits for its entry: a future (`propose`), or a callback the front end
+        # gave (`propose_heartbeat`), called with the entry's own future when it is done.
+        self._beat_waiters: list[asyncio.Future[Result] | Callable[[asyncio.Future[Result]], None]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -511,16 +514,19 @@ class ControllerService:
                 return self._propose_heartbeat(request)
         return self._propose(checked(request.command), request.REQUEST_TYPE)
 
-    def propose_heartbeat(self, item: list[str | int]) -> asyncio.Future[Result] | None:
+    def propose_heartbeat(self, item: list[str | int], done: Callable[[asyncio.Future[Result]], None]) -> bool:
         """A broker heartbeat a front end decoded straight into its checked 1202 item (the remoting listener's
-        fast path, api/remoting/headers.heartbeat_item), batched as `propose` batches it. None, and nothing done,
-        when heartbeats are not batched now (feature level below 2, an alarm raised): the front end then takes
+        fast path, api/remoting/headers.heartbeat_item), batched as `propose` batches it; `done(entry)` is called
+        with the future of the entry that carried it once that is done (read it with `settled`), in the order the
+        heartbeats came, with no future or loop callback of its own per heartbeat. False, and nothing done, when
+        heartbeats are not batched now (feature level below 2, an alarm raised): the front end then takes
         `propose` with the typed request. Raises what `propose` raises before anything is queued."""
         if not self._batching():
-            return None
+            return False
         self.heartbeat_received()
         self._check_serving()
-        return self._queue_heartbeat(item)
+        self._queue_heartbeat(item, done)
+        return True
 
     def _batching(self) -> bool:
         """Whether heartbeats are batched now: from feature level 2, and not while an alarm is raised (an alarm
@@ -536,51 +542,37 @@ class ControllerService:
             item = commands.heartbeat_item(command_fields(request))
         except CommandError as e:
             raise CommandArgumentError(str(e), e.field) from e
-        return self._queue_heartbeat(item)
-
-    def _queue_heartbeat(self, item: list[str | int]) -> asyncio.Future[Result]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Result] = loop.create_future()
-        if not self._beats:
-            loop.call_soon(self._flush_heartbeats)
-        self._beats.append(item)
-        self._beat_futures.append(fut)
+        fut: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._queue_heartbeat(item, fut)
         return fut
+
+    def _queue_heartbeat(
+        self, item: list[str | int], waiter: asyncio.Future[Result] | Callable[[asyncio.Future[Result]], None]
+    ) -> None:
+        if not self._beats:
+            asyncio.get_running_loop().call_soon(self._flush_heartbeats)
+        self._beats.append(item)
+        self._beat_waiters.append(waiter)
 
     def _flush_heartbeats(self) -> None:
         """Propose the heartbeats added since the last flush, at the leader's now: one 1018 for one, one 1202
         for several. Called when the loop turn that added the first of them is done, and before any other
         proposal or read, so that a connection's heartbeat is never ordered after its next request."""
-        items, futures = self._beats, self._beat_futures
+        items, waiters = self._beats, self._beat_waiters
         if not items:
             return
-        self._beats, self._beat_futures = [], []
+        self._beats, self._beat_waiters = [], []
         try:
             self._check_serving()
             now = self.now_ms()
             entry = self.node.apply(commands.heartbeats(now, items))
         except Exception as e:  # noqa: BLE001  every waiter gets what a lone proposal would have raised
-            for f in futures:
-                if not f.done():
-                    f.set_exception(e)
+            entry = asyncio.get_running_loop().create_future()
+            entry.set_exception(e)
+            settle_heartbeats(entry, waiters)
             return
         self._deadlines.watch(entry)
-
-        def settle(done: asyncio.Future[Result]) -> None:
-            if done.cancelled():
-                for f in futures:
-                    f.cancel()
-                return
-            error = done.exception()
-            for f in futures:
-                if f.done():
-                    continue
-                if error is not None:
-                    f.set_exception(error)
-                else:
-                    f.set_result(done.result())
-
-        entry.add_done_callback(settle)
+        entry.add_done_callback(functools.partial(settle_heartbeats, waiters=waiters))
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """Propose `build(leader's now)`; the applied Result. NotLeaderError before proposing on a follower;
@@ -1105,3 +1097,27 @@ class ControllerService:
             ("no_error", st.error is None, st.error or "ok"),
         ]
         return checks
+
+
+def settle_heartbeats(
+    entry: asyncio.Future[Result], waiters: list[asyncio.Future[Result] | Callable[[asyncio.Future[Result]], None]]
+) -> None:
+    """The done entry of a turn's heartbeats, handed to each waiter in turn: its outcome set on a future (one
+    cancelled by its waiter stays so), or a callback called with the entry. A callback that raises is a bug in
+    its front end: logged, and the heartbeats after it are still answered."""
+    error = None if entry.cancelled() else entry.exception()
+    for w in waiters:
+        if not isinstance(w, asyncio.Future):
+            try:
+                w(entry)
+            except Exception:  # noqa: BLE001
+                log.exception("a heartbeat's front end failed on its entry's outcome")
+            continue
+        if w.done():
+            continue
+        if entry.cancelled():
+            w.cancel()
+        elif error is not None:
+            w.set_exception(error)
+        else:
+            w.set_result(entry.result())

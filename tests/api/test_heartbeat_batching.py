@@ -13,9 +13,12 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from api.remoting import headers as H
 from api.service import requests as Q
 from api.service.errors import CommandArgumentError, NotLeaderError
+from raft.status import RaftError, RaftException
 from statemachine import codes as C
+from statemachine.result import Result
 from tests.api.harness import Node, group
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +84,56 @@ async def test_one_turns_heartbeats_are_one_entry_and_a_later_request_commits_af
         follower = next(n for n in nodes if n is not leader)
         with pytest.raises(NotLeaderError):
             follower.service.propose(beat(7))
+
+
+async def test_a_front_ends_callbacks_get_the_entry_in_order_beside_futures_and_one_that_raises_stops_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`propose_heartbeat`: the remoting listener's heartbeats wait with a callback, not a future of their own; each
+    is called with the entry once it is done, in the order they came, whether the entry committed or its
+    proposal failed, and a callback that raises is logged while the rest are still called."""
+    async with group(tmp_path) as nodes:
+        leader = next(n for n in nodes if n.service.is_leader())
+        assert (await leader.service.raise_feature_level()).ok and leader.service.sm.features.level == 2
+        seen = recording(leader)
+        calls: list[tuple[int, object]] = []
+
+        def waiter(k: int) -> Callable[[asyncio.Future[Result]], None]:
+            def done(entry: asyncio.Future[Result]) -> None:
+                calls.append((k, entry.exception() or entry.result().code))
+                if k == 2:
+                    raise RuntimeError("a front end's bug")
+
+            return done
+
+        def item(k: int) -> list[str | int]:
+            fields = {"clusterName": "c", "brokerName": "b", "brokerAddr": f"10.0.0.{k}:10911", "brokerId": str(k)}
+            got = H.heartbeat_item(fields)
+            assert got is not None
+            return got
+
+        for k in (1, 2):
+            assert leader.service.propose_heartbeat(item(k), waiter(k))
+        fut = leader.service.propose(beat(3))  # a future in the same turn, between two callbacks
+        assert leader.service.propose_heartbeat(item(4), waiter(4))
+        assert isinstance(fut, asyncio.Future) and (await fut).ok
+        assert calls == [(1, C.SUCCESS), (2, C.SUCCESS), (4, C.SUCCESS)]  # all called before the future's waiter woke
+        assert [c[1] for c in seen] == [C.BROKER_HEARTBEATS] and [h[3] for h in seen[0][3]] == [1, 2, 3, 4]
+        assert "a heartbeat's front end failed" in caplog.text
+
+        # the proposal itself refused: every waiter gets the error a lone proposal would have raised
+        calls.clear()
+        busy = RaftException(RaftError.EBUSY, "too many uncommitted entries")
+
+        def refuse(data: bytes) -> asyncio.Future[Result]:
+            raise busy
+
+        leader.service.node.apply = refuse  # type: ignore[method-assign]
+        assert leader.service.propose_heartbeat(item(1), waiter(1))
+        fut = leader.service.propose(beat(3))  # the same turn: one entry for both, refused
+        with pytest.raises(RaftException):
+            await fut  # type: ignore[misc]
+        assert calls == [(1, busy)]
 
 
 async def test_below_level_2_and_under_an_alarm_each_heartbeat_is_its_own_entry(tmp_path: Path) -> None:

@@ -66,6 +66,7 @@ class Echo:
         self.listeners: list[Callable[[str, Result], None]] = []
         self.stopping = False
         self.next_ids: dict[str, int] = {}  # brokerName -> the id 1012 answers next
+        self._ok: asyncio.Future[Result] | None = None  # a heartbeat's answer, done (propose_heartbeat)
 
     def next_id(self, name: str) -> int:
         """The id a 1012 for broker set `name` answers: never one answered or applied before."""
@@ -125,10 +126,22 @@ class Echo:
         """A write the Dispatcher proposes without a task (a heartbeat): answered at once, never a future."""
         return self.answer(request)
 
-    def propose_heartbeat(self, item: list[str | int]) -> Result:
+    def propose_heartbeat(self, item: list[str | int], done: Callable[[asyncio.Future[Result]], None]) -> bool:
         """A plain 904 the Dispatcher decoded straight into its item (as a leader at feature level 2 takes it):
-        answered at once."""
-        return HEARTBEAT_OK
+        answered at once, `done` called with a future that already holds the answer (one per loop, reused)."""
+        loop = asyncio.get_running_loop()
+        if self._ok is None or self._ok.get_loop() is not loop:
+            self._ok = loop.create_future()
+            self._ok.set_result(HEARTBEAT_OK)
+        done(self._ok)
+        return True
+
+    def settled(self, fut: asyncio.Future[Result], request_type: str) -> Result:
+        """The outcome of a done proposal future, the listeners told (ControllerService.settled)."""
+        result = fut.result()
+        for listener in self.listeners:
+            listener(request_type, result)
+        return result
 
     async def write(self, build: Callable[[int], bytes], request_type: str = "") -> Result:
         """A command the server itself proposes (CLOSE_CHANNEL when a broker's connection closes): not built,
