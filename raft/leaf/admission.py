@@ -19,7 +19,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from raft.leaf.peercert import HANDSHAKE_RECORD, peek_first_byte, refusal_reason
+from raft.leaf.peercert import HANDSHAKE_BACKSTOP_S, HANDSHAKE_RECORD, peek_first_byte, refusal_reason
 
 MODES = ("permissive", "enforcing")  # plain bytes served, or refused (a TLS listener is never "disabled")
 ACCEPT_RETRY_S = 1.0  # after a failed accept (EMFILE, ...): Netty's ServerBootstrapAcceptor also pauses 1 s
@@ -108,7 +108,7 @@ class TlsAdmission:
                     self._factory,
                     conn,
                     ssl=self._context(),
-                    ssl_handshake_timeout=max(deadline - loop.time(), 0.001),
+                    ssl_handshake_timeout=max(deadline - loop.time(), 0.0) + HANDSHAKE_BACKSTOP_S,
                 )
         except asyncio.CancelledError:  # dropped as the oldest, or the listener stops
             conn.close()

@@ -24,6 +24,13 @@ def common_name(cert: object) -> str | None:
 HANDSHAKE_RECORD = 0x16  # the first byte of a TLS connection: a handshake record
 
 
+# The event loop's own TLS handshake timer (`ssl_handshake_timeout`) is set this much later than our deadline, an
+# `asyncio.timeout` around the handshake: our timer is the one that refuses a slow handshake (counted
+# `handshake_timeout`), and the loop's, which aborts with a ConnectionAbortedError (counted `truncated_handshake`),
+# only backs it up. With both at the same instant, either could fire first (seen under uvloop).
+HANDSHAKE_BACKSTOP_S = 1.0
+
+
 def refusal_reason(exc: BaseException, timeout_s: float, *, their: str = "client") -> tuple[str, str]:
     """(counter label, log text) of a failed TLS handshake; `their` names the other end's role ("client" on a
     listener, "server" when we dialled). Shared by every TLS listener (remoting, HTTP, raft peers)."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from raft.core.messages import Message
 from raft.leaf.admission import ACCEPT_RETRY_S, TlsAdmission
-from raft.leaf.peercert import common_name, refusal_reason
+from raft.leaf.peercert import HANDSHAKE_BACKSTOP_S, common_name, refusal_reason
 from raft.options import PeerTls, TransportOptions
 from raft.transport.codec import (
     KIND_SNAPSHOT,
@@ -402,7 +402,7 @@ class TcpTransport:
                         sock=sock,
                         ssl=self.tls.client_context(),
                         server_hostname=host,
-                        ssl_handshake_timeout=timeout,
+                        ssl_handshake_timeout=timeout + HANDSHAKE_BACKSTOP_S,
                     )
             except (OSError, TimeoutError) as e:
                 sock.close()
