@@ -21,6 +21,7 @@ import json
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import msgspec
 
@@ -73,6 +74,28 @@ _JSON_HEADER = msgspec.json.Encoder(order="sorted")
 # msgspec does not take (a lone surrogate, NaN, a UTF-16 text, a BOM, an integer of thousands of digits), so a
 # header decodes to exactly what json.loads makes of it.
 _JSON_DECODER = msgspec.json.Decoder()
+
+_Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+
+
+class _PlainJsonHeader(msgspec.Struct, forbid_unknown_fields=True):
+    """A JSON header as a Java client writes it: every field of fastjson's RemotingCommand and nothing else, each
+    of the type `_decode_json` requires. One msgspec call reads and checks it (1.4 against 5.6 us for a broker's
+    904 header); whatever does not fit (an unknown field, a wrong type, an extFields number, text msgspec refuses)
+    goes the general way, which gives its value or its precise error (tests/api/test_remoting_codec.py holds the
+    two to the same outcome)."""
+
+    code: _Int32
+    flag: _Int32 = 0
+    version: _Int32 = 0
+    opaque: _Int32 = 0
+    remark: str | None = None
+    language: str = "JAVA"
+    extFields: dict[str, str] | None = None
+    serializeTypeCurrentRPC: Any = None  # read as json.loads would (msgspec's untyped value), never used
+
+
+_PLAIN_JSON_HEADER = msgspec.json.Decoder(_PlainJsonHeader)
 
 
 class FrameError(ValueError):
@@ -185,6 +208,15 @@ def loads_header(data: bytes) -> JSONValue:
 
 
 def _decode_json(data: bytes) -> RemotingCommand:
+    try:
+        h = _PLAIN_JSON_HEADER.decode(data)
+    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError, UnicodeDecodeError
+        return _decode_json_doc(data)  # a lone surrogate included: msgspec refuses one, escaped or not
+    return RemotingCommand(h.code, h.opaque, h.flag, h.remark, h.extFields or {}, None, h.language, h.version, JSON)
+
+
+def _decode_json_doc(data: bytes) -> RemotingCommand:
+    """A JSON header read as json.loads reads it, each field checked with a message naming it."""
     try:
         doc = loads_header(data)
     except (ValueError, UnicodeDecodeError) as e:

@@ -531,3 +531,60 @@ def test_a_json_header_is_the_bytes_json_writes(opaque: int, remark: str | None,
             codec.encode_header(cmd)
         return
     assert codec.encode_header(cmd) == frame[8:]  # after the length and the header length
+
+
+def _decoded(decode: Callable[[bytes], RemotingCommand], data: bytes) -> tuple[str, str]:
+    try:
+        return "command", repr(decode(data))
+    except HeaderError as e:
+        return "error", f"{e} (opaque {e.opaque})"
+
+
+_FIELD_VALUES = (
+    st.integers(-(2**31), 2**31 - 1)
+    | st.sampled_from([2**31, -(2**31) - 1, 904.0, True, None, "904"])
+    | st.text(max_size=6)
+    | st.dictionaries(st.text(max_size=6), st.text(max_size=6) | st.integers(0, 9) | st.none(), max_size=3)
+    | _JSON_VALUES
+)
+_HEADER_KEYS = ["code", "flag", "version", "opaque", "remark", "language", "extFields", "serializeTypeCurrentRPC"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from([*_HEADER_KEYS, "rpcType", "extfields"]), _FIELD_VALUES, max_size=9),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 200), st.binary(max_size=3)), max_size=2),
+)
+def test_the_typed_json_header_reads_what_the_general_way_reads(doc: dict, ascii_only: bool, edits: list) -> None:
+    """A header msgspec's typed decoder takes gives the command the general way (json.loads's value, each field
+    checked) gives; one it does not take goes the general way: the same command or the same error, always."""
+    data = bytearray(json.dumps(doc, ensure_ascii=ascii_only, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    for at, junk in edits:
+        at = min(at, len(data))
+        data[at : at + len(junk)] = junk
+    assert _decoded(codec._decode_json, bytes(data)) == _decoded(codec._decode_json_doc, bytes(data))
+
+
+def test_a_java_brokers_heartbeat_header_is_read_by_the_typed_decoder() -> None:
+    """What a Java broker writes (fastjson's rendering, every field) fits the typed decoder as it is."""
+    header = golden_json(904, 7, 0, None, REQUESTS[904], b"")[8:]
+    h = codec._PLAIN_JSON_HEADER.decode(header)
+    assert (h.code, h.opaque, h.flag, h.extFields) == (904, 7, 0, REQUESTS[904])
+    assert codec.decode_header(header, codec.JSON) == codec._decode_json_doc(header)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"code":904,"remark":"\\ud800"}',  # half a pair, escaped: no UTF-8 answer could carry it
+        b'{"code":904,"extFields":{"a":"x\\udc00"}}',
+        b'{"code":904,"extFields":{"\\ud800":"a"}}',
+        b'{"code":904,"language":"\\ud800\\u0041"}',
+        b'{"code":904,"remark":"\xed\xa0\x80"}',  # half a pair, encoded: json.loads reads it (surrogatepass)
+        b'{"code":904,"remark":"\\ud83d\\ude00"}',  # a whole pair: one character
+        b'{"code":904,"serializeTypeCurrentRPC":"\\ud800"}',
+    ],
+)
+def test_a_json_header_with_half_a_surrogate_pair_decodes_as_the_general_way_decodes_it(data: bytes) -> None:
+    assert _decoded(codec._decode_json, data) == _decoded(codec._decode_json_doc, data)
