@@ -21,7 +21,7 @@ import json
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
@@ -92,7 +92,7 @@ class _PlainJsonHeader(msgspec.Struct, forbid_unknown_fields=True):
     remark: str | None = None
     language: str = "JAVA"
     extFields: dict[str, str] | None = None
-    serializeTypeCurrentRPC: Any = None  # read as json.loads would (msgspec's untyped value), never used
+    serializeTypeCurrentRPC: JSONValue = None  # read as json.loads would (msgspec's untyped value), never used
 
 
 _PLAIN_JSON_HEADER = msgspec.json.Decoder(_PlainJsonHeader)

@@ -22,6 +22,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
     rocketmq.require()
     out = tmp_path / "ab.json"
     argv = ["--trees", f"a={ROOT},b={ROOT}", "--rounds", "1", "--windows", "1", "--seconds", "2", "--brokers", "30"]
+    argv += ["--warmup", "1"]
     prof = tmp_path / "profiles"
     assert realistic_ab.main([*argv, "--json", str(out), "--profile", str(prof), "--profile-node", "follower"]) == 0
     data = json.loads(out.read_text())
@@ -31,6 +32,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         [row] = rows
         assert row["acknowledged"] > 0 and row["errors"] == 0 and row["unanswered"] == 0, (name, row)
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
+        assert row["warmup"]["seconds"] == 1 and row["warmup"]["acknowledged"] > 0, (name, row)  # before the window
         assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
         assert 0 <= row["leader_wait_pct"] < 100, (name, row)  # one thread: never more than the window
         # Two followers, each applying what the leader commits: at 30 brokers for 2 s that is a few 10 ms clock
@@ -59,6 +61,7 @@ def test_conf_reaches_its_trees_nodes() -> None:
         ["--trees", "a=/nonexistent"],
         ["--trees", f"a={ROOT}", "--rounds", "0"],
         ["--trees", f"a={ROOT}", "--conf", "c=x=1"],
+        ["--trees", f"a={ROOT}", "--warmup", "-1"],
     ],
 )
 def test_bad_arguments_name_the_option(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
 """python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
-                                     [--brokers N] [--extra 'key=value;...'] [--conf NAME='key=value;...']
+                                     [--brokers N] [--warmup S] [--extra 'key=value;...'] [--conf NAME='key=value;...']
                                      [--profile DIR [--profile-node leader|follower]] [--json FILE]
 
 The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
@@ -11,6 +11,10 @@ CPU (user + system time over the window's wall time, as the peers row's) and the
 runnable but waiting for a CPU (`peers.runq_wait_s`, % of the window) is one figure; the table gives each
 tree's median and range over every window, and the 1-minute load average before each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
 give the same tree, told apart by `--conf` (one setting's default against another value, say).
+
+`--warmup S` runs the same steady load for S seconds after registration, unmeasured, before the first window: near
+saturation (30,000 brokers on two cores) a leader just past registering N brokers starts its first window behind,
+and that window measures the catching up (its heartbeats' count and p99 are kept in each row as `warmup`).
 
 With `--profile DIR`, py-spy samples the leader through every window (tools/bench/profile.py): DIR/NAME-rR-wW.txt
 holds each window's folded stacks, and the output ends with each tree's busiest functions over all its windows.
@@ -39,6 +43,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--windows", type=int, default=2, help="measured windows per group (default 2)")
     p.add_argument("--seconds", type=float, default=10, help="seconds of each window (default 10)")
     p.add_argument("--brokers", type=int, default=10_000, help="brokers at 1 heartbeat/s (default 10000)")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=0,
+        help="seconds of the same load, unmeasured, before the first window (default 0)",
+    )
     p.add_argument("--extra", default="", help="controller.conf lines for every node, 'key=value;key=value'")
     p.add_argument(
         "--conf",
@@ -77,6 +87,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     for k in ("rounds", "windows", "brokers"):
         if getattr(a, k) < 1:
             p.error(f"--{k} must be >= 1")
+    if a.warmup < 0:
+        p.error("--warmup must be >= 0")
     return a
 
 
@@ -91,6 +103,8 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
         pid = group.pid(leader)
         followers = [group.pid(i) for i in range(3) if i != leader]
         sampled_pid = pid if a.profile_node == "leader" else followers[0]
+        warm = load.ask(f"steady {a.brokers} 1 {a.warmup:g}") if a.warmup > 0 else None
+        warmup = {"seconds": a.warmup} | ({k: warm[k] for k in ("acknowledged", "p99_ms")} if warm else {})
         for w in range(a.windows):
             before = os.getloadavg()[0]
             sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
@@ -114,6 +128,7 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                     "errors": st["errors"],
                     "unanswered": st["unanswered"],
                     "load_before": round(before, 2),
+                    "warmup": warmup,
                 }
                 | ({"profile": sampled} if sampled else {})
             )
