@@ -1105,7 +1105,8 @@ def settle_heartbeats(
     """The done entry of a turn's heartbeats, handed to each waiter in turn: its outcome set on a future (one
     cancelled by its waiter stays so), or a callback called with the entry. A callback that raises is a bug in
     its front end: logged, and the heartbeats after it are still answered."""
-    error = None if entry.cancelled() else entry.exception()
+    cancelled = entry.cancelled()
+    error = None if cancelled else entry.exception()
     for w in waiters:
         if not isinstance(w, asyncio.Future):
             try:
@@ -1115,7 +1116,7 @@ def settle_heartbeats(
             continue
         if w.done():
             continue
-        if entry.cancelled():
+        if cancelled:
             w.cancel()
         elif error is not None:
             w.set_exception(error)

@@ -47,6 +47,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--warmup",
         type=float,
         default=0,
+        metavar="S",
         help="seconds of the same load, unmeasured, before the first window (default 0)",
     )
     p.add_argument("--extra", default="", help="controller.conf lines for every node, 'key=value;key=value'")
