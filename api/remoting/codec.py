@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated
 
 import msgspec
@@ -333,6 +333,40 @@ def encode(cmd: RemotingCommand) -> bytes:
         raise ValueError(f"header of {len(header)} bytes does not fit 24 bits")
     body = cmd.body or b""
     return _PREFIX.pack(4 + len(header) + len(body), cmd.serialize_type << 24 | len(header)) + header + body
+
+
+class AnswerTemplate:
+    """The frames of one answer to many requests that differ only in their opaque (a committed entry's answer
+    to every heartbeat it carried): the header rendered once, each frame the bytes around the opaque joined
+    with its digits. `frame(opaque)` is `encode(answer)` with that opaque, byte for byte (a test holds them
+    equal), at a third of its cost. JSON headers only: `of` gives None for another serialization or a header
+    that does not encode, and the caller encodes each answer itself."""
+
+    __slots__ = ("_head", "_tail", "_body")
+    _OPAQUE = b'"opaque":0,'  # sorted keys: between "language" and "serializeTypeCurrentRPC", once
+
+    def __init__(self, head: bytes, tail: bytes, body: bytes) -> None:
+        self._head, self._tail, self._body = head, tail, body
+
+    @classmethod
+    def of(cls, answer: RemotingCommand) -> AnswerTemplate | None:
+        if answer.serialize_type != JSON:
+            return None
+        try:
+            header = encode_header(replace(answer, opaque=0))
+        except ValueError:
+            return None
+        # a quote inside a remark or a field is escaped: the opaque's key is found once, as the key itself
+        head, found, tail = header.partition(cls._OPAQUE)
+        if not found or cls._OPAQUE in tail:
+            return None
+        return cls(head + cls._OPAQUE[:-2], b"," + tail, answer.body or b"")
+
+    def frame(self, opaque: int) -> bytes:
+        header = b"%b%d%b" % (self._head, opaque, self._tail)
+        if len(header) > MAX_HEADER:  # JSON is serialization 0: headerInfo is the header's length alone
+            raise ValueError(f"header of {len(header)} bytes does not fit 24 bits")
+        return _PREFIX.pack(4 + len(header) + len(self._body), len(header)) + header + self._body
 
 
 class FrameDecoder:

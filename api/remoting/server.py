@@ -17,6 +17,7 @@ CLOSE_CHANNEL (1014) when this node leads, as RocketMQ's BrokerHousekeepingServi
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import socket
@@ -42,6 +43,7 @@ from api.service import requests as Q
 from api.service.acl import GUARDED, Acl, Denied, admin_request
 from api.service.audit import AuditLog
 from api.service.metrics import ControllerMetrics
+from api.service.outcome import SUCCESS
 from api.service.properties import PropertiesError, parse_properties
 from api.service.settings import ApiSettings
 from api.service.tls import HANDSHAKE_RECORD, HANDSHAKE_TIMEOUT_S, MAX_HANDSHAKES, ServerTls, forward_context
@@ -75,6 +77,8 @@ REQUEST_TYPES = {
     C.GET_NEXT_BROKER_ID: "CONTROLLER_GET_NEXT_BROKER_ID",
     C.APPLY_BROKER_ID: "CONTROLLER_APPLY_BROKER_ID",
 }
+HEARTBEAT_TYPE = REQUEST_TYPES[H.BROKER_HEARTBEAT]
+_HEARTBEAT_PROBE = RemotingCommand(H.BROKER_HEARTBEAT)  # a JSON heartbeat: what `AnswerTemplate` renders from
 
 
 class RequestError(Exception):
@@ -105,6 +109,35 @@ def properties_text(values: dict[str, str]) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in values.items()).encode()
 
 
+def frame_of(response: RemotingCommand) -> bytes:
+    """`response` encoded. One whose header does not encode (past 24 bits) is answered all the same, never left
+    waiting: SYSTEM_ERROR saying so."""
+    try:
+        return codec.encode(response)
+    except ValueError as e:
+        log.error("remoting answer %d (opaque %d) not encodable: %s", response.code, response.opaque, e)
+        return codec.encode(response.failed(f"the answer could not be encoded: {e}"))
+
+
+class _EntryOutcome:
+    """A done heartbeat entry's outcome, read once for every heartbeat it carried (`_heartbeat_settled`): the
+    service's Result, or the error or cancellation it raised; when, for the heartbeats' latency; and a JSON
+    answer's template when the outcome is a Result."""
+
+    __slots__ = ("entry", "outcome", "at", "template")
+
+    def __init__(self, dispatcher: Dispatcher, entry: asyncio.Future[Result]) -> None:
+        self.entry = entry
+        self.at = time.perf_counter()
+        self.template: codec.AnswerTemplate | None = None
+        try:
+            self.outcome: Result | BaseException = dispatcher.service.settled(entry, HEARTBEAT_TYPE)
+        except (Exception, asyncio.CancelledError) as e:
+            self.outcome = e
+            return
+        self.template = codec.AnswerTemplate.of(dispatcher._response(_HEARTBEAT_PROBE, self.outcome))
+
+
 class Dispatcher:
     """code -> answer: the request's fields decoded by the Java header classes' lists, then the service."""
 
@@ -115,6 +148,7 @@ class Dispatcher:
         self.acl = Acl(settings.remoting_acl_file) if settings.remoting_acl_file else None
         self.audit = AuditLog.open(settings.audit_log) if settings.audit_log else None
         self.forward_tls: ssl.SSLContext | None = None  # TLS on: how this node reaches a peer's remoting port
+        self._entry: _EntryOutcome | None = None  # the last batched heartbeat entry answered
         self.handlers: dict[int, Callable[[RemotingCommand], Awaitable[Result]]] = {
             H.BROKER_HEARTBEAT: self._header(Q.BrokerHeartbeat),
             C.ALTER_SYNC_STATE_SET: self._alter,
@@ -239,13 +273,16 @@ class Dispatcher:
             self.audit.record("remoting", who, peer, REQUEST_TYPES[cmd.code], fields, response.code, response.remark)
         return response
 
-    def answer_soon(self, cmd: RemotingCommand, reply: Callable[[RemotingCommand | None], None]) -> bool:
+    def answer_soon(
+        self, cmd: RemotingCommand, reply: Callable[[bytes | None], None], item: list[str | int] | None = None
+    ) -> bool:
         """The hot request, a broker's heartbeat (904), answered without a task: proposed at once, and
-        `reply(answer)` called once its entry is done (`reply(None)` when it was cancelled: no answer, as for a
-        cancelled task). A plain header batched into the turn's 1202 (`propose_heartbeat`) has no future of its
-        own: the entry's done-callback calls it; any other waits on its proposal's future. The same answer,
-        metrics and listeners as `answer` gives it; a task and its wake-ups per heartbeat were a tenth of a busy
-        leader's CPU (docs/performance.md).
+        `reply(frame)` called with its answer's frame once its entry is done (`reply(None)` when there is none to
+        send: a cancelled proposal, as for a cancelled task, or a oneway heartbeat). `item` is the heartbeat's
+        1202 item when the caller has read it (`H.heartbeat_item`). A plain header batched into the turn's 1202
+        (`propose_heartbeat`) has no future of its own: the entry's done-callback calls it; any other waits on
+        its proposal's future. The same answer, metrics and listeners as `answer` gives it; a task and its
+        wake-ups per heartbeat were a tenth of a busy leader's CPU (docs/performance.md).
         False, and nothing done, for any other request or with an ACL: `answer` serves those."""
         if cmd.code != H.BROKER_HEARTBEAT or self.acl is not None:  # 904 is GUARDED: the ACL checks it
             return False
@@ -253,29 +290,63 @@ class Dispatcher:
 
         def settled(fut: asyncio.Future[Result]) -> None:
             try:
-                outcome: Result | Exception = self.service.settled(fut, REQUEST_TYPES[cmd.code])
+                outcome: Result | Exception = self.service.settled(fut, HEARTBEAT_TYPE)
             except Exception as e:
                 outcome = e
             except BaseException as e:
                 self._cancelled(cmd, t0, e)
                 reply(None)
                 return
-            reply(self._respond(cmd, t0, outcome))
+            reply(self._frame(cmd, self._respond(cmd, t0, outcome)))
 
         try:
-            item = H.heartbeat_item(cmd.ext_fields)  # a Java broker's header: no typed request in between
-            # batched: `settled` is called with the entry's future, no future of its own
-            if item is not None and self.service.propose_heartbeat(item, settled):
+            if item is None:
+                item = H.heartbeat_item(cmd.ext_fields)  # a Java broker's header: no typed request in between
+            # batched: the entry's done-callback answers it, with no future or closure of its own
+            if item is not None and self.service.propose_heartbeat(
+                item, functools.partial(self._heartbeat_settled, cmd, t0, reply)
+            ):
                 return True
             proposed = self.service.propose(Q.of(Q.BrokerHeartbeat, self.fields(cmd)))
         except Exception as e:
-            reply(self._respond(cmd, t0, e))
+            reply(self._frame(cmd, self._respond(cmd, t0, e)))
             return True
         if isinstance(proposed, Result):
-            reply(self._respond(cmd, t0, proposed))
+            reply(self._frame(cmd, self._respond(cmd, t0, proposed)))
             return True
         proposed.add_done_callback(settled)
         return True
+
+    def _heartbeat_settled(
+        self, cmd: RemotingCommand, t0: float, reply: Callable[[bytes | None], None], entry: asyncio.Future[Result]
+    ) -> None:
+        """A batched heartbeat's entry is done: its answer. The entry's outcome is read once for all the
+        heartbeats it carried (the service's listeners hear it once, for the one proposal), and a JSON answer is
+        its template's frame with this heartbeat's opaque (`codec.AnswerTemplate`): a 30,000-broker leader
+        spent a sixth of its time building the same answer again for every heartbeat (docs/performance.md)."""
+        done = self._entry
+        if done is None or done.entry is not entry:
+            done = self._entry = _EntryOutcome(self, entry)
+        outcome = done.outcome
+        if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+            self._cancelled(cmd, t0, outcome)
+            reply(None)
+            return
+        if not isinstance(outcome, Result):
+            reply(self._frame(cmd, self._respond(cmd, t0, outcome)))
+            return
+        if self.metrics is not None:
+            self.metrics.observe_request(HEARTBEAT_TYPE, SUCCESS, (done.at - t0) * 1e6)
+        if cmd.is_oneway:
+            reply(None)
+        elif done.template is not None and cmd.serialize_type == codec.JSON:
+            reply(done.template.frame(cmd.opaque))
+        else:
+            reply(self._frame(cmd, self._response(cmd, outcome)))
+
+    def _frame(self, cmd: RemotingCommand, response: RemotingCommand) -> bytes | None:
+        """`response`'s frame, None for a oneway request (served, not answered)."""
+        return None if cmd.is_oneway else frame_of(response)
 
     async def _answer(
         self, cmd: RemotingCommand, handler: Callable[[RemotingCommand], Awaitable[Result]]
@@ -300,6 +371,10 @@ class Dispatcher:
         it (never a dropped connection: an unexpected error is a bug, logged and answered); counted."""
         error = None if isinstance(outcome, Result) else outcome
         observe(self.metrics, REQUEST_TYPES[cmd.code], t0, self.service.opts.request_timeout_s, error)
+        return self._response(cmd, outcome)
+
+    def _response(self, cmd: RemotingCommand, outcome: Result | Exception) -> RemotingCommand:
+        """What `outcome` answers to `cmd` (uncounted: `_respond` counts)."""
         if isinstance(outcome, Result):
             body = properties_text(outcome.body) if cmd.code == H.GET_CONTROLLER_CONFIG else _body_bytes(outcome.body)
             return cmd.response(outcome.code, outcome.remark, H.to_ext(outcome.header, cmd.code), body)
@@ -385,24 +460,33 @@ class _Connection(asyncio.Protocol):
             self.start(cmd)
 
     def start(self, cmd: RemotingCommand) -> None:
+        item = None
         if cmd.code == H.BROKER_HEARTBEAT:
-            self.server.saw_heartbeat(self, cmd)
+            item = H.heartbeat_item(cmd.ext_fields)
+            if item is None:
+                self.server.saw_heartbeat(self, cmd)
+            else:
+                self.server.saw_broker(self, H.identity(item))
         self.in_flight += 1
         if self.in_flight >= MAX_IN_FLIGHT and not self.paused:
             self.throttle()
         dispatcher = self.server.dispatcher
-        if dispatcher.answer_soon(cmd, lambda response: self.done(cmd, response)):
+        if dispatcher.answer_soon(cmd, functools.partial(self.answered, cmd), item):
             return
         task = asyncio.get_running_loop().create_task(dispatcher.answer(cmd, self.peer, self.cert_name))
         task.add_done_callback(lambda t: self.done(cmd, None if t.cancelled() else t.result()))
 
     def done(self, cmd: RemotingCommand, response: RemotingCommand | None) -> None:
         """`cmd` is served: its `response` sent (None: cancelled, not answered; a oneway request: not sent)."""
+        self.answered(cmd, None if response is None else self.server.dispatcher._frame(cmd, response))
+
+    def answered(self, cmd: RemotingCommand, frame: bytes | None) -> None:
+        """`cmd` is served: its answer's `frame` sent (None: nothing to send)."""
         self.in_flight -= 1
         if self.paused and self.in_flight < MAX_IN_FLIGHT // 2:
             self.throttle()
-        if response is not None and not cmd.is_oneway:
-            self.send(response)
+        if frame is not None:
+            self.write(frame)
 
     def throttle(self) -> None:
         """Reading pauses while MAX_IN_FLIGHT requests are unanswered (until half of them are) or while the
@@ -426,13 +510,12 @@ class _Connection(asyncio.Protocol):
         self.throttle()
 
     def send(self, response: RemotingCommand) -> None:
+        self.write(frame_of(response))
+
+    def write(self, frame: bytes) -> None:
+        """Queue `frame` for this loop turn's `flush`."""
         if self.transport is not None and not self.transport.is_closing():
             self.active = time.monotonic()
-            try:
-                frame = codec.encode(response)
-            except ValueError as e:  # a header past 24 bits: answered all the same, never left waiting
-                log.error("remoting answer %d to %s not encodable: %s", response.code, self.peer, e)
-                frame = codec.encode(response.failed(f"the answer could not be encoded: {e}"))
             self.unsent.append(frame)
             if len(self.unsent) == 1:
                 asyncio.get_running_loop().call_soon(self.flush)
@@ -649,14 +732,19 @@ class RemotingServer:
         )
 
     def saw_heartbeat(self, conn: _Connection, cmd: RemotingCommand) -> None:
-        """Remember which connection a broker heartbeats on (RocketMQ keeps the channel per identity)."""
+        """Remember which connection a broker heartbeats on (RocketMQ keeps the channel per identity), from a
+        header the fast path did not read (`saw_broker` takes its item's identity)."""
         ext = cmd.ext_fields
         try:
             identity = (ext["clusterName"], ext["brokerName"], int(ext["brokerId"]))
         except (KeyError, ValueError):
             return  # the answer will say what is wrong
-        conn.brokers.add(identity)
-        self.channels[identity] = conn
+        self.saw_broker(conn, identity)
+
+    def saw_broker(self, conn: _Connection, identity: tuple[str, str, int]) -> None:
+        if self.channels.get(identity) is not conn:  # else it is in conn.brokers already
+            conn.brokers.add(identity)
+            self.channels[identity] = conn
 
     def close_expired(self, identity: tuple[str, str, int]) -> None:
         """The scan expired this broker: forget its channel, then close that connection, as RocketMQ's

@@ -84,6 +84,12 @@ def test_every_header_a_java_broker_sends_takes_the_fast_path(header: dict[str, 
 @given(java_header, st.dictionaries(st.sampled_from(NAMES), anything, max_size=2))
 @example(dict.fromkeys(NAMES, "1"), {"maxOffset": "9" * 19})
 @example(dict.fromkeys(NAMES, "1"), {"epoch": "-1"})
+@example(dict.fromkeys(NAMES, "1"), {"epoch": " 1"})  # JSON takes the space, Integer.parseInt does not
+@example(dict.fromkeys(NAMES, "1"), {"electionPriority": "1\n"})
+@example(dict.fromkeys(NAMES, "1"), {"maxOffset": "1,2", "epoch": ABSENT})  # one field holding two numbers
+@example(dict.fromkeys(NAMES, "1"), {"brokerId": "01"})  # a leading zero: not JSON, the generic path's
+@example(dict.fromkeys(NAMES, "1"), {"electionPriority": "2147483648"})  # one past Integer.MAX_VALUE
+@example(dict.fromkeys(NAMES, "1"), {"brokerId": "1e3"})
 def test_whenever_the_fast_path_gives_an_item_it_is_the_generic_paths(
     header: dict[str, str], odd: dict[str, object]
 ) -> None:

@@ -3,6 +3,7 @@ lengths and headers (the decoder raises FrameError/HeaderError and nothing else)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from collections.abc import Callable
@@ -588,3 +589,30 @@ def test_a_java_brokers_heartbeat_header_is_read_by_the_typed_decoder() -> None:
 )
 def test_a_json_header_with_half_a_surrogate_pair_decodes_as_the_general_way_decodes_it(data: bytes) -> None:
     assert _decoded(codec._decode_json, data) == _decoded(codec._decode_json_doc, data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    code=st.integers(-(2**31), 2**31 - 1),
+    remark=st.none() | st.text() | st.sampled_from(['"opaque":0,', 'x","opaque":0,"y', "\\u0000"]),
+    ext=st.dictionaries(st.text(max_size=12) | st.just("opaque"), st.text(max_size=12) | st.just('"opaque":0,')),
+    body=st.none() | st.binary(max_size=64),
+    language=st.sampled_from(["JAVA", "PYTHON", "CPP"]),
+    opaques=st.lists(st.integers(-(2**31), 2**31 - 1), max_size=5),
+)
+def test_an_answer_template_gives_each_opaque_the_frame_encode_gives(
+    code: int, remark: str | None, ext: dict[str, str], body: bytes | None, language: str, opaques: list[int]
+) -> None:
+    """A committed entry answers all its heartbeats from one template (api/remoting/server.py): each frame must
+    be `encode`'s for that opaque, whatever the remark, the fields and the body hold (an opaque's key inside a
+    text included: JSON escapes its quotes)."""
+    answer = RemotingCommand(code, 5, codec.RESPONSE_FLAG, remark, ext, body, language)
+    template = codec.AnswerTemplate.of(answer)
+    assert template is not None
+    for opaque in [0, -1, 2**31 - 1, -(2**31), *opaques]:
+        assert template.frame(opaque) == codec.encode(dataclasses.replace(answer, opaque=opaque))
+
+
+def test_an_answer_template_is_for_json_headers_only() -> None:
+    """A ROCKETMQ header is fixed binary fields: the caller encodes each answer (None here)."""
+    assert codec.AnswerTemplate.of(RemotingCommand(0, 1, codec.RESPONSE_FLAG, serialize_type=codec.ROCKETMQ)) is None

@@ -45,9 +45,10 @@ def dispatcher(service: ControllerService) -> Dispatcher:
     return Dispatcher(service, SETTINGS, ControllerMetrics(service, {}))
 
 
-async def by_callback(d: Dispatcher, cmd: RemotingCommand) -> tuple[RemotingCommand | None, bool]:
-    """`answer_soon`'s reply, and whether it came later from a task (it must not: at once, or from a callback)."""
-    got: asyncio.Future[tuple[RemotingCommand | None, bool]] = asyncio.get_running_loop().create_future()
+async def by_callback(d: Dispatcher, cmd: RemotingCommand) -> tuple[bytes | None, bool]:
+    """`answer_soon`'s reply (a frame), and whether it came later from a task (it must not: at once, or from a
+    callback)."""
+    got: asyncio.Future[tuple[bytes | None, bool]] = asyncio.get_running_loop().create_future()
     returned = False
     assert d.answer_soon(cmd, lambda r: got.set_result((r, returned and asyncio.current_task() is not None)))
     returned = True
@@ -71,14 +72,11 @@ async def same_answer(service: ControllerService, fields: dict[str, str]) -> Rem
     answer, in_task = await by_callback(fast, heartbeat(fields))
     assert not in_task, "answered later from a task"
     expected = await by_task(slow, heartbeat(fields))
-    if expected is None:
-        assert answer is None
-    else:
-        assert answer is not None and codec.encode(answer) == codec.encode(expected)
+    assert answer == (None if expected is None else codec.encode(expected))
     assert fast.metrics is not None and slow.metrics is not None
     assert dict(fast.metrics.requests) == dict(slow.metrics.requests)
     assert sum(fast.metrics.requests.values()) == 1
-    return answer
+    return expected
 
 
 def proposals_end_with(node: Node, monkeypatch: pytest.MonkeyPatch, end: Callable[[asyncio.Future[Any]], None]) -> None:
@@ -157,3 +155,38 @@ async def test_the_listener_answers_heartbeats_without_the_task_path(node: Node)
         assert [(a.code, a.remark) for a in answers] == [(C.SUCCESS, "Heart beat success")] * 5
     finally:
         await server.stop()
+
+
+async def test_heartbeats_sharing_an_entry_each_get_their_own_answer(node: Node) -> None:
+    """Heartbeats proposed in one loop turn share one entry and are answered from its outcome read once: each
+    answer must still be its own (opaque, serialization, none for a oneway one) and byte for byte the task
+    path's, each heartbeat counted, and the service's listeners told once per proposal (the batch's entry)."""
+    fast, slow = dispatcher(node.service), dispatcher(node.service)
+    heard: list[tuple[str, int]] = []
+    node.service.listeners.append(lambda kind, result: heard.append((kind, result.code)))
+    cmds = [
+        RemotingCommand(
+            H.BROKER_HEARTBEAT,
+            opaque=opaque,
+            flag=codec.ONEWAY_FLAG if opaque in (3, 12) else 0,
+            ext_fields=GOOD | {"brokerId": str(i % 3 + 1)},
+            serialize_type=codec.ROCKETMQ if opaque % 2 else codec.JSON,
+        )
+        for i, opaque in enumerate([10, 3, 11, -(2**31), 2**31 - 1, 7, 0, 12])
+    ]
+    before = node.service.node.status().last_index
+    loop = asyncio.get_running_loop()
+    replies = [loop.create_future() for _ in cmds]
+    for cmd, reply in zip(cmds, replies, strict=True):
+        assert fast.answer_soon(cmd, reply.set_result)
+    answers = await asyncio.gather(*replies)
+    batched = node.service.sm.features.level >= 2
+    assert node.service.node.status().last_index == before + (1 if batched else len(cmds))
+    assert len(heard) == (1 if batched else len(cmds))
+    for cmd, answer in zip(cmds, answers, strict=True):
+        expected = await by_task(slow, cmd)
+        assert expected is not None and expected.code == C.SUCCESS
+        assert answer == (None if cmd.is_oneway else codec.encode(expected)), cmd
+    assert fast.metrics is not None and slow.metrics is not None
+    assert dict(fast.metrics.requests) == dict(slow.metrics.requests)
+    assert fast.metrics.latency["CONTROLLER_BROKER_HEARTBEAT"].total == len(cmds)
