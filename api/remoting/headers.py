@@ -8,6 +8,7 @@ fields left out)."""
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Mapping
 from typing import Annotated
 
@@ -146,12 +147,15 @@ _HEARTBEAT_KINDS = {name: kind for name, kind, _ in schema(BrokerHeartbeat)}
 _ITEM_FIELDS = tuple(
     (_COMMAND_FIELD[c], None if c not in HEARTBEAT_DEFAULTS else str(HEARTBEAT_DEFAULTS[c])) for c in HEARTBEAT_NAMES
 )
-_FIRST_NUMBER = 3
-_Long = Annotated[int, msgspec.Meta(ge=_RANGES[LONG][0], le=_RANGES[LONG][1])]
-_Integer = Annotated[int, msgspec.Meta(ge=_RANGES[INTEGER][0], le=_RANGES[INTEGER][1])]
-_ITEM_NUMBERS = msgspec.json.Decoder(tuple[_Long, _Integer, _Long, _Long, _Long, _Integer])
 _ITEM_KINDS = [_HEARTBEAT_KINDS[name] for name, _ in _ITEM_FIELDS]
-assert _ITEM_KINDS == [STRING] * _FIRST_NUMBER + [LONG, INTEGER, LONG, LONG, LONG, INTEGER], _ITEM_KINDS
+_FIRST_NUMBER = _ITEM_KINDS.index(next(k for k in _ITEM_KINDS if k != STRING))
+assert {*_ITEM_KINDS[:_FIRST_NUMBER]} == {STRING} and {*_ITEM_KINDS[_FIRST_NUMBER:]} <= _RANGES.keys(), _ITEM_KINDS
+_ITEM_NUMBERS = msgspec.json.Decoder(
+    types.GenericAlias(
+        tuple,
+        tuple(Annotated[int, msgspec.Meta(ge=_RANGES[k][0], le=_RANGES[k][1])] for k in _ITEM_KINDS[_FIRST_NUMBER:]),
+    )
+)
 
 
 def heartbeat_item(ext: Mapping[str, str]) -> list[str | int] | None:
