@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import shlex
 import signal
 import subprocess
 import threading
@@ -168,6 +169,7 @@ class JavaProcess:
             *HEAP[kind],
             *COMMON,
             *JDK17_FLAGS,
+            *shlex.split(os.environ.get("JAVA_OPT_EXT", "")),
             f"-Drocketmq.home.dir={home}",
             f"-Duser.home={home}",
             f"-Djava.io.tmpdir={os.path.join(home, 'tmp')}",

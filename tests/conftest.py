@@ -8,7 +8,17 @@ the suite ended on tests/tools/torture's 30-40 s sweeps. So the files are put lo
 tests took in a `make test` on 2 cores (`--durations=0`, 2026-11-29, two workers), and the rest keep their order
 after them: the last tests handed out are short ones, and the two workers end close together
 (longest-processing-time-first scheduling, as tests/interop/conftest.py does for the interop suite).
+
+Every RocketMQ JVM a test starts (cli/rocketmq.py: brokers, NameServers, RocketMQ's controllers, the Java clients)
+gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here `-XX:TieredStopAtLevel=1` unless the
+environment sets it: C1 only, as mqadmin and the Spark JVMs of the audit tests already run. A suite of tests starts
+dozens of JVMs on two cores and measures none of them; C2's compiler threads were a share of each start.
+Benchmarks run outside pytest and keep the JIT RocketMQ ships with.
 """
+
+import os
+
+os.environ.setdefault("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1")
 
 SECONDS = {
     "tests/tools/audit/test_cluster.py": 416,

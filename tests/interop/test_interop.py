@@ -411,7 +411,7 @@ def test_broker_failover_loses_no_acknowledged_message(world: World) -> None:
     for b in world.sets["broker-a"]:
         if b.identity() != s["masterBrokerId"]:
             wait_until(f"{b.name} has InteropA", lambda b=b: "InteropA" in _topics_json(b), 60)  # type: ignore[misc]
-    producer = Producer(world, "InteropA", 240, pause_ms=2)  # a few hundred a second: enough to cross each failover
+    producer = Producer(world, "InteropA", 240, pause_ms=20)  # tens a second: enough to cross each failover
     try:
         producer.wait_acked(200)
         for how in ("kill", "stop"):

@@ -111,9 +111,10 @@ class Migration:
             out = d.mqadmin("updateTopic", "-b", self.masters[n].addr, "-t", "MigrateT", "-r", "2", "-w", "2")
             assert "success" in out.lower(), out
         self.world = SimpleNamespace(rmq=d, root=root, sets=self.brokers)
-        # 5 ms between sends: a few hundred a second, not the thousands an idle loopback takes, so that the
-        # consumer reads them all well within its idle limit on a loaded machine.
-        self.producer = Producer(self.world, "MigrateT", 600, pause_ms=5)  # type: ignore[arg-type]
+        # 50 ms between sends: about 15 a second through every step of the adoption (a few thousand in all). At
+        # 5 ms (a few hundred a second, until 2026-11-30) the producer, its masters and their slaves kept a core
+        # busy through the brokers' 120 s waits, which the rest of the suite on two cores paid for.
+        self.producer = Producer(self.world, "MigrateT", 600, pause_ms=50)  # type: ignore[arg-type]
         self.windows: list[str] = []
 
     def settled(self, addrs: list[str]) -> dict[str, dict[str, Any]] | None:

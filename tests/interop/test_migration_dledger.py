@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("in
 def test_adopt_from_dledger_controller_and_roll_back(tmp_path: Any) -> None:
     """DLedgerController's state reads the same way (the same remoting codes). Then the rollback window: the
     brokers are switched to our group and, our group having elected nothing, back to DLedger started again from
-    its store; DLedger still holds every master at its epoch, and every acknowledged message is read."""
+    its store; DLedger holds every master at its epoch (or, when a slave reached it first, elected that in-sync
+    slave at a higher epoch), and every acknowledged message is read."""
     rocketmq.require()
     with Deployment(os.path.join(str(tmp_path), "rmq")) as d:
         m = Migration(str(tmp_path), d, "dledger", ("dl-a",))
@@ -56,9 +57,22 @@ def test_adopt_from_dledger_controller_and_roll_back(tmp_path: Any) -> None:
                 ok = sets is not None and all(b["alive"] for s in sets.values() for b in s["brokers"])
                 return sets if ok else None
 
-            back = wait_until("DLedger sees every broker alive again", all_alive, 60)
-            m.unchanged(back)
-            m.tl.step("rolled back: DLedger holds every master at its epoch, every broker alive")
+            back = wait_until("DLedger sees every broker alive again", all_alive, 90)
+            for n in m.sets:
+                now, was = back[n], m.exported[n]
+                if (now["masterBrokerId"], now["masterEpoch"]) == (was["masterBrokerId"], was["masterEpoch"]):
+                    m.tl.step(f"rolled back: DLedger holds {n}'s master {was['masterBrokerId']} at its epoch")
+                    continue
+                # RocketMQ's behaviour (docs/migration.md, Rollback): the set's slave reached DLedger before its
+                # master, and DLedgerController's scan for inactive masters (every scanInactiveMasterInterval,
+                # 5 s) elected it. Safe only if it was in the SyncStateSet, and at a higher epoch.
+                assert now["masterBrokerId"] in was["syncStateSet"] and now["masterEpoch"] > was["masterEpoch"], (
+                    n,
+                    now,
+                )
+                m.tl.step(
+                    f"rolled back: DLedger elected {n}'s in-sync slave {now['masterBrokerId']} (epoch {now['masterEpoch']})"
+                )
             acked = len(m.producer.acked())
             m.producer.wait_acked(acked + 50, 60)
             m.finish("migration timeline (DLedgerController -> ours -> DLedgerController)")

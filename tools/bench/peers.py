@@ -791,6 +791,7 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
         "machine": machine.describe(),
         "settings": {k: v for k, v in vars(a).items() if k not in ("json", "dir", "keep")},
         "defaults": {s: DEFAULTS[s] for s in systems},
+        "java_opt_ext": os.environ.get("JAVA_OPT_EXT", ""),  # JVM flags added to every RocketMQ JVM (tests: C1)
         "notes": {s: NOTES[s] for s in systems if s in NOTES},
         "rounds": [],
         "errors": [],
@@ -856,6 +857,8 @@ def main(argv: list[str]) -> int:
         print(f"machine: {doc['machine']}")
     for s in systems:
         print(f"  {s}: {DEFAULTS[s]}")
+    if doc.get("java_opt_ext"):
+        print(f"  every RocketMQ JVM also ran with JAVA_OPT_EXT={doc['java_opt_ext']}")
     for line in table(doc["rows"], systems):
         print(line)
     for s, note in doc["notes"].items():

@@ -1,8 +1,8 @@
 """The audit on a real Spark standalone cluster (a master and two workers from the installed PySpark, on
 127.0.0.1), its executors' Python shipped as docs/audit.md tells users (a venv-pack archive through --archives,
 PYSPARK_PYTHON inside it), through `rmq-audit --master spark://...` and `spark-submit`, on local paths and on
-hdfs:// (Hadoop's own MiniDFSCluster): the reports equal the local[2] run's on the clean data and on every
-fault test_audit.py injects. One cluster for the module."""
+hdfs:// (Hadoop's own MiniDFSCluster): the reports equal the local[2] run's on the clean data and on one fault of
+each kind test_audit.py injects (faults.ON_CLUSTER). One cluster for the module."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.testdata.cluster_data import build_cluster_data
-from tests.tools.audit.faults import FAULTS, make_datasets
+from tests.tools.audit.faults import ON_CLUSTER, make_datasets
 from tests.tools.audit.spark_cluster import (
     ARCHIVE,
     BIN,
@@ -71,7 +71,7 @@ def archive() -> Path:
 def datasets(tmp: Path) -> dict[str, Path]:
     clean = tmp / "clean-source"
     marks = build_cluster_data(clean)
-    return make_datasets(clean, marks, tmp / "data")
+    return make_datasets(clean, marks, tmp / "data", ON_CLUSTER)
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +136,8 @@ def rmq_audit_on_standalone_matches_local(
 def spark_submit_on_standalone_matches_local_on_every_fault(
     cluster: Standalone, archive: Path, datasets: dict[str, Path], local_reports: dict[str, dict[str, Any]], tmp: Path
 ) -> None:
-    """spark-submit with --archives, the clean data and every injected fault of test_audit.py in one
-    application (audit_many.py: the pipeline as rmq-audit runs it): each report equals local[2]'s."""
+    """spark-submit with --archives, the clean data and one injected fault of each kind (faults.ON_CLUSTER) in
+    one application (audit_many.py: the pipeline as rmq-audit runs it): each report equals local[2]'s."""
     out = tmp / "submit-many"
     out.mkdir()
     argv = [str(BIN / "spark-submit"), "--master", cluster.url, "--archives", f"{archive}#env", *EXECUTOR, str(MANY)]
@@ -145,7 +145,7 @@ def spark_submit_on_standalone_matches_local_on_every_fault(
     p = subprocess.run(argv, capture_output=True, text=True, env=cluster_env(), cwd=out, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     assert_archive_python(cluster, p.stdout + p.stderr)
-    assert set(datasets) == {"clean", *FAULTS}
+    assert set(datasets) == {"clean", *ON_CLUSTER}
     for name in datasets:
         assert report(out / name) == local_reports[name], name
     assert {k: r["exitCode"] for k, r in local_reports.items()}["flipped_bit"] == EXIT_CORRUPT
