@@ -12,6 +12,11 @@ from raft.testing.cluster import ProcessCluster
 # Throttled to 400 kB/s with 64 KiB chunks and a checkpoint every 64 KiB, so a ~1.6 MB snapshot takes
 # about 4 s: long enough to kill a process in the middle, deterministically observed via wait_download.
 ARGS = ("--log-margin", "10", "--throttle", "400000", "--chunk-bytes", "65536", "--sync-every", "65536")
+# Nothing here waits on an election but the first and the restarted leader's: 1000 ms, not 300. At 300 the fill
+# of seed_two_snapshots (3.2 MB) answered ok: false on a loaded 2-core machine (a fresh-clone `make test`,
+# 2026-11-30; its nodes log nothing, so the cause is inferred): the leader, busy writing, most likely went one
+# election timeout without a heartbeat to its one live follower, which stood for election.
+ELECTION_MS = 1000
 
 
 def seed_two_snapshots(cluster: ProcessCluster, leader: str) -> int:
@@ -39,7 +44,7 @@ def assert_installed_and_equal(cluster: ProcessCluster, node: str, leader: str, 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_follower_killed_halfway_resumes_download(tmp_path) -> None:
-    cluster = ProcessCluster(str(tmp_path), n=3, election_ms=300, extra_args=ARGS)
+    cluster = ProcessCluster(str(tmp_path), n=3, election_ms=ELECTION_MS, extra_args=ARGS)
     try:
         cluster.start_all()
         leader = cluster.wait_leader()
@@ -66,7 +71,7 @@ def test_follower_killed_halfway_resumes_download(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_leader_killed_halfway_follower_resumes_from_restarted_leader(tmp_path) -> None:
-    cluster = ProcessCluster(str(tmp_path), n=2, election_ms=300, extra_args=ARGS)
+    cluster = ProcessCluster(str(tmp_path), n=2, election_ms=ELECTION_MS, extra_args=ARGS)
     try:
         cluster.start_all()
         leader = cluster.wait_leader()
