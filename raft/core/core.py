@@ -909,7 +909,10 @@ class RaftCore:
     # ------------------------------------------------------------------ output
 
     def _send(self, m: Message) -> None:
-        if m.type in _SEND_NOW:
+        if m.type in _SEND_NOW or (m.type == MsgType.HEARTBEAT_RESP and not m.reject):
+            # A heartbeat's answer acknowledges no entry (only the term, held while not durable): it leaves at
+            # once, so that a follower's fsync slower than the election timeout costs no leadership. A reject
+            # carries our last index as a hint and waits, like an append's answer.
             self.msgs.append(m)
         else:
             self.msgs_after.append(m)

@@ -105,10 +105,11 @@ class CrashReport:
 
 
 class Writers:
-    """`n` threads PUTting unique keys to whichever node leads; every 200 + code 0 is recorded."""
+    """`n` threads PUTting unique keys to whichever node leads; every 200 + code 0 is recorded. A request not
+    answered within `timeout` seconds counts as unanswered."""
 
-    def __init__(self, cluster: ControllerdCluster, n: int = 3) -> None:
-        self.c = cluster
+    def __init__(self, cluster: ControllerdCluster, n: int = 3, timeout: float = 3.0) -> None:
+        self.c, self.timeout = cluster, timeout
         self.acked: dict[str, str] = {}
         self.unanswered: list[str] = []
         self.cond = threading.Condition()
@@ -131,7 +132,7 @@ class Writers:
             return len(self.acked)
 
     def _run(self) -> None:
-        with httpx.Client(timeout=3) as client:
+        with httpx.Client(timeout=self.timeout) as client:
             while not self._stop.is_set():
                 n = next(self._seq)
                 key, value = f"w{n}", f"v{n}"

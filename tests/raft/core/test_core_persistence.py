@@ -4,7 +4,7 @@ before it leaves too (test_core_paper covers APP_RESP and VOTE_RESP)."""
 
 from __future__ import annotations
 
-from raft.core import ConfState, CoreConfig, HardState, Message, MsgType, RaftCore, Ready, Role
+from raft.core import ConfState, CoreConfig, Entry, HardState, Message, MsgType, RaftCore, Ready, Role
 from raft.testing.network import Network
 
 TERM_STAMPED = {MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP, MsgType.TIMEOUT_NOW}
@@ -66,3 +66,33 @@ def test_lone_voter_cannot_lead_twice_in_one_term() -> None:
     net.tick_all(3)
     assert net.normal_applied("a") == [b"second"]
     assert net.normal_applied("l") == [b"second"]
+
+
+def test_a_heartbeat_is_answered_before_a_slow_append_is_durable() -> None:
+    """A follower's fsync slower than the election timeout must not cost the leader its leadership: the answer
+    to a heartbeat acknowledges no entry and leaves at once, while the answer to the append still waits."""
+    net = Network(["a", "b", "c"])
+    a = net.elect("a")
+    b = net.cores["b"]
+    last = b.log.last_index()
+    new, term_at_last = Entry(a.term, last + 1, data=b"slow"), b.log.term(last)
+    assert term_at_last is not None
+    b.step(Message(MsgType.APP, "a", "b", term=a.term, log_term=term_at_last, index=last, entries=[new]))
+    b.step(Message(MsgType.HEARTBEAT, "a", "b", term=a.term, commit=b.log.committed, seq=7))
+    rd = b.ready()
+    assert rd.hard_state is None and rd.entries == [new], "the append is handed to the writer, not yet durable"
+    assert [(m.type, m.seq) for m in rd.messages] == [(MsgType.HEARTBEAT_RESP, 7)]
+    assert [m.type for m in rd.persisted_messages] == [MsgType.APP_RESP]
+
+
+def test_a_heartbeat_answer_waits_for_a_term_it_raised_and_a_reject_for_the_disk() -> None:
+    b = RaftCore(CoreConfig(id="b"), ConfState(("a", "b", "c"), ()))
+    b.step(Message(MsgType.HEARTBEAT, "a", "b", term=3, commit=0, seq=1))  # term 0 -> 3, not yet durable
+    rd = b.ready()
+    assert rd.hard_state == HardState(3, "") and rd.messages == []
+    assert [m.type for m in rd.persisted_messages] == [MsgType.HEARTBEAT_RESP]
+    b.advance(rd)
+    b.on_hard_state_persisted(HardState(3, ""))
+    b.step(Message(MsgType.HEARTBEAT, "a", "b", term=3, commit=5, log_term=3, seq=2))  # we lack entry 5
+    rd = b.ready()
+    assert rd.messages == [] and [(m.type, m.reject) for m in rd.persisted_messages] == [(MsgType.HEARTBEAT_RESP, True)]
