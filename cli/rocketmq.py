@@ -437,6 +437,10 @@ def broker_conf(
         "duplicationEnable": False,
         "fetchNamesrvAddrByAddressServer": False,
         "enableDetailStat": False,
+        # RocketMQ 5.5.0's TransactionMetricsFlushService spins on a core until its first flush (apache/rocketmq
+        # issue #10515, fixed by PR #10517; 5.5.0 still spins, measured here): 10 CPU-seconds at every broker start with the 10 s
+        # default, 1 with this. Its file (config/transactionMetrics) is then written once a second.
+        "transactionMetricFlushInterval": 1000,
     }
     conf.update(extra)
     return conf

@@ -236,6 +236,10 @@ def test_registration_and_replication(world: World) -> None:
         assert int(m["SyncStateSetEpoch"]) == p["syncStateSetEpoch"] == c["syncStateSetEpoch"]
         assert sorted(i for i, _ in m["inSync"]) == sorted(r["brokerId"] for r in c["inSyncReplicas"]) == [1, 2, 3]
         assert all(alive for _, alive in m["inSync"])
+    # RocketMQ ignores a key it does not know: the broker's own view of the harness's settings (docs/interop.md)
+    conf = world.mqadmin("getBrokerConfig", "-b", page[SETS[0]]["masterAddress"])
+    got = dict(re.findall(r"^(transactionMetricFlushInterval|mappedFileSizeCommitLog)\s*=\s*(\S+)", conf, re.M))
+    assert got == {"transactionMetricFlushInterval": "1000", "mappedFileSizeCommitLog": str(16 << 20)}, conf[-2000:]
 
 
 def test_mqadmin_controller_verbs(world: World) -> None:
