@@ -1,13 +1,12 @@
-"""The offline suite's order on two workers.
+"""The suite's order on three workers.
 
-`make test` runs the offline suite with `--dist loadgroup`. pytest-xdist 3.8 marks a test's group on
-`item._nodeid`, which pytest 9 no longer reads, so every test is its own unit of work, handed out in collection
-order to whichever worker is free. Collected alphabetically, the audit's standalone-cluster test (one test: a Spark
-cluster with HDFS, one audit per damaged dataset, about 7 minutes) started halfway through and ended alone, and
-the suite ended on tests/tools/torture's 30-40 s sweeps. So the files are put longest first, by the seconds their
-tests took in a `make test` on 2 cores (`--durations=0`, 2026-11-29, two workers), and the rest keep their order
-after them: the last tests handed out are short ones, and the two workers end close together
-(longest-processing-time-first scheduling, as tests/interop/conftest.py does for the interop suite).
+`make test` runs the whole suite, the real-RocketMQ interop files included, in one pytest on three workers with
+`--dist loadfile --no-loadscope-reorder`: each file goes whole to one worker (an interop file's world of brokers
+and controllers is module-scoped), and the files are handed out in collection order. Here they are put longest
+first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and 2026-11-30), so that
+the three workers end close together (longest-processing-time-first scheduling): the last files handed out are
+short ones. A file without a figure is run after those with one, in collection order;
+tests/interop/test_schedule.py fails until every interop file has a figure.
 
 Every RocketMQ JVM a test starts (cli/rocketmq.py: brokers, NameServers, RocketMQ's controllers, the Java clients)
 gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here `-XX:TieredStopAtLevel=1` unless the
@@ -21,22 +20,37 @@ import os
 os.environ.setdefault("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1")
 
 SECONDS = {
-    "tests/tools/audit/test_cluster.py": 416,
+    # the real-RocketMQ interop files (2026-11-30: `-m interop` on two workers, 743 s)
+    "tests/interop/test_migration.py": 288,
+    "tests/interop/test_migration_dledger.py": 280,
+    "tests/interop/test_interop.py": 250,
+    "tests/interop/test_peers_bench_smoke.py": 176,
+    "tests/interop/test_audit_epochs.py": 121,
+    "tests/interop/test_broker_failover_peers_smoke.py": 69,
+    "tests/interop/test_run_rocketmq.py": 61,
+    "tests/interop/test_failover_bench_smoke.py": 59,
+    "tests/interop/test_security.py": 57,
+    "tests/interop/test_realistic_ab_smoke.py": 38,
+    "tests/interop/test_differential.py": 30,
+    "tests/tools/bench/test_ratios.py": 19,
+    "tests/interop/test_mqadmin_shell.py": 15,
+    # the rest (fresh clone of 2026-11-30, two workers)
+    "tests/tools/audit/test_cluster.py": 445,
     "tests/jepsen/test_smoke.py": 215,
-    "tests/raft/testing/test_sim.py": 140,
+    "tests/raft/testing/test_sim.py": 175,
+    "tests/tools/torture/test_sweeps.py": 157,
     "tests/tools/bench/test_all_smoke.py": 110,
-    "tests/tools/torture/test_sweeps.py": 95,
     "tests/tools/audit/test_audit.py": 82,
-    "tests/tools/torture/test_hostile_http.py": 52,
+    "tests/daemon/test_upgrade.py": 75,
+    "tests/tools/torture/test_hostile_http.py": 60,
+    "tests/tools/audit/test_cli.py": 52,
     "tests/tools/audit/test_loopback.py": 47,
-    "tests/tools/audit/test_cli.py": 40,
-    "tests/daemon/test_upgrade.py": 38,
-    "tests/tools/bench/test_audit_smoke.py": 36,
+    "tests/tools/bench/test_audit_smoke.py": 44,
+    "tests/tools/torture/test_disk_faults.py": 42,
     "tests/deploy/test_prometheus.py": 35,
     "tests/raft/node/test_install_processes.py": 34,
     "tests/daemon/test_demo.py": 31,
     "tests/daemon/test_controllerd_processes.py": 29,
-    "tests/tools/torture/test_disk_faults.py": 25,
     "tests/tools/bench/test_bench_smoke.py": 24,
     "tests/tools/audit/test_make_run_data.py": 23,
     "tests/tools/audit/test_epochs.py": 22,
