@@ -53,7 +53,8 @@ def free_port_base(offsets: tuple[int, ...], low: int = PORTS_LOW, high: int | N
     if len(_handed) > (hi - lo) // 2:
         _handed.clear()  # half the block handed out: the tests that used the first ones are long gone
     for _ in range(1000):
-        family = [(base := random.randrange(lo, hi)) + o for o in offsets]
+        base = random.randrange(lo, hi)  # once: inside the comprehension it was drawn anew for every offset
+        family = [base + o for o in offsets]
         if _handed.intersection(family):
             continue
         socks = []
