@@ -74,9 +74,11 @@ $(RUST_CONTROLLER):
 	cargo install --locked rocketmq-controller@1.0.0 --bin rocketmq-controller-rust --root build/rocketmq-rust
 
 # The executors' Python for a cluster run of the audit: a venv with the pinned runtime dependencies, packed with
-# venv-pack into build/audit-env.tar.gz (docs/audit.md, On a cluster); rebuilt when pyproject.toml changes.
+# venv-pack into build/audit-env.tar.gz (docs/audit.md, On a cluster); rebuilt when pyproject.toml changes. And the
+# class-data archive the suite's local Spark JVMs map (tools/audit/cds.py), built once per Java and PySpark.
 audit-env: setup
 	$(BIN)/python -m tools.audit.pack_env build/audit-env.tar.gz
+	$(BIN)/python -m tools.audit.cds build/spark-cds
 
 # Unmodified RocketMQ brokers, NameServer, mqadmin and clients against our controller, and the differential
 # test against RocketMQ's own JRaftController (docs/interop.md).

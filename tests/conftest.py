@@ -12,12 +12,30 @@ Every RocketMQ JVM a test starts (cli/rocketmq.py: brokers, NameServers, RocketM
 gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here `-XX:TieredStopAtLevel=1` unless the
 environment sets it: C1 only, as mqadmin and the Spark JVMs of the audit tests already run. A suite of tests starts
 dozens of JVMs on two cores and measures none of them; C2's compiler threads were a share of each start.
-Benchmarks run outside pytest and keep the JIT RocketMQ ships with.
+Benchmarks run outside pytest and keep the JIT RocketMQ ships with. Likewise every local Spark JVM the audit
+starts maps the class-data archive of tools/audit/cds.py when `make test` built it (about half of each start).
 """
 
 import os
 
 os.environ.setdefault("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1")
+
+
+def _spark_cds_archive() -> str:
+    """The audit's class-data archive that `make test` builds first (make audit-env, tools/audit/cds.py), if it is
+    there: every local Spark JVM of the suite maps it instead of loading Spark's classes from the jars again."""
+    from tools.audit.cds import key
+
+    try:
+        name = f"spark-{key()}.jsa"
+    except ImportError:  # no PySpark: nothing in this run starts Spark
+        return ""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-cds", name)
+    return path if os.path.isfile(path) else ""
+
+
+if archive := _spark_cds_archive():
+    os.environ.setdefault("RMQ_AUDIT_CDS_ARCHIVE", archive)
 
 SECONDS = {
     # the real-RocketMQ interop files (2026-11-30: `-m interop` on two workers, 743 s)
@@ -44,6 +62,7 @@ SECONDS = {
     "tests/daemon/test_upgrade.py": 75,
     "tests/tools/torture/test_hostile_http.py": 60,
     "tests/tools/audit/test_cli.py": 52,
+    "tests/tools/audit/test_cds.py": 50,
     "tests/tools/audit/test_loopback.py": 47,
     "tests/tools/bench/test_audit_smoke.py": 44,
     "tests/tools/torture/test_disk_faults.py": 42,

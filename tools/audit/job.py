@@ -22,6 +22,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the project
 
 import click
 
+from tools.audit import cds
 from tools.audit.model import EXIT_CORRUPT, EXIT_DIVERGENCE, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 
 FAIL_ON = {"error": 2, "warning": 1, "never": 99}
@@ -159,7 +160,8 @@ def session(
     if not ({"PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS"} & os.environ.keys()) and (
         master is None or master.startswith("local")
     ):
-        launch = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", LOCAL_JVM_OPTIONS)
+        jvm = f"{LOCAL_JVM_OPTIONS} {cds.options()}".strip()  # and the class-data archive, when one is named
+        launch = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", jvm)
         # read by the JVM we start (its UI's bind address, and the default of every other one) and by the
         # Python workers it forks
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
