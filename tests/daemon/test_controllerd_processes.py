@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +23,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("controllerd")]
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[ControllerdCluster]:
-    c = ControllerdCluster(str(tmp_path))
+    # 1000 ms elections: with 500 the leader wait_ready() named was no longer leader a moment later, once, on a
+    # loaded machine (the whole suite on three workers, 2026-11-30)
+    c = ControllerdCluster(str(tmp_path), election_ms=1000)
     c.start_all()
     try:
         yield c
@@ -138,12 +142,11 @@ def test_sigterm_hands_leadership_over_and_exits_0(cluster: ControllerdCluster) 
     assert r["code"] == 0 and r["body"] == {"value": "v1"}
 
 
-def follow(
-    c: ControllerdCluster, method: str, path: str, body: dict[str, Any] | None = None, attempts: int = 200
-) -> dict[str, Any]:
-    """A minimal leader-following client: 2007 -> the named leader; refused/503/timeout -> the next node."""
-    target = 0
-    for _ in range(attempts):
+def follow(c: ControllerdCluster, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A minimal leader-following client: 2007 -> the named leader; refused/503/timeout -> the next node, 20 ms
+    later (an election takes an election timeout or two); for at most 30 s."""
+    target, deadline, pause = 0, time.monotonic() + 30, threading.Event()
+    while time.monotonic() < deadline:
         try:
             r = httpx.request(method, c.url(target, path), json=body, timeout=2)
             if r.status_code == 200:
@@ -156,7 +159,8 @@ def follow(
         except httpx.HTTPError:
             pass
         target = (target + 1) % len(c.https)
-    raise AssertionError(f"{method} {path}: no leader answered in {attempts} attempts")
+        pause.wait(0.02)
+    raise AssertionError(f"{method} {path}: no leader answered in 30 s")
 
 
 def test_a_client_follows_the_leader_through_sigkill_and_acknowledged_writes_survive(
