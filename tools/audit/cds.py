@@ -2,13 +2,14 @@
 
     python -m tools.audit.cds DIR      # builds DIR/spark-<key>.jsa unless it is there; prints its path
 
-A local audit's JVM spends most of its start reading, parsing and verifying Spark's ~15,000 classes from its jars.
+A local audit's JVM spends about half of its start reading, parsing and verifying Spark's classes from its jars.
 An archive of the classes one small local job loaded lets every later JVM map them instead: measured on 2 cores
 (2026-11-30, a local[2] session and one count), 13.8-14.6 CPU-s and 12 s to the answer without, 7.1-7.2 CPU-s and
 6 s with. `session()` (tools/audit/job.py) passes the archive to the JVM it starts when `RMQ_AUDIT_CDS_ARCHIVE`
-names one that exists (the test suite sets it, tests/conftest.py; make test builds it first). The key in the
-name is a digest of the java binary and of PySpark's jars (names, sizes, times): another Java or PySpark gets an
-archive of its own. A JVM that cannot map an archive runs without it, silently (`-Xlog:cds=off`), never fails.
+names one that is whole (its size as built; the test suite sets it, tests/conftest.py; make test builds it first).
+The key in the name is a digest of the java binary and of PySpark's jars (paths, sizes, times): another Java or
+PySpark gets an archive of its own. A JVM given an archive it cannot use (another JDK, a flipped byte caught by
+-XX:+VerifySharedSpaces) runs without it, silently (`-Xlog:cds=off`).
 """
 
 from __future__ import annotations
