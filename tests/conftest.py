@@ -1,12 +1,13 @@
-"""The suite's order on three workers.
+"""The suite's order.
 
-`make test` runs the whole suite, the real-RocketMQ interop files included, in one pytest on three workers with
-`--dist loadfile --no-loadscope-reorder`: each file goes whole to one worker (an interop file's world of brokers
-and controllers is module-scoped), and the files are handed out in collection order. Here they are put longest
-first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and 2026-11-30), so that
-the three workers end close together (longest-processing-time-first scheduling): the last files handed out are
-short ones. A file without a figure is run after those with one, in collection order;
-tests/interop/test_schedule.py fails until every interop file has a figure.
+`make test` runs the offline files on two workers (`--dist loadgroup`: pytest-xdist 3.8 marks a test's group on
+`item._nodeid`, which pytest 9 no longer reads, so every test is its own unit of work, handed out in collection
+order), then the real-RocketMQ interop files on two (`--dist loadfile --no-loadscope-reorder`: each file whole to
+one worker, as its module-scoped world of brokers and controllers needs, in collection order). Here the files are
+put longest first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and 2026-11-30),
+so that the workers end close together (longest-processing-time-first scheduling): the last ones handed out are
+short. A file without a figure runs after those with one, in collection order; tests/interop/test_schedule.py
+fails until every interop file has a figure.
 
 Every RocketMQ JVM a test starts (cli/rocketmq.py: brokers, NameServers, RocketMQ's controllers, the Java clients)
 gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here `-XX:TieredStopAtLevel=1` unless the
