@@ -80,7 +80,7 @@ $(RUST_CONTROLLER):
 # class-data archive the suite's local Spark JVMs map (tools/audit/cds.py), built once per Java and PySpark.
 audit-env: setup
 	$(BIN)/python -m tools.audit.pack_env build/audit-env.tar.gz
-	$(BIN)/python -m tools.audit.cds build/spark-cds
+	$(BIN)/python -m tools.audit.cds build/spark-cds  # tools.audit.cds.DIR
 
 # Unmodified RocketMQ brokers, NameServer, mqadmin and clients against our controller, and the differential
 # test against RocketMQ's own JRaftController (docs/interop.md).

@@ -25,13 +25,12 @@ os.environ.setdefault("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1")
 def _spark_cds_archive() -> str:
     """The audit's class-data archive that `make test` builds first (make audit-env, tools/audit/cds.py), if it is
     there: every local Spark JVM of the suite maps it instead of loading Spark's classes from the jars again."""
-    from tools.audit.cds import key
+    from tools.audit import cds
 
     try:
-        name = f"spark-{key()}.jsa"
+        path = str(cds.archive())
     except ImportError:  # no PySpark: nothing in this run starts Spark
         return ""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-cds", name)
     return path if os.path.isfile(path) else ""
 
 

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 
 ENV = "RMQ_AUDIT_CDS_ARCHIVE"
+ROOT = Path(__file__).resolve().parent.parent.parent
+DIR = ROOT / "build" / "spark-cds"  # where make audit-env builds it and the test suite looks
 # Checked (a CRC of every region at each start, ~0.1 s): JDK 17 otherwise maps a damaged archive and dies of SIGBUS
 # in FileMapInfo::relocate_pointers_in_core_regions (seen here, tests/tools/audit/test_cds.py); quiet, since a JVM
 # that cannot use the archive says so on stdout.
@@ -53,6 +55,11 @@ def key() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def archive(directory: Path = DIR) -> Path:
+    """The archive's path for this Java and PySpark in `directory`, whether it is there or not."""
+    return directory / f"spark-{key()}.jsa"
+
+
 def whole(path: str | Path) -> bool:
     """The archive is there with the size `build` recorded beside it (PATH.bytes). JDK 17 maps a shorter file and
     dies of SIGBUS reading past its end, before any check of its own; a flipped byte is -XX:+VerifySharedSpaces's."""
@@ -71,13 +78,12 @@ def options() -> str:
 
 def build(directory: Path) -> Path:
     """DIR/spark-<key>.jsa, dumped by a JVM that ran _JOB when it exited, renamed into place whole."""
-    out = directory / f"spark-{key()}.jsa"
+    out = archive(directory)
     if whole(out):
         return out
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{out.name}.{os.getpid()}.tmp"
-    root = str(Path(__file__).resolve().parent.parent.parent)
-    code = _JOB.format(root=root, tmp=str(tmp), quiet=QUIET)
+    code = _JOB.format(root=str(ROOT), tmp=str(tmp), quiet=QUIET)
     env = {k: v for k, v in os.environ.items() if k not in (ENV, "PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     if r.returncode != 0 or not tmp.is_file():

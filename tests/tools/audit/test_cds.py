@@ -36,8 +36,8 @@ def probe(archive: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_local_jvm_maps_the_archive_and_never_a_damaged_one(tmp_path: Path) -> None:
-    archive = cds.build(ROOT / "build" / "spark-cds")  # make audit-env built it already; cached
-    assert archive.name == f"spark-{cds.key()}.jsa" and cds.build(archive.parent) == archive
+    archive = cds.build(cds.DIR)  # make audit-env built it already; cached
+    assert archive == cds.archive(cds.DIR) and cds.build(archive.parent) == archive
     r = probe(archive)
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "mapped 10", r.stdout[-2000:] + r.stderr[-3000:]
 
