@@ -22,6 +22,7 @@ from cli.config import conf_settings, write_controller_conf
 from raft.testing.cluster import free_ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
+RETRY_S = 0.5  # wait_ready: how soon a request that failed is asked again
 
 
 class ControllerdCluster:
@@ -99,6 +100,7 @@ class ControllerdCluster:
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
+            failed: httpx.HTTPError | None = None
             with self._logged:
                 seen = self._lines
             for i in nodes:
@@ -116,10 +118,17 @@ class ControllerdCluster:
                         return leaders.pop()
                     last = leaders
             except httpx.HTTPError as e:
-                last = e
-            with self._logged:  # nothing changes without a log line: wait for the next one
+                last = failed = e
+            # Nothing a node decides changes without a log line: wait for the next one. But a request that failed
+            # (a node too busy to answer in 2 s, on a loaded machine) says nothing of what the nodes decided, and
+            # its answer coming later logs nothing: ask again within RETRY_S (2026-11-30: a group ready at
+            # 11:43:58 went quiet and was reported not ready at 11:44:21).
+            wait = deadline - time.monotonic()
+            if failed is not None:
+                wait = min(wait, RETRY_S)
+            with self._logged:
                 # wait_for calls the predicate before this iteration ends, so it sees this iteration's `seen`
-                self._logged.wait_for(lambda: self._lines > seen, max(0.0, deadline - time.monotonic()))  # noqa: B023
+                self._logged.wait_for(lambda: self._lines > seen, max(0.0, wait))  # noqa: B023
         raise AssertionError(f"not ready within {timeout}s: {last}")
 
     def wait_applied(self, i: int, index: int, timeout: float = 60) -> bool:

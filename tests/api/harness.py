@@ -21,7 +21,7 @@ from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
 from api.service.settings import ApiSettings
 from raft.node.factory import open_data_dir
-from raft.options import NodeOptions, RaftOptions
+from raft.options import LogStorageOptions, NodeOptions, RaftOptions
 from raft.testing.cluster import free_ports
 from raft.testing.group import InProcessGroup
 
@@ -103,6 +103,7 @@ def service_options(
         http_addresses=http,
         remoting_addresses=kw.pop("remoting_addresses", {}),  # the node's, as cli.config.to_node_options sets them
         raft=raft,
+        log=kw.pop("log", LogStorageOptions()),
     )
     kw.setdefault("scan_interval_ms", NEVER_MS)
     kw.setdefault("first_scan_delay_ms", NEVER_MS)
