@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,7 +61,7 @@ def test_a_request_that_timed_out_is_asked_again_without_a_log_line(
 ) -> None:
     c = ControllerdCluster(str(tmp_path), n=1)
     c.https[0] = f"127.0.0.1:{server.server_address[1]}"
-    alive = subprocess.Popen(["sleep", "60"])  # a node process that runs and logs nothing
+    alive = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])  # runs, logs nothing
     c.procs[0] = alive
     try:
         assert c.wait_ready(timeout=15) == "127.0.0.1:1"
