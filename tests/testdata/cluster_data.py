@@ -18,7 +18,7 @@ SETS = [f"broker-{k}" for k in range(6)]
 # beside it) it can stall past the API tests' 300 ms election timeout, and a lost leadership fails a request
 # of the traffic below. The data needs no election to be quick, only the traffic to reach one leader.
 RAFT = RaftOptions(election_timeout_ms=2000)
-# Segments of 1 MiB, preallocated as in production: each node's log (~80 KB here) is still one segment with a
+# Segments of 1 MiB, preallocated as in production: each node's log (a few KB here) is still one segment with a
 # zero tail the audit reads past, and every copy a test makes (the fault datasets, HDFS, the executors' reads) is
 # 3 MiB instead of the 192 MiB that 64 MiB segments made of it once copied dense.
 LOG = LogStorageOptions(segment_bytes=1024 * 1024)
