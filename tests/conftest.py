@@ -10,16 +10,21 @@ short. A file without a figure runs after those with one, in collection order; t
 fails until every interop file has a figure.
 
 Every RocketMQ JVM a test starts (cli/rocketmq.py: brokers, NameServers, RocketMQ's controllers, the Java clients)
-gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here `-XX:TieredStopAtLevel=1` unless the
-environment sets it: C1 only, as mqadmin and the Spark JVMs of the audit tests already run. A suite of tests starts
-dozens of JVMs on two cores and measures none of them; C2's compiler threads were a share of each start.
-Benchmarks run outside pytest and keep the JIT RocketMQ ships with. Likewise every local Spark JVM the audit
+gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here, unless the environment sets it:
+- `-XX:TieredStopAtLevel=1`: C1 only, as mqadmin and the Spark JVMs of the audit tests already run. A suite of tests
+  starts dozens of JVMs on two cores and measures none of them; C2's compiler threads were a share of each start.
+- `-Dtls.server.mode=disabled`: RocketMQ's default, permissive, has every remoting server (NameServer, broker,
+  controller) make a self-signed RSA certificate at start (tls.test.mode.enable, Netty's SelfSignedCertificate
+  through BouncyCastle). Measured on 2 cores (2026-11-30, C1 only): a NameServer's start 4.0 CPU-s with it and 1.1
+  without, a controller 4.3 and 1.8, a broker 8.5 and 3.7. No test but tests/interop/test_security.py speaks TLS to
+  a RocketMQ server, and its JVMs set permissive again.
+Benchmarks run outside pytest and keep the JIT and TLS mode RocketMQ ships with. Likewise every local Spark JVM the audit
 starts maps the class-data archive of tools/audit/cds.py when `make test` built it (about half of each start).
 """
 
 import os
 
-os.environ.setdefault("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1")
+os.environ.setdefault("JAVA_OPT_EXT", "-XX:TieredStopAtLevel=1 -Dtls.server.mode=disabled")
 
 
 def _spark_cds_archive() -> str:

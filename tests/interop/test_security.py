@@ -132,7 +132,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
     def jvm(name: str) -> tuple[str, ...]:
         """A RocketMQ JVM with TLS on, as RocketMQ's docs set it up: tls.enable and a tls.config.file naming
-        this process's certificate (as a server: NameServer, broker; as a client: broker, mqadmin)."""
+        this process's certificate (as a server: NameServer, broker; as a client: broker, mqadmin). The servers
+        accept TLS in RocketMQ's default mode, permissive, which the suite's JAVA_OPT_EXT turns off (conftest.py)."""
         pair = ca.issue(name)
         conf = {
             "tls.test.mode.enable": "false",
@@ -145,7 +146,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             "tls.client.keyPath": pair.key,
         }
         path = properties_file(str(root / "pki" / f"{name}-tls.properties"), conf)
-        return ("-Dtls.enable=true", f"-Dtls.config.file={path}")
+        return ("-Dtls.enable=true", f"-Dtls.config.file={path}", "-Dtls.server.mode=permissive")
 
     for raft_id, conf in zip(ours.rafts, ours.confs, strict=True):  # peers: mutual TLS, each its own id
         peer = ca.issue(raft_id, file=f"peer-{raft_id.replace(':', '-')}")
