@@ -37,7 +37,7 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Controller
     c = ControllerdCluster(
         str(tmp_path_factory.mktemp("hostile")),
         election_ms=2000,
-        extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\n",
+        extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\ncontrollerFeatureCheckIntervalMs=500\n",
     )
     c.headers = AUTH
     c.start_all()
@@ -46,7 +46,9 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Controller
 
         # The leader raises the group's feature level on its own a few seconds after start (0 -> 2, one entry):
         # on a loaded machine (a fresh clone, 2026-11-30) that entry landed around a rejected request and passed
-        # for its state change. The fuzzing starts once it is in.
+        # for its state change. The fuzzing starts once it is in. controllerFeatureCheckIntervalMs=500: at the
+        # 30 s default the first check after the election came 30 s later, and each worker that ran a test of this
+        # file waited for it (35 s of setup, 5.6 with 500 ms).
         def raised() -> bool:
             f = httpx.get(c.url(leader, "/api/v1/raft/features"), headers=AUTH, timeout=10).json()["body"]
             return bool(f["level"] == f["maxLevel"])
