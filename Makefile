@@ -3,7 +3,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-fast interop rocketmq rocketmq-rust hadoop jars audit-env audit-pack audit-cds sim bench audit lint clean
+.PHONY: setup run test test-fast interop rocketmq rocketmq-rust hadoop jars audit-env audit-pack audit-cds sim bench audit
+.PHONY: lint clean
 
 setup: $(STAMP)
 

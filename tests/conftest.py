@@ -18,8 +18,9 @@ gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here, 
   through BouncyCastle). Measured on 2 cores (2026-11-30, C1 only): a NameServer's start 4.0 CPU-s with it and 1.1
   without, a controller 4.3 and 1.8, a broker 8.5 and 3.7. No test but tests/interop/test_security.py speaks TLS to
   a RocketMQ server, and its JVMs set permissive again.
-Benchmarks run outside pytest and keep the JIT and TLS mode RocketMQ ships with. Likewise every local Spark JVM the audit
-starts maps the class-data archive of tools/audit/cds.py when `make test` built it (about half of each start).
+Benchmarks run outside pytest and keep the JIT and TLS mode RocketMQ ships with. Likewise every local Spark JVM
+the audit starts maps the class-data archive of tools/audit/cds.py when `make test` built it (about half of each
+start).
 """
 
 import os

@@ -37,7 +37,8 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Controller
     c = ControllerdCluster(
         str(tmp_path_factory.mktemp("hostile")),
         election_ms=2000,
-        extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\ncontrollerFeatureCheckIntervalMs=500\n",
+        extra=f"controllerAdminToken={TOKEN}\nscanNotActiveBrokerInterval=600000\n"
+        "controllerFeatureCheckIntervalMs=500\n",
     )
     c.headers = AUTH
     c.start_all()
