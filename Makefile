@@ -39,7 +39,7 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # - the interop files on three: 645 s against 743-806 on two in a warm tree, but in a fresh clone two of the first
 #   three files failed at load average 17 (three worlds of JVMs starting at once), so two;
 # - one pytest for both on three workers: each of its three fresh runs failed a different test under its load
-#   (load average 7-12); four workers failed three tests in the first minutes.
+#   (load average 7-12); four workers failed three tests in the first minutes;
 # - the offline files on four workers: 973 s and 1,432 CPU-s against 868 s and 1,245 on three (warm tree);
 # - with RocketMQ's servers started without a self-signed certificate (tests/conftest.py), the interop files on
 #   three: 632 s against 695 on two, and two tests failed (load average 12; in one, two of our three controllerd

@@ -268,7 +268,7 @@ def test_after_a_change_of_controller_leader_the_page_still_lists_the_former_lea
     def moved() -> str | None:
         """The new leader, once there is one; until then the transfer asked of the old one again. Its 503 ("did
         not move ... in time") is the designed answer to a transfer slower than its timeout (a loaded machine,
-        2026-11-30): anything else fails."""
+        2026-11-30); any other answer fails this try, and the last one is what wait_until reports at 90 s."""
         leader = cluster.wait_ready()
         if leader != old:
             return leader
