@@ -46,12 +46,17 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 #   nodes had logged only their config warning 60 s after their start).
 # `hadoop` and `audit-env`: the audit's cluster test (tests/tools/audit/test_cluster.py) runs Hadoop's own HDFS
 # and ships the executors' Python as a packed archive.
+# The suite runs with bytecode caching on ($(PYC)). This machine kind sets PYTHONDONTWRITEBYTECODE=1, so no .pyc of
+# the project was ever written: every controllerd, rmqctl and test subprocess compiled each module it imports from
+# source, and pytest rewrote every test file in each worker (a collection: 12.6 s, 3.7 s from its cache). Measured
+# 2026-11-30 on tests/cli and test_controllerd_processes.py (301 tests): 81-86 s without caching, 60-68 s with it.
+PYC := env -u PYTHONDONTWRITEBYTECODE
 test: setup
 	$(MAKE) --no-print-directory -j4 lint jars audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not interop"
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m interop
+	$(PYC) $(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not interop"
+	$(PYC) $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m interop
 
 # Offline: no Maven, no RocketMQ, no real processes.
 test-fast: setup

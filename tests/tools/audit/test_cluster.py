@@ -24,6 +24,7 @@ from tests.tools.audit.spark_cluster import (
     ARCHIVE,
     BIN,
     HADOOP,
+    JVM_OPTIONS,
     ROOT,
     SocketLog,
     Standalone,
@@ -34,7 +35,6 @@ from tests.tools.audit.spark_cluster import (
     run_watched,
     standalone,
 )
-from tools.audit.job import LOCAL_JVM_OPTIONS
 from tools.audit.model import EXIT_CORRUPT, EXIT_OK, EXIT_USAGE
 from tools.audit.pack_env import base_python
 
@@ -43,10 +43,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 MANY = ROOT / "tests" / "tools" / "audit" / "audit_many.py"
 # The executors' memory: two 1-core workers of 1 GB, one 512 MB executor each. Every JVM of the test (driver,
 # executors, and the master and workers in spark_cluster.py) runs C1 with the serial collector, as a local run's
-# does (docs/audit.md): on 2 cores C2's compiler threads were most of the test's CPU.
+# does (docs/audit.md): on 2 cores C2's compiler threads were most of the test's CPU. They map the audit's
+# class-data archive too (spark_cluster.JVM_OPTIONS).
 EXECUTOR = ["--conf", "spark.executor.memory=512m", "--conf", "spark.ui.enabled=false"]
-EXECUTOR += ["--conf", f"spark.executor.extraJavaOptions={LOCAL_JVM_OPTIONS}"]
-EXECUTOR += ["--conf", f"spark.driver.extraJavaOptions={LOCAL_JVM_OPTIONS}"]
+EXECUTOR += ["--conf", f"spark.executor.extraJavaOptions={JVM_OPTIONS}"]
+EXECUTOR += ["--conf", f"spark.driver.extraJavaOptions={JVM_OPTIONS}"]
 
 
 @pytest.fixture(scope="module")
