@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from cli import rocketmq
-from cli.rocketmq import Broker, Deployment, ha_race_stuck, port_triples, store_marks, wait_until
+from cli.rocketmq import Broker, Deployment, port_triples, settle_past_ha_race, store_marks, wait_until
 from tools.cluster import ROOT, ControllerdCluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
@@ -99,32 +99,25 @@ class World:
     def broker(self, name: str, broker_id: int) -> Broker:
         return next(b for b in self.sets[name] if b.identity() == broker_id)
 
+    def set_if_settled(self, name: str, size: int = 3) -> dict[str, Any] | None:
+        """`name`'s broker set if it has an alive master and `size` alive in-sync replicas."""
+        s = self.broker_sets().get(name)
+        return s if rocketmq.settled(s, size) else None
+
     def settled(self, name: str, size: int = 3, timeout: float = 120) -> dict[str, Any]:
         """Wait until `name` has an alive master and `size` alive in-sync replicas; its broker set."""
-
-        def check() -> dict[str, Any] | None:
-            s = self.broker_sets().get(name)
-            return s if rocketmq.settled(s, size) else None
-
-        return wait_until(f"{name}: a master and {size} in-sync replicas", check, timeout)
+        return wait_until(
+            f"{name}: a master and {size} in-sync replicas", lambda: self.set_if_settled(name, size), timeout
+        )
 
     def settled_after_switch(self, name: str, old: Broker, marks: dict[str, int]) -> dict[str, Any]:
         """`settled(name)` after a master change, around a race of RocketMQ's brokers (docs/interop.md, "Found
         on the way"): a slave that re-registers with the NameServer before the demoted master does is given the
         demoted master's HA address, and replicates from it (a slave now) until that connection breaks, never
         joining the new master's SyncStateSet. Such a slave, seen in its store.log, is restarted as an operator
-        would; every other way of not settling fails."""
-        try:
-            return self.settled(name, timeout=45)
-        except AssertionError:
-            stuck = ha_race_stuck(self.sets[name], old, marks)
-            if not stuck:
-                raise
-            for b in stuck:
-                print(f"RocketMQ's HA race: {b.name} replicates from the demoted master {old.ha_addr}; restarting it")
-                b.stop()
-                b.start_and_wait()
-            return self.settled(name)
+        would (`settle_past_ha_race`); every other way of not settling fails."""
+        what = f"{name}: a master and 3 in-sync replicas after a master change"
+        return settle_past_ha_race(what, lambda: self.set_if_settled(name), self.sets[name], old, marks)
 
 
 # A loopback peer, or none (an unconnected socket's "*:*", "0.0.0.0:*").
