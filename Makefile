@@ -8,10 +8,13 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
+# pip byte-compiles what it installs one file after another; compileall does it on every core. In a fresh venv
+# (2026-11-30): 54 s with pip compiling, 32 s without and 3 s for compileall -j0, the same 5,641 .pyc files.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench,jepsen,audit]'
+	$(BIN)/python -m pip install -q --no-compile -e '.[dev,bench,jepsen,audit]'
+	$(BIN)/python -m compileall -q -j0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 	touch $(STAMP)
 
 # A 3-node controller group on loopback, data under $(DATA); Ctrl-C stops it. Other ports or sizes:
