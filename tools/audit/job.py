@@ -36,6 +36,12 @@ LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 LOOPBACK = "127.0.0.1"
 
 
+def jvm_options() -> str:
+    """LOCAL_JVM_OPTIONS and the class-data archive of tools/audit/cds.py when `RMQ_AUDIT_CDS_ARCHIVE` names a
+    whole one: what a local run's JVM gets, and every JVM of the suite's Spark cluster tests."""
+    return f"{LOCAL_JVM_OPTIONS} {cds.options()}".strip()
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--master", help="Spark master; wins over everything (default: spark-submit's, else local[*]).")
@@ -160,8 +166,7 @@ def session(
     if not ({"PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS"} & os.environ.keys()) and (
         master is None or master.startswith("local")
     ):
-        jvm = f"{LOCAL_JVM_OPTIONS} {cds.options()}".strip()  # and the class-data archive, when one is named
-        launch = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", jvm)
+        launch = SparkConf(loadDefaults=False).set("spark.driver.extraJavaOptions", jvm_options())
         # read by the JVM we start (its UI's bind address, and the default of every other one) and by the
         # Python workers it forks
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)

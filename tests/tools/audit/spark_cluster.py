@@ -20,8 +20,7 @@ from typing import Any, TextIO
 import pyspark
 
 from cli.rocketmq import free_port, wait_until
-from tools.audit import cds
-from tools.audit.job import LOCAL_JVM_OPTIONS
+from tools.audit.job import jvm_options
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
@@ -35,7 +34,7 @@ TIMING = ("seconds", "out", "runDate")
 # JVM, and the audit's class-data archive when make test built one (tools/audit/cds.py; they share the local JVM's
 # class path). Measured 2026-11-30, three alternating rounds of a cluster's start and two small applications:
 # 13.6-14.8 CPU-s and 50-53 for the two applications without it, 9.3-10.1 and 35-39 with it.
-JVM_OPTIONS = f"{LOCAL_JVM_OPTIONS} {cds.options()}".strip()
+JVM_OPTIONS = jvm_options()
 
 
 def die_with_parent() -> None:

@@ -15,8 +15,7 @@ import pytest
 from raft.storage.identity import read_identity
 from snapshot.format import META_FILE, decode_meta, encode_meta
 from tests.testdata.cluster_data import build_cluster_data
-from tests.tools.audit.spark_cluster import JVM_OPTIONS
-from tools.audit.job import main
+from tools.audit.job import jvm_options, main
 from tools.audit.model import EXIT_CORRUPT, EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +52,7 @@ def test_spark_submit_on_file_uris_keeps_its_master(tmp_path: Path) -> None:
             "--conf",
             "spark.ui.enabled=false",
             "--driver-java-options",  # C1, the serial collector and the class-data archive, as the suite's other JVMs
-            JVM_OPTIONS,
+            jvm_options(),
             str(ROOT / "tools" / "audit" / "job.py"),
             f"file://{tmp_path / 'data'}",
             "--out",
