@@ -3,8 +3,9 @@
 `make test` runs the offline files on three workers (`--dist loadgroup`: pytest-xdist 3.8 marks a test's group on
 `item._nodeid`, which pytest 9 no longer reads, so every test is its own unit of work, handed out in collection
 order), then the real-RocketMQ interop files on two (`--dist loadfile --no-loadscope-reorder`: each file whole to
-one worker, as its module-scoped world of brokers and controllers needs, in collection order). Here the files are
-put longest first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and 2026-11-30),
+one worker, as its module-scoped world of brokers and controllers needs, in collection order); the Makefile's
+ALONGSIDE file, which mostly waits on RocketMQ's fixed periods, runs beside the offline files instead. Here the
+files are put longest first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and 2026-11-30),
 so that the workers end close together (longest-processing-time-first scheduling): the last ones handed out are
 short. A file without a figure runs after those with one, in collection order; tests/interop/test_schedule.py
 fails until every interop file has a figure.

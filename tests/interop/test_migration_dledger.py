@@ -1,6 +1,6 @@
 """Adopting a live RocketMQ cluster from RocketMQ's DLedgerController, then rolling back to it, with real
 brokers (docs/migration.md): test_migration.py's Migration, from the other controller RocketMQ ships. In a file
-of its own so that pytest-xdist's loadfile runs it beside test_migration.py's JRaftController adoption."""
+of its own so that `make test` can run it beside the offline files (the Makefile's ALONGSIDE): it mostly waits."""
 
 from __future__ import annotations
 
