@@ -5,10 +5,10 @@
 order), then the real-RocketMQ interop files on two (`--dist loadfile --no-loadscope-reorder`: each file whole to
 one worker, as its module-scoped world of brokers and controllers needs, in collection order); the Makefile's
 ALONGSIDE file, which mostly waits on RocketMQ's fixed periods, runs beside the offline files instead. Here the
-files are put longest first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and 2026-11-30),
-so that the workers end close together (longest-processing-time-first scheduling): the last ones handed out are
-short. A file without a figure runs after those with one, in collection order; tests/interop/test_schedule.py
-fails until every interop file has a figure.
+files are put longest first, by the seconds each took on 2 cores (`--durations`, fresh clones of 2026-11-29 and
+2026-11-30), so that the workers end close together (longest-processing-time-first scheduling): the last ones
+handed out are short. A file without a figure runs after those with one, in collection order;
+tests/interop/test_schedule.py fails until every interop file has a figure.
 
 Every RocketMQ JVM a test starts (cli/rocketmq.py: brokers, NameServers, RocketMQ's controllers, the Java clients)
 gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here, unless the environment sets it:
