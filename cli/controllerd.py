@@ -323,13 +323,16 @@ def check_config(
 
 
 def corruption_fix(exc: BaseException, server_id: str, store: str) -> str:
-    """The fix to print after a start failure caused by a damaged store file; "" for any other failure."""
+    """The fix to print after a start failure caused by a damaged store file, or by a store whose state cannot be
+    rebuilt (its only snapshots damaged, its log compacted past them); "" for any other failure."""
+    from raft.node.snapshots import StoreNotRebuildableError
     from raft.storage.meta import MetaCorruptionError
     from raft.storage.segment import LogCorruptionError
     from snapshot.errors import SnapshotFormatError
 
+    damaged = LogCorruptionError | MetaCorruptionError | SnapshotFormatError | StoreNotRebuildableError
     e: BaseException | None = exc
-    while e is not None and not isinstance(e, LogCorruptionError | MetaCorruptionError | SnapshotFormatError):
+    while e is not None and not isinstance(e, damaged):
         e = e.__cause__ or e.__context__
     if e is None:
         return ""

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("raft.node")
 
 
+class StoreNotRebuildableError(RuntimeError):
+    """A node's store cannot give back its state: no snapshot loads (each damaged one was quarantined, or there is
+    none) and its log starts after index 1. The node refuses to start; controllerd prints how to rebuild it."""
+
+
 class SnapshotExecutor:
     def __init__(self, driver: NodeLoop, storage: SnapshotStorage, options: SnapshotOptions, download_dir: str) -> None:
         self._d = driver
@@ -85,7 +90,7 @@ class SnapshotExecutor:
             if has_log and lg.first_index() > 1:
                 why = [f"snapshot {i} quarantined: {r}" for i, r in (loaded.quarantined if loaded else ())]
                 why += [f"snapshot {i} skipped: {r}" for i, r in (loaded.skipped if loaded else ())]
-                raise RuntimeError(
+                raise StoreNotRebuildableError(
                     f"{data_dir}: no snapshot loads and the log starts at index {lg.first_index()}, so the "
                     f"state before it cannot be rebuilt; refusing to start"
                     + (" (" + "; ".join(why) + ")" if why else " (there is no snapshot at all)")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from raft.node import Node
+from raft.node.snapshots import StoreNotRebuildableError
 from raft.options import NodeOptions, SnapshotOptions
 from raft.testing.group import InProcessGroup
 from raft.testing.kvnode import KvStateMachine
@@ -172,7 +173,9 @@ def test_refuses_to_start_when_no_snapshot_loads_and_log_was_truncated(tmp_path:
         for meta in n.snapshots():
             corrupt_data(tmp_path, meta.last_included_index)
         m = single(tmp_path, port, snap_opts())
-        with pytest.raises(RuntimeError, match=rf"no snapshot loads and the log starts at index {first}.*quarantined"):
+        with pytest.raises(
+            StoreNotRebuildableError, match=rf"no snapshot loads and the log starts at index {first}.*quarantined"
+        ):
             await m.start()
         await m.stop()
 

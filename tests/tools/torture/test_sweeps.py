@@ -61,8 +61,8 @@ def test_crash_sweep_meets_install_snapshot_and_membership_points_by_constructio
 
 @pytest.mark.xdist_group("torture-corrupt")
 def test_corruption_sweep_small_is_never_silent(tmp_path):
-    report = corrupt.run(str(tmp_path / "corrupt"), sample=23, writes=40, echo=lambda _: None)
-    assert report.cases >= 10
+    report = corrupt.run(str(tmp_path / "corrupt"), spread=12, writes=40, echo=lambda _: None)
+    assert report.cases >= 12
     assert report.silent == [], report.silent
     assert report.unnamed == [], report.unnamed  # each refusal names the file and the byte offset
     assert report.detected >= report.cases - report.benign and report.refused > 0 and report.fallback > 0
