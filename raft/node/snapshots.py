@@ -22,7 +22,7 @@ from raft.node.install import GET, SnapshotServer
 from raft.node.statemachine import BaseStateMachine
 from raft.node.status import SnapshotDownloads, SnapshotSending, SnapshotStatus
 from raft.options import SnapshotOptions
-from raft.status import RaftError, RaftException
+from raft.status import RaftBaseError, RaftError, RaftException
 from snapshot.manager import SnapshotBusyError, SnapshotManager
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("raft.node")
 
 
-class StoreNotRebuildableError(RuntimeError):
+class StoreNotRebuildableError(RaftBaseError, RuntimeError):  # RuntimeError: what it was raised as before
     """A node's store cannot give back its state: no snapshot loads (each damaged one was quarantined, or there is
     none) and its log starts after index 1. The node refuses to start; controllerd prints how to rebuild it."""
 
