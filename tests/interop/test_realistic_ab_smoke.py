@@ -32,6 +32,8 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         [row] = rows
         assert row["acknowledged"] > 0 and row["errors"] == 0 and row["unanswered"] == 0, (name, row)
         assert row["p99_ms"] >= row["p50_ms"] > 0, (name, row)
+        # the leader applied entries over the window (its heartbeats, one entry per loop turn, and its scans)
+        assert isinstance(row["entries"], int) and row["entries"] > 0, (name, row)
         assert row["warmup"]["seconds"] == 1 and row["warmup"]["acknowledged"] > 0, (name, row)  # before the window
         assert 0 < row["leader_cpu_pct"] < 100 * (os.cpu_count() or 1), (name, row)  # the leader's, never idle
         assert 0 <= row["leader_wait_pct"] < 100, (name, row)  # one thread: never more than the window

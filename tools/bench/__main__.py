@@ -1,6 +1,7 @@
 """python -m tools.bench <benchmark> [options]; benchmarks: all (every figure of issue 14), raft, snapshot, statemachine, http, audit, remoting,
 failover_rocketmq (real RocketMQ brokers), peers (RocketMQ's own controllers side by side, issue 25), tls (heartbeats
-with and without TLS, issue 27), realistic_ab (the realistic row's p99, source trees alternating)."""
+with and without TLS, issue 27), realistic_ab (the realistic row's p99, source trees alternating), handover (what a
+remoting front end in a process of its own would move and add per heartbeat, issue 25)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def main() -> int:
         "peers",
         "tls",
         "realistic_ab",
+        "handover",
     ):
         print("usage: python -m tools.bench all [--quick] [--json FILE] [--reps N] [--only SECTIONS]", file=sys.stderr)
         print("       python -m tools.bench raft [--seconds N] [--json FILE] [--peer pysyncobj]", file=sys.stderr)
@@ -51,7 +53,15 @@ def main() -> int:
             "       python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--brokers N] [--json F]",
             file=sys.stderr,
         )
+        print(
+            "       python -m tools.bench handover [--count N] [--batches 1,10,50,200] [--reps R] [--json F]",
+            file=sys.stderr,
+        )
         return 2
+    if sys.argv[1] == "handover":
+        from tools.bench import handover
+
+        return handover.main(sys.argv[2:])
     if sys.argv[1] == "realistic_ab":
         from tools.bench import realistic_ab
 

@@ -8,7 +8,8 @@ trees of this controller, alternating in one run: each round starts a fresh 3-no
 (`ControllerdCluster.start(tree=...)`: another checkout, e.g. `git worktree add ../base <commit>`, run with this
 interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50, p99 and the leader's
 CPU (user + system time over the window's wall time, as the peers row's) and the time its event loop's thread was
-runnable but waiting for a CPU (`peers.runq_wait_s`, % of the window) is one figure; the table gives each
+runnable but waiting for a CPU (`peers.runq_wait_s`, % of the window) is one figure, with the entries the leader
+applied over it (`entries`: its heartbeats go one entry per loop turn); the table gives each
 tree's median and range over every window, and the 1-minute load average before each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
 give the same tree, told apart by `--conf` (one setting's default against another value, say).
 
@@ -110,10 +111,12 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
             before = os.getloadavg()[0]
             sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
             with profile.record(sampled_pid, sampled) if sampled else contextlib.nullcontext():
+                i0 = group.applied(leader)
                 q0, t0 = peers.runq_wait_s(pid), time.monotonic()
                 f0 = [peers.cpu_s(p) for p in followers]
                 st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
                 took = time.monotonic() - t0
+                i1 = group.applied(leader)
                 wait_pct = round(100 * (peers.runq_wait_s(pid) - q0) / took, 1)
                 followers_pct = [
                     round(100 * (peers.cpu_s(p) - c) / took, 1) for p, c in zip(followers, f0, strict=True)
@@ -126,6 +129,8 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                     "leader_wait_pct": wait_pct,  # its loop thread runnable, waiting for a CPU: % of the window
                     "followers_cpu_pct": followers_pct,
                     "acknowledged": st["acknowledged"],
+                    # the leader's log entries applied over the window (its heartbeats go one entry per loop turn)
+                    "entries": None if i0 is None or i1 is None else i1 - i0,
                     "errors": st["errors"],
                     "unanswered": st["unanswered"],
                     "load_before": round(before, 2),
@@ -169,6 +174,7 @@ def main(argv: list[str]) -> int:
                     f"round {r} {name}: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
                     f"leader CPU {row['leader_cpu_pct']} %, waiting for a CPU {row['leader_wait_pct']} %, "
                     f"followers' CPU {' and '.join(map(str, row['followers_cpu_pct']))} %, "
+                    f"{row['entries']} entries for {row['acknowledged']} heartbeats, "
                     f"load {row['load_before']}"
                 )
             windows[name].extend(rows)
