@@ -19,6 +19,13 @@ gets `JAVA_OPT_EXT` (RocketMQ's own scripts' name for extra JVM options), here, 
   through BouncyCastle). Measured on 2 cores (2026-11-30, C1 only): a NameServer's start 4.0 CPU-s with it and 1.1
   without, a controller 4.3 and 1.8, a broker 8.5 and 3.7. No test but tests/interop/test_security.py speaks TLS to
   a RocketMQ server, and its JVMs set permissive again.
+Measured and not done: a class-data archive per kind of RocketMQ JVM, as the audit's Spark JVMs map one. On 2 cores
+under load (2026-12-01): a broker's start 3.7-4.4 CPU-s without and 2.4-2.8 with, a controller 2.1-2.6 and 1.4-1.8,
+a NameServer 1.4-1.6 and 0.9-1.0, about 75 CPU-s over the suite's ~40 broker, ~20 controller and ~10 NameServer
+starts. Building the archives (a JVM of each kind run and stopped cleanly; the broker's needs a NameServer, a
+controller and a producer's messages) took 133 s and ~40 CPU-s, so the suite would gain ~35 CPU-s for a build step.
+mqadmin's and the Java clients' JVMs cannot use one at all: the interop classes are a directory on their classpath
+("Cannot have non-empty directory in paths").
 Benchmarks run outside pytest and keep the JIT and TLS mode RocketMQ ships with. Likewise every local Spark JVM
 the audit starts maps the class-data archive of tools/audit/cds.py when `make test` built it (about half of each
 start).
