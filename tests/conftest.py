@@ -69,7 +69,7 @@ SECONDS = {
     # the rest (fresh clone of 2026-11-30, two workers)
     "tests/tools/audit/test_cluster.py": 445,
     "tests/jepsen/test_smoke.py": 215,
-    "tests/raft/testing/test_sim.py": 175,
+    "tests/raft/testing/test_sim.py": 105,  # 150 seeds since 2026-12-01
     "tests/tools/torture/test_sweeps.py": 157,
     "tests/tools/bench/test_all_smoke.py": 110,
     "tests/tools/audit/test_audit.py": 82,
