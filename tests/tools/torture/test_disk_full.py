@@ -23,6 +23,11 @@ pytestmark = [
 # The tests check that the same leader goes on (no restart, no hand-over): 1000 ms, not 300, which a loaded
 # 2-core machine (a fresh clone, 2026-11-30) missed once, moving the leadership mid-test.
 ELECTION_MS = 1000
+# The hard floor these tests are about (controllerMinFreeDiskMB: 503 below it), and the NOSPACE alarm off: its
+# default (controllerAlarmFreeDiskMB 64) is above the whole 24 MiB mount, so its first check (every 5 s) raised it
+# and refused every write with code 1. Fast, the first write came before that check; in a fresh clone on a starved
+# machine (2026-12-01) it came after it.
+FLOOR = "controllerMinFreeDiskMB=8\ncontrollerAlarmFreeDiskMB=0\n"
 
 
 def _free(path: str) -> int:
@@ -66,7 +71,7 @@ def test_disk_full_503_reads_go_on_no_half_snapshot_and_recovery(tmp_path, mount
         str(tmp_path / "run"),
         election_ms=ELECTION_MS,
         stores=stores,
-        extra="controllerMinFreeDiskMB=8\nstatemachineSnapshotThreshold=0\n",
+        extra=FLOOR + "statemachineSnapshotThreshold=0\n",
     )
     c.start_all()
     try:
@@ -124,9 +129,7 @@ def _big(key: str) -> str:
 def test_a_follower_whose_disk_fills_pauses_and_catches_up_by_itself(tmp_path, mounts):
     # Before: the follower's next WAL write failed with ENOSPC, an I/O error that stopped it for good.
     stores = [os.path.join(m, "store") for m in mounts]
-    c = ControllerdCluster(
-        str(tmp_path / "run"), election_ms=ELECTION_MS, stores=stores, extra="controllerMinFreeDiskMB=8\n"
-    )
+    c = ControllerdCluster(str(tmp_path / "run"), election_ms=ELECTION_MS, stores=stores, extra=FLOOR)
     for i in range(3):
         c.start(i, {"CONTROLLERD_UNSAFE_LOCAL_READS": "1"})  # the follower answers reads from its own state
     try:
