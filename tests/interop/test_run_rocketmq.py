@@ -20,6 +20,7 @@ import pytest
 from cli import rocketmq
 from cli.localcluster import REMOTING_OFFSET
 from raft.testing.cluster import free_port_base
+from tests.processes import naming
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
 
@@ -30,19 +31,7 @@ SETTLE_S = 150.0  # two sets of cold JVMs on 2 busy cores, one set at a time
 
 def jvms(data: str) -> dict[int, str]:
     """Every java process whose command line names `data`: pid -> command line."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        line = b" ".join(argv).decode(errors="replace")
-        if argv and os.path.basename(argv[0].decode(errors="replace")) == "java" and data in line:
-            found[int(entry)] = line
-    return found
+    return {pid: " ".join(argv) for pid, argv in naming(data).items() if os.path.basename(argv[0]) == "java"}
 
 
 def settled(http: str) -> dict[str, Any] | None:

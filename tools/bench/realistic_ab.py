@@ -116,11 +116,11 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                 f0 = [peers.cpu_s(p) for p in followers]
                 st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
                 took = time.monotonic() - t0
-                i1 = group.applied(leader)
                 wait_pct = round(100 * (peers.runq_wait_s(pid) - q0) / took, 1)
                 followers_pct = [
                     round(100 * (peers.cpu_s(p) - c) / took, 1) for p, c in zip(followers, f0, strict=True)
                 ]
+                i1 = group.applied(leader)  # after the figures timed over `took`: an HTTP request would stretch them
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],

@@ -123,9 +123,11 @@ class Writers:
             t.start()
 
     def stop(self) -> None:
+        """Stop the writers: at any point, started or not."""
         self._stop.set()
         for t in self.threads:
-            t.join(30)
+            if t.ident is not None:
+                t.join(30)
 
     def count(self) -> int:
         with self.cond:
@@ -178,8 +180,10 @@ class Churn:
         self.thread.start()
 
     def stop(self) -> None:
+        """Stop the churn: at any point, started or not."""
         self._stop.set()
-        self.thread.join(30)
+        if self.thread.ident is not None:
+            self.thread.join(30)
 
     def _run(self) -> None:
         gone = f"/api/v1/raft/peers/{quote(self.learner, safe='')}"
@@ -331,22 +335,18 @@ def run(
             report.freezes += 1
         return False
 
-    for i in range(3):
-        c.start(i, ENV)
-    try:  # 300 ms elections flap on a starved machine (fresh 52: five leaders in the first 70 s): as long as the end
-        c.wait_ready(timeout=120)
-    except BaseException:  # never leave the group running for the rest of the suite (fresh 52: 16 minutes)
-        c.stop_all()
-        raise
-    w = Writers(c)
-    w.start()
-
     def proposer() -> int | None:
         return next((i for i, a in list(arm.items()) if a.point == "membership.propose" and a.frozen_at is None), None)
 
+    w = Writers(c)
     churn = Churn(c, lambda: any(a.point in MEMBERSHIP_POINTS for a in list(arm.values())), proposer)
-    churn.start()
+    for i in range(3):
+        c.start(i, ENV)
     try:
+        # 300 ms elections flap on a starved machine (fresh 52: five leaders in the first 70 s): as long as the end
+        c.wait_ready(timeout=120)
+        w.start()
+        churn.start()
         for i in range(3):
             c.kill(i)
             start(i)
@@ -402,7 +402,7 @@ def run(
         report.acked = len(w.acked)
         report.conf_changes = churn.changes
         _check(c, w.acked, report)
-    finally:
+    finally:  # the group never outlives the sweep, whichever step failed (fresh 52: a failed start left it 16 minutes)
         churn.stop()
         w.stop()
         c.stop_all()
