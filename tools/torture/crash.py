@@ -14,8 +14,8 @@ error is a refusal; its message must name a file under its store.
 Two kinds of point need a workload of their own, so that they are met by construction, not by luck:
 
 * InstallSnapshot (`install.*`, `wal.reset.before_unlink`): a node armed with one of them is frozen (SIGSTOP)
-  while the others take `lag` writes, enough that the leader compacts its log past the node's last entry,
-  then thawed (SIGCONT): it is behind the compacted log and gets an InstallSnapshot (downloaded in 1 KiB
+  while the others take at least `lag` writes, until the leader's log (its status' firstLogIndex) starts past
+  the node's last entry, then thawed (SIGCONT): it is behind the compacted log and gets an InstallSnapshot (downloaded in 1 KiB
   chunks, so one download is many `install.chunk` hits). Freeze and thaw repeat in the same process until
   the point fires, so hit counts above 1 are reached too; a thawed node is frozen again only once it has
   caught up to the leader's commit at its thaw (frozen in the middle of a download, it never reached the
@@ -222,6 +222,7 @@ class Armed:
     since: int  # acknowledged writes when the case started (or when the node was last thawed)
     freezes: int = 0
     frozen_at: int | None = None  # acknowledged writes when it was frozen (SIGSTOP), while it is
+    frozen_last: int = 0  # its last log index when it was frozen: it is thawed once the leader's log starts past it
     thawed_at: int = 0  # the leader's commit index when it was last thawed: it catches up to it before a new freeze
 
 
@@ -305,19 +306,28 @@ def run(
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return None
 
-    def leader_commit(i: int) -> int:
+    def leader_status(i: int) -> dict | None:
+        """The status of the leader among the nodes other than `i`, or None while none answers as leader."""
         for j in range(3):
             st = status(j) if j != i and c.procs[j].poll() is None else None
             if st is not None and st["leaderId"] == st["nodeId"]:
-                return int(st["commitIndex"])
-        return 0
+                return st
+        return None
 
     def install_case(i: int, a: Armed, acked: int) -> bool:
         """Freeze and thaw a node armed at an InstallSnapshot point; True when it is not reached."""
         if a.frozen_at is not None:
-            if acked - a.frozen_at >= LAG:  # the leader has compacted past it: thawed, it must install
-                os.kill(c.procs[i].pid, signal.SIGCONT)
-                a.frozen_at, a.since, a.thawed_at = None, acked, leader_commit(i)
+            if acked - a.frozen_at < LAG:
+                return False
+            # Thawed only once the leader's log starts past the frozen node's last entry: then it must install.
+            # (Counting writes alone was not enough: CI on a starved machine, 2026-12-01, thawed a node armed at
+            # install.after_adopt three times without the point being met; a leader that has not yet compacted,
+            # or no leader answering, read as 0, let it catch up from the log or froze it again mid-download.)
+            st = leader_status(i)
+            if st is None or int(st["firstLogIndex"]) <= a.frozen_last + 1 + CATCH_UP:  # (entries it may have taken
+                return False  # between its status and the SIGSTOP)
+            os.kill(c.procs[i].pid, signal.SIGCONT)
+            a.frozen_at, a.since, a.thawed_at = None, acked, int(st["commitIndex"])
             return False
         if acked - a.since < CATCH_UP:
             return False
@@ -330,7 +340,7 @@ def run(
             return True
         if not frozen():  # one frozen node at a time: the other two keep a quorum
             os.kill(c.procs[i].pid, signal.SIGSTOP)
-            a.frozen_at = acked
+            a.frozen_at, a.frozen_last = acked, int(st["lastLogIndex"])
             a.freezes += 1
             report.freezes += 1
         return False
