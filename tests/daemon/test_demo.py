@@ -61,10 +61,10 @@ def test_a_killed_master_is_replaced_from_its_sync_state_set_without_losing_an_a
     assert demo.runner.call(lambda _s: group.lost(new)) == []
 
     # The old master comes back: a slave of the new one, what it wrote after the new master's last copy
-    # (never acknowledged) truncated at the RIP-44 consistent point, then in sync again.
-    # The fork is where the first epoch after the killed master's starts (RIP-44's consistent point), not where
-    # the new master's current epoch starts: on a starved machine the group can fail over once more after the
-    # kill (fresh clone of 2026-12-01: a later epoch starting past the old master's end failed `old_end > fork`).
+    # (never acknowledged) truncated at the RIP-44 consistent point, then in sync again. That point (the fork) is
+    # where the first epoch after the killed master's starts, not the new master's current epoch: on a starved
+    # machine the group can fail over once more after the kill (fresh clone of 2026-12-01: a later epoch starting
+    # past the old master's end failed `old_end > fork`).
     old_end = demo.runner.call(lambda _s: old.log.end)
     fork = demo.runner.call(lambda _s: min(start for e, start in new.log.epochs if e > epoch))
     demo.runner.call(lambda _s: old.start())

@@ -69,6 +69,7 @@ ENV = {
 LAG = 40  # writes a frozen node misses: past 2 snapshots (every 10 entries, 2 trailing), so its log is compacted away
 CATCH_UP = 10  # writes a thawed node runs before it may be frozen again
 MAX_FREEZES = 8  # largest hit count tried at a point met once per InstallSnapshot
+ASK = 5  # writes between two questions to the leader while a frozen node waits for its log to be compacted
 
 
 @dataclass
@@ -223,6 +224,7 @@ class Armed:
     freezes: int = 0
     frozen_at: int | None = None  # acknowledged writes when it was frozen (SIGSTOP), while it is
     frozen_last: int = 0  # its last log index when it was frozen: it is thawed once the leader's log starts past it
+    asked_at: int = 0  # acknowledged writes when the leader was last asked whether it has compacted past it
     thawed_at: int = 0  # the leader's commit index when it was last thawed: it catches up to it before a new freeze
 
 
@@ -317,15 +319,19 @@ def run(
     def install_case(i: int, a: Armed, acked: int) -> bool:
         """Freeze and thaw a node armed at an InstallSnapshot point; True when it is not reached."""
         if a.frozen_at is not None:
-            if acked - a.frozen_at < LAG:
+            # The leader is asked every ASK writes, not on every one: the loop wakes per acknowledged write, and it
+            # compacts only after a snapshot (every 10 entries) anyway.
+            if acked - a.frozen_at < LAG or acked - a.asked_at < ASK:
                 return False
+            a.asked_at = acked
             # Thawed only once the leader's log starts past the frozen node's last entry: then it must install.
             # (Counting writes alone was not enough: CI on a starved machine, 2026-12-01, thawed a node armed at
             # install.after_adopt three times without the point being met; a leader that has not yet compacted,
             # or no leader answering, read as 0, let it catch up from the log or froze it again mid-download.)
+            # CATCH_UP more: the entries the node may have taken between its status and the SIGSTOP.
             st = leader_status(i)
-            if st is None or int(st["firstLogIndex"]) <= a.frozen_last + 1 + CATCH_UP:  # (entries it may have taken
-                return False  # between its status and the SIGSTOP)
+            if st is None or int(st["firstLogIndex"]) <= a.frozen_last + 1 + CATCH_UP:
+                return False
             os.kill(c.procs[i].pid, signal.SIGCONT)
             a.frozen_at, a.since, a.thawed_at = None, acked, int(st["commitIndex"])
             return False
