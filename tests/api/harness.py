@@ -299,8 +299,8 @@ async def register(node: Node, cluster: str, name: str, broker_id: int, addr: st
     M.RegisterBrokerAnswer.model_validate(env)
 
 
-async def scrape(node: Node) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    r = await node.call("GET", "/metrics")
+async def scrape(node: Node, query: str = "") -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    r = await node.call("GET", f"/metrics{query}")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     out = {}
     for family in text_string_to_metric_families(r.text):

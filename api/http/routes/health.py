@@ -110,6 +110,7 @@ async def healthz_check(request: Request, check: Annotated[str, Path()], gw: Gat
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}},
 )
-async def metrics(gw: GatewayDep) -> Response:
-    """Prometheus text format: RocketMQ's controller series and controllerd_raft_*."""
-    return Response(gw.metrics.render(), media_type=CONTENT_TYPE)
+async def metrics(gw: GatewayDep, names: Annotated[list[str] | None, Query(alias="name[]")] = None) -> Response:
+    """Prometheus text format: RocketMQ's controller series and controllerd_raft_*; with `name[]` (repeated),
+    only the families or samples so named."""
+    return Response(gw.metrics.render(names or ()), media_type=CONTENT_TYPE)
