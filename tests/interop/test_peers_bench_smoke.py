@@ -44,6 +44,11 @@ def test_peers_bench_quick(tmp_path: Path) -> None:
             assert reg["duplicate_ids"] == 0 and reg["errors"] == 0, c
             st = c["steady"]
             assert st["brokers"] == c["brokers"] and st["acknowledged"] > 0 and st["unanswered"] == 0, c
+            if r["system"] == "ours":  # each node's slow log writes and loop turns over the step, from /metrics
+                assert all(len(ns) == 3 and all(n >= 0 for n in ns) for ns in c["over_50ms"].values()), c
+                assert all(ms > 0 for ms in c["slowest_ms"]["log_write"] + c["slowest_ms"]["loop_lag"]), c
+            else:
+                assert "over_50ms" not in c, c  # no such figure from a JVM controller
         # every kill: a different node took over and served, and the killed node came back and caught up
         assert len(r["failovers"]) == a.kills, r["failovers"]
         for fo in r["failovers"]:

@@ -5,6 +5,8 @@ on any machine), each measured in the same run, with its file on the disk the be
 * `fdatasync_latency`: a file preallocated with posix_fallocate, then N times a 256 B pwrite at the next offset
   and one fdatasync, each pair timed: p50 / p99. What one durable append of a small log entry costs on this
   disk, the floor under a serial Raft commit (the leader's append and a follower's, in parallel, plus loopback).
+* `fdatasync_stalls`: the same pair every 2 ms for some seconds: how many took over a bound, and the slowest. The
+  disk's own stalls, measured alone, beside the realistic row's tail (tools/bench/realistic_ab.py).
 * `write_bandwidth`: 1 MiB writes up to `total` bytes (1 GiB by default), one fsync at the end, timed from the
   first write to the fsync's return (what `dd bs=1M count=1024 conv=fsync` measures); the file is removed.
   The floor under InstallSnapshot, which writes a snapshot's bytes and fsyncs them.
@@ -83,6 +85,42 @@ def fdatasync_latency(directory: str | None = None, n: int = 1000, size: int = 2
         "p50_ms": round(1000 * percentile(lat, 0.50), 4),
         "p99_ms": round(1000 * percentile(lat, 0.99), 4),
         "mean_ms": round(1000 * statistics.fmean(lat), 4),
+    }
+
+
+def fdatasync_stalls(
+    seconds: float, over_s: float, directory: str | None = None, pause_s: float = 0.002
+) -> dict[str, Any]:
+    """The disk's own stalls: for `seconds`, a 256 B pwrite + fdatasync every `pause_s` (a log writer's pace at a
+    few hundred batches a second) into a preallocated 1 MiB file, written round; how many pairs took over
+    `over_s` and the slowest (ms). Nothing else of the benchmark runs meanwhile, so a stall here is the disk's
+    or the host's, not the controller's. The file is removed."""
+    if seconds <= 0 or over_s <= 0:
+        raise ValueError("seconds and over_s must be positive")
+    payload, span = os.urandom(256), MiB
+    lat: list[float] = []
+    fd, path = tempfile.mkstemp(prefix="fdatasync-stalls-", dir=directory or bench_dir())
+    try:
+        os.posix_fallocate(fd, 0, span)
+        os.fsync(fd)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            os.pwrite(fd, payload, (len(lat) * 256) % span)
+            os.fdatasync(fd)
+            lat.append(time.perf_counter() - t0)
+            time.sleep(pause_s)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    lat.sort()
+    return {
+        "seconds": seconds,
+        "writes": len(lat),
+        "p50_ms": round(1000 * percentile(lat, 0.50), 4),
+        "over_ms": over_s * 1000,
+        "over": sum(x > over_s for x in lat),
+        "max_ms": round(1000 * lat[-1], 2),
     }
 
 

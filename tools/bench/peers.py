@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import queue
 import re
@@ -49,6 +50,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from cli import rocketmq
 from cli.rocketmq import Deployment
@@ -74,6 +76,18 @@ DEFAULTS = {
     "300 ms; scanNotActiveBrokerInterval 1000 as the JVMs; native, no memory cap",
 }
 NOTES = {"dledger": "heartbeats in memory, not in its log"}
+HISTOGRAMS = {
+    "log_write": "controllerd_raft_fsync_duration_seconds",  # write + fdatasync of one log batch
+    "commit": "controllerd_raft_commit_duration_seconds",  # a proposal batch, proposed to applied (the leader's)
+    "loop_lag": "controllerd_event_loop_lag_seconds",  # how late the node's loop ran a 50 ms timer
+}
+"""The histograms of ours that say where a window's slow heartbeats waited (`Ours.histograms`)."""
+QUERY = {"name[]": list(HISTOGRAMS.values())}  # these only: the whole text is ~10 MB at 10k brokers
+SLOW_S = 0.05
+"""A log write (write + fdatasync of one batch), commit or loop turn slower than this holds heartbeats well past
+the realistic row's 20 ms goal; for a log write it is a disk stall: on an idle disk of the machine of
+docs/performance.md ("The 10k tail's stall windows, attributed") one fdatasync of 256 B took 0.2 ms at the p50 and
+up to 256 ms, with nothing else running. It is one of the nodes' histogram bounds (raft/latency.py)."""
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -122,6 +136,62 @@ class Ours:
             return int(r.json()["body"]["appliedIndex"])
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return None
+
+    def histograms(self) -> list[dict[str, dict[float, float]] | None]:
+        """Every node's HISTOGRAMS so far, from its /metrics: per name, the count at or under each bucket's upper
+        bound in seconds (`math.inf` for all); a name the node does not serve (a follower's commits) is missing,
+        and a node that does not answer is None."""
+        out: list[dict[str, dict[float, float]] | None] = []
+        for i in range(3):
+            try:
+                r = httpx.get(self.cluster.url(i, "/metrics"), params=QUERY, timeout=2, headers=self.cluster.headers)
+                r.raise_for_status()
+            except httpx.HTTPError:
+                out.append(None)
+                continue
+            names = {family: name for name, family in HISTOGRAMS.items()}
+            node: dict[str, dict[float, float]] = {}
+            for fam in text_string_to_metric_families(r.text):
+                if fam.name in names:
+                    node[names[fam.name]] = {
+                        float(s.labels["le"]): s.value for s in fam.samples if s.name.endswith("_bucket")
+                    }
+            out.append(node)
+        return out
+
+
+def slow_per_node(
+    before: list[dict[str, dict[float, float]] | None], after: list[dict[str, dict[float, float]] | None]
+) -> dict[str, dict[str, list[Any]]]:
+    """Between two `Ours.histograms` readings, per histogram and node: how many took over SLOW_S
+    (`over_50ms`) and the slowest one's bucket bound in ms (`slowest_ms`); None where a node had no reading."""
+    out: dict[str, dict[str, list[Any]]] = {"over_50ms": {}, "slowest_ms": {}}
+    for name in HISTOGRAMS:
+        pairs = [((b or {}).get(name), (e or {}).get(name)) for b, e in zip(before, after, strict=True)]
+        out["over_50ms"][name] = [slow_count(b, e, SLOW_S) for b, e in pairs]
+        out["slowest_ms"][name] = [slowest_ms(b, e) for b, e in pairs]
+    return out
+
+
+def slow_count(before: dict[float, float] | None, after: dict[float, float] | None, over_s: float) -> int | None:
+    """Observations slower than `over_s` (a bucket bound) between two readings of one node's histogram."""
+    if before is None or after is None:
+        return None
+    slow = {k: h[math.inf] - h[over_s] for k, h in (("before", before), ("after", after))}
+    return int(slow["after"] - slow["before"])
+
+
+def slowest_ms(before: dict[float, float] | None, after: dict[float, float] | None) -> float | None:
+    """The upper bound (ms) of the slowest bucket that gained a write between two readings; None if none did
+    or a reading is missing, `inf` past the last bound."""
+    if before is None or after is None:
+        return None
+    total = after[math.inf] - before[math.inf]
+    if total <= 0:
+        return None
+    # cumulative buckets: the slowest write is under the lowest bound whose count rose as much as the +Inf one
+    bound = min(le for le in after if after[le] - before.get(le, 0) >= total)
+    return bound * 1000 if bound != math.inf else math.inf
 
 
 class Rocket:
@@ -406,7 +476,10 @@ def one_round(system: str, root: str, a: argparse.Namespace) -> dict[str, Any]:
             for size in sizes:
                 step: dict[str, Any] = {"brokers": size, "register": sc.ask(f"register {size}")}
                 pid = g.pid(g.remotings.index(step["register"]["leader"]))
+                h0 = g.histograms() if isinstance(g, Ours) else None
                 step["steady"], cpu_pct = cpu_pct_while(pid, sc.ask, f"steady {size} 1 {a.seconds}")
+                if isinstance(g, Ours) and h0 is not None:  # per node: its slow log writes, commits and loop turns
+                    step |= slow_per_node(h0, g.histograms())
                 step["leader_rss_bytes"] = rss(pid)
                 step["leader_cpu_pct"] = cpu_pct
                 heartbeats += acked(step["steady"])

@@ -1,6 +1,7 @@
 """python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
                                      [--brokers N] [--warmup S] [--extra 'key=value;...'] [--conf NAME='key=value;...']
-                                     [--profile DIR [--profile-node leader|follower]] [--json FILE]
+                                     [--profile DIR [--profile-node leader|follower]] [--disk-alone S]
+                                     [--json FILE]
 
 The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
 remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
@@ -9,9 +10,16 @@ trees of this controller, alternating in one run: each round starts a fresh 3-no
 interpreter), registers the brokers, and measures W windows of S seconds. Each window's p50, p99 and the leader's
 CPU (user + system time over the window's wall time, as the peers row's) and the time its event loop's thread was
 runnable but waiting for a CPU (`peers.runq_wait_s`, % of the window) is one figure, with the entries the leader
-applied over it (`entries`: its heartbeats go one entry per loop turn); the table gives each
+applied over it (`entries`: its heartbeats go one entry per loop turn) and, per node, how many of its log writes
+(write + fdatasync), commits (the leader's: proposed to applied) and event loop turns (how late a 50 ms timer ran)
+took over 50 ms in the window and the slowest one's histogram bucket, read from each node's /metrics (`over_50ms`,
+`slowest_ms`), which say where a window's slow heartbeats waited; the table gives each
 tree's median and range over every window, and the 1-minute load average before each window. The A/B method of docs/performance.md, for the p99 of the realistic row (issue 25). Two names may
-give the same tree, told apart by `--conf` (one setting's default against another value, say).
+give the same tree, told apart by `--conf` (one setting's default against another value, say). The three nodes
+share one disk here, so a disk stall holds every node's commit at once: the summary counts the windows with a log
+write over 50 ms on some node and gives the p99 of the windows without one beside the p99 of all. Before the
+first round, `--disk-alone S` seconds of 256 B fdatasyncs with nothing else of the run going
+(`machine.fdatasync_stalls`) say how often the disk stalls that long on its own.
 
 `--warmup S` runs the same steady load for S seconds after registration, unmeasured, before the first window: near
 saturation (30,000 brokers on two cores) a leader just past registering N brokers starts its first window behind,
@@ -66,6 +74,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         default="leader",
         help="which node --profile samples (default leader)",
     )
+    p.add_argument(
+        "--disk-alone",
+        type=float,
+        default=20,
+        metavar="S",
+        help="first, S seconds of the disk alone: 256 B fdatasyncs, how many took over 50 ms (0: skip; default 20)",
+    )
     p.add_argument("--json", help="write every window and the summary here")
     a = p.parse_args(argv)
     if a.profile is not None:
@@ -91,6 +106,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
             p.error(f"--{k} must be >= 1")
     if a.warmup < 0:
         p.error("--warmup must be >= 0")
+    if a.disk_alone < 0:
+        p.error("--disk-alone must be >= 0")
     return a
 
 
@@ -112,6 +129,7 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
             sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
             with profile.record(sampled_pid, sampled) if sampled else contextlib.nullcontext():
                 i0 = group.applied(leader)
+                h0 = group.histograms()
                 q0, t0 = peers.runq_wait_s(pid), time.monotonic()
                 f0 = [peers.cpu_s(p) for p in followers]
                 st, cpu_pct = peers.cpu_pct_while(pid, load.ask, f"steady {a.brokers} 1 {a.seconds:g}")
@@ -121,6 +139,7 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                     round(100 * (peers.cpu_s(p) - c) / took, 1) for p, c in zip(followers, f0, strict=True)
                 ]
                 i1 = group.applied(leader)  # after the figures timed over `took`: an HTTP request would stretch them
+                h1 = group.histograms()
             rows.append(
                 {
                     "p50_ms": st["p50_ms"],
@@ -136,11 +155,21 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                     "load_before": round(before, 2),
                     "warmup": warmup,
                 }
+                # per node: its log writes, commits (the leader's) and loop turns over 50 ms, and the slowest
+                | peers.slow_per_node(h0, h1)
                 | ({"profile": sampled} if sampled else {})
             )
     if load.proc.returncode != 0:  # it ends when its input does: anything else is a generator that hung or failed
         raise RuntimeError(f"ControllerLoad ended with {load.proc.returncode} after its last command: {load.argv}")
     return rows
+
+
+def over(row: dict[str, Any]) -> str:
+    """A window's slow log writes, commits and loop turns per node, each with the slowest one's bucket bound:
+    'log_write [1, 1, 1] (slowest up to [100.0, 100.0, 100.0] ms); commit ...'."""
+    return "; ".join(
+        f"{name} {row['over_50ms'][name]} (slowest up to {row['slowest_ms'][name]} ms)" for name in peers.HISTOGRAMS
+    )
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -150,12 +179,26 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     keys = {"p99_ms": "p99_ms", "p50_ms": "p50_ms", "leader_cpu_pct": "leader_cpu_pct", "load": "load_before"}
     keys["leader_wait_pct"] = "leader_wait_pct"
-    return {"windows": len(rows)} | {name: spread(key) for name, key in keys.items()}
+    out: dict[str, Any] = {"windows": len(rows)} | {name: spread(key) for name, key in keys.items()}
+    # The windows in which no node's log write took over peers.SLOW_S: their p99 is the controller's, where a
+    # write that slow is the disk's (all three nodes share it here, so one stall holds every node's commit)
+    quiet = [r["p99_ms"] for r in rows if not any(r["over_50ms"]["log_write"])]
+    out["disk_stall_windows"] = len(rows) - len(quiet)
+    out["p99_ms_without_disk_stall"] = (
+        {"median": statistics.median(quiet), "min": min(quiet), "max": max(quiet)} if quiet else None
+    )
+    return out
 
 
 def main(argv: list[str]) -> int:
     a = parse(argv)
     windows: dict[str, list[dict[str, Any]]] = {name: [] for name in a.trees}
+    alone = machine.fdatasync_stalls(a.disk_alone, peers.SLOW_S) if a.disk_alone else None
+    if alone:
+        print(
+            f"the disk alone, {alone['seconds']:g} s: {alone['writes']} fdatasyncs of 256 B, p50 {alone['p50_ms']} ms, "
+            f"{alone['over']} over {alone['over_ms']:g} ms, slowest {alone['max_ms']} ms"
+        )
     for r in range(a.rounds):
         for name, tree in a.trees.items():
             with tempfile.TemporaryDirectory(prefix="realistic-ab-") as root:
@@ -175,7 +218,7 @@ def main(argv: list[str]) -> int:
                     f"leader CPU {row['leader_cpu_pct']} %, waiting for a CPU {row['leader_wait_pct']} %, "
                     f"followers' CPU {' and '.join(map(str, row['followers_cpu_pct']))} %, "
                     f"{row['entries']} entries for {row['acknowledged']} heartbeats, "
-                    f"load {row['load_before']}"
+                    f"over {peers.SLOW_S * 1000:g} ms per node: {over(row)}, load {row['load_before']}"
                 )
             windows[name].extend(rows)
     out = {name: summary(rows) for name, rows in windows.items()}
@@ -192,6 +235,13 @@ def main(argv: list[str]) -> int:
             f"{cpu['median']:>7.1f} [{cpu['min']:.1f}-{cpu['max']:.1f}]{'':<14}"
             f"{wt['median']:>7.1f} [{wt['min']:.1f}-{wt['max']:.1f}]{'':<6}{ld['min']:.2f}-{ld['max']:.2f}"
         )
+    print(
+        f"\nwindows in which a node's log write took over {peers.SLOW_S * 1000:g} ms (a disk stall), and the p99 of the others"
+    )
+    for name, s in out.items():
+        q = s["p99_ms_without_disk_stall"]
+        rest = f"{q['median']:.1f} [{q['min']:.1f}-{q['max']:.1f}] ms" if q else "none without"
+        print(f"{name:<12} {s['disk_stall_windows']} of {s['windows']}; p99 of the others {rest}")
     if a.profile:
         for name, rows in windows.items():
             out[name]["profile"] = busiest = profile.top(row["profile"] for row in rows)
@@ -201,7 +251,8 @@ def main(argv: list[str]) -> int:
                 print(f"  {kind}: " + "; ".join(f"{share} {fn}" for share, fn in busiest[kind]))
     if a.json:
         with open(a.json, "w") as f:
-            doc = {"args": {**vars(a)}, "machine": machine.describe(), "windows": windows, "summary": out}
+            doc = {"args": {**vars(a)}, "machine": machine.describe(), "disk_alone": alone}
+            doc |= {"windows": windows, "summary": out}
             json.dump(doc, f, indent=1)
     return 0
 

@@ -224,3 +224,17 @@ def test_broker_zero_of_a_set_in_the_name_servers_route() -> None:
     assert bfp.route_master(body, "broker-c") is None
     quoted = b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911"},"brokerName":"broker-a"}]}'
     assert bfp.route_master(quoted, "broker-a") == "127.0.0.1:10911"
+
+
+def test_slow_log_writes_are_read_from_two_cumulative_histograms() -> None:
+    inf = float("inf")
+    before = {0.001: 90.0, 0.025: 98.0, 0.05: 99.0, 0.1: 100.0, inf: 100.0}
+    # 10 more writes: 5 under 1 ms, 2 in (25, 50] ms, 3 in (50, 100] ms
+    after = {0.001: 95.0, 0.025: 103.0, 0.05: 106.0, 0.1: 110.0, inf: 110.0}
+    assert peers.slow_count(before, after, 0.05) == 3
+    assert peers.slow_count(before, after, 0.025) == 5
+    assert peers.slowest_ms(before, after) == 100.0  # the lowest bound that holds all 10
+    past = after | {0.1: 110.0, inf: 111.0}  # one write past the last bound
+    assert peers.slowest_ms(before, past) == inf and peers.slow_count(before, past, 0.05) == 4
+    assert peers.slowest_ms(before, before) is None  # no write in between
+    assert peers.slow_count(None, after, 0.05) is None and peers.slowest_ms(before, None) is None

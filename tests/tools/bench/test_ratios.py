@@ -85,6 +85,17 @@ def test_fdatasync_reference_gives_sane_numbers_and_leaves_nothing(tmp_path: Pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_disks_own_stalls_are_counted_over_the_bound_and_leave_nothing(tmp_path: Path) -> None:
+    r = machine.fdatasync_stalls(0.2, 0.05, str(tmp_path))
+    assert r["seconds"] == 0.2 and r["writes"] > 0 and r["over_ms"] == 50
+    assert 0 < r["p50_ms"] <= r["max_ms"] and 0 <= r["over"] <= r["writes"]
+    assert (r["over"] > 0) == (r["max_ms"] > 50)  # the slowest is over the bound exactly when one was counted
+    # a bound below every write's time counts them all
+    low = machine.fdatasync_stalls(0.1, 1e-9, str(tmp_path))
+    assert low["over"] == low["writes"] > 0
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_write_bandwidth_reference_gives_sane_numbers_and_leaves_nothing(tmp_path: Path) -> None:
     r = machine.write_bandwidth(str(tmp_path), total=4 * machine.MiB)
     assert r["bytes"] == 4 * machine.MiB and r["seconds"] > 0 and r["mib_s"] > 0
@@ -111,6 +122,8 @@ def test_the_references_use_the_bench_dir(tmp_path: Path, monkeypatch: pytest.Mo
 def test_a_reference_refuses_sizes_that_measure_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         machine.fdatasync_latency(str(tmp_path), n=0)
+    with pytest.raises(ValueError):
+        machine.fdatasync_stalls(0, 0.05, str(tmp_path))
     with pytest.raises(ValueError):
         machine.write_bandwidth(str(tmp_path), total=1024, block=machine.MiB)
 
