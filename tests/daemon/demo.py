@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
+
 from tests.daemon.cluster import ControllerdCluster
 from tools.brokersim.sim import SimConfig, SimThread, Simulator
 
@@ -61,6 +63,17 @@ class Demo:
                     return len(self.events) > seen
 
                 self._changed.wait_for(grown, min(left, 0.1))
+
+    def elected_at(self, name: str, master_id: int, epoch: int) -> float | None:
+        """When the controller elected `master_id` master of `name` at `epoch`, as its leader stamped it (the
+        broker-election event of /ui/api/state, seconds since the epoch); None until the leader shows it. The
+        controller's own time, not when a poll saw it: the poll and the simulator's thread share two cores with
+        the group (tests/interop/test_interop.py's `elected_after` does the same)."""
+        leader = self.cluster.rafts.index(self.cluster.wait_ready())
+        state = httpx.get(self.cluster.url(leader, "/ui/api/state"), timeout=5).json()
+        text = f"{name}: broker {master_id} elected master at epoch {epoch}"
+        stamps = [e["t"] for e in state.get("events", []) if e["kind"] == "broker-election" and e["text"] == text]
+        return stamps[0] if stamps else None
 
     def group(self, name: str) -> Any:
         return self.sim.sets[name]

@@ -6,9 +6,10 @@ groups, one after the other, never two at once: ours (`controllerd`, tools/clust
 JRaftController (`controllerType=jRaft`) and its DLedgerController (`controllerType=DLedger`), each 3 nodes on
 loopback (cli/rocketmq.py; RocketMQ's with the peers' heap, HEAP["peer"]).
 
-Per system: a NameServer, one broker set `broker-a` of three RocketMQ brokers in controller mode with the
-settings of tools/bench/failover_rocketmq.py (controllerHeartBeatTimeoutMills 4000, brokerHeartbeatInterval
-1000, syncControllerMetadataPeriod 2000, allAckInSyncStateSet), the same scanNotActiveBrokerInterval (1000)
+Per system: a NameServer, one broker set `broker-a` of three RocketMQ brokers in controller mode
+(controllerHeartBeatTimeoutMills 4000, brokerHeartbeatInterval 1000, syncControllerMetadataPeriod 2000,
+allAckInSyncStateSet; no controller fails over here, so the metadata period that tools/bench/failover_rocketmq.py
+shortened to 1000 does not matter), the same scanNotActiveBrokerInterval (1000)
 given to every controller group, and interop.Producer sending one message every 100 ms to a topic on that set
 (its `timeline` mode: a stdout line per send with its start and end, wall clock). Per kill: kill -9 the master
 and measure, from the kill,
