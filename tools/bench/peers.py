@@ -908,6 +908,21 @@ def run(a: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
     return doc
 
 
+def slow_lines(doc: dict[str, Any]) -> Iterator[str]:
+    """Per round of ours and size of the realistic-load curve: where its slow heartbeats waited (`slow_per_node`
+    of the step: log writes, the leader's commits and loop turns over 50 ms per node, and the slowest of each)."""
+    for r in doc["rounds"]:
+        for c in r.get("curve", []):
+            if "over_50ms" in c:
+                parts = [
+                    f"{name} {c['over_50ms'][name]} (slowest up to {c['slowest_ms'][name]} ms)" for name in HISTOGRAMS
+                ]
+                yield (
+                    f"{r['system']} round {r['round']}, {c['brokers']:,} brokers, p99 {c['steady']['p99_ms']} ms; "
+                    f"over {SLOW_S * 1000:g} ms per node: " + "; ".join(parts)
+                )
+
+
 def main(argv: list[str]) -> int:
     a = parse(argv)
     systems = [s.strip() for s in a.systems.split(",") if s.strip()]
@@ -936,6 +951,8 @@ def main(argv: list[str]) -> int:
         print(line)
     for s, note in doc["notes"].items():
         print(f"* {s}: {note} (DefaultBrokerHeartbeatManager): its heartbeat rows measure less work")
+    for line in slow_lines(doc):
+        print(line)
     print(f"load generator CPU at saturation: at most {doc['load_generator_cores_max']} cores of {doc['cpus']}")
     if a.charts:
         print(f"wrote {len(charts(doc, a.charts))} charts into {a.charts}")

@@ -238,3 +238,16 @@ def test_slow_log_writes_are_read_from_two_cumulative_histograms() -> None:
     assert peers.slowest_ms(before, past) == inf and peers.slow_count(before, past, 0.05) == 4
     assert peers.slowest_ms(before, before) is None  # no write in between
     assert peers.slow_count(None, after, 0.05) is None and peers.slowest_ms(before, None) is None
+
+
+def test_the_slow_lines_name_each_step_of_ours_and_nothing_of_the_jvms() -> None:
+    step = {
+        "brokers": 10000,
+        "steady": {"p99_ms": 30.5},
+        "over_50ms": {"log_write": [1, 1, 1], "commit": [0, 0, 4], "loop_lag": [0, 0, 0]},
+        "slowest_ms": {"log_write": [100.0] * 3, "commit": [None, None, 250.0], "loop_lag": [5.0, 5.0, 10.0]},
+    }
+    doc = {"rounds": [{"system": "ours", "round": 0, "curve": [step]}, {"system": "jraft", "round": 0, "curve": [{}]}]}
+    [line] = peers.slow_lines(doc)
+    assert line.startswith("ours round 0, 10,000 brokers, p99 30.5 ms; over 50 ms per node: log_write [1, 1, 1]")
+    assert "commit [0, 0, 4] (slowest up to [None, None, 250.0] ms)" in line and "loop_lag [0, 0, 0]" in line
