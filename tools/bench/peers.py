@@ -182,14 +182,14 @@ def slow_count(before: dict[float, float] | None, after: dict[float, float] | No
 
 
 def slowest_ms(before: dict[float, float] | None, after: dict[float, float] | None) -> float | None:
-    """The upper bound (ms) of the slowest bucket that gained a write between two readings; None if none did
-    or a reading is missing, `inf` past the last bound."""
+    """The upper bound (ms) of the bucket that holds the slowest observation between two readings of one node's
+    histogram; None if there was none or a reading is missing, `inf` past the last bound."""
     if before is None or after is None:
         return None
     total = after[math.inf] - before[math.inf]
     if total <= 0:
         return None
-    # cumulative buckets: the slowest write is under the lowest bound whose count rose as much as the +Inf one
+    # cumulative buckets: the slowest is under the lowest bound whose count rose as much as the +Inf one
     bound = min(le for le in after if after[le] - before.get(le, 0) >= total)
     return bound * 1000 if bound != math.inf else math.inf
 
