@@ -57,6 +57,9 @@ run: setup $(if $(filter rocketmq,$(BROKERS)),rocketmq)
 # the offline files instead of after them: its output is printed when both are done, and either failing fails the
 # step. Measured 2026-11-30: alone, 264 s of wall and 124 CPU-s (0.47 of a core), while the offline files leave
 # ~0.6 of the 2 cores idle and the interop files kept both workers busy for 668 s, this one 283 s of it.
+# The two runs choose their explicit ports in blocks of their own (TEST_PORT_BLOCKS: the offline run's 3 workers
+# take blocks 0-2, the ALONGSIDE run block 3; raft/testing/cluster.py's _block): two runs sharing a block let one
+# take a port that the other's stopped controller was about to bind again.
 PYC := env -u PYTHONDONTWRITEBYTECODE
 ALONGSIDE := tests/interop/test_migration_dledger.py
 ALONGSIDE_LOG := build/test-alongside.log
@@ -64,8 +67,9 @@ test: setup
 	$(MAKE) --no-print-directory -j4 lint jars audit-env
 	PYTHON=$(BIN)/python sh tools/setup.sh
 	$(BIN)/python -m tools.programs check
-	mkdir -p build; $(PYC) $(BIN)/python -m pytest -q -m interop $(ALONGSIDE) > $(ALONGSIDE_LOG) 2>&1 & alongside=$$!; \
-	$(PYC) $(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not interop"; offline=$$?; \
+	mkdir -p build; TEST_PORT_BLOCKS=4 TEST_PORT_BLOCK=3 $(PYC) $(BIN)/python -m pytest -q -m interop $(ALONGSIDE) \
+	  > $(ALONGSIDE_LOG) 2>&1 & alongside=$$!; \
+	TEST_PORT_BLOCKS=4 $(PYC) $(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not interop"; offline=$$?; \
 	wait $$alongside; status=$$?; echo "$(ALONGSIDE), run beside the offline files:"; cat $(ALONGSIDE_LOG); \
 	test $$offline -eq 0 && test $$status -eq 0
 	$(PYC) $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m interop --ignore=$(ALONGSIDE)

@@ -27,11 +27,19 @@ def ephemeral_low() -> int:
 
 def _block() -> tuple[int, int]:
     """(index, count) of this pytest-xdist worker ((0, 1) outside xdist): each worker chooses ports only in
-    its own block of the range, so two workers never choose the same port between choosing and binding it."""
+    its own block of the range, so two workers never choose the same port between choosing and binding it.
+    Two pytest runs at once (the Makefile's ALONGSIDE file beside the offline files) split the range further:
+    `TEST_PORT_BLOCKS=N` makes N blocks, at least one per worker, and outside xdist `TEST_PORT_BLOCK=I` takes
+    block I. Without them a stopped RocketMQ controller's port was taken by the other run before it restarted
+    on it (fresh clone 60: DLedger's rollback restart, "Address already in use")."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 0:
-        return int(worker[2:]) % int(count), int(count)
-    return 0, 1
+        index, n = int(worker[2:]), int(count)
+    else:
+        index, n = int(os.environ.get("TEST_PORT_BLOCK", "0") or 0), 1
+    blocks = os.environ.get("TEST_PORT_BLOCKS", "")
+    n = max(n, index + 1, int(blocks) if blocks.isdigit() else 0)
+    return index % n, n
 
 
 def free_port_base(offsets: tuple[int, ...], low: int = PORTS_LOW, high: int | None = None) -> int:

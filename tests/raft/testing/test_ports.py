@@ -16,6 +16,8 @@ from raft.testing.cluster import ephemeral_low, free_port_base, free_ports
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(cluster, "_handed", set())
+    for name in ("TEST_PORT_BLOCKS", "TEST_PORT_BLOCK"):  # `make test` sets them; each test here sets its own
+        monkeypatch.delenv(name, raising=False)
     state = random.getstate()
     random.seed(7)
     yield
@@ -37,6 +39,27 @@ def test_each_xdist_worker_chooses_in_its_own_block(monkeypatch: pytest.MonkeyPa
         seen[worker] = {free_port_base((-2, 0, 1)) + o for _ in range(200) for o in (-2, 0, 1)}
     middle = cluster.PORTS_LOW + (ephemeral_low() - cluster.PORTS_LOW) // 2
     assert max(seen["gw0"]) < middle <= min(seen["gw1"])
+
+
+def test_two_runs_at_once_choose_in_blocks_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Makefile's two pytest runs at once: the offline one's 3 workers and the ALONGSIDE file's run (no
+    xdist) split the range in 4 (TEST_PORT_BLOCKS=4, TEST_PORT_BLOCK=3 for the latter): no block is shared."""
+    monkeypatch.setenv("TEST_PORT_BLOCKS", "4")
+    size = (ephemeral_low() - cluster.PORTS_LOW) // 4
+    seen = {}
+    for worker in ("gw0", "gw1", "gw2", "alongside"):
+        if worker == "alongside":
+            monkeypatch.delenv("PYTEST_XDIST_WORKER")
+            monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+            monkeypatch.setenv("TEST_PORT_BLOCK", "3")
+        else:
+            monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+            monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+        monkeypatch.setattr(cluster, "_handed", set())
+        seen[worker] = {free_port_base((-2, 0, 1)) + o for _ in range(100) for o in (-2, 0, 1)}
+    for i, worker in enumerate(("gw0", "gw1", "gw2", "alongside")):
+        lo = cluster.PORTS_LOW + i * size
+        assert lo <= min(seen[worker]) and max(seen[worker]) < lo + size, (worker, min(seen[worker]), lo)
 
 
 def free_triple() -> int:
