@@ -19,6 +19,7 @@ from typing import IO, Any
 import httpx
 
 from cli.config import conf_settings, write_controller_conf
+from cli.rocketmq import wait_until
 from raft.testing.cluster import free_ports
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository
@@ -151,6 +152,30 @@ class ControllerdCluster:
 
     def index_of(self, raft_id: str) -> int:
         return self.rafts.index(raft_id)
+
+    def lead_on(self, i: int, nodes: list[int] | None = None, timeout: float = 90) -> None:
+        """Make node i the leader of `nodes` (all by default): a transfer to it asked of whoever leads, until
+        wait_ready names it. A transfer slower than its own timeout (twice the election timeout) answers 503,
+        one whose target has not answered within an election timeout 409, and a node that stopped leading
+        meanwhile 2007: each is the designed answer on a loaded machine, so the transfer is asked again. Any other
+        answer fails that try, and the last one is what the AssertionError at `timeout` reports."""
+        target = self.rafts[i]
+
+        def moved() -> bool | None:
+            leader = self.wait_ready(nodes)
+            if leader == target:
+                return True
+            r = httpx.post(
+                self.url(self.index_of(leader), "/api/v1/raft/transfer-leader"),
+                json={"to": target},
+                headers=self.headers,
+                timeout=30,
+            )
+            code = r.json().get("code") if r.status_code == 200 else None
+            assert code in (0, 2007) or r.status_code in (409, 503), r.text
+            return None
+
+        wait_until(f"node {i} leads", moved, timeout, period=0.5)
 
     def url(self, i: int, path: str) -> str:
         return f"http://{self.https[i]}{path}"

@@ -31,6 +31,14 @@ FAST = SimConfig(
 FAILOVER_BOUND_S = (HEARTBEAT_TIMEOUT_MS + SCAN_INTERVAL_MS) / 1000 + 1.0
 
 
+def election_stamp(state: dict[str, Any], name: str, master_id: int, epoch: int) -> float | None:
+    """When a status page's state (/ui/api/state) says the controller elected `master_id` master of `name` at
+    `epoch`: its broker-election event's time, as the leader stamped it (seconds since the epoch); None if absent."""
+    text = f"{name}: broker {master_id} elected master at epoch {epoch}"
+    stamps = [e["t"] for e in state.get("events", []) if e["kind"] == "broker-election" and e["text"] == text]
+    return stamps[0] if stamps else None
+
+
 class Demo:
     def __init__(self, cluster: ControllerdCluster, groups: int = 2, replicas: int = 3, cfg: SimConfig = FAST) -> None:
         self.cluster = cluster
@@ -70,10 +78,9 @@ class Demo:
         controller's own time, not when a poll saw it: the poll and the simulator's thread share two cores with
         the group (tests/interop/test_interop.py's `elected_after` does the same)."""
         leader = self.cluster.rafts.index(self.cluster.wait_ready())
-        state = httpx.get(self.cluster.url(leader, "/ui/api/state"), timeout=5).json()
-        text = f"{name}: broker {master_id} elected master at epoch {epoch}"
-        stamps = [e["t"] for e in state.get("events", []) if e["kind"] == "broker-election" and e["text"] == text]
-        return stamps[0] if stamps else None
+        return election_stamp(
+            httpx.get(self.cluster.url(leader, "/ui/api/state"), timeout=5).json(), name, master_id, epoch
+        )
 
     def group(self, name: str) -> Any:
         return self.sim.sets[name]

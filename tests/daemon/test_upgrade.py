@@ -23,7 +23,6 @@ from typing import Any
 import httpx
 import pytest
 
-from cli.rocketmq import wait_until
 from statemachine.features import MAX_LEVEL
 from tests.daemon.cluster import ROOT, ControllerdCluster
 from tests.daemon.demo import FAST, SCAN_INTERVAL_MS, Demo
@@ -58,31 +57,6 @@ def rmqctl_features(cluster: ControllerdCluster, *args: str) -> subprocess.Compl
         text=True,
         timeout=120,
     )
-
-
-def lead_on(cluster: ControllerdCluster, i: int) -> None:
-    """Make node i the leader (a transfer asked of the current one, any release), and wait until all agree.
-    A transfer slower than its own timeout (twice the election timeout: 1 s here) answers 503, one whose target
-    has not answered within an election timeout 409, and a node that stopped leading meanwhile 2007: each is the
-    designed answer on a loaded machine, so the transfer is asked again of whoever leads then (as test_demo's
-    `moved`); any other answer fails this try, and the last one is what wait_until reports at 90 s."""
-    target = cluster.rafts[i]
-
-    def moved() -> bool | None:
-        leader = cluster.wait_ready()
-        if leader == target:
-            return True
-        r = httpx.post(
-            cluster.url(cluster.index_of(leader), "/api/v1/raft/transfer-leader"),
-            json={"to": target},
-            headers=cluster.headers,
-            timeout=30,
-        )
-        code = r.json().get("code") if r.status_code == 200 else None
-        assert code in (0, 2007) or r.status_code in (409, 503), r.text
-        return None
-
-    wait_until(f"node {i} leads", moved, 90, period=0.5)
 
 
 def roles(demo: Demo) -> dict[str, tuple[int | None, int]]:
@@ -137,7 +111,7 @@ def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: P
             step(i, ROOT, "this tree")
         step(1, old, PREVIOUS)
         # Node 1 runs v0.3.0 (no feature levels): the level cannot be raised, and the refusal names it.
-        lead_on(cluster, 0)
+        cluster.lead_on(0)
         shown = rmqctl_features(cluster)
         assert shown.returncode == 0, shown.stderr
         rows = {row["node"]: (row["level"], row["maxLevel"]) for row in map(json.loads, shown.stdout.splitlines())}
@@ -151,7 +125,7 @@ def test_rolling_upgrade_from_the_previous_release_and_one_node_back(tmp_path: P
         assert "CONTROLLER_INVALID_REQUEST" in refused.stderr and f"{cluster.rafts[1]} reads 0" in refused.stderr
         assert [features(cluster, i)["level"] for i in (0, 2)] == [0, 0]
         step(1, ROOT, "this tree again")
-        lead_on(cluster, 0)
+        cluster.lead_on(0)
         raised = rmqctl_features(cluster, "--upgrade")
         assert raised.returncode == 0, raised.stderr
         assert [json.loads(line)["level"] for line in raised.stdout.splitlines()] == [MAX_LEVEL] * 3, raised.stdout

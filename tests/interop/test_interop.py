@@ -26,6 +26,7 @@ import pytest
 
 from cli import rocketmq
 from cli.rocketmq import Broker, Deployment, port_triples, settle_past_ha_race, store_marks, wait_until
+from tests.daemon.demo import election_stamp
 from tools.cluster import ROOT, ControllerdCluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.xdist_group("interop")]
@@ -396,9 +397,8 @@ def elected_after(world: World, name: str, epoch: int, since: float, timeout: fl
         s = next(s for s in state["brokerSets"] if s["brokerName"] == name)
         if s["masterEpoch"] <= epoch or s["masterBrokerId"] is None:
             return None
-        text = f"{name}: broker {s['masterBrokerId']} elected master at epoch {s['masterEpoch']}"
-        stamped = [e["t"] for e in state["events"] if e["kind"] == "broker-election" and e["text"] == text]
-        return (s, stamped[0] - since) if stamped else None
+        stamp = election_stamp(state, name, s["masterBrokerId"], s["masterEpoch"])
+        return (s, stamp - since) if stamp is not None else None
 
     return wait_until(f"{name}: a new master after epoch {epoch}, in the event history", check, timeout)
 

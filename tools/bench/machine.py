@@ -21,6 +21,8 @@ import statistics
 import sysconfig
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 MiB = 1 << 20
@@ -59,6 +61,20 @@ def percentile(sorted_vals: list[float], q: float) -> float:
     return sorted_vals[k]
 
 
+@contextmanager
+def _preallocated(prefix: str, size: int, directory: str | None) -> Iterator[int]:
+    """A scratch file of `size` bytes allocated with posix_fallocate and fsynced (the allocation itself durable
+    before the first timed write), in `directory` (default `bench_dir()`); its fd, the file removed after."""
+    fd, path = tempfile.mkstemp(prefix=prefix, dir=directory or bench_dir())
+    try:
+        os.posix_fallocate(fd, 0, size)
+        os.fsync(fd)
+        yield fd
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def fdatasync_latency(directory: str | None = None, n: int = 1000, size: int = 256) -> dict[str, Any]:
     """p50 / p99 (ms) of `n` pwrite(`size` B) + fdatasync pairs into a file preallocated with posix_fallocate
     for all of them, in `directory` (default `bench_dir()`); the file is removed."""
@@ -66,18 +82,12 @@ def fdatasync_latency(directory: str | None = None, n: int = 1000, size: int = 2
         raise ValueError("n and size must be positive")
     payload = os.urandom(size)
     lat: list[float] = []
-    fd, path = tempfile.mkstemp(prefix="fdatasync-ref-", dir=directory or bench_dir())
-    try:
-        os.posix_fallocate(fd, 0, n * size)
-        os.fsync(fd)  # the allocation itself is durable before the first timed write
+    with _preallocated("fdatasync-ref-", n * size, directory) as fd:
         for k in range(n):
             t0 = time.perf_counter()
             os.pwrite(fd, payload, k * size)
             os.fdatasync(fd)
             lat.append(time.perf_counter() - t0)
-    finally:
-        os.close(fd)
-        os.unlink(path)
     lat.sort()
     return {
         "writes": n,
@@ -99,20 +109,14 @@ def fdatasync_stalls(
         raise ValueError("seconds and over_s must be positive")
     payload, span = os.urandom(256), MiB
     lat: list[float] = []
-    fd, path = tempfile.mkstemp(prefix="fdatasync-stalls-", dir=directory or bench_dir())
-    try:
-        os.posix_fallocate(fd, 0, span)
-        os.fsync(fd)
+    with _preallocated("fdatasync-stalls-", span, directory) as fd:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t0 = time.perf_counter()
             os.pwrite(fd, payload, (len(lat) * 256) % span)
             os.fdatasync(fd)
             lat.append(time.perf_counter() - t0)
-            time.sleep(pause_s)
-    finally:
-        os.close(fd)
-        os.unlink(path)
+            time.sleep(pause_s)  # the pace of the writes measured, not a wait for anything
     lat.sort()
     return {
         "seconds": seconds,

@@ -82,6 +82,7 @@ HISTOGRAMS = {
     "loop_lag": "controllerd_event_loop_lag_seconds",  # how late the node's loop ran a 50 ms timer
 }
 """The histograms of ours that say where a window's slow heartbeats waited (`Ours.histograms`)."""
+BY_FAMILY = {family: name for name, family in HISTOGRAMS.items()}
 QUERY = {"name[]": list(HISTOGRAMS.values())}  # these only: the whole text is ~10 MB at 10k brokers
 SLOW_S = 0.05
 """A log write (write + fdatasync of one batch), commit or loop turn slower than this holds heartbeats well past
@@ -149,11 +150,10 @@ class Ours:
             except httpx.HTTPError:
                 out.append(None)
                 continue
-            names = {family: name for name, family in HISTOGRAMS.items()}
             node: dict[str, dict[float, float]] = {}
             for fam in text_string_to_metric_families(r.text):
-                if fam.name in names:
-                    node[names[fam.name]] = {
+                if fam.name in BY_FAMILY:
+                    node[BY_FAMILY[fam.name]] = {
                         float(s.labels["le"]): s.value for s in fam.samples if s.name.endswith("_bucket")
                     }
             out.append(node)
@@ -914,13 +914,18 @@ def slow_lines(doc: dict[str, Any]) -> Iterator[str]:
     for r in doc["rounds"]:
         for c in r.get("curve", []):
             if "over_50ms" in c:
-                parts = [
-                    f"{name} {c['over_50ms'][name]} (slowest up to {c['slowest_ms'][name]} ms)" for name in HISTOGRAMS
-                ]
                 yield (
                     f"{r['system']} round {r['round']}, {c['brokers']:,} brokers, p99 {c['steady']['p99_ms']} ms; "
-                    f"over {SLOW_S * 1000:g} ms per node: " + "; ".join(parts)
+                    f"over {SLOW_S * 1000:g} ms per node: {slow_text(c)}"
                 )
+
+
+def slow_text(figures: dict[str, Any]) -> str:
+    """`slow_per_node`'s figures in one line: 'log_write [1, 1, 1] (slowest up to [100.0, 100.0, 100.0] ms);
+    commit ...'."""
+    return "; ".join(
+        f"{name} {figures['over_50ms'][name]} (slowest up to {figures['slowest_ms'][name]} ms)" for name in HISTOGRAMS
+    )
 
 
 def main(argv: list[str]) -> int:

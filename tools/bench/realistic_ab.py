@@ -164,14 +164,6 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
     return rows
 
 
-def over(row: dict[str, Any]) -> str:
-    """A window's slow log writes, commits and loop turns per node, each with the slowest one's bucket bound:
-    'log_write [1, 1, 1] (slowest up to [100.0, 100.0, 100.0] ms); commit ...'."""
-    return "; ".join(
-        f"{name} {row['over_50ms'][name]} (slowest up to {row['slowest_ms'][name]} ms)" for name in peers.HISTOGRAMS
-    )
-
-
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def spread(key: str) -> dict[str, float]:
         xs = [r[key] for r in rows]
@@ -218,7 +210,7 @@ def main(argv: list[str]) -> int:
                     f"leader CPU {row['leader_cpu_pct']} %, waiting for a CPU {row['leader_wait_pct']} %, "
                     f"followers' CPU {' and '.join(map(str, row['followers_cpu_pct']))} %, "
                     f"{row['entries']} entries for {row['acknowledged']} heartbeats, "
-                    f"over {peers.SLOW_S * 1000:g} ms per node: {over(row)}, load {row['load_before']}"
+                    f"over {peers.SLOW_S * 1000:g} ms per node: {peers.slow_text(row)}, load {row['load_before']}"
                 )
             windows[name].extend(rows)
     out = {name: summary(rows) for name, rows in windows.items()}

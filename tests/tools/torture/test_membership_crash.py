@@ -10,7 +10,6 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from cli.rocketmq import wait_until
 from tests.daemon.cluster import ControllerdCluster
 from tools.torture.crash import Writers
 
@@ -60,20 +59,7 @@ def test_crash_at_membership_apply_and_propose(tmp_path):
         # survives, and the two members go on with the membership they had.
         c.kill(leader)
         c.start(leader, dict(LOCAL, CONTROLLERD_FAILPOINTS="membership.propose=crash@1"))
-
-        def moved() -> bool | None:
-            """The armed node leads; until then a transfer to it asked of whoever leads. Its 503 (slower than its
-            2 s timeout), 409 (the just restarted target not heard from yet) and 2007 (leadership moved meanwhile)
-            are answers a loaded machine gives: asked again; anything else fails this try."""
-            now = c.index_of(c.wait_ready([leader, follower]))
-            if now == leader:
-                return True
-            r = httpx.post(c.url(now, "/api/v1/raft/transfer-leader"), json={"to": c.rafts[leader]}, timeout=30)
-            code = r.json().get("code") if r.status_code == 200 else None
-            assert code in (0, 2007) or r.status_code in (409, 503), r.text
-            return None
-
-        wait_until("the armed node leads", moved, 90, period=0.5)
+        c.lead_on(leader, [leader, follower])  # the armed node leads
         with pytest.raises(httpx.HTTPError):  # the process is gone before it answers
             _remove(c, leader, follower)
         assert c.procs[leader].wait(30) == -signal.SIGKILL
