@@ -1,8 +1,8 @@
 """RocketMQ's metrics exporters besides /metrics (metricsExporterType, api.service.settings.MetricsExport):
 `LOG` writes the series to the log every metricLoggingExporterIntervalInMills; `OTLP_GRPC` pushes them to
 metricsGrpcExporterTarget every metricGrpcExporterIntervalInMills with OpenTelemetry's OTLP/gRPC exporter.
-(`PROM`, a second HTTP listener, is api/server.py's.) Both read the node's one registry (the series of
-/metrics, api/service/metrics.py): collected on the node's loop, pushed from a worker thread.
+(`PROM`, a second HTTP listener, is api/server.py's.) Both read the series of /metrics (api/service/metrics.py)
+on the node's loop, and format or convert and push them in a worker thread.
 
 OTLP mapping (docs/operations.md, "Metrics exporters"): scope `controller` (RocketMQ's meter name), empty
 resource; a counter becomes a cumulative monotonic Sum named as its Prometheus sample (`request_total`), a gauge
@@ -77,11 +77,14 @@ class MetricsExporter:
         """One export now: whether it succeeded (a failure is logged and counted, never raised)."""
         try:
             if self._otlp is not None:
-                data = otlp_metrics(self.metrics.registry.collect(), self._start_ns, time.time_ns())
-                result = await asyncio.get_running_loop().run_in_executor(None, self._otlp.export, data)
+                collected, otlp, start_ns = self.metrics.collected(), self._otlp, self._start_ns
+                result = await asyncio.to_thread(
+                    lambda: otlp.export(otlp_metrics(collected.collect(), start_ns, time.time_ns()))
+                )
                 ok = result.name == "SUCCESS"
             else:
-                log.info("metrics\n%s", self.metrics.render().decode())
+                text, _ = await self.metrics.exposition()
+                log.info("metrics\n%s", text.decode())
                 ok = True
         except Exception:  # noqa: BLE001 - exporting must never stop the node
             log.exception("metrics export failed")

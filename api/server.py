@@ -22,15 +22,17 @@ import gc
 import logging
 import socket
 from collections.abc import Generator
+from urllib.parse import parse_qs
 
 import uvicorn
-from prometheus_client import CollectorRegistry, make_asgi_app
+from starlette.types import Receive, Scope, Send
 
 from api.export import MetricsExporter
 from api.http.app import create_app
 from api.http.hotpath import HeartbeatPath
 from api.remoting.server import RemotingServer
 from api.service import ControllerService, ServiceOptions
+from api.service.metrics import ControllerMetrics
 from api.service.settings import ApiSettings
 from api.service.tls import ServerTls, TlsAcceptor
 
@@ -77,13 +79,29 @@ def bind(address: tuple[str, int]) -> socket.socket:
 
 class _PromExporter:
     """metricsExporterType=PROM: the node's series in Prometheus text format on metricsPromExporterHost:Port
-    (every path, as RocketMQ's PrometheusHttpServer), served on the node's loop."""
+    (every path, as RocketMQ's PrometheusHttpServer), read on the node's loop and formatted in a worker thread
+    (ControllerMetrics.exposition), with prometheus_client's choices: `name[]`, OpenMetrics when Accept asks for
+    it, gzip when Accept-Encoding takes it."""
 
-    def __init__(self, registry: CollectorRegistry, address: tuple[str, int]) -> None:
+    def __init__(self, metrics: ControllerMetrics, address: tuple[str, int]) -> None:
         self.address = address
-        self._config = uvicorn.Config(
-            make_asgi_app(registry), loop="none", lifespan="off", access_log=False, log_config=None
-        )
+
+        async def app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                return
+            names = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("name[]", [])
+            head = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            body, headers = await metrics.exposition(names, head.get("accept", ""), head.get("accept-encoding", ""))
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+
+        self._config = uvicorn.Config(app, loop="none", lifespan="off", access_log=False, log_config=None)
         self._server: _EmbeddedUvicorn | None = None
         self._main: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
@@ -159,7 +177,7 @@ class ControllerServer:
         self._prom: _PromExporter | None = None
         if settings.metrics_export.exporter_type == "PROM":
             export = settings.metrics_export
-            self._prom = _PromExporter(metrics.registry, (export.prom_host or "0.0.0.0", export.prom_port))
+            self._prom = _PromExporter(metrics, (export.prom_host or "0.0.0.0", export.prom_port))
 
     async def start(self) -> None:
         self._sock = bind(self.address)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
-from api.service.metrics import LATENCY_BUCKETS_US
+from api.service.metrics import CONTENT_TYPE, LATENCY_BUCKETS_US, BrokerTables
 from raft.testing.cluster import free_ports as ports
 from statemachine import codes as C
 from tests.api.harness import (
@@ -29,6 +34,11 @@ from tests.raft.helpers import eventually
 pytestmark = pytest.mark.anyio
 READY_CHECKS = ["started", "snapshot_loaded", "log_replayed", "leader_known", "apply_caught_up", "no_error"]
 JSON = {"Accept": "application/json"}
+
+
+def const(node: Node) -> set[tuple[str, str]]:
+    """The constant labels of every series of `node`."""
+    return {("address", node.id), ("group", "jRaft-Controller"), ("peer_id", node.id)}
 
 
 # --------------------------------------------------------------------------------------------- health
@@ -121,8 +131,7 @@ async def test_a_node_that_has_not_started(tmp_path: Path) -> None:
 async def test_metrics_names_and_constant_labels(node: Node, unique: Counter) -> None:
     await register(node, "mc", unique("metrics"), 1, "10.7.0.1:10911")
     samples = await scrape(node)
-    const = {"address": node.id, "group": "jRaft-Controller", "peer_id": node.id}
-    assert all(set(const.items()) <= set(labels) for _, labels in samples), "constant labels on every series"
+    assert all(const(node) <= set(labels) for _, labels in samples), "constant labels on every series"
     names = {n for n, _ in samples}
     expected = {
         "role",
@@ -169,12 +178,43 @@ async def test_metrics_name_query_keeps_only_the_named_families_and_samples(node
     assert {n for n, _ in counts} == {"request_latency_count"} and len(counts) >= 1
     assert (await scrape(node, "?name[]=no_such_series")) == {}  # nothing named: an empty page, not the whole
     # the per-broker-set families, left out of the work unless named, by family or by sample
-    per_set = await scrape(node, "?name[]=active_broker_num&name[]=controllerd_broker_heartbeat_age_seconds_gcount")
-    assert {n for n, _ in per_set} == {"active_broker_num", "controllerd_broker_heartbeat_age_seconds_gcount"}
+    oldest, count = (
+        "controllerd_broker_set_heartbeat_age_max_seconds",
+        "controllerd_broker_heartbeat_age_seconds_gcount",
+    )
+    per_set = await scrape(node, f"?name[]=active_broker_num&name[]={oldest}&name[]={count}")
+    assert {n for n, _ in per_set} == {"active_broker_num", oldest, count}
     assert value(per_set, "active_broker_num", cluster="mc", broker_set=name) == 1
-    assert value(per_set, "controllerd_broker_heartbeat_age_seconds_gcount", cluster="mc", broker_set=name) == 1
+    assert (oldest, frozenset({*const(node), ("cluster", "mc"), ("broker_set", name)})) in per_set
+    assert value(per_set, count, cluster="mc") == value(whole, count, cluster="mc") >= 1
     # without name[], another parameter changes nothing: the whole page
     assert {n for n, _ in await scrape(node, "?other=1")} == {n for n, _ in whole}
+
+
+async def test_a_scrape_is_computed_and_formatted_off_the_nodes_loop(
+    node: Node, unique: Counter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-broker-set families (most of a page at 10,000 brokers) are computed, and the page formatted and
+    gzipped, in a worker thread: here they wait for a callback that only the node's loop can run."""
+    name = unique("metrics")
+    await register(node, "mc", name, 1, "10.7.0.3:10911")
+    loop, ran, threads = asyncio.get_running_loop(), threading.Event(), []
+    families = BrokerTables.families
+
+    def waiting(tables: BrokerTables) -> Iterator[Metric]:
+        threads.append(threading.get_ident())
+        loop.call_soon_threadsafe(ran.set)
+        assert ran.wait(10), "the node's loop did not run while the per-set families were computed"
+        yield from families(tables)
+
+    monkeypatch.setattr(BrokerTables, "families", waiting)
+    r = await node.call("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+    assert r.status_code == 200 and r.headers["content-encoding"] == "gzip", r.text
+    assert r.headers["content-type"] == CONTENT_TYPE
+    assert threads and threading.get_ident() not in threads
+    assert ("active_broker_num", frozenset({*const(node), ("cluster", "mc"), ("broker_set", name)})) in {
+        (s.name, frozenset(s.labels.items())) for f in text_string_to_metric_families(r.text) for s in f.samples
+    }
 
 
 async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
@@ -205,7 +245,10 @@ async def test_metrics_move_with_requests(node: Node, unique: Counter) -> None:
     assert delta("election_total", cluster="mc", broker_set=name, election_result="keep_current_master") == 1
     assert value(after, "active_broker_num", cluster="mc", broker_set=name) == 1
     assert value(after, "controllerd_broker_set_master_alive", cluster="mc", broker_set=name) == 1
-    assert value(after, "controllerd_broker_heartbeat_age_seconds_gcount", cluster="mc", broker_set=name) == 1
+    assert (
+        "controllerd_broker_set_heartbeat_age_max_seconds",
+        frozenset({*const(node), ("cluster", "mc"), ("broker_set", name)}),
+    ) in after
     assert (
         value(after, "controllerd_raft_quorum_healthy") == 1
         and value(after, "controllerd_raft_leader_changes_total") >= 1
@@ -291,16 +334,27 @@ async def test_elections_decided_by_the_scan_are_counted(tmp_path: Path) -> None
         assert value(samples, "controllerd_inactive_broker_scan_last_run_timestamp_seconds") == clock.now / 1000
         assert value(samples, "controllerd_broker_set_master_alive", cluster="sc", broker_set="s") == 1
         # Broker 1 is gone from the table; broker 2 heartbeated 5 s ago (timeout 60 s): under half.
-        assert value(samples, "controllerd_broker_heartbeat_age_seconds_gcount", cluster="sc", broker_set="s") == 1
-        assert value(samples, "controllerd_broker_heartbeat_age_seconds_gsum", cluster="sc", broker_set="s") == 5
         age = {"cluster": "sc", "broker_set": "s"}
-        assert value(samples, "controllerd_broker_heartbeat_age_seconds_bucket", le="3.0", **age) == 0
-        assert value(samples, "controllerd_broker_heartbeat_age_seconds_bucket", le="5.0", **age) == 1
+        assert value(samples, "controllerd_broker_set_heartbeat_age_max_seconds", **age) == 5
         assert value(samples, "controllerd_brokers_past_half_timeout", **age) == 0
+        # The cluster's histogram holds every set's brokers: set t's broker, heard from just now, too.
+        await register(node, "sc", "t", 1, "10.8.0.3:10911")
+        clock.now += 500
+        samples = await scrape(node)
+        assert value(samples, "controllerd_broker_set_heartbeat_age_max_seconds", cluster="sc", broker_set="t") == 0.5
+        assert value(samples, "controllerd_broker_set_heartbeat_age_max_seconds", **age) == 5.5
+        assert value(samples, "controllerd_broker_heartbeat_age_seconds_gcount", cluster="sc") == 2
+        assert value(samples, "controllerd_broker_heartbeat_age_seconds_gsum", cluster="sc") == 6
+        buckets = {
+            le: value(samples, "controllerd_broker_heartbeat_age_seconds_bucket", cluster="sc", le=le)
+            for le in ("0.5", "1.0", "5.0", "10.0", "+Inf")
+        }
+        assert buckets == {"0.5": 1, "1.0": 1, "5.0": 1, "10.0": 2, "+Inf": 2}  # le: at most, 0.5 s included
         assert await node.service.scan_once() is None  # nothing left to judge
-        clock.now += 30_001  # broker 2 past half its timeout, not expired: still the master
+        clock.now += 29_501  # broker 2 past half its timeout, not expired: still the master
         samples = await scrape(node)
         assert value(samples, "controllerd_brokers_past_half_timeout", **age) == 1
+        assert value(samples, "controllerd_broker_set_heartbeat_age_max_seconds", **age) == 35.001
         assert value(samples, "controllerd_inactive_broker_scan_runs_total", outcome="nothing_to_do") == 1
         assert value(samples, "controllerd_broker_set_master_alive", **age) == 1
         clock.now += 30_000  # broker 2 expired: the set has no live master, before and after the scan

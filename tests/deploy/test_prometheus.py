@@ -108,7 +108,9 @@ def ok(addr: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
-def register(addr: str, cluster: str, name: str, broker_id: int, broker_addr: str) -> None:
+def register(
+    addr: str, cluster: str, name: str, broker_id: int, broker_addr: str, timeout_ms: int = BROKER_TIMEOUT_MS
+) -> None:
     """next-broker-id, apply-broker-id, one heartbeat (then none), register-broker, as a broker does."""
     ok(addr, "next-broker-id", {"clusterName": cluster, "brokerName": name})
     ok(
@@ -121,7 +123,7 @@ def register(addr: str, cluster: str, name: str, broker_id: int, broker_addr: st
             "registerCheckCode": f"{broker_addr};{broker_id}",
         },
     )
-    heartbeat(addr, cluster, name, broker_id, broker_addr)
+    heartbeat(addr, cluster, name, broker_id, broker_addr, timeout_ms)
     ok(
         addr,
         "register-broker",
@@ -129,15 +131,21 @@ def register(addr: str, cluster: str, name: str, broker_id: int, broker_addr: st
     )
 
 
-def heartbeat(addr: str, cluster: str, name: str, broker_id: int, broker_addr: str) -> None:
+def heartbeat(
+    addr: str, cluster: str, name: str, broker_id: int, broker_addr: str, timeout_ms: int = BROKER_TIMEOUT_MS
+) -> None:
     body = {"clusterName": cluster, "brokerName": name, "brokerAddr": broker_addr, "brokerId": broker_id}
-    ok(addr, "heartbeat", {**body, "heartbeatTimeoutMills": BROKER_TIMEOUT_MS})
+    ok(addr, "heartbeat", {**body, "heartbeatTimeoutMills": timeout_ms})
 
 
 def master_loss_fires_the_alert(
     monitored: tuple[ControllerdCluster, Prometheus, str],
 ) -> None:
     cluster, prom, leader = monitored
+    # A set that stays healthy, with a master, for the whole test (its one heartbeat lasts 10 minutes): the
+    # heartbeat-age panel's oldest-per-set series is one of a set with a broker in the table.
+    register(leader, "pc", "steady", 1, "10.9.0.2:10911", timeout_ms=600_000)
+    ok(leader, "elect-master", {"clusterName": "pc", "brokerName": "steady", "brokerId": 1})
     register(leader, "pc", "lost", 1, "10.9.0.1:10911")
     ok(leader, "elect-master", {"clusterName": "pc", "brokerName": "lost", "brokerId": 1})
     # Its last heartbeat comes after it is master: its expiry is then a master's, which the scan answers with an

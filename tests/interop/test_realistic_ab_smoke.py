@@ -22,7 +22,7 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
     rocketmq.require()
     out = tmp_path / "ab.json"
     argv = ["--trees", f"a={ROOT},b={ROOT}", "--rounds", "1", "--windows", "1", "--seconds", "2", "--brokers", "30"]
-    argv += ["--warmup", "1", "--disk-alone", "0.5"]
+    argv += ["--warmup", "1", "--disk-alone", "0.5", "--scrape", "0.5"]
     prof = tmp_path / "profiles"
     assert realistic_ab.main([*argv, "--json", str(out), "--profile", str(prof), "--profile-node", "follower"]) == 0
     data = json.loads(out.read_text())
@@ -54,6 +54,8 @@ def test_realistic_ab_two_trees_one_window_each(tmp_path: Path) -> None:
         assert data["summary"][name]["disk_stall_windows"] == int(stalled), data["summary"][name]
         quiet = data["summary"][name]["p99_ms_without_disk_stall"]
         assert quiet is None if stalled else quiet["median"] == row["p99_ms"], data["summary"][name]
+        # every node's whole /metrics, every 0.5 s of the 2 s window, as Prometheus would
+        assert row["scrapes"]["count"] >= 3 and row["scrapes"]["failed"] == 0 and row["scrapes"]["slowest_ms"] > 0
         assert row["profile"] == str(prof / f"{name}-r0-w0.txt") and os.path.getsize(row["profile"]) > 0
         assert data["summary"][name]["profile"]["samples"] > 0  # the sampled follower was busy in some samples
 
@@ -77,6 +79,7 @@ def test_conf_reaches_its_trees_nodes() -> None:
         ["--trees", f"a={ROOT}", "--conf", "c=x=1"],
         ["--trees", f"a={ROOT}", "--warmup", "-1"],
         ["--trees", f"a={ROOT}", "--disk-alone", "-1"],
+        ["--trees", f"a={ROOT}", "--scrape", "-1"],
     ],
 )
 def test_bad_arguments_name_the_option(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

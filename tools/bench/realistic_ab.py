@@ -1,7 +1,7 @@
 """python -m tools.bench realistic_ab --trees NAME=DIR,NAME=DIR [--rounds R] [--windows W] [--seconds S]
                                      [--brokers N] [--warmup S] [--extra 'key=value;...'] [--conf NAME='key=value;...']
                                      [--profile DIR [--profile-node leader|follower]] [--disk-alone S]
-                                     [--json FILE]
+                                     [--scrape S] [--json FILE]
 
 The peers benchmark's realistic row (N brokers registered, each heartbeating once a second, through RocketMQ's own
 remoting client: tools/bench/peers.py, interop/rocketmq/src/interop/ControllerLoad.java) for two or more source
@@ -21,6 +21,9 @@ write over 50 ms on some node and gives the p99 of the windows without one besid
 first round, `--disk-alone S` seconds of 256 B fdatasyncs with nothing else of the run going
 (`machine.fdatasync_stalls`) say how often the disk stalls that long on its own.
 
+`--scrape S` scrapes every node's whole /metrics every S seconds through each window, as a Prometheus would
+(`Accept-Encoding: gzip`): each row then says how many scrapes it held and the slowest one (`scrapes`).
+
 `--warmup S` runs the same steady load for S seconds after registration, unmeasured, before the first window: near
 saturation (30,000 brokers on two cores) a leader just past registering N brokers starts its first window behind,
 and that window measures the catching up (its heartbeats' count and p99 are kept in each row as `warmup`).
@@ -39,8 +42,11 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
+
+import httpx
 
 from tools.bench import machine, peers, profile
 
@@ -81,6 +87,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
         metavar="S",
         help="first, S seconds of the disk alone: 256 B fdatasyncs, how many took over 50 ms (0: skip; default 20)",
     )
+    p.add_argument(
+        "--scrape",
+        type=float,
+        default=0,
+        metavar="S",
+        help="scrape every node's whole /metrics every S seconds through each window, as Prometheus (0: no; default)",
+    )
     p.add_argument("--json", help="write every window and the summary here")
     a = p.parse_args(argv)
     if a.profile is not None:
@@ -108,7 +121,44 @@ def parse(argv: list[str]) -> argparse.Namespace:
         p.error("--warmup must be >= 0")
     if a.disk_alone < 0:
         p.error("--disk-alone must be >= 0")
+    if a.scrape < 0:
+        p.error("--scrape must be >= 0")
     return a
+
+
+class Scraper:
+    """Every `period` seconds, each node's whole /metrics, as Prometheus scrapes it, in a thread of its own."""
+
+    def __init__(self, group: peers.Ours, period: float) -> None:
+        self.urls = [group.cluster.url(i, "/metrics") for i in range(3)]
+        self.headers = {**group.cluster.headers, "Accept-Encoding": "gzip"}
+        self.period, self.failed = period, 0
+        self.took_ms: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="scraper", daemon=True)
+
+    def run(self) -> None:
+        with httpx.Client(timeout=30, headers=self.headers) as client:
+            while not self.stop.wait(self.period):
+                for url in self.urls:
+                    t = time.monotonic()
+                    try:
+                        client.get(url).raise_for_status()
+                    except httpx.HTTPError:
+                        self.failed += 1
+                    else:
+                        self.took_ms.append(round(1000 * (time.monotonic() - t), 1))
+
+    def __enter__(self) -> Scraper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def figures(self) -> dict[str, Any]:
+        return {"count": len(self.took_ms), "failed": self.failed, "slowest_ms": max(self.took_ms, default=None)}
 
 
 def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list[dict[str, Any]]:
@@ -127,7 +177,8 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
         for w in range(a.windows):
             before = os.getloadavg()[0]
             sampled = os.path.join(a.profile, f"{name}-r{r}-w{w}.txt") if a.profile else None
-            with profile.record(sampled_pid, sampled) if sampled else contextlib.nullcontext():
+            scraper = Scraper(group, a.scrape) if a.scrape else contextlib.nullcontext()
+            with profile.record(sampled_pid, sampled) if sampled else contextlib.nullcontext(), scraper:
                 i0 = group.applied(leader)
                 h0 = group.histograms()
                 q0, t0 = peers.runq_wait_s(pid), time.monotonic()
@@ -158,6 +209,7 @@ def measure(group: peers.Ours, a: argparse.Namespace, name: str, r: int) -> list
                 # per node: its log writes, commits (the leader's) and loop turns over 50 ms, and the slowest
                 | peers.slow_per_node(h0, h1)
                 | ({"profile": sampled} if sampled else {})
+                | ({"scrapes": scraper.figures()} if isinstance(scraper, Scraper) else {})
             )
     if load.proc.returncode != 0:  # it ends when its input does: anything else is a generator that hung or failed
         raise RuntimeError(f"ControllerLoad ended with {load.proc.returncode} after its last command: {load.argv}")
@@ -211,6 +263,7 @@ def main(argv: list[str]) -> int:
                     f"followers' CPU {' and '.join(map(str, row['followers_cpu_pct']))} %, "
                     f"{row['entries']} entries for {row['acknowledged']} heartbeats, "
                     f"over {peers.SLOW_S * 1000:g} ms per node: {peers.slow_text(row)}, load {row['load_before']}"
+                    + (f", {sc['count']} scrapes, slowest {sc['slowest_ms']} ms" if (sc := row.get("scrapes")) else "")
                 )
             windows[name].extend(rows)
     out = {name: summary(rows) for name, rows in windows.items()}

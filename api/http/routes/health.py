@@ -110,7 +110,10 @@ async def healthz_check(request: Request, check: Annotated[str, Path()], gw: Gat
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE: {}}, "description": "Prometheus text format"}},
 )
-async def metrics(gw: GatewayDep, names: Annotated[list[str] | None, Query(alias="name[]")] = None) -> Response:
+async def metrics(
+    request: Request, gw: GatewayDep, names: Annotated[list[str] | None, Query(alias="name[]")] = None
+) -> Response:
     """Prometheus text format: RocketMQ's controller series and controllerd_raft_*; with `name[]` (repeated),
-    only the families or samples so named."""
-    return Response(gw.metrics.render(names or ()), media_type=CONTENT_TYPE)
+    only the families or samples so named. Gzipped when Accept-Encoding takes gzip."""
+    body, headers = await gw.metrics.exposition(names or (), accept_encoding=request.headers.get("accept-encoding", ""))
+    return Response(body, headers=headers)
