@@ -181,9 +181,10 @@ def slow_count(before: dict[float, float] | None, after: dict[float, float] | No
     return int(slow["after"] - slow["before"])
 
 
-def slowest_ms(before: dict[float, float] | None, after: dict[float, float] | None) -> float | None:
+def slowest_ms(before: dict[float, float] | None, after: dict[float, float] | None) -> float | str | None:
     """The upper bound (ms) of the bucket that holds the slowest observation between two readings of one node's
-    histogram; None if there was none or a reading is missing, `inf` past the last bound."""
+    histogram; None if there was none or a reading is missing, "+Inf" past the last bound (as Prometheus writes
+    that bound: JSON has no infinity)."""
     if before is None or after is None:
         return None
     total = after[math.inf] - before[math.inf]
@@ -191,7 +192,7 @@ def slowest_ms(before: dict[float, float] | None, after: dict[float, float] | No
         return None
     # cumulative buckets: the slowest is under the lowest bound whose count rose as much as the +Inf one
     bound = min(le for le in after if after[le] - before.get(le, 0) >= total)
-    return bound * 1000 if bound != math.inf else math.inf
+    return bound * 1000 if bound != math.inf else "+Inf"
 
 
 class Rocket:

@@ -3,6 +3,7 @@ the quantiles over the kills, the rows of the realistic-load curve. Never a timi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -235,7 +236,8 @@ def test_slow_log_writes_are_read_from_two_cumulative_histograms() -> None:
     assert peers.slow_count(before, after, 0.025) == 5
     assert peers.slowest_ms(before, after) == 100.0  # the lowest bound that holds all 10
     past = after | {0.1: 110.0, inf: 111.0}  # one write past the last bound
-    assert peers.slowest_ms(before, past) == inf and peers.slow_count(before, past, 0.05) == 4
+    assert peers.slowest_ms(before, past) == "+Inf" and peers.slow_count(before, past, 0.05) == 4
+    assert json.loads(json.dumps(peers.slowest_ms(before, past), allow_nan=False)) == "+Inf"  # strict JSON
     assert peers.slowest_ms(before, before) is None  # no write in between
     assert peers.slow_count(None, after, 0.05) is None and peers.slowest_ms(before, None) is None
 
