@@ -90,8 +90,11 @@ class _PromExporter:
             if scope["type"] != "http":
                 return
             names = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("name[]", [])
-            head = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-            body, headers = await metrics.exposition(names, head.get("accept", ""), head.get("accept-encoding", ""))
+
+            def header(name: bytes) -> str:  # repeated ones joined, as prometheus_client's own app does
+                return ",".join(v.decode("latin-1") for k, v in scope["headers"] if k.lower() == name)
+
+            body, headers = await metrics.exposition(names, header(b"accept"), header(b"accept-encoding"))
             await send(
                 {
                     "type": "http.response.start",

@@ -59,6 +59,12 @@ async def test_prom_serves_the_series_on_its_own_port(tmp_path: Path) -> None:
             "peer_id": s.service.id,
             "dc": "east",
         }
+        # prometheus_client's choices: name[], OpenMetrics when asked for, gzip (httpx asks for it by default)
+        only = await c.get(f"http://127.0.0.1:{port}/", params={"name[]": "role"})
+        assert [f.name for f in text_string_to_metric_families(only.text)] == ["role"]
+        assert only.headers["content-encoding"] == "gzip"
+        om = await c.get(f"http://127.0.0.1:{port}/metrics", headers={"Accept": "application/openmetrics-text"})
+        assert om.headers["content-type"].startswith("application/openmetrics-text") and om.text.endswith("# EOF\n")
     # stopped with the node: the port is free again
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2)
