@@ -187,7 +187,7 @@ def run_node(
     """Run one node until SIGTERM/SIGINT; the process exit code. `ignored`: the unknown keys the file had,
     named in the boot line (the last start-up line)."""
     from api.logs import install
-    from api.server import ControllerServer, settle_gc
+    from api.server import ControllerServer, settle_gc, settle_switch_interval
     from api.service.settings import ApiSettings, pairs
 
     host, port = http_address(cfg)
@@ -243,6 +243,7 @@ def run_node(
             await server.service.stop(transfer=False)
             return EXIT_FAILED
         settle_gc()  # after start-up: shorter, rarer collector pauses while serving
+        settle_switch_interval()  # a worker thread (a scrape's formatting) gives the loop the interpreter back sooner
         note = ignored_keys_note(cfg.path, ignored or [])
         log.log(
             logging.WARNING if note else logging.INFO,
